@@ -1,0 +1,25 @@
+"""The pipeline engine: stages with their own concurrency, bounded queues, one scheduler thread.
+
+Knows nothing about images or storage. See `PipelineBuilder` to describe a pipeline and
+`Pipeline` to run it; `profile_pipeline` finds each stage's best concurrency.
+"""
+
+from ._builder import PipelineBuilder
+from ._errors import FailureRecord, PipelineError, PipelineFailureError, PipelineStoppedError
+from ._pipeline import Pipeline
+from ._profile import ProfileResult, profile_pipeline
+from ._stats import PipelineStats, StageStats, TaskTimeSummary
+
+__all__ = [
+    "FailureRecord",
+    "Pipeline",
+    "PipelineBuilder",
+    "PipelineError",
+    "PipelineFailureError",
+    "PipelineStats",
+    "PipelineStoppedError",
+    "ProfileResult",
+    "StageStats",
+    "TaskTimeSummary",
+    "profile_pipeline",
+]

@@ -1,0 +1,440 @@
+"""The engine: one lock, one scheduler thread with an asyncio loop, one worker pool.
+
+How an item moves: a runner (a loop in a pool thread for sync ops, a task on the event loop for
+async ops and executor stages) claims a job from its stage under the lock, runs the op outside the
+lock, and hands the result back under the lock. Handing back wakes the neighbour stages; a woken
+stage with work and a free slot gets a new runner. A runner keeps claiming jobs until its stage has
+none, so a busy stage costs one thread hand-off per burst instead of one per item; that is where
+the time goes in a per-item design (a future, a queue put and a cross-thread wake-up per item
+per stage).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import traceback
+from collections import deque
+from time import perf_counter
+from typing import Any
+
+from ._buffer import _Buffer
+from ._errors import FailureRecord, PipelineFailureError, PipelineStoppedError
+from ._inline import _InlineStage, _short_repr
+from ._spec import ASYNC_GENERATOR, GENERATOR, SOURCE, StageSpec
+from ._stage import _Job, _Stage
+from ._stats import PipelineStats
+
+_logger = logging.getLogger("stoker.pipeline")
+
+# Failures logged with a full traceback per stage; later ones get one line each.
+_TRACEBACKS_LOGGED = 20
+# Samples kept for the timeline (at the default interval, about an hour).
+_TIMELINE_SAMPLES = 14_400
+
+_VALUE, _DONE, _FAILED = 0, 1, 2
+
+
+class _Engine:
+    """Runs the stages of one pipeline. Created by `Pipeline`; not public."""
+
+    def __init__(
+        self,
+        specs: list[StageSpec],
+        sink_size: int,
+        num_threads: int,
+        name: str,
+        sample_interval: float,
+        report_interval: float | None,
+    ) -> None:
+        self.name = name
+        self.lock = threading.Lock()
+        self.consumer_ready = threading.Condition(self.lock)
+        self.stopping = False
+        self.stopped = False
+        self.error: BaseException | None = None
+        self.source_error: BaseException | None = None
+        self.ended_at: float | None = None
+        self.started_at: float | None = None
+        self.consumer_wait = 0.0
+        self.items_consumed = 0
+        self.timeline: deque[dict[str, Any]] = deque(maxlen=_TIMELINE_SAMPLES)
+        self._pending: deque[Any] = deque()
+        self._num_threads = num_threads
+        self._sample_interval = sample_interval
+        self._report_interval = report_interval
+        self._last_report = 0.0
+        self._pool: Any = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: threading.Thread | None = None
+        self._loop_tasks: set[asyncio.Task[Any]] = set()
+        self.stages: list[Any] = []
+        upstream: _Buffer | None = None
+        for spec in specs:
+            stage = _InlineStage(spec, self, upstream) if spec.runs_inline else _Stage(spec, self, upstream)  # type: ignore[arg-type]
+            self.stages.append(stage)
+            upstream = stage.output
+        # The last stage's queue is the sink the consumer reads.
+        self.sink: _Buffer = upstream  # type: ignore[assignment]
+        last = self.stages[-1]
+        self.sink.capacity = sink_size + (0 if last.spec.runs_inline else last.concurrency)
+
+    # ---- lifecycle ------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the scheduler thread and the pool, and wake the source."""
+        from ._worker_pool import _WorkerPool
+
+        self.started_at = perf_counter()
+        for stage in self.stages:
+            stage.output._last_change = self.started_at
+        self._pool = _WorkerPool(self._num_threads, f"stoker-{self.name}-worker")
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        ready = threading.Event()
+        self._loop_thread = threading.Thread(
+            target=self._run_loop, args=(loop, ready), name=f"stoker-{self.name}-scheduler", daemon=True
+        )
+        self._loop_thread.start()
+        ready.wait()
+        with self.lock:
+            self.wake(self.stages[0])
+            starts = self.drain()
+        self.start_runners(starts)
+
+    def _run_loop(self, loop: asyncio.AbstractEventLoop, ready: threading.Event) -> None:
+        asyncio.set_event_loop(loop)
+        loop.call_soon(ready.set)
+        loop.call_later(self._sample_interval, self._sample)
+        try:
+            loop.run_forever()
+        finally:
+            try:
+                tasks = [task for task in self._loop_tasks if not task.done()]
+                for task in tasks:
+                    task.cancel()
+                if tasks:
+                    loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+                loop.run_until_complete(loop.shutdown_asyncgens())
+            finally:
+                loop.close()
+
+    def stop(self, timeout: float) -> None:
+        """Stop every runner and thread; wait up to ``timeout`` seconds for ops in progress."""
+        with self.lock:
+            if self.stopped:
+                return
+            self.stopped = True
+            self.stopping = True
+            if self.ended_at is None:
+                self.ended_at = perf_counter()
+            self.consumer_ready.notify_all()
+            parked = [job for stage in self.stages if isinstance(stage, _Stage) for job in stage.parked]
+        loop, thread = self._loop, self._loop_thread
+        if loop is not None and thread is not None and thread.is_alive():
+            try:
+                loop.call_soon_threadsafe(loop.stop)
+            except RuntimeError:  # the loop closed in the meantime
+                pass
+            if thread is not threading.current_thread():
+                thread.join(timeout)
+        stuck = self._pool.shutdown(timeout) if self._pool is not None else []
+        for job in parked:
+            if job.generator is not None and hasattr(job.generator, "close"):
+                try:
+                    job.generator.close()
+                except Exception:
+                    _logger.debug("closing a parked generator raised", exc_info=True)
+        if stuck:
+            _logger.warning(
+                "pipeline %s stopped, but %d worker thread(s) are still inside an op after %.1fs; "
+                "they are daemon threads and end with the op",
+                self.name,
+                len(stuck),
+                timeout,
+            )
+
+    def threads(self) -> list[threading.Thread]:
+        """Every thread this engine started."""
+        threads = list(self._pool.threads) if self._pool is not None else []
+        if self._loop_thread is not None:
+            threads.append(self._loop_thread)
+        return threads
+
+    # ---- waking stages ---------------------------------------------------------------------
+
+    def wake(self, stage: Any) -> None:
+        """Note that ``stage`` (None: the consumer) may be able to act. Call under the lock."""
+        if stage is None:
+            self._pending.append(None)
+        elif not stage.wake_pending:
+            stage.wake_pending = True
+            self._pending.append(stage)
+
+    def drain(self) -> list[Any]:
+        """Act on every woken stage; return the stages that need a new runner. Under the lock."""
+        starts = []
+        pending = self._pending
+        failures: list[tuple[Any, FailureRecord]] = []
+        while pending:
+            stage = pending.popleft()
+            if stage is None:
+                self.consumer_ready.notify_all()
+                continue
+            stage.wake_pending = False
+            if isinstance(stage, _InlineStage):
+                for record in stage.process():
+                    failures.append((stage, record))
+                continue
+            stage.check_end()
+            if stage.runners < stage.concurrency and stage.has_work():
+                stage.runners += 1
+                starts.append(stage)
+        for stage, record in failures:
+            _logger.error("pipeline %s: %s", self.name, record.describe())
+            self._check_budget(stage)
+        return starts
+
+    def start_runners(self, stages: list[Any]) -> None:
+        """Start one runner per entry, outside the lock."""
+        for stage in stages:
+            if stage.spec.runs_on_loop:
+                loop = self._loop
+                try:
+                    loop.call_soon_threadsafe(self._spawn_async_runner, stage)  # type: ignore[union-attr]
+                except RuntimeError:  # loop closed: the pipeline is stopping
+                    with self.lock:
+                        stage.runners -= 1
+            else:
+                self._pool.submit(self._run_sync, stage)
+
+    def _spawn_async_runner(self, stage: _Stage) -> None:
+        task = asyncio.ensure_future(self._run_async(stage))
+        self._loop_tasks.add(task)
+        task.add_done_callback(self._loop_tasks.discard)
+
+    # ---- runners ---------------------------------------------------------------------------
+
+    def _run_sync(self, stage: _Stage) -> None:
+        try:
+            with self.lock:
+                job = self._claim(stage)
+                starts = self.drain()
+            if starts:
+                self.start_runners(starts)
+            while job is not None:
+                outcome, value, seconds = self._execute(stage, job)
+                job, starts = self._complete(stage, job, outcome, value, seconds)
+                if starts:
+                    self.start_runners(starts)
+        except BaseException as error:  # KeyboardInterrupt or a bug: never lose it silently
+            self.fail(error)
+
+    async def _run_async(self, stage: _Stage) -> None:
+        try:
+            with self.lock:
+                job = self._claim(stage)
+                starts = self.drain()
+            if starts:
+                self.start_runners(starts)
+            while job is not None:
+                outcome, value, seconds = await self._execute_async(stage, job)
+                job, starts = self._complete(stage, job, outcome, value, seconds)
+                if starts:
+                    self.start_runners(starts)
+        except asyncio.CancelledError:
+            with self.lock:
+                stage.runners -= 1
+            raise
+        except BaseException as error:
+            self.fail(error)
+
+    def _claim(self, stage: _Stage) -> _Job | None:
+        job = stage.claim()
+        if job is None:
+            stage.runners -= 1
+        return job
+
+    def _execute(self, stage: _Stage, job: _Job) -> tuple[int, Any, float]:
+        started = perf_counter()
+        try:
+            if stage.spec.kind == SOURCE:
+                if stage.iterator is None:
+                    stage.iterator = iter(stage.spec.source)
+                value = next(stage.iterator)
+            elif job.generator is not None:
+                value = next(job.generator)
+            elif stage.spec.op_kind == GENERATOR:
+                job.generator = stage.spec.op(job.item)  # type: ignore[misc]
+                value = next(job.generator)
+            else:
+                value = stage.spec.op(job.item)  # type: ignore[misc]
+        except StopIteration:
+            return _DONE, None, perf_counter() - started
+        except Exception as error:
+            return _FAILED, error, perf_counter() - started
+        return _VALUE, value, perf_counter() - started
+
+    async def _execute_async(self, stage: _Stage, job: _Job) -> tuple[int, Any, float]:
+        spec = stage.spec
+        started = perf_counter()
+        try:
+            if spec.kind == SOURCE:
+                if stage.iterator is None:
+                    stage.iterator = spec.source.__aiter__()
+                value = await stage.iterator.__anext__()
+            elif job.generator is not None:
+                value = await job.generator.__anext__()
+            elif spec.op_kind == ASYNC_GENERATOR:
+                job.generator = spec.op(job.item)  # type: ignore[misc]
+                value = await job.generator.__anext__()
+            elif spec.executor is not None:
+                value = await asyncio.get_running_loop().run_in_executor(spec.executor, spec.op, job.item)
+            else:
+                value = await spec.op(job.item)  # type: ignore[misc]
+        except (StopAsyncIteration, StopIteration):
+            return _DONE, None, perf_counter() - started
+        except Exception as error:
+            return _FAILED, error, perf_counter() - started
+        return _VALUE, value, perf_counter() - started
+
+    def _complete(
+        self, stage: _Stage, job: _Job, outcome: int, value: Any, seconds: float
+    ) -> tuple[_Job | None, list[Any]]:
+        """Hand a step's outcome to the stage; return the runner's next job and stages to start."""
+        record = None
+        with self.lock:
+            stage.task_times.record(seconds)
+            next_job: _Job | None = None
+            if outcome == _VALUE:
+                stage.emit(job, value)
+                if job.generator is not None and stage.continue_generator(job):
+                    next_job = job
+                elif job.generator is None:
+                    stage.finish(job)
+            elif outcome == _DONE:
+                if stage.spec.kind == SOURCE:
+                    stage.exhausted = True
+                stage.finish(job)
+            else:
+                if stage.spec.kind == SOURCE:
+                    stage.exhausted = True
+                    self.source_error = value
+                else:
+                    record = self._failure_record(stage, job, value)
+                    stage.record_failure(record)
+                stage.finish(job)
+            if next_job is None:
+                next_job = self._claim(stage)
+            starts = self.drain()
+        if record is not None:
+            self._log_failure(stage, record, value)
+            self._check_budget(stage)
+        elif outcome == _FAILED:
+            _logger.error("pipeline %s: source %r failed", self.name, stage.name, exc_info=value)
+        return next_job, starts
+
+    # ---- failures --------------------------------------------------------------------------
+
+    @staticmethod
+    def _failure_record(stage: _Stage, job: _Job, error: BaseException) -> FailureRecord:
+        return FailureRecord(
+            stage=stage.name,
+            index=job.seq,
+            item=_short_repr(job.item),
+            error_type=f"{type(error).__module__}.{type(error).__qualname__}",
+            message=str(error),
+            traceback="".join(traceback.format_exception(type(error), error, error.__traceback__)),
+        )
+
+    def _log_failure(self, stage: _Stage, record: FailureRecord, error: BaseException) -> None:
+        if stage.failure_count <= _TRACEBACKS_LOGGED:
+            _logger.error("pipeline %s: %s", self.name, record.describe(), exc_info=error)
+        else:
+            _logger.error("pipeline %s: %s", self.name, record.describe())
+
+    def _check_budget(self, stage: Any) -> None:
+        budget = stage.spec.max_failures
+        if budget is not None and stage.failure_count > budget:
+            self.fail(PipelineFailureError(stage.name, budget, stage.failure_count, stage.failure_records))
+
+    def fail(self, error: BaseException) -> None:
+        """Stop the pipeline; the consumer gets ``error`` at its next request."""
+        with self.lock:
+            if self.error is None:
+                self.error = error
+            self.stopping = True
+            if self.ended_at is None:
+                self.ended_at = perf_counter()
+            self.consumer_ready.notify_all()
+
+    # ---- the consumer's side ---------------------------------------------------------------
+
+    def take(self, timeout: float | None) -> Any:
+        """Block until the next item; raise StopIteration at the end, or the pipeline's error.
+
+        Raises:
+            TimeoutError: No item within ``timeout`` seconds.
+        """
+        deadline = None if timeout is None else perf_counter() + timeout
+        waited_from = perf_counter()
+        with self.lock:
+            while True:
+                if self.error is not None:
+                    raise self.error
+                sink = self.sink
+                if sink.items:
+                    item = sink.pop()
+                    self.items_consumed += 1
+                    self.consumer_wait += perf_counter() - waited_from
+                    self.wake(sink.producer)
+                    starts = self.drain()
+                    break
+                if sink.closed:
+                    if self.ended_at is None:
+                        self.ended_at = perf_counter()
+                    if self.source_error is not None:
+                        raise self.source_error
+                    raise StopIteration
+                if self.stopping:
+                    raise PipelineStoppedError(f"pipeline {self.name} was stopped")
+                remaining = 1.0 if deadline is None else min(1.0, deadline - perf_counter())
+                if remaining <= 0:
+                    raise TimeoutError(f"pipeline {self.name}: no item within {timeout} s")
+                self.consumer_ready.wait(remaining)
+        if starts:
+            self.start_runners(starts)
+        return item
+
+    # ---- statistics ------------------------------------------------------------------------
+
+    def stats(self) -> PipelineStats:
+        with self.lock:
+            started = self.started_at or perf_counter()
+            end = self.ended_at or perf_counter()
+            return PipelineStats(
+                stages=[stage.snapshot(started) for stage in self.stages],
+                elapsed_seconds=end - started,
+                consumer_wait_seconds=self.consumer_wait,
+                items_consumed=self.items_consumed,
+                timeline=list(self.timeline),
+            )
+
+    def _sample(self) -> None:
+        if self.stopping:
+            return
+        with self.lock:
+            now = perf_counter()
+            self.timeline.append(
+                {
+                    "time": now - (self.started_at or now),
+                    "items_out": [stage.items_out for stage in self.stages],
+                    "queue_length": [len(stage.output.items) for stage in self.stages],
+                }
+            )
+        if self._report_interval is not None and now - self._last_report >= self._report_interval:
+            self._last_report = now
+            _logger.info("pipeline %s:\n%s", self.name, self.stats().format_table())
+        assert self._loop is not None
+        self._loop.call_later(self._sample_interval, self._sample)

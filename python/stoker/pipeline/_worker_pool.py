@@ -1,0 +1,86 @@
+"""A small thread pool the pipeline owns, so stopping it can bound how long it waits.
+
+`concurrent.futures.ThreadPoolExecutor` joins its threads at interpreter exit with no time
+limit, so one op stuck forever would hang the interpreter. These workers are daemon threads that
+the pipeline joins with a timeout when it stops, and the engine never submits a task that blocks
+waiting on another task, so a pool of any size makes progress.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Callable
+from time import monotonic
+from typing import Any
+
+_logger = logging.getLogger("stoker.pipeline")
+
+
+class _WorkerPool:
+    """Runs submitted callables on up to ``max_threads`` daemon threads, started on demand."""
+
+    def __init__(self, max_threads: int, name: str) -> None:
+        if max_threads < 1:
+            raise ValueError(f"num_threads must be at least 1, got {max_threads}")
+        self._max_threads = max_threads
+        self._name = name
+        self._tasks: queue.SimpleQueue[tuple[Callable[..., Any], tuple[Any, ...]] | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+        self._idle = 0
+        self._closed = False
+
+    @property
+    def threads(self) -> list[threading.Thread]:
+        """The worker threads started so far."""
+        return list(self._threads)
+
+    def submit(self, function: Callable[..., Any], *args: Any) -> None:
+        """Queue ``function(*args)``; start a thread if none is idle and the cap allows."""
+        with self._lock:
+            if self._closed:
+                return
+            if self._idle > 0:
+                self._idle -= 1
+            elif len(self._threads) < self._max_threads:
+                thread = threading.Thread(
+                    target=self._work, name=f"{self._name}-{len(self._threads)}", daemon=True
+                )
+                self._threads.append(thread)
+                thread.start()
+        self._tasks.put((function, args))
+
+    def _work(self) -> None:
+        while True:
+            task = self._tasks.get()
+            if task is None:
+                return
+            function, args = task
+            try:
+                function(*args)
+            except BaseException:  # the engine reports its own errors; this is a last resort
+                _logger.exception("stoker worker %s: task raised", threading.current_thread().name)
+            finally:
+                del task, function, args
+            with self._lock:
+                self._idle += 1
+
+    def shutdown(self, timeout: float) -> list[threading.Thread]:
+        """Ask every thread to exit and wait up to ``timeout`` seconds in all.
+
+        Returns:
+            The threads still running when the time ran out (stuck in an op).
+        """
+        with self._lock:
+            self._closed = True
+            threads = list(self._threads)
+        for _ in threads:
+            self._tasks.put(None)
+        deadline = monotonic() + timeout
+        current = threading.current_thread()
+        for thread in threads:
+            if thread is not current:
+                thread.join(max(0.0, deadline - monotonic()))
+        return [thread for thread in threads if thread.is_alive() and thread is not current]

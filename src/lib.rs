@@ -1,0 +1,10 @@
+//! stoker's native core.
+//!
+//! The pure-Rust modules hold the hot loops and are tested with `cargo test`, which needs no
+//! Python. The `python` feature adds the PyO3 bindings (`python.rs`) that maturin builds into
+//! the `stoker._native` extension module.
+
+pub mod build_info;
+
+#[cfg(feature = "python")]
+mod python;

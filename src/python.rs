@@ -1,0 +1,26 @@
+//! The Python-facing module `stoker._native`. Thin: argument conversion and GIL release only;
+//! the work lives in the pure-Rust modules beside this one.
+
+use pyo3::prelude::*;
+
+use crate::build_info;
+
+/// Return a dict describing this build of the native core.
+#[pyfunction]
+#[pyo3(name = "build_info")]
+fn describe_build(py: Python<'_>) -> PyResult<Bound<'_, pyo3::types::PyDict>> {
+    let info = pyo3::types::PyDict::new(py);
+    info.set_item("version", build_info::VERSION)?;
+    info.set_item("optimized", build_info::is_optimized())?;
+    info.set_item("target_features", build_info::target_features())?;
+    Ok(info)
+}
+
+/// `gil_used = false`: nothing here relies on the GIL for safety, so the module is importable on
+/// free-threaded CPython without re-enabling the GIL.
+#[pymodule(gil_used = false)]
+fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
+    module.add("__version__", build_info::VERSION)?;
+    module.add_function(wrap_pyfunction!(describe_build, module)?)?;
+    Ok(())
+}
