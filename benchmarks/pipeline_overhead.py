@@ -6,8 +6,9 @@ Scenarios (the pipeline issue's targets in brackets):
      b-cpu: the op hashes a buffer (hashlib releases the GIL): CPU-bound like image decode
      b-io:  the op sleeps 1 ms: latency-bound like a storage read     [stoker >= 0.9x bare pool]
 
-The bare pool is the ceiling a pipeline cannot beat: a ThreadPoolExecutor running both ops back
-to back per item, batches made in the calling thread. Each engine runs each scenario `--repeats`
+The bare pool is the ceiling a pipeline cannot beat: a ThreadPoolExecutor with as many threads as
+the pipelines get (16 in b) running both ops back to back per item, batches made in the calling
+thread. Each engine runs each scenario `--repeats`
 times interleaved (the machine is shared and noisy); the table shows the median.
 
 Run:  python benchmarks/pipeline_overhead.py [--items N] [--repeats R] [--json PATH]
@@ -102,7 +103,7 @@ def run_bare(scenario: str, items: int, op: Callable[[Any], Any], batch_op: Call
 
     count = 0
     batch: list[Any] = []
-    with ThreadPoolExecutor(8) as pool:
+    with ThreadPoolExecutor(16) as pool:
         for result in pool.map(both, range(items)):
             batch.append(result)
             if len(batch) == 32:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import os
 from collections.abc import AsyncIterable, Callable, Iterable
 from concurrent.futures import Executor
 from typing import Any, Literal
@@ -25,6 +24,8 @@ from ._spec import (
 __all__ = ["PipelineBuilder"]
 
 _pipeline_numbers = itertools.count()
+# The default pool never exceeds this; ask for more threads explicitly.
+_MAX_DEFAULT_THREADS = 512
 
 
 def _positive(name: str, value: int) -> int:
@@ -73,9 +74,17 @@ class PipelineBuilder:
                 return f"{name}_{number}"
         raise AssertionError("unreachable")
 
-    def add_source(self, source: Iterable[Any] | AsyncIterable[Any], *, name: str = "source") -> PipelineBuilder:
+    def add_source(
+        self, source: Iterable[Any] | AsyncIterable[Any], *, name: str = "source", buffer_size: int = 16
+    ) -> PipelineBuilder:
         """Set where items come from: any iterable (iterated in a worker thread, one item at a
         time) or async iterable (iterated on the event loop).
+
+        Args:
+            source: The iterable or async iterable.
+            name: Stage name in stats and logs.
+            buffer_size: Items read ahead. Source items are usually keys or paths, so reading
+                ahead is cheap, and it lets the source's thread work in bursts.
 
         Raises:
             TypeError: ``source`` is neither iterable nor async iterable.
@@ -86,7 +95,9 @@ class PipelineBuilder:
         self._check_open("a source")
         if not (hasattr(source, "__iter__") or hasattr(source, "__aiter__")):
             raise TypeError(f"source must be an iterable or async iterable, got {type(source).__name__}")
-        self._stages.append(StageSpec(name=name, kind=SOURCE, source=source, buffer_size=2))
+        self._stages.append(
+            StageSpec(name=name, kind=SOURCE, source=source, buffer_size=_positive("buffer_size", buffer_size))
+        )
         return self
 
     def pipe(
@@ -115,7 +126,8 @@ class PipelineBuilder:
             executor: Run ``op`` there instead, e.g. a ``ProcessPoolExecutor`` for code that holds
                 the GIL. ``op`` and items must then be picklable; generators are not supported.
             buffer_size: Finished items the stage's output queue holds (default: ``max(2,
-                concurrency)``). Each running task also has a slot reserved for its result.
+                2 * concurrency)``, so the next stage finds work while this one refills it).
+                Each running task also has a slot reserved for its result.
 
         Raises:
             ValueError: A bad argument, or no source yet.
@@ -132,7 +144,7 @@ class PipelineBuilder:
         kind = op_kind(op)
         if executor is not None and kind in (GENERATOR, ASYNC_GENERATOR):
             raise ValueError("generator ops cannot run in an executor: generators cannot be pickled")
-        size = _positive("buffer_size", buffer_size) if buffer_size is not None else max(2, concurrency)
+        size = _positive("buffer_size", buffer_size) if buffer_size is not None else max(2, 2 * concurrency)
         self._stages.append(
             StageSpec(
                 name=self._unique_name(name or op_name(op)),
@@ -195,7 +207,8 @@ class PipelineBuilder:
 
         Args:
             num_threads: Size of the worker pool for sync ops and the sync source. Default: the
-                sum of the sync stages' concurrency, at most ``4 * os.cpu_count()``.
+                sum of the sync stages' concurrency, so every stage gets the concurrency it asks
+                for. Fewer threads cap the stages' concurrency (never a deadlock).
             name: Used in thread names and logs (default ``pipeline-N``).
             stats_interval: Seconds between timeline samples of throughput and queue lengths.
             report_stats_interval: If set, log the stats table every so many seconds.
@@ -208,7 +221,7 @@ class PipelineBuilder:
         sink_size = self._sink_size if self._sink_size is not None else 3
         if num_threads is None:
             wanted = sum(spec.concurrency for spec in self._stages if not spec.runs_inline and not spec.runs_on_loop)
-            num_threads = max(1, min(wanted, 4 * (os.cpu_count() or 1)))
+            num_threads = max(1, min(wanted, _MAX_DEFAULT_THREADS))
         _positive("num_threads", num_threads)
         if stats_interval <= 0:
             raise ValueError(f"stats_interval must be positive, got {stats_interval}")

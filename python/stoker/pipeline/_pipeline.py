@@ -57,10 +57,10 @@ class Pipeline(Generic[T]):
             PipelineStoppedError: The pipeline was already stopped.
         """
         with self._start_lock:
+            if self._engine.stopped:
+                raise PipelineStoppedError(f"pipeline {self.name} is stopped; build a new one")
             if self._started:
                 return
-            if self._engine.stopped:
-                raise PipelineStoppedError(f"pipeline {self.name} was stopped before it started")
             self._started = True
             self._engine.start()
 
@@ -72,9 +72,8 @@ class Pipeline(Generic[T]):
                 that are left to finish on their own (they are daemon threads) and a warning
                 is logged.
         """
-        with self._start_lock:
-            self._started = True  # a stopped pipeline never starts
-        self._engine.stop(timeout)
+        with self._start_lock:  # so a concurrent start() finishes before the stop
+            self._engine.stop(timeout)
 
     @contextmanager
     def auto_stop(self) -> Iterator[Pipeline[T]]:
@@ -95,7 +94,7 @@ class Pipeline(Generic[T]):
             TimeoutError: No item arrived in time.
             Exception: The source's own error, after the items read before it were delivered.
         """
-        if not self._started:
+        if not self._started and not self._engine.stopped:
             self.start()
         return self._engine.take(timeout)
 
