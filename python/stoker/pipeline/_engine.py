@@ -140,6 +140,8 @@ class _Engine:
             if thread is not threading.current_thread():
                 thread.join(timeout)
         stuck = self._pool.shutdown(timeout) if self._pool is not None else []
+        if self.started_at is not None and _logger.isEnabledFor(logging.INFO):
+            _logger.info("pipeline %s ended:\n%s", self.name, self.stats().format_table())
         for job in parked:
             if job.generator is not None and hasattr(job.generator, "close"):
                 try:
