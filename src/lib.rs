@@ -5,6 +5,7 @@
 //! the `stoker._native` extension module.
 
 pub mod build_info;
+pub mod image;
 
 #[cfg(feature = "python")]
 mod python;

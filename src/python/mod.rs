@@ -5,6 +5,8 @@ use pyo3::prelude::*;
 
 use crate::build_info;
 
+mod image;
+
 /// Return a dict describing this build of the native core.
 #[pyfunction]
 #[pyo3(name = "build_info")]
@@ -22,5 +24,8 @@ fn describe_build(py: Python<'_>) -> PyResult<Bound<'_, pyo3::types::PyDict>> {
 fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add("__version__", build_info::VERSION)?;
     module.add_function(wrap_pyfunction!(describe_build, module)?)?;
+    module.add_class::<image::ImageTransform>()?;
+    module.add_function(wrap_pyfunction!(image::decode_image, module)?)?;
+    module.add_function(wrap_pyfunction!(image::decode_batch_into, module)?)?;
     Ok(())
 }

@@ -1,0 +1,40 @@
+//! Why one image could not be decoded or transformed. Each variant becomes a per-sample error in a
+//! batch, and a `ValueError` naming the sample when raised to Python.
+
+use std::fmt;
+
+/// A per-image failure.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ImageError {
+    /// Zero bytes.
+    Empty,
+    /// Neither a JPEG nor a PNG signature.
+    UnknownFormat,
+    /// The codec rejected the data (truncated, corrupt, unsupported variant).
+    Corrupt { format: &'static str, detail: String },
+    /// Dimensions beyond what we decode (guards memory).
+    TooLarge { width: u64, height: u64 },
+    /// The transform cannot apply to this image (e.g. zero-sized output).
+    Transform(String),
+}
+
+impl fmt::Display for ImageError {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ImageError::Empty => write!(formatter, "empty input (0 bytes)"),
+            ImageError::UnknownFormat => write!(formatter, "not a JPEG or PNG image (unknown signature)"),
+            ImageError::Corrupt { format, detail } => write!(formatter, "corrupt {format}: {detail}"),
+            ImageError::TooLarge { width, height } => {
+                write!(formatter, "image of {width}x{height} pixels is larger than the {MAX_PIXELS} pixel limit")
+            }
+            ImageError::Transform(detail) => write!(formatter, "cannot transform: {detail}"),
+        }
+    }
+}
+
+impl std::error::Error for ImageError {}
+
+/// Largest image we decode: 2^28 pixels (16384 x 16384), 768 MiB as RGB.
+pub const MAX_PIXELS: u64 = 1 << 28;
+
+pub type ImageResult<T> = Result<T, ImageError>;

@@ -1,0 +1,287 @@
+//! Where the output comes from: resize, crop and flip decisions made from the image size, the
+//! transform spec and a seeded random generator, before any pixel is touched. Semantics follow
+//! torchvision (Resize of the shorter side, CenterCrop, RandomResizedCrop, RandomHorizontalFlip)
+//! so a model trained with those transforms sees the same geometry.
+
+use super::error::{ImageError, ImageResult};
+
+/// How to crop.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Crop {
+    None,
+    /// torchvision CenterCrop: taken after the resize; zero padding where it exceeds the image.
+    Center { width: usize, height: usize },
+    /// torchvision RandomResizedCrop: a random area fraction in `scale` and aspect ratio in
+    /// `ratio` of the decoded image, resized to `width` x `height`.
+    RandomResized { width: usize, height: usize, scale: (f64, f64), ratio: (f64, f64) },
+}
+
+/// What to do to every image.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TransformSpec {
+    /// Resize so the shorter side has this length, keeping the aspect ratio.
+    pub resize_shorter: Option<usize>,
+    /// Resize to exactly (width, height). Exclusive with `resize_shorter`.
+    pub resize: Option<(usize, usize)>,
+    pub crop: Crop,
+    /// Probability of a horizontal flip, decided per image by its seed.
+    pub flip_probability: f64,
+    /// Decode to one gray channel instead of RGB.
+    pub gray: bool,
+    /// Let JPEG decode at 1/2, 1/4 or 1/8 size when the output is at least that much smaller.
+    pub dct_scaling: bool,
+}
+
+impl TransformSpec {
+    /// Check the spec once, before any image, so a bad spec is one clear error.
+    pub fn validate(&self) -> ImageResult<()> {
+        let bad = |detail: String| Err(ImageError::Transform(detail));
+        if self.resize_shorter.is_some() && self.resize.is_some() {
+            return bad("resize_shorter and resize are exclusive".into());
+        }
+        if self.resize_shorter == Some(0) || matches!(self.resize, Some((0, _)) | Some((_, 0))) {
+            return bad("resize sizes must be positive".into());
+        }
+        if !(0.0..=1.0).contains(&self.flip_probability) {
+            return bad(format!("flip probability {} is not in [0, 1]", self.flip_probability));
+        }
+        match self.crop {
+            Crop::Center { width, height } | Crop::RandomResized { width, height, .. } if width == 0 || height == 0 => {
+                bad("crop sizes must be positive".into())
+            }
+            Crop::RandomResized { scale, ratio, .. } => {
+                if !(scale.0 > 0.0 && scale.0 <= scale.1 && scale.1 <= 1.0) {
+                    return bad(format!("random crop scale {scale:?} must satisfy 0 < min <= max <= 1"));
+                }
+                if !(ratio.0 > 0.0 && ratio.0 <= ratio.1) {
+                    return bad(format!("random crop ratio {ratio:?} must satisfy 0 < min <= max"));
+                }
+                if self.resize_shorter.is_some() || self.resize.is_some() {
+                    return bad("random_resized_crop resizes itself; drop resize_shorter/resize".into());
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The output (width, height) when every image gives the same size, as a batch needs.
+    pub fn fixed_output_size(&self) -> Option<(usize, usize)> {
+        match self.crop {
+            Crop::Center { width, height } | Crop::RandomResized { width, height, .. } => Some((width, height)),
+            Crop::None => self.resize,
+        }
+    }
+}
+
+/// The decided geometry for one image.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Plan {
+    /// Source region (in upright, full-resolution pixels) that maps onto the output's valid part.
+    pub source: (f64, f64, f64, f64),
+    /// Where that region lands in the output: (left, top, width, height); the rest is zero.
+    pub target: (usize, usize, usize, usize),
+    pub out_width: usize,
+    pub out_height: usize,
+    pub flip: bool,
+}
+
+impl Plan {
+    /// How many times smaller per side the source region is than its target, the smaller axis.
+    pub fn downscale(&self) -> f64 {
+        let (_, _, width, height) = self.source;
+        let (_, _, target_width, target_height) = self.target;
+        (width / target_width as f64).min(height / target_height as f64)
+    }
+}
+
+/// SplitMix64: a tiny, well-mixed generator, seeded per image so results do not depend on which
+/// thread or batch decoded it.
+#[derive(Debug, Clone)]
+pub struct SampleRng(u64);
+
+impl SampleRng {
+    pub fn new(seed: u64) -> Self {
+        SampleRng(seed)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in [low, high).
+    pub fn uniform(&mut self, low: f64, high: f64) -> f64 {
+        low + (high - low) * ((self.next_u64() >> 11) as f64 / (1u64 << 53) as f64)
+    }
+
+    /// Uniform integer in [0, high] (inclusive, as torch.randint(0, high + 1)).
+    pub fn up_to(&mut self, high: usize) -> usize {
+        (self.next_u64() % (high as u64 + 1)) as usize
+    }
+}
+
+/// torchvision's size for Resize(int): the shorter side becomes `size`, the longer is truncated.
+pub fn shorter_side_size(width: usize, height: usize, size: usize) -> (usize, usize) {
+    if width <= height {
+        (size, ((size * height) as f64 / width as f64) as usize)
+    } else {
+        (((size * width) as f64 / height as f64) as usize, size)
+    }
+}
+
+/// torchvision RandomResizedCrop.get_params: (left, top, width, height) in source pixels.
+fn random_resized_box(width: usize, height: usize, scale: (f64, f64), ratio: (f64, f64), rng: &mut SampleRng) -> (usize, usize, usize, usize) {
+    let area = (width * height) as f64;
+    let log_ratio = (ratio.0.ln(), ratio.1.ln());
+    for _ in 0..10 {
+        let target_area = area * rng.uniform(scale.0, scale.1);
+        let aspect = rng.uniform(log_ratio.0, log_ratio.1).exp();
+        let crop_width = (target_area * aspect).sqrt().round() as usize;
+        let crop_height = (target_area / aspect).sqrt().round() as usize;
+        if 0 < crop_width && crop_width <= width && 0 < crop_height && crop_height <= height {
+            let top = rng.up_to(height - crop_height);
+            let left = rng.up_to(width - crop_width);
+            return (left, top, crop_width, crop_height);
+        }
+    }
+    // Fallback to a central crop with the ratio clamped into range.
+    let in_ratio = width as f64 / height as f64;
+    let (crop_width, crop_height) = if in_ratio < ratio.0 {
+        (width, ((width as f64 / ratio.0).round() as usize).max(1))
+    } else if in_ratio > ratio.1 {
+        (((height as f64 * ratio.1).round() as usize).max(1), height)
+    } else {
+        (width, height)
+    };
+    ((width - crop_width) / 2, (height - crop_height) / 2, crop_width, crop_height)
+}
+
+/// Decide the geometry for an upright `width` x `height` image.
+pub fn plan(spec: &TransformSpec, width: usize, height: usize, seed: u64) -> ImageResult<Plan> {
+    let mut rng = SampleRng::new(seed);
+    if let Crop::RandomResized { width: out_width, height: out_height, scale, ratio } = spec.crop {
+        let (left, top, crop_width, crop_height) = random_resized_box(width, height, scale, ratio, &mut rng);
+        let flip = spec.flip_probability > 0.0 && rng.uniform(0.0, 1.0) < spec.flip_probability;
+        return Ok(Plan {
+            source: (left as f64, top as f64, crop_width as f64, crop_height as f64),
+            target: (0, 0, out_width, out_height),
+            out_width,
+            out_height,
+            flip,
+        });
+    }
+    // Size after the resize step (the image itself when there is none).
+    let (resized_width, resized_height) = match (spec.resize_shorter, spec.resize) {
+        (Some(size), _) => shorter_side_size(width, height, size),
+        (None, Some(size)) => size,
+        (None, None) => (width, height),
+    };
+    if resized_width == 0 || resized_height == 0 {
+        return Err(ImageError::Transform(format!("{width}x{height} image resizes to zero pixels")));
+    }
+    let scale_x = width as f64 / resized_width as f64;
+    let scale_y = height as f64 / resized_height as f64;
+    let (out_width, out_height, crop_left, crop_top) = match spec.crop {
+        Crop::Center { width: crop_width, height: crop_height } => {
+            // torchvision: int(round((size - crop) / 2.0)), Python's round (ties to even).
+            let left = ((resized_width as f64 - crop_width as f64) / 2.0).round_ties_even() as i64;
+            let top = ((resized_height as f64 - crop_height as f64) / 2.0).round_ties_even() as i64;
+            (crop_width, crop_height, left, top)
+        }
+        _ => (resized_width, resized_height, 0, 0),
+    };
+    // The part of the crop window that lies on the resized image; outside it is padding.
+    let valid_left = crop_left.max(0);
+    let valid_top = crop_top.max(0);
+    let valid_right = (crop_left + out_width as i64).min(resized_width as i64);
+    let valid_bottom = (crop_top + out_height as i64).min(resized_height as i64);
+    let flip = spec.flip_probability > 0.0 && rng.uniform(0.0, 1.0) < spec.flip_probability;
+    Ok(Plan {
+        source: (
+            valid_left as f64 * scale_x,
+            valid_top as f64 * scale_y,
+            (valid_right - valid_left) as f64 * scale_x,
+            (valid_bottom - valid_top) as f64 * scale_y,
+        ),
+        target: (
+            (valid_left - crop_left) as usize,
+            (valid_top - crop_top) as usize,
+            (valid_right - valid_left) as usize,
+            (valid_bottom - valid_top) as usize,
+        ),
+        out_width,
+        out_height,
+        flip,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(crop: Crop) -> TransformSpec {
+        TransformSpec { resize_shorter: Some(256), resize: None, crop, flip_probability: 0.0, gray: false, dct_scaling: false }
+    }
+
+    #[test]
+    fn shorter_side_matches_torchvision() {
+        assert_eq!(shorter_side_size(500, 375, 256), (341, 256));
+        assert_eq!(shorter_side_size(375, 500, 256), (256, 341));
+        assert_eq!(shorter_side_size(1, 1, 256), (256, 256));
+    }
+
+    #[test]
+    fn center_crop_after_resize() {
+        let plan = plan(&spec(Crop::Center { width: 224, height: 224 }), 500, 375, 0).unwrap();
+        // Resized to 341x256: left = round(58.5) = 58 (ties to even), top = 16.
+        assert_eq!(plan.target, (0, 0, 224, 224));
+        let (left, top, width, height) = plan.source;
+        assert!((left - 58.0 * 500.0 / 341.0).abs() < 1e-9 && (top - 16.0 * 375.0 / 256.0).abs() < 1e-9);
+        assert!((width - 224.0 * 500.0 / 341.0).abs() < 1e-9 && (height - 224.0 * 375.0 / 256.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn center_crop_larger_than_the_image_pads() {
+        let mut padded = spec(Crop::Center { width: 8, height: 4 });
+        padded.resize_shorter = None;
+        let plan = plan(&padded, 4, 2, 0).unwrap();
+        assert_eq!(plan.target, (2, 1, 4, 2));
+        assert_eq!(plan.source, (0.0, 0.0, 4.0, 2.0));
+    }
+
+    #[test]
+    fn random_resized_crop_stays_inside_and_is_seeded() {
+        let crop = Crop::RandomResized { width: 224, height: 224, scale: (0.08, 1.0), ratio: (3.0 / 4.0, 4.0 / 3.0) };
+        let random = TransformSpec { resize_shorter: None, ..spec(crop) };
+        for seed in 0..500 {
+            let plan = plan(&random, 500, 375, seed).unwrap();
+            let (left, top, width, height) = plan.source;
+            assert!(left >= 0.0 && top >= 0.0 && left + width <= 500.0 && top + height <= 375.0);
+            let area = width * height / (500.0 * 375.0);
+            assert!(area <= 1.0 + 1e-9);
+            assert_eq!(plan, super::plan(&random, 500, 375, seed).unwrap());
+        }
+        assert_ne!(plan(&random, 500, 375, 1).unwrap(), plan(&random, 500, 375, 2).unwrap());
+    }
+
+    #[test]
+    fn flip_probability_is_respected() {
+        let mut flipping = spec(Crop::None);
+        flipping.flip_probability = 0.5;
+        let flips = (0..2000).filter(|&seed| plan(&flipping, 10, 10, seed).unwrap().flip).count();
+        assert!((850..1150).contains(&flips), "{flips} flips of 2000");
+    }
+
+    #[test]
+    fn bad_specs_are_refused() {
+        let mut bad = spec(Crop::None);
+        bad.resize = Some((3, 3));
+        assert!(bad.validate().is_err());
+        assert!(spec(Crop::RandomResized { width: 2, height: 2, scale: (0.5, 0.1), ratio: (1.0, 1.0) }).validate().is_err());
+        assert!(spec(Crop::Center { width: 0, height: 3 }).validate().is_err());
+    }
+}

@@ -1,0 +1,9 @@
+//! The native image path: decode, orient, crop, resize, normalize, straight into batch memory.
+
+pub mod batch;
+pub mod decode;
+pub mod error;
+pub mod geometry;
+pub mod orientation;
+pub mod output;
+pub mod transform;

@@ -1,0 +1,143 @@
+//! One image, bytes to output: read the header, plan the geometry, decode (shrunk in the DCT
+//! domain when allowed), resize the planned region with an antialiasing filter, write.
+
+use std::cell::RefCell;
+
+use fast_image_resize::images::{Image, ImageRef};
+use fast_image_resize::{FilterType, PixelType, ResizeAlg, ResizeOptions, Resizer};
+
+use super::decode::{self, Format};
+use super::error::{ImageError, ImageResult};
+use super::geometry::{self, Plan, TransformSpec};
+use super::output::{self, OutputSpec, Placement, Slot};
+
+thread_local! {
+    // A resizer keeps its convolution buffers between calls; one per thread, never shared.
+    static RESIZER: RefCell<Resizer> = RefCell::new(Resizer::new());
+    // Decoded and resized pixels of the last image, kept for their allocations.
+    static SCRATCH: RefCell<(Vec<u8>, Vec<u8>)> = const { RefCell::new((Vec::new(), Vec::new())) };
+}
+
+/// The DCT shrink factor (1, 2, 4 or 8) that still leaves the source region at least as large
+/// as its target, so the final resize only ever shrinks.
+fn dct_shrink(plan: &Plan) -> usize {
+    let downscale = plan.downscale();
+    [8, 4, 2].into_iter().find(|&factor| downscale >= factor as f64).unwrap_or(1)
+}
+
+/// Size of the output for `data` under `spec`: (width, height, channels).
+pub fn output_shape(data: &[u8], spec: &TransformSpec, seed: u64) -> ImageResult<(usize, usize, usize)> {
+    let header = decode::read_header(data)?;
+    let plan = geometry::plan(spec, header.width, header.height, seed)?;
+    Ok((plan.out_width, plan.out_height, if spec.gray { 1 } else { 3 }))
+}
+
+/// Decode and transform one image into `slot`, which must hold exactly the planned output.
+///
+/// Returns the output's (width, height).
+pub fn transform_into(
+    data: &[u8],
+    spec: &TransformSpec,
+    output_spec: &OutputSpec,
+    seed: u64,
+    expected_size: Option<(usize, usize)>,
+    slot: &mut Slot<'_>,
+) -> ImageResult<(usize, usize)> {
+    let header = decode::read_header(data)?;
+    let plan = geometry::plan(spec, header.width, header.height, seed)?;
+    let channels = if spec.gray { 1 } else { 3 };
+    if let Some((width, height)) = expected_size {
+        if (width, height) != (plan.out_width, plan.out_height) {
+            return Err(ImageError::Transform(format!(
+                "output would be {}x{}, the batch holds {width}x{height}",
+                plan.out_width, plan.out_height
+            )));
+        }
+    }
+    if slot.len() != plan.out_width * plan.out_height * channels {
+        return Err(ImageError::Transform(format!(
+            "output slot holds {} values, the image needs {}",
+            slot.len(),
+            plan.out_width * plan.out_height * channels
+        )));
+    }
+    let (target_left, target_top, target_width, target_height) = plan.target;
+    if target_width == 0 || target_height == 0 {
+        slot.fill_zero();
+        return Ok((plan.out_width, plan.out_height));
+    }
+    let shrink = if spec.dct_scaling && header.format == Format::Jpeg { dct_shrink(&plan) } else { 1 };
+    let (decode_buffer, mut resized) = SCRATCH.with(|scratch| std::mem::take(&mut *scratch.borrow_mut()));
+    let image = decode::decode_with_header(data, &header, spec.gray, shrink, decode_buffer)?;
+    // The decoded image may be smaller than the header's size (DCT scaling): scale the region.
+    let scale_x = image.width as f64 / header.width as f64;
+    let scale_y = image.height as f64 / header.height as f64;
+    let (left, top, width, height) = plan.source;
+    let region = (left * scale_x, top * scale_y, width * scale_x, height * scale_y);
+    let direct = matches!(slot, Slot::U8(_))
+        && output_spec.layout == output::Layout::Hwc
+        && !plan.flip
+        && (target_width, target_height) == (plan.out_width, plan.out_height);
+    if direct {
+        // uint8 HWC covering the whole slot: resize straight into the caller's memory.
+        if let Slot::U8(out) = slot {
+            resize_region(&image, region, target_width, target_height, out)?;
+        }
+        SCRATCH.with(|scratch| *scratch.borrow_mut() = (image.pixels, resized));
+        return Ok((plan.out_width, plan.out_height));
+    }
+    resized.resize(target_width * target_height * channels, 0);
+    resize_region(&image, region, target_width, target_height, &mut resized)?;
+    let placement = Placement {
+        left: target_left,
+        top: target_top,
+        width: target_width,
+        height: target_height,
+        out_width: plan.out_width,
+        out_height: plan.out_height,
+        channels,
+        flip: plan.flip,
+    };
+    output::write(&resized, &placement, output_spec, slot);
+    SCRATCH.with(|scratch| *scratch.borrow_mut() = (image.pixels, resized));
+    Ok((plan.out_width, plan.out_height))
+}
+
+/// Resample `region` (left, top, width, height in `image` pixels) to `width` x `height` pixels
+/// in `target` (exactly that many bytes).
+fn resize_region(
+    image: &decode::Decoded,
+    region: (f64, f64, f64, f64),
+    width: usize,
+    height: usize,
+    target: &mut [u8],
+) -> ImageResult<()> {
+    let channels = image.channels;
+    let (left, top, region_width, region_height) = region;
+    let is_whole_pixels = left.fract() == 0.0 && top.fract() == 0.0;
+    if is_whole_pixels && region_width == width as f64 && region_height == height as f64 {
+        // No resampling: copy the rows of the region.
+        let (left, top) = (left as usize, top as usize);
+        let row_len = width * channels;
+        for (row, target_row) in target.chunks_exact_mut(row_len).enumerate() {
+            let start = ((top + row) * image.width + left) * channels;
+            target_row.copy_from_slice(&image.pixels[start..start + row_len]);
+        }
+        return Ok(());
+    }
+    let pixel_type = if channels == 1 { PixelType::U8 } else { PixelType::U8x3 };
+    let resize_error = |error: &dyn std::fmt::Display| ImageError::Transform(format!("resize failed: {error}"));
+    let source = ImageRef::new(image.width as u32, image.height as u32, &image.pixels, pixel_type)
+        .map_err(|error| resize_error(&error))?;
+    let mut target = Image::from_slice_u8(width as u32, height as u32, target, pixel_type)
+        .map_err(|error| resize_error(&error))?;
+    // Bilinear convolution with the support widened by the scale factor: Pillow's (and so
+    // torchvision's antialias=True) resize.
+    let options = ResizeOptions::new()
+        .resize_alg(ResizeAlg::Convolution(FilterType::Bilinear))
+        .crop(left, top, region_width, region_height);
+    RESIZER
+        .with(|resizer| resizer.borrow_mut().resize(&source, &mut target, &options))
+        .map_err(|error| resize_error(&error))?;
+    Ok(())
+}

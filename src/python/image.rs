@@ -1,0 +1,275 @@
+//! Python bindings of the image path: `ImageTransform`, `decode_image`, `decode_batch_into`.
+//! Arguments are checked here; the work runs with the GIL released.
+
+use numpy::{PyArrayDyn, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::pybacked::PyBackedBytes;
+
+use half::f16;
+
+use crate::image::batch::{self, BatchBuffer, FailurePolicy};
+use crate::image::geometry::{Crop, TransformSpec};
+use crate::image::output::{Layout, OutputSpec, Slot};
+use crate::image::transform;
+
+/// Output element type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DType {
+    U8,
+    F32,
+    F16,
+}
+
+impl DType {
+    fn name(self) -> &'static str {
+        match self {
+            DType::U8 => "uint8",
+            DType::F32 => "float32",
+            DType::F16 => "float16",
+        }
+    }
+}
+
+/// What to do to every image: resize, crop, flip, and how to store the result.
+#[pyclass(frozen, module = "stoker._native")]
+pub struct ImageTransform {
+    spec: TransformSpec,
+    output: OutputSpec,
+    dtype: DType,
+}
+
+fn pair(value: Option<(usize, usize)>) -> Option<(usize, usize)> {
+    // Python passes (height, width); inside we use (width, height).
+    value.map(|(height, width)| (width, height))
+}
+
+#[pymethods]
+impl ImageTransform {
+    #[new]
+    #[pyo3(signature = (
+        *, resize_shorter=None, resize=None, center_crop=None, random_resized_crop=None,
+        scale=(0.08, 1.0), ratio=(3.0 / 4.0, 4.0 / 3.0), flip_probability=0.0, grayscale=false,
+        dct_scaling=true, layout="HWC", dtype="uint8", mean=None, std=None
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        resize_shorter: Option<usize>,
+        resize: Option<(usize, usize)>,
+        center_crop: Option<(usize, usize)>,
+        random_resized_crop: Option<(usize, usize)>,
+        scale: (f64, f64),
+        ratio: (f64, f64),
+        flip_probability: f64,
+        grayscale: bool,
+        dct_scaling: bool,
+        layout: &str,
+        dtype: &str,
+        mean: Option<Vec<f32>>,
+        std: Option<Vec<f32>>,
+    ) -> PyResult<Self> {
+        let crop = match (pair(center_crop), pair(random_resized_crop)) {
+            (Some(_), Some(_)) => return Err(PyValueError::new_err("center_crop and random_resized_crop are exclusive")),
+            (Some((width, height)), None) => Crop::Center { width, height },
+            (None, Some((width, height))) => Crop::RandomResized { width, height, scale, ratio },
+            (None, None) => Crop::None,
+        };
+        let spec = TransformSpec {
+            resize_shorter,
+            resize: pair(resize),
+            crop,
+            flip_probability,
+            gray: grayscale,
+            dct_scaling,
+        };
+        spec.validate().map_err(|error| PyValueError::new_err(error.to_string()))?;
+        let layout = match layout {
+            "HWC" => Layout::Hwc,
+            "CHW" => Layout::Chw,
+            other => return Err(PyValueError::new_err(format!("layout must be \"HWC\" or \"CHW\", got {other:?}"))),
+        };
+        let dtype = match dtype {
+            "uint8" => DType::U8,
+            "float32" => DType::F32,
+            "float16" => DType::F16,
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "dtype must be \"uint8\", \"float32\" or \"float16\", got {other:?}"
+                )))
+            }
+        };
+        let channels = if grayscale { 1 } else { 3 };
+        let per_channel = |name: &str, values: Option<Vec<f32>>, default: f32| -> PyResult<[f32; 3]> {
+            let Some(values) = values else { return Ok([default; 3]) };
+            if dtype == DType::U8 {
+                return Err(PyValueError::new_err(format!("{name} applies to float outputs; dtype is uint8")));
+            }
+            match values.len() {
+                1 => Ok([values[0]; 3]),
+                n if n == channels => Ok([values[0], values[n.min(2) - 1], values[n - 1]]),
+                n => Err(PyValueError::new_err(format!("{name} has {n} values for {channels} channel(s)"))),
+            }
+        };
+        let mean = per_channel("mean", mean, 0.0)?;
+        let std = per_channel("std", std, 1.0)?;
+        if std.iter().any(|&value| value == 0.0 || !value.is_finite()) {
+            return Err(PyValueError::new_err(format!("std must be finite and non-zero, got {std:?}")));
+        }
+        Ok(ImageTransform { spec, output: OutputSpec { layout, mean, std }, dtype })
+    }
+
+    /// The (height, width) every output has, or None when it depends on the image.
+    #[getter]
+    fn output_size(&self) -> Option<(usize, usize)> {
+        self.spec.fixed_output_size().map(|(width, height)| (height, width))
+    }
+
+    /// Number of channels in the output (1 for grayscale, else 3).
+    #[getter]
+    fn channels(&self) -> usize {
+        if self.spec.gray { 1 } else { 3 }
+    }
+
+    /// "uint8", "float32" or "float16".
+    #[getter]
+    fn dtype(&self) -> &'static str {
+        self.dtype.name()
+    }
+
+    /// "HWC" or "CHW".
+    #[getter]
+    fn layout(&self) -> &'static str {
+        match self.output.layout {
+            Layout::Hwc => "HWC",
+            Layout::Chw => "CHW",
+        }
+    }
+
+    fn __repr__(&self) -> String {
+        format!("ImageTransform({:?}, {:?}, dtype={})", self.spec, self.output, self.dtype.name())
+    }
+}
+
+impl ImageTransform {
+    fn shape(&self, width: usize, height: usize) -> Vec<usize> {
+        let channels = self.channels();
+        match self.output.layout {
+            Layout::Hwc => vec![height, width, channels],
+            Layout::Chw => vec![channels, height, width],
+        }
+    }
+}
+
+/// Decode and transform one image into a new numpy array.
+#[pyfunction]
+#[pyo3(signature = (data, transform, seed=0))]
+pub fn decode_image<'py>(
+    py: Python<'py>,
+    data: PyBackedBytes,
+    transform: &ImageTransform,
+    seed: u64,
+) -> PyResult<Bound<'py, PyUntypedArray>> {
+    let bytes: &[u8] = &data;
+    let (width, height, _) = py
+        .detach(|| transform::output_shape(bytes, &transform.spec, seed))
+        .map_err(|error| PyValueError::new_err(error.to_string()))?;
+    let shape = transform.shape(width, height);
+    macro_rules! fill {
+        ($type:ty, $variant:ident) => {{
+            let array = PyArrayDyn::<$type>::zeros(py, shape, false);
+            {
+                let mut writable = array.readwrite();
+                let slice = writable.as_slice_mut().map_err(|error| PyValueError::new_err(error.to_string()))?;
+                py.detach(|| {
+                    transform::transform_into(bytes, &transform.spec, &transform.output, seed, None, &mut Slot::$variant(slice))
+                })
+                .map_err(|error| PyValueError::new_err(error.to_string()))?;
+            }
+            array.into_any().cast_into::<PyUntypedArray>().map_err(PyErr::from)
+        }};
+    }
+    match transform.dtype {
+        DType::U8 => fill!(u8, U8),
+        DType::F32 => fill!(f32, F32),
+        DType::F16 => fill!(f16, F16),
+    }
+}
+
+/// Decode `inputs` into `out` (shape (N, ...) with N >= len(inputs)), sample i into out[i].
+///
+/// Returns one entry per input: None, or the error message. With `compact`, successful samples
+/// are moved to the front, in order.
+#[pyfunction]
+#[pyo3(signature = (inputs, transform, out, seeds, compact=false, threads=1))]
+pub fn decode_batch_into(
+    py: Python<'_>,
+    inputs: Vec<PyBackedBytes>,
+    transform: &ImageTransform,
+    out: &Bound<'_, PyUntypedArray>,
+    seeds: Vec<u64>,
+    compact: bool,
+    threads: usize,
+) -> PyResult<Vec<Option<String>>> {
+    let Some((width, height)) = transform.spec.fixed_output_size() else {
+        return Err(PyValueError::new_err(
+            "a batch needs one output size: give the transform a crop or an exact resize",
+        ));
+    };
+    if seeds.len() != inputs.len() {
+        return Err(PyValueError::new_err(format!("{} seeds for {} inputs", seeds.len(), inputs.len())));
+    }
+    if threads == 0 {
+        return Err(PyValueError::new_err("threads must be at least 1"));
+    }
+    let sample_shape = transform.shape(width, height);
+    let shape = out.shape();
+    if shape.len() != 4 || shape[1..] != sample_shape[..] || shape[0] < inputs.len() {
+        return Err(PyValueError::new_err(format!(
+            "out has shape {shape:?}; {} samples need (>= {}, {}, {}, {}) ({} layout)",
+            inputs.len(),
+            inputs.len(),
+            sample_shape[0],
+            sample_shape[1],
+            sample_shape[2],
+            transform.layout()
+        )));
+    }
+    if !out.is_c_contiguous() {
+        return Err(PyValueError::new_err("out must be C-contiguous"));
+    }
+    let dtype_name = out.dtype().str()?.to_string();
+    let sample_len: usize = sample_shape.iter().product();
+    let slices: Vec<&[u8]> = inputs.iter().map(|bytes| &**bytes).collect();
+    let policy = if compact { FailurePolicy::Compact } else { FailurePolicy::ZeroFill };
+    let wrong_dtype = || {
+        PyTypeError::new_err(format!("out has dtype {dtype_name}; the transform writes {}", transform.dtype.name()))
+    };
+    macro_rules! run {
+        ($type:ty, $variant:ident) => {{
+            let array = out.cast::<PyArrayDyn<$type>>().map_err(|_| wrong_dtype())?;
+            let mut writable = array
+                .try_readwrite()
+                .map_err(|error| PyValueError::new_err(format!("out is not writable: {error}")))?;
+            let slice = writable.as_slice_mut().map_err(|error| PyValueError::new_err(error.to_string()))?;
+            py.detach(|| {
+                batch::decode_batch(
+                    &slices,
+                    &seeds,
+                    &transform.spec,
+                    &transform.output,
+                    BatchBuffer::$variant(slice),
+                    sample_len,
+                    (width, height),
+                    policy,
+                    threads,
+                )
+            })
+        }};
+    }
+    let errors = match transform.dtype {
+        DType::U8 => run!(u8, U8),
+        DType::F32 => run!(f32, F32),
+        DType::F16 => run!(f16, F16),
+    };
+    Ok(errors.into_iter().map(|error| error.map(|error| error.to_string())).collect())
+}
