@@ -5,8 +5,8 @@ concurrency and bounded queues, run by one scheduler thread and a pool of thread
 without the GIL.
 """
 
-from . import pipeline
+from . import ops, pipeline
 from ._native import __version__
 from .pipeline import Pipeline, PipelineBuilder
 
-__all__ = ["Pipeline", "PipelineBuilder", "__version__", "pipeline"]
+__all__ = ["Pipeline", "PipelineBuilder", "__version__", "ops", "pipeline"]

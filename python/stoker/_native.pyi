@@ -11,3 +11,52 @@ class BuildInfo(TypedDict):
 
 def build_info() -> BuildInfo:
     """Describe this build of the native core: version, optimization, CPU features."""
+
+import numpy as np
+from collections.abc import Sequence
+
+class ImageTransform:
+    """What to do to every image. Sizes are (height, width).
+
+    Exactly one of resize_shorter/resize may be given; center_crop and random_resized_crop
+    are exclusive, and random_resized_crop takes no resize. mean/std apply to float dtypes.
+    """
+
+    def __init__(
+        self,
+        *,
+        resize_shorter: int | None = None,
+        resize: tuple[int, int] | None = None,
+        center_crop: tuple[int, int] | None = None,
+        random_resized_crop: tuple[int, int] | None = None,
+        scale: tuple[float, float] = (0.08, 1.0),
+        ratio: tuple[float, float] = (3.0 / 4.0, 4.0 / 3.0),
+        flip_probability: float = 0.0,
+        grayscale: bool = False,
+        dct_scaling: bool = True,
+        layout: str = "HWC",
+        dtype: str = "uint8",
+        mean: Sequence[float] | None = None,
+        std: Sequence[float] | None = None,
+    ) -> None: ...
+    @property
+    def output_size(self) -> tuple[int, int] | None: ...
+    @property
+    def channels(self) -> int: ...
+    @property
+    def dtype(self) -> str: ...
+    @property
+    def layout(self) -> str: ...
+
+def decode_image(data: bytes | bytearray, transform: ImageTransform, seed: int = 0) -> np.ndarray:
+    """Decode and transform one image into a new array (GIL released). Raises ValueError."""
+
+def decode_batch_into(
+    inputs: Sequence[bytes | bytearray],
+    transform: ImageTransform,
+    out: np.ndarray,
+    seeds: Sequence[int],
+    compact: bool = False,
+    threads: int = 1,
+) -> list[str | None]:
+    """Decode inputs into out[i] (GIL released); one error message or None per input."""

@@ -124,22 +124,40 @@ pub fn decode_with_header(data: &[u8], header: &Header, gray: bool, shrink: usiz
 
 type Raw = (Vec<u8>, usize, usize, usize);
 
+/// A JPEG must end with its end-of-image marker (trailing bytes after it are tolerated). zune-jpeg,
+/// like libjpeg, fills a truncated scan with gray and carries on; a loader must not train on that.
+/// The marker cannot occur inside entropy-coded data (0xFF is stuffed there as 0xFF 0x00).
+fn check_complete_jpeg(data: &[u8]) -> ImageResult<()> {
+    if data.windows(2).rev().any(|pair| pair == [0xFF, 0xD9]) {
+        Ok(())
+    } else {
+        Err(jpeg_error("truncated: no end-of-image marker"))
+    }
+}
+
 fn decode_jpeg(data: &[u8], gray: bool, mut pixels: Vec<u8>) -> ImageResult<Raw> {
+    check_complete_jpeg(data)?;
     let mut decoder = JpegDecoder::new_with_options(data, zune_options(gray));
     decoder.decode_headers().map_err(jpeg_error)?;
     let (width, height) = decoder.dimensions().ok_or_else(|| jpeg_error("no frame header"))?;
     check_size(width, height)?;
-    let channels = if gray { 1 } else { 3 };
     let size = decoder.output_buffer_size().ok_or_else(|| jpeg_error("no output size"))?;
-    if size != width * height * channels {
-        return Err(jpeg_error(format!("decoder output of {size} bytes for {width}x{height}x{channels}")));
+    // A grayscale JPEG stays one channel whatever colourspace was asked for.
+    let channels = size / (width * height);
+    if size != width * height * channels || !(channels == 1 || channels == 3) {
+        return Err(jpeg_error(format!("decoder output of {size} bytes for {width}x{height}")));
     }
     pixels.resize(size, 0);
     decoder.decode_into(&mut pixels).map_err(jpeg_error)?;
-    Ok((pixels, width, height, channels))
+    Ok(match (gray, channels) {
+        (true, 3) => (rgb_to_gray(&pixels), width, height, 1),
+        (false, 1) => (gray_to_rgb(&pixels), width, height, 3),
+        _ => (pixels, width, height, channels),
+    })
 }
 
 fn decode_jpeg_scaled(data: &[u8], gray: bool, shrink: usize) -> ImageResult<Raw> {
+    check_complete_jpeg(data)?;
     let mut decoder = jpeg_decoder::Decoder::new(data);
     decoder.read_info().map_err(jpeg_error)?;
     let info = decoder.info().ok_or_else(|| jpeg_error("no frame header"))?;
