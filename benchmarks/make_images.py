@@ -33,14 +33,22 @@ def natural_image(rng: np.random.Generator, width: int, height: int) -> np.ndarr
         field = np.fft.irfft2((0.8 * shared + 0.45 * own) * amplitude, s=(height, width))
         channels.append(field / (np.abs(field).max() + 1e-9))
     image = np.stack(channels, axis=-1) * 0.45 + rng.uniform(0.3, 0.7, size=3)
-    # Soft-edged discs: the edges a decoder meets in real photos.
-    yy, xx = np.mgrid[0:height, 0:width]
+    # Soft-edged discs: the edges a decoder meets in real photos (computed in their bounding box).
+    image = image.astype(np.float32)
     for _ in range(rng.integers(2, 6)):
         cy, cx = rng.uniform(0, height), rng.uniform(0, width)
         size = rng.uniform(0.05, 0.3) * min(width, height)
-        mask = 1.0 / (1.0 + np.exp((np.hypot(yy - cy, xx - cx) - size) / 2.0))
-        image = image * (1 - mask[..., None]) + rng.uniform(0, 1, size=3) * mask[..., None]
-    image *= np.linspace(1.0, rng.uniform(0.6, 1.0), height)[:, None, None]
+        top, bottom = int(max(0, cy - size - 12)), int(min(height, cy + size + 12))
+        left, right = int(max(0, cx - size - 12)), int(min(width, cx + size + 12))
+        if top >= bottom or left >= right:
+            continue
+        yy, xx = np.mgrid[top:bottom, left:right].astype(np.float32)
+        distance = np.clip((np.hypot(yy - cy, xx - cx) - size) / 2.0, -50, 50)
+        mask = (1.0 / (1.0 + np.exp(distance)))[..., None]
+        colour = rng.uniform(0, 1, size=3).astype(np.float32)
+        region = image[top:bottom, left:right]
+        image[top:bottom, left:right] = region * (1 - mask) + colour * mask
+    image *= np.linspace(1.0, rng.uniform(0.6, 1.0), height, dtype=np.float32)[:, None, None]
     return np.clip(image * 255, 0, 255).astype(np.uint8)
 
 

@@ -33,7 +33,7 @@ class ImageTransform:
         ratio: tuple[float, float] = (3.0 / 4.0, 4.0 / 3.0),
         flip_probability: float = 0.0,
         grayscale: bool = False,
-        dct_scaling: bool = True,
+        dct_scaling: bool = False,
         layout: str = "HWC",
         dtype: str = "uint8",
         mean: Sequence[float] | None = None,
