@@ -19,6 +19,7 @@ install-dev: $(BIN)/python
 
 bench: install
 	$(BIN)/python benchmarks/pipeline_overhead.py
+	$(BIN)/python benchmarks/image_decode.py --count 1000
 
 rust-test:
 	cargo test --quiet
