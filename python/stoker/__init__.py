@@ -5,8 +5,8 @@ concurrency and bounded queues, run by one scheduler thread and a pool of thread
 without the GIL.
 """
 
-from . import ops, pipeline
+from . import ops, pipeline, storage
 from ._native import __version__
 from .pipeline import Pipeline, PipelineBuilder
 
-__all__ = ["Pipeline", "PipelineBuilder", "__version__", "ops", "pipeline"]
+__all__ = ["Pipeline", "PipelineBuilder", "__version__", "ops", "pipeline", "storage"]

@@ -12,6 +12,8 @@ class BuildInfo(TypedDict):
 def build_info() -> BuildInfo:
     """Describe this build of the native core: version, optimization, CPU features."""
 
+import os
+
 import numpy as np
 from collections.abc import Sequence
 
@@ -60,3 +62,10 @@ def decode_batch_into(
     threads: int = 1,
 ) -> list[str | None]:
     """Decode inputs into out[i] (GIL released); one error message or None per input."""
+
+def read_ranges(
+    path: str | os.PathLike[str], ranges: Sequence[tuple[int, int]], max_gap: int = 65536, max_read: int = 8388608
+) -> list[bytes]:
+    """Read (offset, length) ranges of a file, coalescing nearby ones (GIL released).
+
+    Raises FileNotFoundError, PermissionError, or OSError naming the file, offset and size."""

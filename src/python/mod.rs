@@ -6,6 +6,7 @@ use pyo3::prelude::*;
 use crate::build_info;
 
 mod image;
+mod storage;
 
 /// Return a dict describing this build of the native core.
 #[pyfunction]
@@ -27,5 +28,6 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<image::ImageTransform>()?;
     module.add_function(wrap_pyfunction!(image::decode_image, module)?)?;
     module.add_function(wrap_pyfunction!(image::decode_batch_into, module)?)?;
+    module.add_function(wrap_pyfunction!(storage::read_ranges, module)?)?;
     Ok(())
 }

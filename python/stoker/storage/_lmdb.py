@@ -1,0 +1,260 @@
+"""LMDB datasets (written by py-lmdb or Caffe) read with explicit I/O instead of mmap.
+
+LMDBIO's finding: many threads faulting pages of one mmap contend in the kernel, and a B-tree
+walk per sample is a chain of dependent page faults. So we walk the tree once, record where every
+value sits in ``data.mdb`` (its address in the map minus the map's start), persist that offset
+index, and from then on read values with ``pread``, coalesced, at most ``max_concurrent_reads``
+calls at once. The index is used only while the database is unchanged: same file size,
+modification time and last transaction id; otherwise it is rebuilt (or refused).
+
+``mode="lmdb"`` keeps plain py-lmdb reads (one read transaction per call) for comparison.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from .. import _native
+from ._cache import cache_dir
+from ._caffe import parse_datum
+from ._errors import StaleIndexError, StorageError
+from ._protocol import OnError, Storage
+
+__all__ = ["LmdbStorage"]
+
+_logger = logging.getLogger("stoker.storage")
+_INDEX_FORMAT = "stoker.lmdb-index"
+_INDEX_VERSION = 1
+
+
+def _data_file(path: Path) -> tuple[Path, bool]:
+    """(data file, whether ``path`` is an LMDB folder)."""
+    if path.is_dir():
+        data = path / "data.mdb"
+        if not data.exists():
+            raise StorageError(f"{path}: not an LMDB folder (no data.mdb)")
+        return data, True
+    return path, False
+
+
+def _map_start(data_file: Path) -> int:
+    """Start address of this process's mapping of ``data_file`` (Linux /proc/self/maps)."""
+    target = os.path.realpath(data_file)
+    starts = []
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            fields = line.split(maxsplit=5)
+            if len(fields) == 6 and fields[5].strip() == target:
+                start = int(fields[0].split("-")[0], 16)
+                starts.append(start - int(fields[2], 16))
+    if not starts:
+        raise StorageError(f"{data_file}: cannot find LMDB's memory map of this file in /proc/self/maps")
+    return min(starts)
+
+
+class LmdbStorage(Storage):
+    """Samples in an LMDB database; keys are the LMDB keys (decoded as UTF-8).
+
+    Args:
+        path: The LMDB folder (with ``data.mdb``) or the data file of a ``subdir=False`` LMDB.
+        mode: ``"explicit"`` (offset index + pread, the default) or ``"lmdb"`` (py-lmdb reads).
+        value_format: ``"raw"`` (a read returns the value), ``"caffe"`` (values are Caffe
+            ``Datum``s: a read returns the datum's data bytes and labels come from it), or
+            ``"auto"`` (caffe when the first value parses as an encoded Datum).
+        on_stale: When the database changed since its index was built: ``"rebuild"`` or
+            ``"error"`` (`StaleIndexError`).
+        index_path: Where to keep the offset index (default: ``stoker-index.json`` beside
+            ``data.mdb`` when writable, else in stoker's cache folder).
+        max_gap, max_read: Coalescing limits, as for tar shards.
+        max_concurrent_reads: Simultaneous reads (LMDBIO's staggering, for one machine).
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+        StorageError: Not an LMDB database, or its map cannot be located.
+        StaleIndexError: The database changed and ``on_stale="error"``.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        mode: str = "explicit",
+        value_format: str = "auto",
+        on_stale: str = "rebuild",
+        index_path: str | os.PathLike[str] | None = None,
+        max_gap: int = 16 * 1024,
+        max_read: int = 4 * 1024 * 1024,
+        max_concurrent_reads: int = 16,
+    ) -> None:
+        super().__init__(max_concurrent_reads)
+        import lmdb
+
+        if mode not in ("explicit", "lmdb") or value_format not in ("raw", "caffe", "auto") or on_stale not in ("rebuild", "error"):
+            raise ValueError(f"bad mode {mode!r}, value_format {value_format!r} or on_stale {on_stale!r}")
+        self.path = Path(path)
+        if not self.path.exists():
+            raise FileNotFoundError(f"{self.path}: no such LMDB database")
+        self.data_file, subdir = _data_file(self.path)
+        self.mode = mode
+        self.max_gap = max_gap
+        self.max_read = max_read
+        try:
+            self._env = lmdb.open(str(self.path), subdir=subdir, readonly=True, lock=False, readahead=False, max_readers=512)
+        except lmdb.Error as error:
+            raise StorageError(f"{self.path}: cannot open as LMDB ({error})") from error
+        self.index_path = Path(index_path) if index_path else self._default_index_path()
+        self._fingerprint = self._current_fingerprint()
+        index = self._load_index()
+        if index is None or index["fingerprint"] != self._fingerprint or (value_format != "auto" and index["value_format"] != value_format):
+            if index is not None and on_stale == "error" and index["fingerprint"] != self._fingerprint:
+                raise StaleIndexError(f"{self.path} changed since {self.index_path} was built (size, mtime or transaction id differ)")
+            index = self._build_index(value_format)
+            self._save_index(index)
+        self.value_format: str = index["value_format"]
+        self._keys: list[str] = index["keys"]
+        self._labels: list[int | None] = index["labels"]
+        self._offsets = np.asarray(index["offsets"], dtype=np.int64)
+        self._lengths = np.asarray(index["lengths"], dtype=np.int64)
+        if mode == "explicit":
+            # Reads no longer touch the map: release it (and its page cache pressure).
+            self._env.close()
+            self._env = None
+
+    # ---- the offset index -----------------------------------------------------------------
+
+    def _default_index_path(self) -> Path:
+        beside = (self.path if self.path.is_dir() else self.path.parent) / "stoker-index.json"
+        if os.access(beside.parent, os.W_OK):
+            return beside
+        digest = hashlib.sha1(str(self.data_file.resolve()).encode()).hexdigest()[:16]
+        return cache_dir("lmdb-index") / f"{digest}.json"
+
+    def _current_fingerprint(self) -> dict[str, int]:
+        status = os.stat(self.data_file)
+        return {"size": status.st_size, "mtime_ns": status.st_mtime_ns, "last_txnid": int(self._env.info()["last_txnid"])}
+
+    def _load_index(self) -> dict | None:
+        try:
+            data = json.loads(self.index_path.read_text())
+        except (OSError, ValueError):
+            return None
+        if data.get("format") != _INDEX_FORMAT or data.get("version") != _INDEX_VERSION:
+            return None
+        return data
+
+    def _save_index(self, index: dict) -> None:
+        temporary = self.index_path.with_name(f".{self.index_path.name}.{os.getpid()}.tmp")
+        try:
+            temporary.write_text(json.dumps(index, separators=(",", ":")))
+            temporary.replace(self.index_path)
+        except OSError as error:
+            temporary.unlink(missing_ok=True)
+            _logger.warning("cannot save the LMDB index to %s (%s); it is kept in memory", self.index_path, error)
+
+    def _build_index(self, value_format: str) -> dict:
+        """Walk the database once and record where every value (or Datum payload) sits."""
+        base = _map_start(self.data_file)
+        keys: list[str] = []
+        labels: list[int | None] = []
+        offsets: list[int] = []
+        lengths: list[int] = []
+        chosen = value_format
+        with self._env.begin(buffers=True) as transaction:
+            for key, value in transaction.cursor():
+                address = np.frombuffer(value, np.uint8).__array_interface__["data"][0] if len(value) else base
+                offset = address - base
+                label = None
+                length = len(value)
+                if chosen == "auto":
+                    chosen = "raw"
+                    try:
+                        if parse_datum(value).encoded:
+                            chosen = "caffe"
+                    except ValueError:
+                        pass
+                if chosen == "caffe":
+                    try:
+                        layout = parse_datum(value)
+                    except ValueError as error:
+                        raise StorageError(f"{self.path}: value of key {bytes(key)!r} is not a Caffe Datum ({error})") from error
+                    offset += layout.data_offset
+                    length = layout.data_length
+                    label = layout.label
+                keys.append(bytes(key).decode("utf-8", "surrogateescape"))
+                labels.append(label)
+                offsets.append(offset)
+                lengths.append(length)
+        return {
+            "format": _INDEX_FORMAT,
+            "version": _INDEX_VERSION,
+            "fingerprint": self._fingerprint,
+            "value_format": "raw" if chosen == "auto" else chosen,
+            "keys": keys,
+            "labels": labels,
+            "offsets": offsets,
+            "lengths": lengths,
+        }
+
+    # ---- the protocol ---------------------------------------------------------------------
+
+    @property
+    def keys(self) -> Sequence[str]:
+        return self._keys
+
+    @property
+    def labels(self) -> Sequence[int | None]:
+        return self._labels
+
+    def describe(self) -> str:
+        return f"LMDB {self.path}"
+
+    def _check_unchanged(self) -> None:
+        status = os.stat(self.data_file)
+        if status.st_size != self._fingerprint["size"] or status.st_mtime_ns != self._fingerprint["mtime_ns"]:
+            raise StaleIndexError(f"{self.data_file} changed after it was indexed; reopen the storage")
+
+    def _read_many(self, keys: Sequence[str], on_error: OnError) -> list[bytes | None]:
+        positions = [self.index_of(key) for key in keys]
+        if self.mode == "lmdb":
+            return self._read_with_lmdb(keys, on_error)
+        try:
+            self._check_unchanged()
+            ranges = [(int(self._offsets[position]), int(self._lengths[position])) for position in positions]
+            return list(_native.read_ranges(self.data_file, ranges, self.max_gap, self.max_read))
+        except OSError as error:
+            if on_error == "raise":
+                raise
+            for key in keys:
+                self._skip(key, error)
+            return [None] * len(keys)
+
+    def _read_with_lmdb(self, keys: Sequence[str], on_error: OnError) -> list[bytes | None]:
+        results: list[bytes | None] = []
+        with self._env.begin(buffers=True) as transaction:
+            for key in keys:
+                value = transaction.get(key.encode("utf-8", "surrogateescape"))
+                if value is None:
+                    error = StorageError(f"{self.path}: key {key!r} vanished from the database")
+                    if on_error == "raise":
+                        raise error
+                    self._skip(key, error)
+                    results.append(None)
+                    continue
+                if self.value_format == "caffe":
+                    layout = parse_datum(value)
+                    value = value[layout.data_offset : layout.data_offset + layout.data_length]
+                results.append(bytes(value))
+        return results
+
+    def close(self) -> None:
+        super().close()
+        if self._env is not None:
+            self._env.close()
+            self._env = None

@@ -1,0 +1,176 @@
+"""The storage protocol every backend implements: keys, labels, and reads of one or many samples.
+
+Reads are thread-safe and release the GIL while waiting on I/O, so a pipeline stage may call
+`read_many` from many threads at once. `fetch` and `fetch_many` are the async forms, for async
+stages; they run the same reads on the storage's own I/O threads, at most
+``max_concurrent_reads`` at a time (LMDBIO's staggering: a bounded number of simultaneous
+requests keeps a device's queue full without turning sequential reads into random ones).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Literal
+
+__all__ = ["OnError", "ReadFailure", "Storage"]
+
+OnError = Literal["raise", "skip"]
+
+
+class ReadFailure:
+    """A sample a read skipped under ``on_error="skip"``: its key and why."""
+
+    __slots__ = ("key", "error")
+
+    def __init__(self, key: str, error: BaseException) -> None:
+        self.key = key
+        self.error = error
+
+    def __repr__(self) -> str:
+        return f"ReadFailure({self.key!r}, {self.error!r})"
+
+
+class Storage(ABC):
+    """Where a dataset's bytes live.
+
+    Subclasses provide `keys`, `labels` and `_read_many`; everything else derives from them.
+
+    Attributes:
+        classes: Class names, where labels are class indices (None otherwise).
+        failures: Samples skipped by reads with ``on_error="skip"``, oldest first (capped).
+    """
+
+    classes: list[str] | None = None
+    _FAILURES_KEPT = 1000
+
+    def __init__(self, max_concurrent_reads: int = 16) -> None:
+        if max_concurrent_reads < 1:
+            raise ValueError(f"max_concurrent_reads must be positive, got {max_concurrent_reads}")
+        self.max_concurrent_reads = max_concurrent_reads
+        self._read_slots = threading.BoundedSemaphore(max_concurrent_reads)
+        self._index_of: dict[str, int] | None = None
+        self._executor: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+        self.failures: list[ReadFailure] = []
+        self.failure_count = 0
+
+    # ---- what subclasses provide ----------------------------------------------------------
+
+    @property
+    @abstractmethod
+    def keys(self) -> Sequence[str]:
+        """Every sample's key, in storage order."""
+
+    @property
+    @abstractmethod
+    def labels(self) -> Sequence[int | None]:
+        """Every sample's label, aligned with `keys` (None where a sample has none)."""
+
+    @abstractmethod
+    def _read_many(self, keys: Sequence[str], on_error: OnError) -> list[bytes | None]:
+        """Read `keys`; raise, or put None and call `_skip` for a failed sample."""
+
+    # ---- derived --------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def index_of(self, key: str) -> int:
+        """Position of ``key`` in `keys`.
+
+        Raises:
+            KeyError: No such sample.
+        """
+        if self._index_of is None:
+            with self._lock:
+                if self._index_of is None:
+                    self._index_of = {key: index for index, key in enumerate(self.keys)}
+        try:
+            return self._index_of[key]
+        except KeyError:
+            raise KeyError(f"{self.describe()}: no sample with key {key!r}") from None
+
+    def label(self, key: str) -> int | None:
+        """The label of one sample."""
+        return self.labels[self.index_of(key)]
+
+    def read(self, key: str) -> bytes:
+        """Read one sample's bytes.
+
+        Raises:
+            KeyError: No such sample.
+            StorageError: The sample's bytes cannot be read; the error names the file.
+        """
+        data = self.read_many([key])[0]
+        assert data is not None
+        return data
+
+    def read_many(self, keys: Sequence[str], *, on_error: OnError = "raise") -> list[bytes | None]:
+        """Read many samples at once, in the order asked (duplicates allowed).
+
+        Backends that can, coalesce nearby requests into few large reads. At most
+        ``max_concurrent_reads`` such calls run at once per storage.
+
+        Args:
+            keys: Samples to read.
+            on_error: ``"raise"`` raises the first failure; ``"skip"`` returns None for a failed
+                sample, counts it and records it in `failures`, and reads the rest.
+
+        Raises:
+            KeyError: A key that is not in the storage (whatever ``on_error``).
+            StorageError: A read failed and ``on_error="raise"``.
+        """
+        if on_error not in ("raise", "skip"):
+            raise ValueError(f'on_error must be "raise" or "skip", got {on_error!r}')
+        with self._read_slots:
+            return self._read_many(keys, on_error)
+
+    def _skip(self, key: str, error: BaseException) -> None:
+        with self._lock:
+            self.failure_count += 1
+            if len(self.failures) < self._FAILURES_KEPT:
+                self.failures.append(ReadFailure(key, error))
+
+    async def fetch(self, key: str) -> bytes:
+        """`read`, for async code: runs on the storage's I/O threads."""
+        return (await self.fetch_many([key]))[0]  # type: ignore[return-value]
+
+    async def fetch_many(self, keys: Sequence[str], *, on_error: OnError = "raise") -> list[bytes | None]:
+        """`read_many`, for async code: many calls may be in flight at once."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._io_threads(), lambda: self.read_many(keys, on_error=on_error))
+
+    def _io_threads(self) -> ThreadPoolExecutor:
+        if self._executor is None:
+            with self._lock:
+                if self._executor is None:
+                    self._executor = ThreadPoolExecutor(self.max_concurrent_reads, thread_name_prefix="stoker-io")
+        return self._executor
+
+    def iter_sequential(self, chunk: int = 256) -> Iterator[tuple[str, bytes]]:
+        """Every sample in storage order, read in chunks (large sequential reads where possible)."""
+        keys = self.keys
+        for start in range(0, len(keys), chunk):
+            part = keys[start : start + chunk]
+            for key, data in zip(part, self.read_many(part)):
+                yield key, data  # type: ignore[misc]
+
+    def describe(self) -> str:
+        """A short name for errors and logs."""
+        return type(self).__name__
+
+    def close(self) -> None:
+        """Release files and threads. Idempotent."""
+        executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=True)
+
+    def __enter__(self) -> Storage:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()

@@ -1,0 +1,199 @@
+"""The sidecar index of a tar shard: where every sample's members are, so any sample can be read
+with one positional read (a uniform global shuffle over shards), validated against the shard.
+
+Format ``stoker.tar-index`` version 1: a JSON file named ``<shard>.idx`` beside the shard::
+
+    {
+      "format": "stoker.tar-index", "version": 1,
+      "shard": {"name": "shard-000000.tar", "size": 268435456},
+      "samples": [
+        {"key": "n01440764/img_0001",
+         "members": {"jpg": [1536, 110203], "cls": [112640, 1]},
+         "label": 0,
+         "crc32": {"jpg": 2914201913, "cls": 2212294583}},
+        ...
+      ]
+    }
+
+``members`` maps each extension to ``[data offset, size]`` in bytes from the start of the shard;
+``label`` is the integer in the sample's ``cls`` member (null without one); ``crc32`` (optional)
+holds zlib CRC-32s of the members. Keys follow WebDataset: a member ``dir/name.ext1.ext2`` belongs
+to key ``dir/name`` with extension ``ext1.ext2``. Readers refuse other formats and versions.
+
+Opening validates the index against the shard: same size, and the tar headers of the first and
+last members name those members.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tarfile
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ._errors import ShardError, StaleIndexError
+
+INDEX_FORMAT = "stoker.tar-index"
+INDEX_VERSION = 1
+LABEL_EXTENSIONS = ("cls", "label", "class", "target")
+
+
+def index_path(shard: Path) -> Path:
+    """Where the index of ``shard`` lives: ``<shard>.idx``."""
+    return shard.with_name(shard.name + ".idx")
+
+
+def split_member(name: str) -> tuple[str, str]:
+    """WebDataset's split of a member name into (key, extension)."""
+    folder, _, base = name.rpartition("/")
+    stem, dot, extension = base.partition(".")
+    return (f"{folder}/{stem}" if folder else stem), (extension if dot else "")
+
+
+@dataclass
+class ShardIndex:
+    """Every sample of one shard, in shard order."""
+
+    shard: Path
+    size: int
+    keys: list[str] = field(default_factory=list)
+    members: list[dict[str, tuple[int, int]]] = field(default_factory=list)
+    labels: list[int | None] = field(default_factory=list)
+    crc32: list[dict[str, int]] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        samples = []
+        for position, key in enumerate(self.keys):
+            sample: dict[str, Any] = {
+                "key": key,
+                "members": {extension: list(span) for extension, span in self.members[position].items()},
+                "label": self.labels[position],
+            }
+            if self.crc32 is not None:
+                sample["crc32"] = self.crc32[position]
+            samples.append(sample)
+        return {"format": INDEX_FORMAT, "version": INDEX_VERSION, "shard": {"name": self.shard.name, "size": self.size}, "samples": samples}
+
+
+def _parse_label(data: bytes, shard: Path, name: str) -> int | None:
+    text = data.decode("utf-8", "replace").strip()
+    try:
+        return int(text)
+    except ValueError:
+        raise ShardError(f"{shard}: member {name!r} holds {text[:40]!r}, not an integer label") from None
+
+
+def build_index(shard: Path, *, checksums: bool = True) -> ShardIndex:
+    """Scan ``shard`` and index it (reads the whole shard when ``checksums``).
+
+    Raises:
+        FileNotFoundError: The shard is missing.
+        ShardError: The shard is truncated or not a tar file.
+    """
+    size = os.stat(shard).st_size
+    index = ShardIndex(shard=shard, size=size, crc32=[] if checksums else None)
+    position_of: dict[str, int] = {}
+    try:
+        with tarfile.open(shard, mode="r:") as archive:
+            for member in archive:
+                if not member.isfile():
+                    continue
+                if member.offset_data + member.size > size:
+                    raise ShardError(f"{shard}: truncated: member {member.name!r} ends at byte {member.offset_data + member.size}, the file has {size}")
+                key, extension = split_member(member.name)
+                position = position_of.get(key)
+                if position is None:
+                    position = position_of[key] = len(index.keys)
+                    index.keys.append(key)
+                    index.members.append({})
+                    index.labels.append(None)
+                    if index.crc32 is not None:
+                        index.crc32.append({})
+                if extension in index.members[position]:
+                    raise ShardError(f"{shard}: two members {member.name!r} for one sample")
+                index.members[position][extension] = (member.offset_data, member.size)
+                needs_bytes = checksums or extension in LABEL_EXTENSIONS
+                if needs_bytes:
+                    extracted = archive.extractfile(member)
+                    data = extracted.read() if extracted is not None else b""
+                    if len(data) != member.size:
+                        raise ShardError(f"{shard}: truncated inside member {member.name!r}")
+                    if index.crc32 is not None:
+                        index.crc32[position][extension] = zlib.crc32(data)
+                    if extension in LABEL_EXTENSIONS:
+                        index.labels[position] = _parse_label(data, shard, member.name)
+    except tarfile.TarError as error:
+        raise ShardError(f"{shard}: not a readable tar file ({error})") from error
+    except EOFError as error:
+        raise ShardError(f"{shard}: truncated ({error})") from error
+    return index
+
+
+def write_index(index: ShardIndex, path: Path | None = None) -> Path:
+    """Write ``index`` atomically (a temporary file renamed into place). Returns its path."""
+    target = path or index_path(index.shard)
+    temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    temporary.write_text(json.dumps(index.to_json(), separators=(",", ":")))
+    temporary.replace(target)
+    return target
+
+
+def load_index(shard: Path, path: Path | None = None) -> ShardIndex:
+    """Read and validate the index of ``shard``.
+
+    Raises:
+        FileNotFoundError: The shard or its index is missing.
+        StaleIndexError: The index does not describe this shard (size or headers differ).
+        ShardError: The index file is not a valid index.
+    """
+    source = path or index_path(shard)
+    try:
+        data = json.loads(source.read_text())
+    except ValueError as error:
+        raise ShardError(f"{source}: not a valid index ({error})") from error
+    if not isinstance(data, dict) or data.get("format") != INDEX_FORMAT:
+        raise ShardError(f"{source}: not a {INDEX_FORMAT} file")
+    if data.get("version") != INDEX_VERSION:
+        raise ShardError(f"{source}: index version {data.get('version')}, this stoker reads version {INDEX_VERSION}")
+    samples = data["samples"]
+    index = ShardIndex(
+        shard=shard,
+        size=int(data["shard"]["size"]),
+        keys=[sample["key"] for sample in samples],
+        members=[{extension: (int(span[0]), int(span[1])) for extension, span in sample["members"].items()} for sample in samples],
+        labels=[sample.get("label") for sample in samples],
+        crc32=[sample["crc32"] for sample in samples] if samples and all("crc32" in sample for sample in samples) else None,
+    )
+    validate(index, source)
+    return index
+
+
+def _header_name(file: Any, data_offset: int) -> str:
+    file.seek(data_offset - 512)
+    header = file.read(512)
+    if len(header) < 512:
+        return ""
+    name = header[:100].split(b"\0", 1)[0].decode("utf-8", "replace")
+    prefix = header[345:500].split(b"\0", 1)[0].decode("utf-8", "replace") if header[257:262] == b"ustar" else ""
+    return f"{prefix}/{name}" if prefix else name
+
+
+def validate(index: ShardIndex, source: Path) -> None:
+    """Check ``index`` against its shard: the size, and the tar headers of the first and last
+    members (a long name is stored truncated in the header, so a prefix must match)."""
+    size = os.stat(index.shard).st_size
+    if size != index.size:
+        raise StaleIndexError(f"{source} describes {index.size} bytes but {index.shard} has {size}: the shard changed or is truncated; rebuild the index (stoker index)")
+    if not index.keys:
+        return
+    with open(index.shard, "rb") as file:
+        for position in {0, len(index.keys) - 1}:
+            key = index.keys[position]
+            extension, (offset, _) = next(iter(index.members[position].items()))
+            expected = f"{key}.{extension}" if extension else key
+            found = _header_name(file, offset)
+            if not found or not expected.startswith(found):
+                raise StaleIndexError(f"{source} says {expected!r} starts at byte {offset} of {index.shard}, but the tar header there names {found!r}; rebuild the index")

@@ -1,0 +1,4 @@
+//! Explicit I/O for storage backends: coalesced positional reads (LMDBIO's coalescing).
+
+pub mod coalesce;
+pub mod read;
