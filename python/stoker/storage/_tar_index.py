@@ -125,11 +125,23 @@ def build_index(shard: Path, *, checksums: bool = True) -> ShardIndex:
                         index.crc32[position][extension] = zlib.crc32(data)
                     if extension in LABEL_EXTENSIONS:
                         index.labels[position] = _parse_label(data, shard, member.name)
+            end = archive.offset  # just past the last entry, files or not
     except tarfile.TarError as error:
         raise ShardError(f"{shard}: not a readable tar file ({error})") from error
     except EOFError as error:
         raise ShardError(f"{shard}: truncated ({error})") from error
+    _check_end_marker(shard, end, size)
     return index
+
+
+def _check_end_marker(shard: Path, end: int, size: int) -> None:
+    """A complete tar ends with two zero blocks after its last entry; tarfile stops quietly at
+    a cut-off header, so this is how a shard truncated between members is caught."""
+    with open(shard, "rb") as file:
+        file.seek(end)
+        marker = file.read(1024)
+    if len(marker) < 1024 or any(marker):
+        raise ShardError(f"{shard}: truncated: no end-of-archive marker after the last member (byte {end} of {size})")
 
 
 def write_index(index: ShardIndex, path: Path | None = None) -> Path:

@@ -1,0 +1,190 @@
+"""Tar shards: round trips, random access, coalescing, WebDataset both ways, every bad input."""
+
+from __future__ import annotations
+
+import io
+import json
+import random
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from stoker import _native
+from stoker.storage import (
+    FileStorage,
+    ShardError,
+    StaleIndexError,
+    TarShardStorage,
+    build_index,
+    convert_storage,
+    index_path,
+    shard_key,
+    write_index,
+)
+
+
+@pytest.fixture
+def shards(tmp_path: Path, folder) -> tuple[Path, dict[str, tuple[bytes, int]]]:
+    root, samples = folder
+    destination = tmp_path / "shards"
+    with FileStorage(root) as source:
+        report = convert_storage(source, destination, shard_size=8000, progress=False)
+    assert report.samples == len(samples) and report.shards > 2
+    by_key = {shard_key(key)[0]: value for key, value in samples.items()}
+    return destination, by_key
+
+
+def test_round_trip_is_byte_identical_with_labels(shards) -> None:
+    destination, samples = shards
+    with TarShardStorage(destination, verify=True) as storage:
+        assert sorted(storage.keys) == sorted(samples)
+        assert storage.classes == ["class_0", "class_1", "class_2"]
+        for key, data in storage.iter_sequential(chunk=5):
+            assert data == samples[key][0]
+            assert storage.label(key) == samples[key][1]
+
+
+def test_random_access_returns_the_requested_keys_in_order(shards) -> None:
+    destination, samples = shards
+    keys = sorted(samples)
+    wanted = random.Random(1).choices(keys, k=50)
+    with TarShardStorage(destination) as storage:
+        assert storage.read_many(wanted) == [samples[key][0] for key in wanted]
+        members = storage.members(wanted[0])
+        assert members["jpg"] == samples[wanted[0]][0] and int(members["cls"]) == samples[wanted[0]][1]
+
+
+def test_coalesced_reads_of_overlapping_adjacent_and_unordered_ranges(tmp_path: Path) -> None:
+    content = random.Random(2).randbytes(200_000)
+    path = tmp_path / "blob"
+    path.write_bytes(content)
+    generator = random.Random(3)
+    ranges = [(0, 10), (10, 10), (5, 30), (150_000, 100), (40, 0), (199_990, 10), (5, 30)]
+    ranges += [(offset, generator.randint(0, 3000)) for offset in generator.sample(range(190_000), 200)]
+    for max_gap, max_read in [(0, 1), (64, 4096), (1 << 20, 1 << 30)]:
+        answers = _native.read_ranges(path, ranges, max_gap, max_read)
+        assert answers == [content[offset : offset + length] for offset, length in ranges]
+    with pytest.raises(OSError, match="file has 200000 bytes"):
+        _native.read_ranges(path, [(199_999, 2)])
+    with pytest.raises(FileNotFoundError, match="nope"):
+        _native.read_ranges(tmp_path / "nope", [(0, 1)])
+
+
+def test_webdataset_reads_our_shards(shards) -> None:
+    webdataset = pytest.importorskip("webdataset")
+    destination, samples = shards
+    urls = sorted(str(path) for path in destination.glob("*.tar"))
+    seen = {}
+    for sample in webdataset.WebDataset(urls, shardshuffle=False):
+        seen[sample["__key__"]] = (sample["jpg"], int(sample["cls"]))
+    assert seen == samples
+
+
+def test_we_read_shards_webdataset_wrote(tmp_path: Path) -> None:
+    webdataset = pytest.importorskip("webdataset")
+    path = tmp_path / "theirs.tar"
+    expected = {}
+    with webdataset.TarWriter(str(path)) as writer:
+        for index in range(25):
+            data = random.Random(index).randbytes(100 + index)
+            writer.write({"__key__": f"sample{index:04d}", "png": data, "cls": index % 4, "json": {"i": index}})
+            expected[f"sample{index:04d}"] = (data, index % 4)
+    # No index: built on the fly.
+    with TarShardStorage(path) as storage:
+        assert storage.payload == "png"
+        assert {key: (data, storage.label(key)) for key, data in storage.iter_sequential()} == expected
+    assert not index_path(path).exists()
+    # Or written once by `stoker index`, then required.
+    from stoker.cli import main
+
+    assert main(["index", str(path)]) == 0
+    with TarShardStorage(path, missing_index="error", verify=True) as storage:
+        assert storage.read("sample0007") == expected["sample0007"][0]
+
+
+def test_missing_index_can_be_required(tmp_path: Path) -> None:
+    path = tmp_path / "plain.tar"
+    with tarfile.open(path, "w") as archive:
+        info = tarfile.TarInfo("a.jpg")
+        info.size = 3
+        archive.addfile(info, io.BytesIO(b"abc"))
+    with pytest.raises(ShardError, match="stoker index"):
+        TarShardStorage(path, missing_index="error")
+
+
+def test_truncated_shard_is_named(shards) -> None:
+    destination, _ = shards
+    shard = sorted(destination.glob("*.tar"))[1]
+    content = shard.read_bytes()
+    shard.write_bytes(content[: len(content) // 2])
+    with pytest.raises(StaleIndexError, match=shard.name):
+        TarShardStorage(destination)
+    index_path(shard).unlink()
+    with pytest.raises(ShardError, match="truncated"):
+        TarShardStorage(destination)
+
+
+def test_index_that_does_not_match_its_shard(shards) -> None:
+    destination, _ = shards
+    first, second = sorted(destination.glob("*.tar"))[:2]
+    # Same size, different content: swap the indexes of two shards.
+    index = json.loads(index_path(first).read_text())
+    index["shard"]["size"] = second.stat().st_size
+    index_path(second).write_text(json.dumps(index))
+    with pytest.raises(StaleIndexError, match="tar header there names"):
+        TarShardStorage(destination)
+
+
+def test_missing_shard_is_named(shards) -> None:
+    destination, _ = shards
+    victim = sorted(destination.glob("*.tar"))[0]
+    victim.unlink()
+    with pytest.raises(FileNotFoundError, match=victim.name):
+        TarShardStorage(destination)
+
+
+def test_corrupt_sample_is_skipped_counted_and_reported(shards) -> None:
+    destination, samples = shards
+    storage = TarShardStorage(destination, verify=True)
+    key = storage.keys[3]
+    number, position = storage._where[3]
+    offset, _ = storage.shards[number].members[position]["jpg"]
+    shard = storage.shards[number].shard
+    with open(shard, "r+b") as file:
+        file.seek(offset)
+        original = file.read(1)
+        file.seek(offset)
+        file.write(bytes([original[0] ^ 0xFF]))
+    keys = list(storage.keys[:8])
+    with pytest.raises(Exception, match="CRC-32 mismatch"):
+        storage.read_many(keys)
+    results = storage.read_many(keys, on_error="skip")
+    assert results[3] is None
+    assert [result for index, result in enumerate(results) if index != 3] == [samples[k][0] for index, k in enumerate(keys) if index != 3]
+    assert storage.failure_count == 1 and storage.failures[0].key == key
+
+
+def test_a_partial_conversion_never_looks_complete(tmp_path: Path, folder) -> None:
+    root, _ = folder
+    destination = tmp_path / "partial"
+    destination.mkdir()
+    (destination / "shard-000000.tar.part").write_bytes(b"half a shard")
+    with pytest.raises(Exception):
+        TarShardStorage(destination)  # no dataset.json and no complete shard: nothing to open
+    with pytest.raises(Exception, match="already holds shards"):
+        (destination / "shard-000000.tar").write_bytes(b"")
+        convert_storage(FileStorage(root), destination, progress=False)
+
+
+def test_index_format_is_versioned(shards) -> None:
+    destination, _ = shards
+    shard = sorted(destination.glob("*.tar"))[0]
+    document = json.loads(index_path(shard).read_text())
+    assert document["format"] == "stoker.tar-index" and document["version"] == 1
+    document["version"] = 99
+    index_path(shard).write_text(json.dumps(document))
+    with pytest.raises(ShardError, match="version 99"):
+        TarShardStorage(destination)
+    write_index(build_index(shard))
+    assert len(TarShardStorage(destination)) > 0
