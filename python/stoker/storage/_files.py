@@ -73,14 +73,6 @@ class FileStorage(Storage):
         if not self._keys:
             raise StorageError(f"{self.path}: no samples found")
 
-    @property
-    def keys(self) -> Sequence[str]:
-        return self._keys
-
-    @property
-    def labels(self) -> Sequence[int | None]:
-        return self._labels
-
     def describe(self) -> str:
         return f"files at {self.path}"
 

@@ -204,14 +204,6 @@ class LmdbStorage(Storage):
 
     # ---- the protocol ---------------------------------------------------------------------
 
-    @property
-    def keys(self) -> Sequence[str]:
-        return self._keys
-
-    @property
-    def labels(self) -> Sequence[int | None]:
-        return self._labels
-
     def describe(self) -> str:
         return f"LMDB {self.path}"
 

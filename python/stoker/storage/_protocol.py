@@ -37,7 +37,8 @@ class ReadFailure:
 class Storage(ABC):
     """Where a dataset's bytes live.
 
-    Subclasses provide `keys`, `labels` and `_read_many`; everything else derives from them.
+    Subclasses set ``self._keys`` and ``self._labels`` when they open, and provide `_read_many`;
+    everything else derives from them.
 
     Attributes:
         classes: Class names, where labels are class indices (None otherwise).
@@ -58,17 +59,20 @@ class Storage(ABC):
         self.failures: list[ReadFailure] = []
         self.failure_count = 0
 
-    # ---- what subclasses provide ----------------------------------------------------------
+    _keys: Sequence[str] = ()
+    _labels: Sequence[int | None] = ()
 
     @property
-    @abstractmethod
     def keys(self) -> Sequence[str]:
         """Every sample's key, in storage order."""
+        return self._keys
 
     @property
-    @abstractmethod
     def labels(self) -> Sequence[int | None]:
         """Every sample's label, aligned with `keys` (None where a sample has none)."""
+        return self._labels
+
+    # ---- what subclasses provide ----------------------------------------------------------
 
     @abstractmethod
     def _read_many(self, keys: Sequence[str], on_error: OnError) -> list[bytes | None]:

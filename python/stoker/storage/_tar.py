@@ -135,14 +135,6 @@ class TarShardStorage(Storage):
         others = [extension for extension in present if extension not in LABEL_EXTENSIONS]
         return others[0] if others else next(iter(present))
 
-    @property
-    def keys(self) -> Sequence[str]:
-        return self._keys
-
-    @property
-    def labels(self) -> Sequence[int | None]:
-        return self._labels
-
     def describe(self) -> str:
         return f"tar shards {self.source}"
 
