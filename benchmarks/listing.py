@@ -62,7 +62,7 @@ def main() -> None:
     assert len(cold) == len(cached) == expected, (len(cold), len(cached), expected)
     print(f"listing {expected} files in {args.classes} class folders")
     print(f"  torchvision-style os.walk, 1 thread   {torchvision_seconds:6.2f} s")
-    print(f"  stoker parallel scandir, no cache     {cold_seconds:6.2f} s  ({torchvision_seconds / cold_seconds:.1f}x)")
+    print(f"  stoker Rust parallel walk, no cache   {cold_seconds:6.2f} s  ({torchvision_seconds / cold_seconds:.1f}x)")
     print(f"  stoker from cache                     {cached_seconds:6.2f} s  ({torchvision_seconds / cached_seconds:.1f}x)")
 
 

@@ -69,3 +69,8 @@ def read_ranges(
     """Read (offset, length) ranges of a file, coalescing nearby ones (GIL released).
 
     Raises FileNotFoundError, PermissionError, or OSError naming the file, offset and size."""
+
+def list_tree(
+    folders: Sequence[str | os.PathLike[str]], base: str | os.PathLike[str], extensions: Sequence[str], threads: int = 8
+) -> list[tuple[list[str], list[tuple[str, int]]]]:
+    """Per folder: (sorted files relative to base with a matching extension, [(folder, mtime_ns)])."""

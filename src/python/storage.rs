@@ -1,5 +1,6 @@
 //! Python bindings of explicit I/O: `read_ranges`.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 
 use pyo3::exceptions::{PyOSError, PyValueError};
@@ -7,7 +8,33 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use crate::storage::coalesce::Request;
-use crate::storage::read;
+use crate::storage::{listing, read};
+
+fn to_python_error(error: std::io::Error) -> PyErr {
+    match error.kind() {
+        std::io::ErrorKind::NotFound => pyo3::exceptions::PyFileNotFoundError::new_err(error.to_string()),
+        std::io::ErrorKind::PermissionDenied => pyo3::exceptions::PyPermissionError::new_err(error.to_string()),
+        _ => PyOSError::new_err(error.to_string()),
+    }
+}
+
+/// Walk each folder of `folders` (in parallel, GIL released) for files whose lower-cased names
+/// end in one of `extensions`. Returns, per folder, (sorted file paths relative to `base`,
+/// [(folder, mtime_ns) of every folder visited]).
+#[pyfunction]
+#[pyo3(signature = (folders, base, extensions, threads=8))]
+pub fn list_tree(
+    py: Python<'_>,
+    folders: Vec<PathBuf>,
+    base: PathBuf,
+    extensions: Vec<String>,
+    threads: usize,
+) -> PyResult<Vec<(Vec<OsString>, Vec<(OsString, i64)>)>> {
+    let listings = py
+        .detach(|| listing::walk_all(&folders, &base, &extensions, threads))
+        .map_err(to_python_error)?;
+    Ok(listings.into_iter().map(|listing| (listing.files, listing.folders)).collect())
+}
 
 /// Read `(offset, length)` ranges of the file at `path`, coalescing nearby ones into reads of at
 /// most `max_read` bytes across gaps of at most `max_gap`. Returns bytes in request order. The GIL
@@ -27,10 +54,6 @@ pub fn read_ranges<'py>(
     let requests: Vec<Request> = ranges.into_iter().map(|(offset, length)| Request { offset, length }).collect();
     let buffers = py
         .detach(|| read::read_ranges(&path, &requests, max_gap, max_read))
-        .map_err(|error| match error.kind() {
-            std::io::ErrorKind::NotFound => pyo3::exceptions::PyFileNotFoundError::new_err(error.to_string()),
-            std::io::ErrorKind::PermissionDenied => pyo3::exceptions::PyPermissionError::new_err(error.to_string()),
-            _ => PyOSError::new_err(error.to_string()),
-        })?;
+        .map_err(to_python_error)?;
     Ok(buffers.iter().map(|buffer| PyBytes::new(py, buffer)).collect())
 }

@@ -1,4 +1,5 @@
 //! Explicit I/O for storage backends: coalesced positional reads (LMDBIO's coalescing).
 
 pub mod coalesce;
+pub mod listing;
 pub mod read;

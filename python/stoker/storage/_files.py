@@ -1,7 +1,7 @@
 """One file per sample: an ImageFolder tree (class = folder name) or a manifest of (path, label).
 
 Listing a million files is the slow part of opening such a dataset, so the listing walks class
-folders in parallel threads (``os.scandir`` releases the GIL during its system calls) and is
+folders in parallel in the Rust core (no GIL, no Python object per directory entry) and is
 cached; the cache is used only while every listed folder's modification time is unchanged.
 """
 
@@ -12,9 +12,9 @@ import hashlib
 import json
 import os
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from .. import _native
 from ._cache import cache_dir
 from ._errors import StorageError
 from ._protocol import OnError, Storage
@@ -24,24 +24,6 @@ __all__ = ["FileStorage", "IMAGE_EXTENSIONS"]
 # torchvision's ImageFolder extensions.
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
 _LISTING_VERSION = 1
-
-
-def _walk(folder: str) -> tuple[list[str], dict[str, int]]:
-    """Files under ``folder`` (sorted) and the modification time of every folder visited."""
-    files: list[str] = []
-    folders: dict[str, int] = {}
-    pending = [folder]
-    while pending:
-        current = pending.pop()
-        folders[current] = os.stat(current).st_mtime_ns
-        with os.scandir(current) as entries:
-            for entry in entries:
-                if entry.is_dir(follow_symlinks=True):
-                    pending.append(entry.path)
-                elif entry.name.lower().endswith(IMAGE_EXTENSIONS):
-                    files.append(entry.path)
-    files.sort()
-    return files, folders
 
 
 class FileStorage(Storage):
@@ -60,7 +42,7 @@ class FileStorage(Storage):
         StorageError: A malformed manifest (naming the line) or an empty dataset.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, cache: bool = True, listing_threads: int = 16, max_concurrent_reads: int = 64) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, cache: bool = True, listing_threads: int = 8, max_concurrent_reads: int = 64) -> None:
         super().__init__(max_concurrent_reads)
         self.path = Path(path)
         if not self.path.exists():
@@ -109,14 +91,12 @@ class FileStorage(Storage):
         classes = sorted(entry.name for entry in os.scandir(root) if entry.is_dir(follow_symlinks=True))
         if not classes:
             raise StorageError(f"{root}: an ImageFolder needs one folder per class; found none")
-        with ThreadPoolExecutor(max(1, threads)) as pool:
-            walked = list(pool.map(_walk, [str(root / name) for name in classes]))
+        walked = _native.list_tree([root / name for name in classes], root, list(IMAGE_EXTENSIONS), max(1, threads))
         keys: list[str] = []
         labels: list[int | None] = []
         folders = {str(root): os.stat(root).st_mtime_ns}
-        prefix = len(str(root)) + 1
         for label, (files, visited) in enumerate(walked):
-            keys.extend(file[prefix:] for file in files)
+            keys.extend(files)
             labels.extend([label] * len(files))
             folders.update(visited)
         if cache:

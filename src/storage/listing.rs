@@ -1,0 +1,86 @@
+//! Listing a folder tree of samples: files with chosen extensions, sorted, plus the modification
+//! time of every folder visited (for cache validation). Class folders are walked in parallel;
+//! a million-file ImageFolder is mostly `readdir` and string handling, both cheap here and slow
+//! in Python.
+
+use std::ffi::OsString;
+use std::fs;
+use std::io;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use rayon::prelude::*;
+
+/// Files under one folder (relative to `base`, sorted) and (folder, mtime in ns) of every folder.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Listing {
+    pub files: Vec<OsString>,
+    pub folders: Vec<(OsString, i64)>,
+}
+
+fn mtime_ns(metadata: &fs::Metadata) -> i64 {
+    metadata.mtime() * 1_000_000_000 + metadata.mtime_nsec()
+}
+
+fn has_extension(name: &OsString, extensions: &[String]) -> bool {
+    let name = name.to_string_lossy().to_lowercase();
+    extensions.iter().any(|extension| name.ends_with(extension.as_str()))
+}
+
+/// Walk `folder` recursively (following symlinked folders, as Python's `os.walk(followlinks=True)`).
+pub fn walk(folder: &Path, base: &Path, extensions: &[String]) -> io::Result<Listing> {
+    let named = |error: io::Error, path: &Path| io::Error::new(error.kind(), format!("{}: {error}", path.display()));
+    let mut listing = Listing::default();
+    let mut pending: Vec<PathBuf> = vec![folder.to_path_buf()];
+    while let Some(current) = pending.pop() {
+        let metadata = fs::metadata(&current).map_err(|error| named(error, &current))?;
+        listing.folders.push((current.clone().into_os_string(), mtime_ns(&metadata)));
+        for entry in fs::read_dir(&current).map_err(|error| named(error, &current))? {
+            let entry = entry.map_err(|error| named(error, &current))?;
+            let kind = entry.file_type().map_err(|error| named(error, &entry.path()))?;
+            let is_folder = kind.is_dir() || (kind.is_symlink() && fs::metadata(entry.path()).map(|m| m.is_dir()).unwrap_or(false));
+            if is_folder {
+                pending.push(entry.path());
+            } else if has_extension(&entry.file_name(), extensions) {
+                let path = entry.path();
+                let relative = path.strip_prefix(base).unwrap_or(&path);
+                listing.files.push(relative.as_os_str().to_os_string());
+            }
+        }
+    }
+    listing.files.sort();
+    Ok(listing)
+}
+
+/// `walk` every folder of `folders`, in parallel on `threads` threads; results in input order.
+pub fn walk_all(folders: &[PathBuf], base: &Path, extensions: &[String], threads: usize) -> io::Result<Vec<Listing>> {
+    let extensions: Vec<String> = extensions.iter().map(|extension| extension.to_lowercase()).collect();
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads.max(1))
+        .thread_name(|index| format!("stoker-list-{index}"))
+        .build()
+        .map_err(io::Error::other)?;
+    pool.install(|| folders.par_iter().map(|folder| walk(folder, base, &extensions)).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lists_matching_files_sorted_with_folder_times() {
+        let base = std::env::temp_dir().join(format!("stoker-listing-{}", std::process::id()));
+        let class = base.join("cats");
+        fs::create_dir_all(class.join("deep")).unwrap();
+        for name in ["b.JPG", "a.jpg", "deep/c.png", "notes.txt"] {
+            fs::write(class.join(name), b"x").unwrap();
+        }
+        let listings = walk_all(&[class.clone()], &base, &[".jpg".into(), ".png".into()], 2).unwrap();
+        let files: Vec<String> = listings[0].files.iter().map(|file| file.to_string_lossy().into_owned()).collect();
+        assert_eq!(files, vec!["cats/a.jpg", "cats/b.JPG", "cats/deep/c.png"]);
+        assert_eq!(listings[0].folders.len(), 2);
+        let error = walk_all(&[base.join("missing")], &base, &[], 1).unwrap_err();
+        assert!(error.to_string().contains("missing"));
+        fs::remove_dir_all(&base).unwrap();
+    }
+}
