@@ -81,3 +81,24 @@ def test_empty_folder_is_an_error(tmp_path: Path) -> None:
     (tmp_path / "empty" / "only_class").mkdir(parents=True)
     with pytest.raises(StorageError, match="no samples"):
         FileStorage(tmp_path / "empty")
+
+
+def test_a_permission_error_names_the_sample_and_file(folder, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Tests run as root in CI, where chmod cannot deny a read: the OS error is injected instead.
+    import builtins
+
+    root, samples = folder
+    storage = FileStorage(root)
+    victim = sorted(samples)[0]
+    real_open = builtins.open
+
+    def guarded_open(path, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if str(path).endswith(victim):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", guarded_open)
+    with pytest.raises(StorageError) as caught:
+        storage.read(victim)
+    assert victim in str(caught.value) and "Permission denied" in str(caught.value)
+    assert str(root) in str(caught.value)

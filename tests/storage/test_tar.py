@@ -188,3 +188,18 @@ def test_index_format_is_versioned(shards) -> None:
         TarShardStorage(destination)
     write_index(build_index(shard))
     assert len(TarShardStorage(destination)) > 0
+
+
+def test_a_permission_error_names_the_shard(shards, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Root ignores file modes, so the OS error is injected where the Rust core would raise it.
+    destination, _ = shards
+    storage = TarShardStorage(destination)
+
+    def denied(path, ranges, max_gap, max_read):  # type: ignore[no-untyped-def]
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(_native, "read_ranges", denied)
+    with pytest.raises(ShardError, match=r"shard-0000\d\d\.tar.*Permission denied"):
+        storage.read(storage.keys[0])
+    assert storage.read_many(storage.keys[:3], on_error="skip") == [None, None, None]
+    assert storage.failure_count == 3
