@@ -6,6 +6,7 @@
 
 pub mod build_info;
 pub mod image;
+pub mod packing;
 pub mod storage;
 
 #[cfg(feature = "python")]

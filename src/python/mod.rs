@@ -6,6 +6,7 @@ use pyo3::prelude::*;
 use crate::build_info;
 
 mod image;
+mod packing;
 mod storage;
 
 /// Return a dict describing this build of the native core.
@@ -30,5 +31,6 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(image::decode_batch_into, module)?)?;
     module.add_function(wrap_pyfunction!(storage::read_ranges, module)?)?;
     module.add_function(wrap_pyfunction!(storage::list_tree, module)?)?;
+    module.add_class::<packing::TokenPacker>()?;
     Ok(())
 }

@@ -1,5 +1,7 @@
-"""What happens to bytes: image decode and transform into batch memory (native, GIL-free)."""
+"""What happens to bytes: image decode and transform into batch memory, token sequence packing
+(both in the native core, GIL-free)."""
 
+from .packing import EfficiencyReport, PackedBatch, SequencePacker, as_token_array
 from .image import (
     BatchDecodeError,
     DecodedBatch,
@@ -15,10 +17,14 @@ from .image import (
 __all__ = [
     "BatchDecodeError",
     "DecodedBatch",
+    "EfficiencyReport",
     "ImageDecodeError",
     "ImageTransform",
+    "PackedBatch",
     "SampleFailure",
+    "SequencePacker",
     "allocate_batch",
+    "as_token_array",
     "decode_batch",
     "decode_image",
     "sample_seeds",

@@ -1,0 +1,255 @@
+"""Sequence packing: tokenized documents into rows of a context length, padding only at row ends.
+
+The Data Journey paper's padding tax: Alpaca-like documents (mean 95 tokens) padded to 4,096
+positions leave 97.7% of the batch as padding; packing many documents per row recovers it. Each
+batch carries what variable-length attention needs to keep documents apart: position ids that
+restart at every document, ``segment_ids`` per row and ``cu_seqlens`` over the flattened batch.
+The packing loop runs in the Rust core.
+
+Strategies: ``"greedy"`` (the next document goes into the current row if it fits, else the row is
+closed: streaming, in order) and ``"best_fit"`` (documents are collected in a window and placed
+longest first into the row they fill most tightly; a few emptier rows stay open for the next
+window). Documents longer than the context are split into context-sized pieces (positions restart
+in each piece), truncated, or dropped. With ``split_across_rows`` a document that does not fit is
+cut to fill the row and continues in the next one (100% fill, documents cross rows).
+
+Exact resume: `SequencePacker.state_dict` describes everything not yet delivered as
+(document, start, length) pieces plus the count of documents consumed; `load_state_dict`
+rebuilds it from the same token source, so no token is lost or repeated across a restart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .._native import TokenPacker
+
+__all__ = ["EfficiencyReport", "PackedBatch", "SequencePacker", "as_token_array"]
+
+_UINT32_MAX = np.iinfo(np.uint32).max
+
+
+@dataclass
+class PackedBatch:
+    """One batch of packed rows (``rows x context``).
+
+    Attributes:
+        input_ids: int64 tokens; padding is ``pad_id``.
+        position_ids: int32, restarting at 0 at every document (piece).
+        segment_ids: int32, 1, 2, ... for the documents of a row; 0 for padding.
+        loss_mask: bool, True on real tokens.
+        cu_seqlens: int32 cumulative lengths over the flattened batch, one segment per document
+            piece and one per row's padding tail (its last entry is rows x context).
+        segments: int64 ``[n, 4]``: (row, document id, start token, length) of every piece, so
+            every token can be traced to its source document.
+        real_tokens: Non-padding positions.
+    """
+
+    input_ids: np.ndarray
+    position_ids: np.ndarray
+    segment_ids: np.ndarray
+    loss_mask: np.ndarray
+    cu_seqlens: np.ndarray
+    segments: np.ndarray
+    real_tokens: int
+
+    @property
+    def positions(self) -> int:
+        return int(self.input_ids.size)
+
+    @property
+    def efficiency(self) -> float:
+        """Real tokens / positions."""
+        return self.real_tokens / self.positions if self.positions else 0.0
+
+    @property
+    def max_seqlen(self) -> int:
+        """Longest segment, as variable-length attention kernels ask for."""
+        return int(np.diff(self.cu_seqlens).max()) if len(self.cu_seqlens) > 1 else 0
+
+
+@dataclass
+class EfficiencyReport:
+    """Real tokens over positions, per batch and overall, for the observability layer."""
+
+    batches: int = 0
+    positions: int = 0
+    real_tokens: int = 0
+    per_batch: list[float] = field(default_factory=list)
+    documents: int = 0
+    empty_documents: int = 0
+    tokens_dropped: int = 0
+
+    @property
+    def efficiency(self) -> float:
+        return self.real_tokens / self.positions if self.positions else 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "batches": self.batches,
+            "positions": self.positions,
+            "real_tokens": self.real_tokens,
+            "efficiency": self.efficiency,
+            "per_batch": list(self.per_batch),
+            "documents": self.documents,
+            "empty_documents": self.empty_documents,
+            "tokens_dropped": self.tokens_dropped,
+        }
+
+
+def as_token_array(tokens: Any, document: object = "?") -> np.ndarray:
+    """``tokens`` as a 1-D uint32 array, refusing what cannot be token ids.
+
+    Raises:
+        TypeError: Not an integer sequence.
+        ValueError: Not 1-D, a negative id, or an id beyond uint32; the message names the document.
+    """
+    array = np.asarray(tokens)
+    if array.size == 0:
+        return np.zeros(0, dtype=np.uint32)
+    if array.ndim != 1:
+        raise ValueError(f"document {document}: tokens must be 1-D, got shape {array.shape}")
+    if not np.issubdtype(array.dtype, np.integer):
+        raise TypeError(f"document {document}: tokens must be integers, got {array.dtype}")
+    if array.dtype != np.uint32:
+        low, high = int(array.min()), int(array.max())
+        if low < 0 or high > _UINT32_MAX:
+            raise ValueError(f"document {document}: token id {low if low < 0 else high} is outside 0..{_UINT32_MAX}")
+        array = array.astype(np.uint32)
+    return np.ascontiguousarray(array)
+
+
+class SequencePacker:
+    """Packs a stream of documents into batches of ``batch_size`` rows of ``context_length``.
+
+    Args:
+        context_length: Positions per row.
+        batch_size: Rows per batch.
+        strategy: ``"best_fit"`` (default) or ``"greedy"``.
+        window: Documents per best-fit window.
+        long_documents: ``"split"``, ``"truncate"`` or ``"drop"`` for documents longer than a row.
+        split_across_rows: Cut documents to fill rows completely.
+        pad_id: Token id of padding.
+        drop_last: Drop the final batch when it has fewer rows than ``batch_size``.
+    """
+
+    def __init__(
+        self,
+        context_length: int,
+        batch_size: int,
+        *,
+        strategy: str = "best_fit",
+        window: int = 1024,
+        long_documents: str = "split",
+        split_across_rows: bool = False,
+        pad_id: int = 0,
+        drop_last: bool = False,
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be positive, got {batch_size}")
+        self.context_length = context_length
+        self.batch_size = batch_size
+        self.pad_id = pad_id
+        self.drop_last = drop_last
+        self._options = {"strategy": strategy, "window": window, "long_documents": long_documents, "split_across_rows": split_across_rows}
+        self._packer = TokenPacker(context_length, strategy, window, long_documents, split_across_rows)
+        self.documents_consumed = 0
+        self.report = EfficiencyReport()
+
+    def add(self, tokens: Any) -> None:
+        """Add the next document (its id is its position in the stream)."""
+        array = as_token_array(tokens, self.documents_consumed)
+        self._packer.push_many(array, np.array([len(array)], dtype=np.uint64), self.documents_consumed)
+        self.documents_consumed += 1
+
+    def add_many(self, tokens: np.ndarray, lengths: np.ndarray) -> None:
+        """Add documents stored back to back in ``tokens`` with sizes ``lengths`` (fastest path).
+
+        Raises:
+            ValueError: A negative length, lengths that do not add up, or a bad token id.
+        """
+        lengths = np.asarray(lengths)
+        if lengths.size and int(lengths.min()) < 0:
+            bad = int(np.argmax(lengths < 0))
+            raise ValueError(f"document {self.documents_consumed + bad}: negative length {int(lengths[bad])}")
+        array = as_token_array(tokens, f"{self.documents_consumed}..{self.documents_consumed + len(lengths) - 1}")
+        self._packer.push_many(array, lengths.astype(np.uint64), self.documents_consumed)
+        self.documents_consumed += len(lengths)
+
+    def batches(self, *, final: bool = False) -> Iterator[PackedBatch]:
+        """Yield every full batch ready now; with ``final``, close all rows and yield the rest."""
+        if final:
+            self._packer.finish()
+        while self._packer.ready_rows >= self.batch_size or (final and self._packer.ready_rows and not self.drop_last):
+            raw = self._packer.take_batch(self.batch_size, self.pad_id)
+            if raw is None:
+                return
+            batch = PackedBatch(
+                input_ids=raw["input_ids"],
+                position_ids=raw["position_ids"],
+                segment_ids=raw["segment_ids"],
+                loss_mask=raw["loss_mask"].view(bool),
+                cu_seqlens=raw["cu_seqlens"],
+                segments=raw["segments"],
+                real_tokens=int(raw["real_tokens"]),
+            )
+            self._record(batch)
+            yield batch
+
+    def pack(self, documents: Iterable[Any]) -> Iterator[PackedBatch]:
+        """Add every document of ``documents`` and yield batches as they fill, then the rest."""
+        for document in documents:
+            self.add(document)
+            if self._packer.ready_rows >= self.batch_size:
+                yield from self.batches()
+        yield from self.batches(final=True)
+
+    def _record(self, batch: PackedBatch) -> None:
+        report = self.report
+        counters = self._packer.counters
+        report.batches += 1
+        report.positions += batch.positions
+        report.real_tokens += batch.real_tokens
+        report.per_batch.append(batch.efficiency)
+        report.documents = counters["documents"]
+        report.empty_documents = counters["empty_documents"]
+        report.tokens_dropped = counters["tokens_dropped"]
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue exactly: plain data, JSON-serializable."""
+        return {
+            "version": 1,
+            "context_length": self.context_length,
+            "batch_size": self.batch_size,
+            "options": dict(self._options),
+            "documents_consumed": self.documents_consumed,
+            "packer": self._packer.state(),
+            "report": self.report.as_dict(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any], fetch: Callable[[int], Any]) -> None:
+        """Continue from ``state``; ``fetch(document_id)`` returns that document's tokens again.
+
+        Raises:
+            ValueError: The state comes from a packer with other settings, or a fetched
+                document no longer matches the saved pieces.
+        """
+        if state.get("version") != 1:
+            raise ValueError(f"packer state version {state.get('version')} is not 1")
+        if (state["context_length"], state["batch_size"], state["options"]) != (self.context_length, self.batch_size, self._options):
+            raise ValueError("the state was saved by a packer with other settings")
+
+        def piece(document: int, start: int, length: int) -> list[int]:
+            tokens = as_token_array(fetch(document), document)
+            if start + length > len(tokens):
+                raise ValueError(f"document {document} has {len(tokens)} tokens; the saved piece needs {start + length}")
+            return tokens[start : start + length].tolist()
+
+        self._packer.restore(state["packer"], piece)
+        self.documents_consumed = int(state["documents_consumed"])
+        saved = state["report"]
+        self.report = EfficiencyReport(**{key: saved[key] for key in ("batches", "positions", "real_tokens", "per_batch", "documents", "empty_documents", "tokens_dropped")})

@@ -1,0 +1,215 @@
+//! Python bindings of the packer: `TokenPacker`.
+
+use std::sync::Mutex;
+
+use numpy::{PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1};
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use crate::packing::packer::{Config, Counters, LongDocuments, Packer, Strategy};
+use crate::packing::row::{write_rows, BatchArrays, Segment};
+
+/// Packs documents into rows; see `stoker.ops.packing.SequencePacker` for the Python API.
+#[pyclass(frozen, module = "stoker._native")]
+pub struct TokenPacker {
+    inner: Mutex<Packer>,
+}
+
+fn segments_to_python(segments: &[Segment]) -> Vec<(u64, u32, u32)> {
+    segments.iter().map(|segment| (segment.document, segment.start, segment.length)).collect()
+}
+
+fn segments_from_python(pieces: Vec<(u64, u32, u32)>) -> Vec<Segment> {
+    pieces.into_iter().map(|(document, start, length)| Segment { document, start, length }).collect()
+}
+
+impl TokenPacker {
+    fn lock(&self) -> PyResult<std::sync::MutexGuard<'_, Packer>> {
+        self.inner.lock().map_err(|_| PyRuntimeError::new_err("the packer panicked earlier and is unusable"))
+    }
+}
+
+#[pymethods]
+impl TokenPacker {
+    #[new]
+    #[pyo3(signature = (context, strategy="best_fit", window=1024, long_documents="split", split_across_rows=false))]
+    fn new(context: usize, strategy: &str, window: usize, long_documents: &str, split_across_rows: bool) -> PyResult<Self> {
+        if context == 0 {
+            return Err(PyValueError::new_err("context must be positive"));
+        }
+        let strategy = match strategy {
+            "greedy" => Strategy::Greedy,
+            "best_fit" if window > 0 => Strategy::BestFit { window },
+            "best_fit" => return Err(PyValueError::new_err("window must be positive")),
+            other => return Err(PyValueError::new_err(format!("strategy must be \"greedy\" or \"best_fit\", got {other:?}"))),
+        };
+        let long_documents = match long_documents {
+            "split" => LongDocuments::Split,
+            "truncate" => LongDocuments::Truncate,
+            "drop" => LongDocuments::Drop,
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "long_documents must be \"split\", \"truncate\" or \"drop\", got {other:?}"
+                )))
+            }
+        };
+        let config = Config { context, strategy, long_documents, split_across_rows };
+        Ok(TokenPacker { inner: Mutex::new(Packer::new(config)) })
+    }
+
+    /// Add documents: `tokens` holds them back to back, `lengths` their sizes; they get ids
+    /// `first_document`, `first_document + 1`, ...
+    fn push_many(&self, py: Python<'_>, tokens: PyReadonlyArray1<'_, u32>, lengths: PyReadonlyArray1<'_, u64>, first_document: u64) -> PyResult<()> {
+        let tokens = tokens.as_slice()?;
+        let lengths = lengths.as_slice()?;
+        let total: u64 = lengths.iter().sum();
+        if total != tokens.len() as u64 {
+            return Err(PyValueError::new_err(format!("lengths add up to {total}, tokens holds {}", tokens.len())));
+        }
+        // The lock is taken with the GIL released: a thread holding the GIL while waiting for the
+        // lock must never wait on a thread that needs the GIL back to release it.
+        py.detach(|| -> PyResult<()> {
+            let mut packer = self.lock()?;
+            let mut at = 0usize;
+            for (offset, &length) in lengths.iter().enumerate() {
+                let end = at + length as usize;
+                packer.push(first_document + offset as u64, &tokens[at..end]);
+                at = end;
+            }
+            Ok(())
+        })
+    }
+
+    /// No more documents: close every row.
+    fn finish(&self) -> PyResult<()> {
+        self.lock()?.finish();
+        Ok(())
+    }
+
+    /// Rows finished and not yet taken.
+    #[getter]
+    fn ready_rows(&self) -> PyResult<usize> {
+        Ok(self.lock()?.ready_rows())
+    }
+
+    /// Take up to `rows` finished rows as a batch dict, or None when there is none.
+    fn take_batch<'py>(&self, py: Python<'py>, rows: usize, pad_id: i64) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let (taken, context) = {
+            let mut packer = self.lock()?;
+            (packer.take_rows(rows), packer.config().context)
+        };
+        if taken.is_empty() {
+            return Ok(None);
+        }
+        let count = taken.len();
+        let input_ids = PyArray2::<i64>::zeros(py, [count, context], false);
+        let position_ids = PyArray2::<i32>::zeros(py, [count, context], false);
+        let segment_ids = PyArray2::<i32>::zeros(py, [count, context], false);
+        let loss_mask = PyArray2::<u8>::zeros(py, [count, context], false);
+        let cu_seqlens = {
+            let mut ids = input_ids.readwrite();
+            let mut positions = position_ids.readwrite();
+            let mut segments = segment_ids.readwrite();
+            let mut mask = loss_mask.readwrite();
+            let out = BatchArrays {
+                input_ids: ids.as_slice_mut()?,
+                position_ids: positions.as_slice_mut()?,
+                segment_ids: segments.as_slice_mut()?,
+                loss_mask: mask.as_slice_mut()?,
+            };
+            py.detach(|| write_rows(&taken, context, pad_id, out))
+        };
+        let mut pieces: Vec<i64> = Vec::new();
+        for (row, content) in taken.iter().enumerate() {
+            for segment in &content.segments {
+                pieces.extend([row as i64, segment.document as i64, segment.start as i64, segment.length as i64]);
+            }
+        }
+        let segments = PyArray1::from_vec(py, pieces).reshape([count_segments(&taken), 4])?;
+        let batch = PyDict::new(py);
+        batch.set_item("input_ids", input_ids)?;
+        batch.set_item("position_ids", position_ids)?;
+        batch.set_item("segment_ids", segment_ids)?;
+        batch.set_item("loss_mask", loss_mask)?;
+        batch.set_item("cu_seqlens", PyArray1::from_vec(py, cu_seqlens))?;
+        batch.set_item("segments", segments)?;
+        batch.set_item("real_tokens", taken.iter().map(|row| row.fill()).sum::<usize>())?;
+        Ok(Some(batch))
+    }
+
+    /// The packer's state as plain data: rows and pieces as (document, start, length) triples.
+    fn state<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let packer = self.lock()?;
+        let (ready, open, pending) = packer.state();
+        let state = PyDict::new(py);
+        state.set_item("ready", ready.iter().map(|row| segments_to_python(row)).collect::<Vec<_>>())?;
+        state.set_item("open", open.iter().map(|row| segments_to_python(row)).collect::<Vec<_>>())?;
+        state.set_item("pending", segments_to_python(&pending))?;
+        state.set_item("counters", counters_dict(py, &packer.counters)?)?;
+        Ok(state)
+    }
+
+    /// Rebuild a state from `state()`; `fetch(document, start, length)` returns those tokens.
+    fn restore(&self, state: &Bound<'_, PyDict>, fetch: &Bound<'_, PyAny>) -> PyResult<()> {
+        let get = |name: &str| -> PyResult<Bound<'_, PyAny>> {
+            state.get_item(name)?.ok_or_else(|| PyValueError::new_err(format!("packer state has no {name:?}")))
+        };
+        let ready: Vec<Vec<(u64, u32, u32)>> = get("ready")?.extract()?;
+        let open: Vec<Vec<(u64, u32, u32)>> = get("open")?.extract()?;
+        let pending: Vec<(u64, u32, u32)> = get("pending")?.extract()?;
+        let counters_in = get("counters")?;
+        let number = |name: &str| -> PyResult<u64> { counters_in.get_item(name)?.extract() };
+        let counters = Counters {
+            documents: number("documents")?,
+            empty_documents: number("empty_documents")?,
+            tokens_in: number("tokens_in")?,
+            tokens_dropped: number("tokens_dropped")?,
+            rows: number("rows")?,
+            tokens_packed: number("tokens_packed")?,
+        };
+        let ready: Vec<Vec<Segment>> = ready.into_iter().map(segments_from_python).collect();
+        let open: Vec<Vec<Segment>> = open.into_iter().map(segments_from_python).collect();
+        let pending = segments_from_python(pending);
+        let mut failure: Option<PyErr> = None;
+        let result = self.lock()?.restore(&ready, &open, &pending, counters, |document, start, length| {
+            let tokens: PyResult<Vec<u32>> = fetch.call1((document, start, length)).and_then(|value| value.extract::<Vec<u32>>());
+            match tokens {
+                Ok(tokens) if tokens.len() == length as usize => Ok(tokens),
+                Ok(tokens) => Err(format!("document {document}: fetch gave {} tokens for a piece of {length}", tokens.len())),
+                Err(error) => {
+                    let message = error.to_string();
+                    failure = Some(error);
+                    Err(message)
+                }
+            }
+        });
+        match (result, failure) {
+            (Ok(()), _) => Ok(()),
+            (Err(_), Some(error)) => Err(error),
+            (Err(message), None) => Err(PyValueError::new_err(message)),
+        }
+    }
+
+    /// Counters: documents, empty_documents, tokens_in, tokens_dropped, rows, tokens_packed.
+    #[getter]
+    fn counters<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let counters = self.lock()?.counters;
+        counters_dict(py, &counters)
+    }
+}
+
+fn count_segments(rows: &[crate::packing::row::Row]) -> usize {
+    rows.iter().map(|row| row.segments.len()).sum()
+}
+
+fn counters_dict<'py>(py: Python<'py>, counters: &Counters) -> PyResult<Bound<'py, PyDict>> {
+    let dict = PyDict::new(py);
+    dict.set_item("documents", counters.documents)?;
+    dict.set_item("empty_documents", counters.empty_documents)?;
+    dict.set_item("tokens_in", counters.tokens_in)?;
+    dict.set_item("tokens_dropped", counters.tokens_dropped)?;
+    dict.set_item("rows", counters.rows)?;
+    dict.set_item("tokens_packed", counters.tokens_packed)?;
+    Ok(dict)
+}
