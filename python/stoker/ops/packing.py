@@ -184,6 +184,7 @@ class SequencePacker:
         """Yield every full batch ready now; with ``final``, close all rows and yield the rest."""
         if final:
             self._packer.finish()
+        self._sync_counters()
         while self._packer.ready_rows >= self.batch_size or (final and self._packer.ready_rows and not self.drop_last):
             raw = self._packer.take_batch(self.batch_size, self.pad_id)
             if raw is None:
@@ -210,14 +211,16 @@ class SequencePacker:
 
     def _record(self, batch: PackedBatch) -> None:
         report = self.report
-        counters = self._packer.counters
         report.batches += 1
         report.positions += batch.positions
         report.real_tokens += batch.real_tokens
         report.per_batch.append(batch.efficiency)
-        report.documents = counters["documents"]
-        report.empty_documents = counters["empty_documents"]
-        report.tokens_dropped = counters["tokens_dropped"]
+
+    def _sync_counters(self) -> None:
+        counters = self._packer.counters
+        self.report.documents = counters["documents"]
+        self.report.empty_documents = counters["empty_documents"]
+        self.report.tokens_dropped = counters["tokens_dropped"]
 
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to continue exactly: plain data, JSON-serializable."""
@@ -249,7 +252,16 @@ class SequencePacker:
                 raise ValueError(f"document {document} has {len(tokens)} tokens; the saved piece needs {start + length}")
             return tokens[start : start + length].tolist()
 
-        self._packer.restore(state["packer"], piece)
+        saved_packer = state["packer"]  # tuples come back as lists from JSON
+        self._packer.restore(
+            {
+                "ready": [[tuple(piece) for piece in row] for row in saved_packer["ready"]],
+                "open": [[tuple(piece) for piece in row] for row in saved_packer["open"]],
+                "pending": [tuple(piece) for piece in saved_packer["pending"]],
+                "counters": saved_packer["counters"],
+            },
+            piece,
+        )
         self.documents_consumed = int(state["documents_consumed"])
         saved = state["report"]
         self.report = EfficiencyReport(**{key: saved[key] for key in ("batches", "positions", "real_tokens", "per_batch", "documents", "empty_documents", "tokens_dropped")})

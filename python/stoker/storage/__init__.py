@@ -12,9 +12,11 @@ from ._errors import CorruptSampleError, ShardError, StaleIndexError, StorageErr
 from ._files import IMAGE_EXTENSIONS, FileStorage
 from ._inspect import format_report, inspect_storage
 from ._lmdb import LmdbStorage
+from ._memory import MemoryStorage
 from ._open import open_storage, storage_format
 from ._protocol import ReadFailure, Storage
 from ._tar import TarShardStorage
+from ._tokens import TokenFile, TokenShards, open_tokens, write_token_shards
 from ._tar_index import INDEX_FORMAT, INDEX_VERSION, ShardIndex, build_index, index_path, load_index, write_index
 
 __all__ = [
@@ -26,6 +28,7 @@ __all__ = [
     "DatumLayout",
     "FileStorage",
     "LmdbStorage",
+    "MemoryStorage",
     "ReadFailure",
     "ShardError",
     "ShardIndex",
@@ -33,6 +36,8 @@ __all__ = [
     "Storage",
     "StorageError",
     "TarShardStorage",
+    "TokenFile",
+    "TokenShards",
     "build_index",
     "convert_storage",
     "encode_datum",
@@ -40,9 +45,11 @@ __all__ = [
     "index_path",
     "inspect_storage",
     "load_index",
+    "open_tokens",
     "open_storage",
     "parse_datum",
     "shard_key",
     "storage_format",
+    "write_token_shards",
     "write_index",
 ]
