@@ -5,8 +5,23 @@ concurrency and bounded queues, run by one scheduler thread and a pool of thread
 without the GIL.
 """
 
-from . import ops, pipeline, storage
+from . import loader, observe, ops, pipeline, sampling, storage
+from .loader import Batch, Loader
+from .observe import DataWaitMeter
 from ._native import __version__
 from .pipeline import Pipeline, PipelineBuilder
 
-__all__ = ["Pipeline", "PipelineBuilder", "__version__", "ops", "pipeline", "storage"]
+__all__ = [
+    "Batch",
+    "DataWaitMeter",
+    "Loader",
+    "Pipeline",
+    "PipelineBuilder",
+    "__version__",
+    "loader",
+    "observe",
+    "ops",
+    "pipeline",
+    "sampling",
+    "storage",
+]

@@ -1,0 +1,53 @@
+"""What the Loader yields: one batch with each sample's key, label and epoch position."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Batch"]
+
+
+@dataclass
+class Batch:
+    """One batch.
+
+    Attributes:
+        data: The samples: an array ``(n, ...)`` when the loader decodes images, else a list.
+        labels: int64 labels, -1 where a sample has none.
+        keys: The samples' keys in the storage.
+        valid: False where a sample failed to read or decode (its slot is zero-filled) or only
+            pads this rank to an equal count; mask these out of the loss.
+        padding: True where a sample only pads this rank.
+        positions: The samples' positions in the epoch's order (what resume bookkeeping uses).
+        index: The batch's number in this rank's epoch.
+    """
+
+    data: Any
+    labels: np.ndarray
+    keys: list[str]
+    valid: np.ndarray
+    padding: np.ndarray
+    positions: np.ndarray
+    index: int
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def to_torch(self, device: str | None = None, non_blocking: bool = True) -> tuple[Any, Any]:
+        """(data, labels) as torch tensors sharing this batch's memory (then moved to ``device``)."""
+        import torch
+
+        data = torch.from_numpy(self.data)
+        labels = torch.from_numpy(self.labels)
+        if device is not None:
+            data, labels = data.to(device, non_blocking=non_blocking), labels.to(device, non_blocking=non_blocking)
+        return data, labels
+
+    def to_jax(self) -> tuple[Any, Any]:
+        """(data, labels) as JAX arrays (zero-copy on CPU through DLPack)."""
+        import jax.numpy as jnp
+
+        return jnp.from_dlpack(self.data), jnp.from_dlpack(self.labels)

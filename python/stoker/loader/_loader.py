@@ -1,0 +1,207 @@
+"""`Loader`: storage + sampler + decode + batching on the pipeline engine, resumable exactly.
+
+Stages: the source deals this rank's remaining samples in batches; ``fetch`` reads each batch's
+bytes with one `read_many` (all samples of a batch requested at once; shards and LMDB coalesce);
+``decode`` decodes and transforms the batch straight into a reused batch buffer. Batches may come
+out of order (``in_order=False``, the default: a slow read never stalls the others); every sample
+keeps its key, label and epoch position, and the loader records what it *delivered*, so
+`state_dict` resumes with nothing lost or repeated even when it stops with batches in flight.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..ops.image import ImageTransform, allocate_batch, decode_batch
+from ..pipeline import Pipeline, PipelineBuilder, PipelineStats
+from ..sampling import SamplePlan, Sampler
+from ..storage import Storage
+from ._batch import Batch
+from ._buffers import BufferPool
+
+__all__ = ["Loader"]
+
+
+class Loader:
+    """Batches from a storage, for a training loop.
+
+    Args:
+        storage: Where the samples are (see `stoker.storage.open_storage`).
+        batch_size: Samples per batch.
+        transform: Decode images with this `ImageTransform` into one array per batch. Without
+            it, ``decode`` is applied per sample, or the raw bytes are delivered.
+        decode: A function of a sample's bytes (when there is no ``transform``).
+        shuffle, seed, rank, world_size, pad: The `Sampler`'s; ``pad=False`` drops the uneven
+            tail instead of padding ranks to equal counts.
+        drop_last: Drop this rank's last, short batch.
+        in_order: Deliver batches in sampler order (a slow batch then holds the others back).
+        fetch_concurrency: Batches being read at once (default 4; raise it for remote storage).
+        decode_concurrency: Batches being decoded at once (default: the number of cores).
+        prefetch: Finished batches kept ready ahead of the training loop.
+        max_failures: Batches a stage may fail on before the epoch stops with an error (a failed
+            sample inside a batch is not a batch failure: it is zeroed and marked invalid).
+
+    Raises:
+        ValueError: Bad sizes.
+    """
+
+    def __init__(
+        self,
+        storage: Storage,
+        *,
+        batch_size: int,
+        transform: ImageTransform | None = None,
+        decode: Callable[[bytes], Any] | None = None,
+        shuffle: bool = True,
+        seed: int = 0,
+        rank: int = 0,
+        world_size: int = 1,
+        pad: bool = True,
+        drop_last: bool = False,
+        in_order: bool = False,
+        fetch_concurrency: int = 4,
+        decode_concurrency: int | None = None,
+        prefetch: int = 2,
+        max_failures: int | None = 0,
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be positive, got {batch_size}")
+        if transform is not None and decode is not None:
+            raise ValueError("give transform or decode, not both")
+        self.storage = storage
+        self.batch_size = batch_size
+        self.transform = transform
+        self.decode = decode
+        self.drop_last = drop_last
+        self.in_order = in_order
+        self.fetch_concurrency = fetch_concurrency
+        self.decode_concurrency = decode_concurrency or os.cpu_count() or 1
+        self.prefetch = prefetch
+        self.max_failures = max_failures
+        self.sampler = Sampler(len(storage), shuffle=shuffle, seed=seed, rank=rank, world_size=world_size, pad=pad)
+        labels = storage.labels
+        self._labels = np.array([-1 if label is None else label for label in labels], dtype=np.int64)
+        self._keys = storage.keys
+        self._pool = (
+            BufferPool(lambda: allocate_batch(transform, batch_size), capacity=self.decode_concurrency + prefetch + 4)
+            if transform is not None
+            else None
+        )
+        self._pipeline: Pipeline[Any] | None = None
+        self._last_stats: PipelineStats | None = None
+
+    # ---- epochs and resume ----------------------------------------------------------------
+
+    def set_epoch(self, epoch: int) -> None:
+        """Start epoch ``epoch``: a new order from (seed, epoch)."""
+        self.sampler.set_epoch(epoch)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where this rank is in the epoch: delivered samples only, so batches in flight are read
+        again after a resume. Plain data."""
+        return {"version": 1, "sampler": self.sampler.state_dict(), "batch_size": self.batch_size}
+
+    def load_state_dict(self, state: dict[str, Any] | Sequence[dict[str, Any]]) -> None:
+        """Continue from this rank's state, or from every rank's states to change world size."""
+        states = [state] if isinstance(state, dict) else list(state)
+        for saved in states:
+            if saved.get("version") != 1:
+                raise ValueError(f"loader state version {saved.get('version')} is not 1")
+        sampler_states = [saved["sampler"] for saved in states]
+        self.sampler.load_state_dict(sampler_states[0] if isinstance(state, dict) else sampler_states)
+
+    def _batches(self) -> list[list[SamplePlan]]:
+        plans = self.sampler.plan()
+        batches = [plans[start : start + self.batch_size] for start in range(0, len(plans), self.batch_size)]
+        if self.drop_last and batches and len(batches[-1]) < self.batch_size:
+            batches.pop()
+        return batches
+
+    def __len__(self) -> int:
+        """Batches left in this epoch for this rank."""
+        return len(self._batches())
+
+    # ---- the pipeline ---------------------------------------------------------------------
+
+    def _fetch(self, job: tuple[int, list[SamplePlan]]) -> tuple[int, list[SamplePlan], list[bytes | None]]:
+        number, plans = job
+        keys = [self._keys[plan.index] for plan in plans]
+        return number, plans, self.storage.read_many(keys, on_error="skip")
+
+    def _decode(self, job: tuple[int, list[SamplePlan], list[bytes | None]]) -> Batch:
+        number, plans, payloads = job
+        keys = [self._keys[plan.index] for plan in plans]
+        padding = np.array([plan.padding for plan in plans], dtype=bool)
+        valid = np.array([payload is not None for payload in payloads], dtype=bool)
+        if self.transform is not None:
+            assert self._pool is not None
+            out = self._pool.acquire()
+            decoded = decode_batch(
+                [payload if payload is not None else b"" for payload in payloads],
+                self.transform,
+                out=out,
+                seeds=[self._augmentation_seed(plan) for plan in plans],
+                names=keys,
+                on_error="zero",
+            )
+            data: Any = decoded.images
+            valid &= decoded.valid
+        elif self.decode is not None:
+            data = []
+            for index, payload in enumerate(payloads):
+                try:
+                    data.append(self.decode(payload) if payload is not None else None)
+                except Exception:
+                    data.append(None)
+                    valid[index] = False
+        else:
+            data = payloads
+        return Batch(
+            data=data,
+            labels=self._labels[[plan.index for plan in plans]],
+            keys=keys,
+            valid=valid & ~padding,
+            padding=padding,
+            positions=np.array([plan.position for plan in plans], dtype=np.int64),
+            index=number,
+        )
+
+    def _augmentation_seed(self, plan: SamplePlan) -> int:
+        """A sample's random crop and flip depend on (seed, epoch, position) only: a resumed or
+        re-sharded run augments every sample exactly as the uninterrupted run would."""
+        mixed = (self.sampler.seed * 0x9E3779B97F4A7C15 + self.sampler.epoch * 0xBF58476D1CE4E5B9 + plan.position)
+        return mixed & 0xFFFFFFFFFFFFFFFF
+
+    def _build(self) -> Pipeline[Any]:
+        order = "input" if self.in_order else "completion"
+        return (
+            PipelineBuilder()
+            .add_source(list(enumerate(self._batches())), name="sampler")
+            .pipe(self._fetch, concurrency=self.fetch_concurrency, name="fetch", output_order=order, max_failures=self.max_failures)
+            .pipe(self._decode, concurrency=self.decode_concurrency, name="decode", output_order=order, max_failures=self.max_failures)
+            .add_sink(self.prefetch)
+            .build(name="loader")
+        )
+
+    def __iter__(self) -> Iterator[Batch]:
+        """The rest of this rank's epoch. Stopping the loop (break, error, Ctrl-C) stops the
+        pipeline; batches in flight were not delivered and come again after a resume."""
+        self._pipeline = pipeline = self._build()
+        try:
+            for batch in pipeline:
+                self.sampler.mark_delivered([SamplePlan(int(position), 0, bool(padding)) for position, padding in zip(batch.positions, batch.padding)])
+                yield batch
+        finally:
+            pipeline.stop()
+            self._last_stats = pipeline.stats()
+            self._pipeline = None
+
+    def stats(self) -> PipelineStats | None:
+        """Per-stage stats of the running epoch, or of the last one."""
+        if self._pipeline is not None:
+            return self._pipeline.stats()
+        return self._last_stats

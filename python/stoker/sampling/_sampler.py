@@ -1,0 +1,181 @@
+"""Which samples each rank reads, in which order, and exactly where to continue after a stop.
+
+The order of an epoch is a permutation of all sample indices drawn from (seed, epoch), so every
+rank computes the same global order without talking to the others. Rank r of W takes positions
+r, r + W, r + 2W, ... of that order. Ranks get equal counts (a collective step on one rank while
+another has run out hangs distributed training): with ``pad=True`` the short ranks repeat samples
+from the start of the order and those are flagged as padding; with ``pad=False`` the tail that
+does not divide evenly is left out of this epoch. Nothing is ever silently unequal.
+
+Exact resume: the sampler is told which positions were *delivered* to the training loop (not
+merely fetched), possibly out of order. Its state is (seed, epoch, delivered positions as ranges).
+Continuing with the same world size needs this rank's state; continuing with another world size
+(elastic) needs every rank's state, merged: the remaining positions of the epoch, in the epoch's
+order, are dealt again over the new ranks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ._ranges import PositionSet
+
+__all__ = ["Sampler", "SamplePlan"]
+
+
+@dataclass(frozen=True)
+class SamplePlan:
+    """One sample to read: its position in the epoch's order, its index in the storage, and
+    whether it only pads this rank to an equal count."""
+
+    position: int
+    index: int
+    padding: bool = False
+
+
+class Sampler:
+    """Deterministic, shardable, exactly resumable order over ``num_samples`` samples.
+
+    Args:
+        num_samples: Samples in the storage.
+        shuffle: Permute per epoch (a uniform global shuffle); else storage order.
+        seed: Seeds every epoch's permutation together with the epoch number.
+        rank: This process's rank.
+        world_size: Number of ranks.
+        pad: Equalize counts by repeating samples (flagged), else drop the uneven tail.
+
+    Raises:
+        ValueError: Bad sizes or rank.
+    """
+
+    def __init__(self, num_samples: int, *, shuffle: bool = True, seed: int = 0, rank: int = 0, world_size: int = 1, pad: bool = True) -> None:
+        if num_samples < 1:
+            raise ValueError(f"num_samples must be positive, got {num_samples}")
+        if world_size < 1 or not 0 <= rank < world_size:
+            raise ValueError(f"rank {rank} is not in a world of {world_size}")
+        self.num_samples = num_samples
+        self.shuffle = shuffle
+        self.seed = seed
+        self.rank = rank
+        self.world_size = world_size
+        self.pad = pad
+        self.epoch = 0
+        self._delivered = PositionSet()
+        self._padding_delivered = 0
+        # Positions already delivered before an elastic resume, by any rank: excluded for all.
+        self._excluded: PositionSet | None = None
+
+    def set_epoch(self, epoch: int) -> None:
+        """Start epoch ``epoch`` (forgets what was delivered in the previous one)."""
+        self.epoch = epoch
+        self._delivered = PositionSet()
+        self._padding_delivered = 0
+        self._excluded = None
+
+    def order(self) -> np.ndarray:
+        """The epoch's global order: storage indices by position."""
+        if not self.shuffle:
+            return np.arange(self.num_samples, dtype=np.int64)
+        return np.random.default_rng([self.seed, self.epoch]).permutation(self.num_samples)
+
+    def _remaining_positions(self) -> np.ndarray:
+        """Positions of this epoch still to deliver by the whole world (in order)."""
+        if self._excluded is None:
+            return np.arange(self.num_samples, dtype=np.int64)
+        return np.nonzero(~self._excluded.mask(self.num_samples))[0]
+
+    def plan(self) -> list[SamplePlan]:
+        """This rank's samples for the rest of the epoch, in order, equal in count across ranks."""
+        order = self.order()
+        remaining = self._remaining_positions()
+        per_rank = -(-len(remaining) // self.world_size) if self.pad else len(remaining) // self.world_size
+        mine = remaining[self.rank :: self.world_size][:per_rank]
+        plans = [SamplePlan(int(position), int(order[position])) for position in mine]
+        for extra in range(per_rank - len(mine)):
+            # Pad with the epoch's first remaining positions (flagged; never counted as delivered).
+            position = int(remaining[extra % len(remaining)])
+            plans.append(SamplePlan(position, int(order[position]), padding=True))
+        delivered = self._delivered.mask(self.num_samples)
+        remaining_plans = [plan for plan in plans if not plan.padding and not delivered[plan.position]]
+        padding = [plan for plan in plans if plan.padding][self._padding_delivered :]
+        return remaining_plans + padding
+
+    def __iter__(self) -> Iterator[SamplePlan]:
+        return iter(self.plan())
+
+    def __len__(self) -> int:
+        return len(self.plan())
+
+    def mark_delivered(self, plans: Sequence[SamplePlan]) -> None:
+        """Record samples that reached the training loop (padding included, so a resumed rank
+        still ends with the same count as the others)."""
+        self._delivered.add_many(plan.position for plan in plans if not plan.padding)
+        self._padding_delivered += sum(1 for plan in plans if plan.padding)
+
+    @property
+    def delivered(self) -> int:
+        return len(self._delivered)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Plain data: what this rank delivered in this epoch, and what defines the order."""
+        excluded = self._excluded.ranges() if self._excluded is not None else []
+        return {
+            "version": 1,
+            "num_samples": self.num_samples,
+            "shuffle": self.shuffle,
+            "seed": self.seed,
+            "epoch": self.epoch,
+            "rank": self.rank,
+            "world_size": self.world_size,
+            "delivered": [list(span) for span in self._delivered.ranges()],
+            "padding_delivered": self._padding_delivered,
+            "excluded": [list(span) for span in excluded],
+        }
+
+    def load_state_dict(self, state: dict[str, Any] | Sequence[dict[str, Any]]) -> None:
+        """Continue an epoch.
+
+        Args:
+            state: This rank's `state_dict` (same world size), or the list of every rank's
+                states (any world size: the remaining samples are dealt over the new ranks).
+
+        Raises:
+            ValueError: States from another dataset size, seed or epoch, or one state for a
+                different world size.
+        """
+        states = [state] if isinstance(state, dict) else list(state)
+        if not states:
+            raise ValueError("no state to load")
+        first = states[0]
+        for saved in states:
+            if saved.get("version") != 1:
+                raise ValueError(f"sampler state version {saved.get('version')} is not 1")
+            if (saved["num_samples"], saved["shuffle"], saved["seed"], saved["epoch"]) != (first["num_samples"], first["shuffle"], first["seed"], first["epoch"]):
+                raise ValueError("the states come from different epochs or datasets")
+        if first["num_samples"] != self.num_samples:
+            raise ValueError(f"the state is for {first['num_samples']} samples, this storage has {self.num_samples}")
+        self.shuffle, self.seed, self.epoch = first["shuffle"], first["seed"], first["epoch"]
+        if isinstance(state, dict):
+            if state["world_size"] != self.world_size or state["rank"] != self.rank:
+                raise ValueError(
+                    f"one state from rank {state['rank']} of {state['world_size']} cannot resume rank {self.rank} of "
+                    f"{self.world_size}; pass every rank's state to change the world size"
+                )
+            self._delivered = PositionSet(tuple(span) for span in state["delivered"])
+            self._padding_delivered = int(state.get("padding_delivered", 0))
+            self._excluded = PositionSet(tuple(span) for span in state["excluded"]) if state["excluded"] else None
+            return
+        ranks = sorted(saved["rank"] for saved in states)
+        if ranks != list(range(first["world_size"])):
+            raise ValueError(f"expected the states of ranks 0..{first['world_size'] - 1}, got ranks {ranks}")
+        merged = PositionSet()
+        for saved in states:
+            merged = merged.union(PositionSet(tuple(span) for span in saved["delivered"]))
+            merged = merged.union(PositionSet(tuple(span) for span in saved["excluded"]))
+        self._excluded = merged
+        self._delivered = PositionSet()
+        self._padding_delivered = 0
