@@ -153,3 +153,38 @@ def test_data_wait_meter_verdicts() -> None:
     for _ in meter:
         time.sleep(0.02)
     assert "compute-bound" in meter.report().verdict and meter.report().wait_fraction < 0.1
+
+
+def test_mixture_proportions_determinism_and_resume() -> None:
+    from stoker.storage import MixedStorage
+
+    big = MemoryStorage({f"b{index}": b"b" for index in range(5000)})
+    small = MemoryStorage({f"s{index}": b"s" for index in range(300)})
+
+    def mixture() -> MixedStorage:
+        return MixedStorage({"big": big, "small": small}, {"big": 0.7, "small": 0.3}, num_samples=4000, seed=5)
+
+    mixed = mixture()
+    assert mixed.source_counts(mixed.keys) == {"big": 2800, "small": 1200}
+    assert len(set(mixed.keys)) == 4000, "repeats of the small source get distinct keys"
+    assert list(mixed.keys) == list(mixture().keys)
+    loader = Loader(mixed, batch_size=100, seed=2)
+    delivered = [key for batch in loader for key in batch.keys]
+    # Every window of 1,000 consecutive samples holds 30% +- 5 standard deviations of small ones.
+    sigma = (1000 * 0.3 * 0.7) ** 0.5
+    for start in range(0, 4000, 1000):
+        small_count = mixed.source_counts(delivered[start : start + 1000])["small"]
+        assert abs(small_count - 300) < 5 * sigma, small_count
+    # Resumable, and a new epoch draws other samples of the big source.
+    first = Loader(mixture(), batch_size=100, seed=2)
+    part = []
+    for count, batch in enumerate(first, start=1):
+        part.extend(batch.keys)
+        if count == 7:
+            break
+    second = Loader(mixture(), batch_size=100, seed=2)
+    second.load_state_dict(first.state_dict())
+    part.extend(key for batch in second for key in batch.keys)
+    assert Counter(part) == Counter(delivered)
+    second.set_epoch(1)
+    assert set(second.storage.keys) != set(mixed.keys)

@@ -97,8 +97,17 @@ class Loader:
     # ---- epochs and resume ----------------------------------------------------------------
 
     def set_epoch(self, epoch: int) -> None:
-        """Start epoch ``epoch``: a new order from (seed, epoch)."""
+        """Start epoch ``epoch``: a new order from (seed, epoch), and a new draw of a mixture."""
         self.sampler.set_epoch(epoch)
+        self._sync_storage_epoch()
+
+    def _sync_storage_epoch(self) -> None:
+        # A mixture draws its samples per epoch: keys and labels change with it.
+        set_storage_epoch = getattr(self.storage, "set_epoch", None)
+        if set_storage_epoch is not None and getattr(self.storage, "epoch", None) != self.sampler.epoch:
+            set_storage_epoch(self.sampler.epoch)
+            self._keys = self.storage.keys
+            self._labels = np.array([-1 if label is None else label for label in self.storage.labels], dtype=np.int64)
 
     def state_dict(self) -> dict[str, Any]:
         """Where this rank is in the epoch: delivered samples only, so batches in flight are read
@@ -113,6 +122,7 @@ class Loader:
                 raise ValueError(f"loader state version {saved.get('version')} is not 1")
         sampler_states = [saved["sampler"] for saved in states]
         self.sampler.load_state_dict(sampler_states[0] if isinstance(state, dict) else sampler_states)
+        self._sync_storage_epoch()
 
     def _batches(self) -> list[list[SamplePlan]]:
         plans = self.sampler.plan()

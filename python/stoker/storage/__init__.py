@@ -13,6 +13,7 @@ from ._files import IMAGE_EXTENSIONS, FileStorage
 from ._inspect import format_report, inspect_storage
 from ._lmdb import LmdbStorage
 from ._memory import MemoryStorage
+from ._mixture import MixedStorage
 from ._open import open_storage, storage_format
 from ._protocol import ReadFailure, Storage
 from ._tar import TarShardStorage
@@ -29,6 +30,7 @@ __all__ = [
     "FileStorage",
     "LmdbStorage",
     "MemoryStorage",
+    "MixedStorage",
     "ReadFailure",
     "ShardError",
     "ShardIndex",
