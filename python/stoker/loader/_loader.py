@@ -12,18 +12,26 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from ..ops.image import ImageTransform, allocate_batch, decode_batch
 from ..pipeline import Pipeline, PipelineBuilder, PipelineStats
-from ..sampling import SamplePlan, Sampler
+from ..sampling import Sampler
 from ..storage import Storage
 from ._batch import Batch
 from ._buffers import BufferPool
 
 __all__ = ["Loader"]
+
+
+class _BatchPlan(NamedTuple):
+    """One batch's samples: epoch positions, storage indices, padding flags."""
+
+    positions: np.ndarray
+    indices: np.ndarray
+    padding: np.ndarray
 
 
 class Loader:
@@ -124,28 +132,29 @@ class Loader:
         self.sampler.load_state_dict(sampler_states[0] if isinstance(state, dict) else sampler_states)
         self._sync_storage_epoch()
 
-    def _batches(self) -> list[list[SamplePlan]]:
-        plans = self.sampler.plan()
-        batches = [plans[start : start + self.batch_size] for start in range(0, len(plans), self.batch_size)]
-        if self.drop_last and batches and len(batches[-1]) < self.batch_size:
-            batches.pop()
-        return batches
+    def _batch_count(self, samples: int) -> int:
+        return samples // self.batch_size if self.drop_last else -(-samples // self.batch_size)
+
+    def _batches(self) -> Iterator[tuple[int, _BatchPlan]]:
+        positions, indices, padding = self.sampler.plan_arrays()
+        for number in range(self._batch_count(len(positions))):
+            part = slice(number * self.batch_size, (number + 1) * self.batch_size)
+            yield number, _BatchPlan(positions[part], indices[part], padding[part])
 
     def __len__(self) -> int:
         """Batches left in this epoch for this rank."""
-        return len(self._batches())
+        return self._batch_count(len(self.sampler.plan_arrays()[0]))
 
     # ---- the pipeline ---------------------------------------------------------------------
 
-    def _fetch(self, job: tuple[int, list[SamplePlan]]) -> tuple[int, list[SamplePlan], list[bytes | None]]:
-        number, plans = job
-        keys = [self._keys[plan.index] for plan in plans]
-        return number, plans, self.storage.read_many(keys, on_error="skip")
+    def _fetch(self, job: tuple[int, _BatchPlan]) -> tuple[int, _BatchPlan, list[str], list[bytes | None]]:
+        number, plan = job
+        keys = [self._keys[index] for index in plan.indices.tolist()]
+        return number, plan, keys, self.storage.read_many(keys, on_error="skip")
 
-    def _decode(self, job: tuple[int, list[SamplePlan], list[bytes | None]]) -> Batch:
-        number, plans, payloads = job
-        keys = [self._keys[plan.index] for plan in plans]
-        padding = np.array([plan.padding for plan in plans], dtype=bool)
+    def _decode(self, job: tuple[int, _BatchPlan, list[str], list[bytes | None]]) -> Batch:
+        number, plan, keys, payloads = job
+        padding = plan.padding
         valid = np.array([payload is not None for payload in payloads], dtype=bool)
         if self.transform is not None:
             assert self._pool is not None
@@ -154,7 +163,7 @@ class Loader:
                 [payload if payload is not None else b"" for payload in payloads],
                 self.transform,
                 out=out,
-                seeds=[self._augmentation_seed(plan) for plan in plans],
+                seeds=[self._augmentation_seed(position) for position in plan.positions.tolist()],
                 names=keys,
                 on_error="zero",
             )
@@ -172,25 +181,25 @@ class Loader:
             data = payloads
         return Batch(
             data=data,
-            labels=self._labels[[plan.index for plan in plans]],
+            labels=self._labels[plan.indices],
             keys=keys,
             valid=valid & ~padding,
-            padding=padding,
-            positions=np.array([plan.position for plan in plans], dtype=np.int64),
+            padding=padding.copy(),
+            positions=plan.positions.copy(),
             index=number,
         )
 
-    def _augmentation_seed(self, plan: SamplePlan) -> int:
+    def _augmentation_seed(self, position: int) -> int:
         """A sample's random crop and flip depend on (seed, epoch, position) only: a resumed or
         re-sharded run augments every sample exactly as the uninterrupted run would."""
-        mixed = (self.sampler.seed * 0x9E3779B97F4A7C15 + self.sampler.epoch * 0xBF58476D1CE4E5B9 + plan.position)
+        mixed = self.sampler.seed * 0x9E3779B97F4A7C15 + self.sampler.epoch * 0xBF58476D1CE4E5B9 + position
         return mixed & 0xFFFFFFFFFFFFFFFF
 
     def _build(self) -> Pipeline[Any]:
         order = "input" if self.in_order else "completion"
         return (
             PipelineBuilder()
-            .add_source(list(enumerate(self._batches())), name="sampler")
+            .add_source(self._batches(), name="sampler")
             .pipe(self._fetch, concurrency=self.fetch_concurrency, name="fetch", output_order=order, max_failures=self.max_failures)
             .pipe(self._decode, concurrency=self.decode_concurrency, name="decode", output_order=order, max_failures=self.max_failures)
             .add_sink(self.prefetch)
@@ -203,7 +212,7 @@ class Loader:
         self._pipeline = pipeline = self._build()
         try:
             for batch in pipeline:
-                self.sampler.mark_delivered([SamplePlan(int(position), 0, bool(padding)) for position, padding in zip(batch.positions, batch.padding)])
+                self.sampler.mark_delivered(batch.positions, batch.padding)
                 yield batch
         finally:
             pipeline.stop()

@@ -88,33 +88,41 @@ class Sampler:
             return np.arange(self.num_samples, dtype=np.int64)
         return np.nonzero(~self._excluded.mask(self.num_samples))[0]
 
-    def plan(self) -> list[SamplePlan]:
-        """This rank's samples for the rest of the epoch, in order, equal in count across ranks."""
+    def plan_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """This rank's samples for the rest of the epoch as arrays (positions, storage indices,
+        padding flags), in order, equal in count across ranks. Arrays, not objects: a plan over
+        a million samples takes milliseconds."""
         order = self.order()
         remaining = self._remaining_positions()
         per_rank = -(-len(remaining) // self.world_size) if self.pad else len(remaining) // self.world_size
         mine = remaining[self.rank :: self.world_size][:per_rank]
-        plans = [SamplePlan(int(position), int(order[position])) for position in mine]
-        for extra in range(per_rank - len(mine)):
-            # Pad with the epoch's first remaining positions (flagged; never counted as delivered).
-            position = int(remaining[extra % len(remaining)])
-            plans.append(SamplePlan(position, int(order[position]), padding=True))
+        extra = per_rank - len(mine)
+        # Pad with the epoch's first remaining positions (flagged; never counted as delivered).
+        padding_positions = remaining[np.arange(extra) % len(remaining)] if extra > 0 else np.zeros(0, np.int64)
+        padding_positions = padding_positions[self._padding_delivered :]
         delivered = self._delivered.mask(self.num_samples)
-        remaining_plans = [plan for plan in plans if not plan.padding and not delivered[plan.position]]
-        padding = [plan for plan in plans if plan.padding][self._padding_delivered :]
-        return remaining_plans + padding
+        mine = mine[~delivered[mine]]
+        positions = np.concatenate([mine, padding_positions]).astype(np.int64)
+        padding = np.concatenate([np.zeros(len(mine), bool), np.ones(len(padding_positions), bool)])
+        return positions, order[positions].astype(np.int64), padding
+
+    def plan(self) -> list[SamplePlan]:
+        """`plan_arrays` as a list of `SamplePlan`."""
+        positions, indices, padding = self.plan_arrays()
+        return [SamplePlan(int(p), int(i), bool(f)) for p, i, f in zip(positions, indices, padding)]
 
     def __iter__(self) -> Iterator[SamplePlan]:
         return iter(self.plan())
 
     def __len__(self) -> int:
-        return len(self.plan())
+        return len(self.plan_arrays()[0])
 
-    def mark_delivered(self, plans: Sequence[SamplePlan]) -> None:
+    def mark_delivered(self, positions: Sequence[int] | np.ndarray, padding: Sequence[bool] | np.ndarray) -> None:
         """Record samples that reached the training loop (padding included, so a resumed rank
         still ends with the same count as the others)."""
-        self._delivered.add_many(plan.position for plan in plans if not plan.padding)
-        self._padding_delivered += sum(1 for plan in plans if plan.padding)
+        flags = np.asarray(padding, dtype=bool)
+        self._delivered.add_many(np.asarray(positions)[~flags].tolist())
+        self._padding_delivered += int(flags.sum())
 
     @property
     def delivered(self) -> int:
