@@ -52,6 +52,8 @@ class Loader:
         prefetch: Finished batches kept ready ahead of the training loop.
         max_failures: Batches a stage may fail on before the epoch stops with an error (a failed
             sample inside a batch is not a batch failure: it is zeroed and marked invalid).
+        pin_memory: Decode into page-locked host buffers when CUDA is available (``"auto"`` and
+            True; False never pins), for asynchronous copies with `stoker.device.to_device`.
 
     Raises:
         ValueError: Bad sizes.
@@ -75,6 +77,7 @@ class Loader:
         decode_concurrency: int | None = None,
         prefetch: int = 2,
         max_failures: int | None = 0,
+        pin_memory: bool | str = "auto",
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
@@ -94,11 +97,16 @@ class Loader:
         labels = storage.labels
         self._labels = np.array([-1 if label is None else label for label in labels], dtype=np.int64)
         self._keys = storage.keys
-        self._pool = (
-            BufferPool(lambda: allocate_batch(transform, batch_size), capacity=self.decode_concurrency + prefetch + 4)
-            if transform is not None
-            else None
-        )
+        self._pool = None
+        if transform is not None:
+            allocate: Callable[[], np.ndarray] = lambda: allocate_batch(transform, batch_size)  # noqa: E731
+            if pin_memory:
+                from ..device import pinned_allocator
+
+                # Page-locked when CUDA is there; without it there is nothing to pin.
+                shape = allocate_batch(transform, 1).shape[1:]
+                allocate = pinned_allocator((batch_size, *shape), transform.dtype)
+            self._pool = BufferPool(allocate, capacity=self.decode_concurrency + prefetch + 4)
         self._pipeline: Pipeline[Any] | None = None
         self._last_stats: PipelineStats | None = None
 

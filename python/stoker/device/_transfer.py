@@ -1,0 +1,120 @@
+"""Batches onto the accelerator: page-locked host memory, copies on a side stream, overlap.
+
+With CUDA, the Loader decodes straight into page-locked (pinned) buffers, so the host-to-device
+copy is a DMA at full PCIe speed and can run asynchronously. `to_device` issues each batch's copy
+on a dedicated stream one batch ahead of the training loop, records an event, and makes the
+loop's stream wait on that event before the batch is used, so compute on batch i overlaps the
+copy of batch i+1. The host buffer is held until its copy's event has completed, so the Loader's
+buffer pool cannot hand it out again while the DMA still reads it (the pool reuses only buffers
+nothing else refers to). Without CUDA everything stays on the CPU and the same code runs.
+
+JAX: `to_jax` puts batches on a JAX device one batch ahead (``jax.device_put`` is asynchronous).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from ..loader import Batch
+
+__all__ = ["DeviceBatch", "pinned_allocator", "to_device", "to_jax"]
+
+
+@dataclass
+class DeviceBatch:
+    """A batch on the device, with the host batch it came from (keys, validity, positions)."""
+
+    data: Any
+    labels: Any
+    valid: Any
+    host: Batch
+
+
+def pinned_allocator(shape: tuple[int, ...], dtype: str):  # type: ignore[no-untyped-def]
+    """A function allocating page-locked host arrays (numpy views of pinned torch tensors) when
+    CUDA is there, plain numpy arrays otherwise."""
+    import numpy as np
+
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            torch_dtype = {"uint8": torch.uint8, "float32": torch.float32, "float16": torch.float16}[dtype]
+            return lambda: torch.empty(shape, dtype=torch_dtype, pin_memory=True).numpy()
+    except ImportError:
+        pass
+    return lambda: np.zeros(shape, dtype=dtype)
+
+
+def to_device(batches: Iterable[Batch], device: str = "cuda", *, non_blocking: bool = True) -> Iterator[DeviceBatch]:
+    """Yield batches as torch tensors on ``device``, each copied one batch ahead on a side stream.
+
+    Args:
+        batches: A `stoker.Loader` (or any iterable of `Batch` with array data).
+        device: ``"cuda"``, ``"cuda:1"``, ``"cpu"``...
+        non_blocking: Asynchronous copies (needs pinned memory to be truly asynchronous).
+    """
+    import torch
+
+    target = torch.device(device)
+    use_stream = target.type == "cuda"
+    stream = torch.cuda.Stream(device=target) if use_stream else None
+    pending: deque[tuple[DeviceBatch, Any]] = deque()
+
+    def issue(batch: Batch) -> tuple[DeviceBatch, Any]:
+        host_data = torch.from_numpy(batch.data)
+        host_labels = torch.from_numpy(batch.labels)
+        host_valid = torch.from_numpy(batch.valid)
+        if stream is None:
+            return DeviceBatch(host_data.to(target), host_labels.to(target), host_valid.to(target), batch), None
+        with torch.cuda.stream(stream):
+            moved = DeviceBatch(
+                host_data.to(target, non_blocking=non_blocking),
+                host_labels.to(target, non_blocking=non_blocking),
+                host_valid.to(target, non_blocking=non_blocking),
+                batch,
+            )
+            done = torch.cuda.Event()
+            done.record(stream)
+        return moved, done
+
+    iterator = iter(batches)
+    for batch in iterator:
+        pending.append(issue(batch))
+        if len(pending) < 2:
+            continue
+        yield _ready(*pending.popleft())
+    while pending:
+        yield _ready(*pending.popleft())
+
+
+def _ready(moved: DeviceBatch, done: Any) -> DeviceBatch:
+    if done is not None:
+        import torch
+
+        # The loop's stream waits for the copy; the tensors are then safe to use on it.
+        torch.cuda.current_stream(moved.data.device).wait_event(done)
+        for tensor in (moved.data, moved.labels, moved.valid):
+            tensor.record_stream(torch.cuda.current_stream(moved.data.device))
+        # The host buffer (moved.host.data) is referenced until this batch is dropped by the
+        # loop, after the copy completed: the pool cannot reuse it under the DMA.
+        done.synchronize()
+    return moved
+
+
+def to_jax(batches: Iterable[Batch], device: Any = None, *, ahead: int = 2) -> Iterator[tuple[Any, Any, Batch]]:
+    """Yield ``(data, labels, batch)`` as JAX arrays on ``device`` (default: JAX's first),
+    transfers issued ``ahead`` batches early."""
+    import jax
+
+    target = device or jax.devices()[0]
+    pending: deque[tuple[Any, Any, Batch]] = deque()
+    for batch in batches:
+        pending.append((jax.device_put(batch.data, target), jax.device_put(batch.labels, target), batch))
+        if len(pending) > ahead:
+            yield pending.popleft()
+    while pending:
+        yield pending.popleft()

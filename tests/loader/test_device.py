@@ -1,0 +1,36 @@
+"""The device path on the CPU (what CI has): tensors, validity and keys survive the transfer;
+the CUDA stream path runs where a GPU is (benchmarks/gpu_transfer.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from stoker import Loader  # noqa: E402
+from stoker.device import pinned_allocator, to_device  # noqa: E402
+from stoker.ops import ImageTransform  # noqa: E402
+from stoker.storage import MemoryStorage  # noqa: E402
+from tests.images import jpeg  # noqa: E402
+
+
+def test_batches_reach_the_cpu_device_intact() -> None:
+    images = {f"k{index}": jpeg(64, 48, seed=index) for index in range(10)}
+    images["k3"] = b"broken"
+    storage = MemoryStorage(images, {key: index for index, key in enumerate(images)})
+    loader = Loader(storage, batch_size=4, transform=ImageTransform(resize=(16, 16), layout="CHW", dtype="float32"), shuffle=False, in_order=True)
+    moved = list(to_device(loader, "cpu"))
+    assert [batch.host.index for batch in moved] == [0, 1, 2]
+    for batch in moved:
+        assert isinstance(batch.data, torch.Tensor) and batch.data.shape[1:] == (3, 16, 16)
+        assert torch.equal(batch.labels, torch.from_numpy(batch.host.labels))
+        assert np.array_equal(batch.data.numpy(), batch.host.data)
+    assert moved[0].valid.tolist() == [True, True, True, False]
+
+
+def test_pinned_allocator_falls_back_to_numpy_without_cuda() -> None:
+    array = pinned_allocator((2, 3), "float32")()
+    assert array.shape == (2, 3) and array.dtype == np.float32
+    if not torch.cuda.is_available():
+        assert isinstance(array, np.ndarray)
