@@ -34,3 +34,18 @@ def test_pinned_allocator_falls_back_to_numpy_without_cuda() -> None:
     assert array.shape == (2, 3) and array.dtype == np.float32
     if not torch.cuda.is_available():
         assert isinstance(array, np.ndarray)
+
+
+def test_jax_path_places_batches() -> None:
+    jax = pytest.importorskip("jax")
+    from stoker.device import to_jax
+
+    storage = MemoryStorage({f"k{index}": jpeg(32, 32, seed=index) for index in range(6)}, {f"k{index}": index for index in range(6)})
+    loader = Loader(storage, batch_size=4, transform=ImageTransform(resize=(8, 8)), shuffle=False, in_order=True)
+    placed = list(to_jax(loader, ahead=1))
+    assert [batch.index for _, _, batch in placed] == [0, 1]
+    for data, labels, batch in placed:
+        assert isinstance(data, jax.Array) and data.shape == batch.data.shape
+        assert np.array_equal(np.asarray(data), batch.data) and labels.tolist() == batch.labels.tolist()
+    data, labels = placed[0][2].to_jax()
+    assert np.array_equal(np.asarray(data), placed[0][2].data)
