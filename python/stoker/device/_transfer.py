@@ -35,17 +35,17 @@ class DeviceBatch:
 
 def pinned_allocator(shape: tuple[int, ...], dtype: str):  # type: ignore[no-untyped-def]
     """A function allocating page-locked host arrays (numpy views of pinned torch tensors) when
-    CUDA is there, plain numpy arrays otherwise."""
+    CUDA is there, plain numpy arrays otherwise. Torch is only used if the program already
+    imported it: importing it here would cost a training-free loader a second and a gigabyte."""
+    import sys
+
     import numpy as np
 
-    try:
-        import torch
-
+    torch = sys.modules.get("torch")
+    if torch is not None:
         if torch.cuda.is_available():
             torch_dtype = {"uint8": torch.uint8, "float32": torch.float32, "float16": torch.float16}[dtype]
             return lambda: torch.empty(shape, dtype=torch_dtype, pin_memory=True).numpy()
-    except ImportError:
-        pass
     return lambda: np.zeros(shape, dtype=dtype)
 
 
