@@ -6,7 +6,7 @@ without the GIL.
 """
 
 from . import loader, observe, ops, pipeline, sampling, storage
-from .loader import Batch, Loader
+from .loader import Batch, Loader, TokenLoader
 from .observe import DataWaitMeter
 from ._native import __version__
 from .pipeline import Pipeline, PipelineBuilder
@@ -17,6 +17,7 @@ __all__ = [
     "Loader",
     "Pipeline",
     "PipelineBuilder",
+    "TokenLoader",
     "__version__",
     "loader",
     "observe",

@@ -20,10 +20,10 @@ from stoker.storage import FileStorage, MemoryStorage, TarShardStorage, convert_
 class SlowStorage(MemoryStorage):
     """Reads of some keys stall, so batches complete out of order."""
 
-    def _read_many(self, keys, on_error):  # type: ignore[no-untyped-def]
-        if any(int(key[1:]) % 17 == 0 for key in keys):
+    def _read_indices(self, indices, on_error):  # type: ignore[no-untyped-def]
+        if any(int(self.keys[index][1:]) % 17 == 0 for index in indices):
             time.sleep(0.01)
-        return super()._read_many(keys, on_error)
+        return super()._read_indices(indices, on_error)
 
 
 def storage(count: int = 203) -> MemoryStorage:
@@ -188,3 +188,33 @@ def test_mixture_proportions_determinism_and_resume() -> None:
     assert Counter(part) == Counter(delivered)
     second.set_epoch(1)
     assert set(second.storage.keys) != set(mixed.keys)
+
+
+def test_token_loader_resumes_exactly_with_the_packer_state(tmp_path: Path) -> None:
+    from stoker import TokenLoader
+    from stoker.storage import open_tokens
+
+    generator = np.random.default_rng(3)
+    documents = [np.arange(int(length), dtype=np.uint32) + index * 1000 for index, length in enumerate(generator.integers(0, 90, 300))]
+    flat = np.concatenate(documents)
+    flat.astype(np.uint32).tofile(tmp_path / "tokens.bin")
+    np.save(tmp_path / "tokens.bin.offsets.npy", np.concatenate([[0], np.cumsum([len(document) for document in documents])]))
+    source = open_tokens(tmp_path / "tokens.bin", dtype="uint32")
+
+    def make() -> TokenLoader:
+        return TokenLoader(source, context_length=128, batch_size=4, seed=5, read_ahead=37, strategy="best_fit", window=50)
+
+    expected = [batch.input_ids.tolist() for batch in make()]
+    rows: list = []
+    loader = make()
+    for count, batch in enumerate(loader, start=1):
+        rows.append(batch.input_ids.tolist())
+        if count == 3:
+            break
+    state = json.loads(json.dumps(loader.state_dict()))
+    resumed = make()
+    resumed.load_state_dict(state)
+    rows.extend(batch.input_ids.tolist() for batch in resumed)
+    assert rows == expected
+    tokens = np.concatenate([np.array(batch)[np.array(batch) != 0] for batch in expected]) if expected else []
+    assert sorted(tokens.tolist()) == sorted(flat[flat != 0].tolist()), "every token once"

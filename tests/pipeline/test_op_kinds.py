@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import os
+import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
 
 import pytest
@@ -85,7 +86,7 @@ def test_async_source() -> None:
 
 
 def test_process_stage_runs_in_other_processes() -> None:
-    with ProcessPoolExecutor(2) as executor:
+    with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("forkserver")) as executor:
         pipeline = (
             PipelineBuilder()
             .add_source(range(40))
@@ -99,7 +100,7 @@ def test_process_stage_runs_in_other_processes() -> None:
 
 
 def test_process_stage_errors_come_back() -> None:
-    with ProcessPoolExecutor(2) as executor:
+    with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("forkserver")) as executor:
         pipeline = PipelineBuilder().add_source(range(6)).pipe(_fail_on_three, concurrency=2, executor=executor).add_sink(3).build()
         assert sorted(pipeline) == [0, 1, 2, 4, 5]
         record = pipeline.stats().stages[1]
@@ -110,7 +111,7 @@ def test_generator_ops_are_refused_with_an_executor() -> None:
     def gen(item: int):
         yield item
 
-    with ProcessPoolExecutor(1) as executor, pytest.raises(ValueError, match="generator"):
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("forkserver")) as executor, pytest.raises(ValueError, match="generator"):
         PipelineBuilder().add_source(range(3)).pipe(gen, executor=executor)
 
 

@@ -3,5 +3,6 @@
 from ._batch import Batch
 from ._buffers import BufferPool
 from ._loader import Loader
+from ._tokens import TokenLoader
 
-__all__ = ["Batch", "BufferPool", "Loader"]
+__all__ = ["Batch", "BufferPool", "Loader", "TokenLoader"]

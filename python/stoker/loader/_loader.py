@@ -157,8 +157,8 @@ class Loader:
 
     def _fetch(self, job: tuple[int, _BatchPlan]) -> tuple[int, _BatchPlan, list[str], list[bytes | None]]:
         number, plan = job
-        keys = [self._keys[index] for index in plan.indices.tolist()]
-        return number, plan, keys, self.storage.read_many(keys, on_error="skip")
+        indices = plan.indices.tolist()
+        return number, plan, [self._keys[index] for index in indices], self.storage.read_indices(indices, on_error="skip")
 
     def _decode(self, job: tuple[int, _BatchPlan, list[str], list[bytes | None]]) -> Batch:
         number, plan, keys, payloads = job

@@ -62,10 +62,10 @@ class FileStorage(Storage):
         """The file holding sample ``key``."""
         return self._root / key
 
-    def _read_many(self, keys: Sequence[str], on_error: OnError) -> list[bytes | None]:
+    def _read_indices(self, indices: Sequence[int], on_error: OnError) -> list[bytes | None]:
         results: list[bytes | None] = []
-        for key in keys:
-            self.index_of(key)
+        for index in indices:
+            key = self._keys[index]
             try:
                 with open(self._root / key, "rb", buffering=0) as file:
                     results.append(file.read())

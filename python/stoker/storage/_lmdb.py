@@ -212,8 +212,9 @@ class LmdbStorage(Storage):
         if status.st_size != self._fingerprint["size"] or status.st_mtime_ns != self._fingerprint["mtime_ns"]:
             raise StaleIndexError(f"{self.data_file} changed after it was indexed; reopen the storage")
 
-    def _read_many(self, keys: Sequence[str], on_error: OnError) -> list[bytes | None]:
-        positions = [self.index_of(key) for key in keys]
+    def _read_indices(self, indices: Sequence[int], on_error: OnError) -> list[bytes | None]:
+        positions = list(indices)
+        keys = [self._keys[index] for index in positions]
         if self.mode == "lmdb":
             return self._read_with_lmdb(keys, on_error)
         try:

@@ -18,5 +18,5 @@ class MemoryStorage(Storage):
         self._keys = list(self._samples)
         self._labels = [labels.get(key) if labels else None for key in self._keys]
 
-    def _read_many(self, keys: Sequence[str], on_error: OnError) -> list[bytes | None]:
-        return [self._samples[key] if key in self._samples else self._samples[self.keys[self.index_of(key)]] for key in keys]
+    def _read_indices(self, indices: Sequence[int], on_error: OnError) -> list[bytes | None]:
+        return [self._samples[self._keys[index]] for index in indices]

@@ -88,15 +88,14 @@ class MixedStorage(Storage):
     def describe(self) -> str:
         return "mixture of " + ", ".join(f"{name} ({weight:g})" for name, weight in zip(self.names, self.weights))
 
-    def _read_many(self, keys: Sequence[str], on_error: OnError) -> list[bytes | None]:
-        results: list[bytes | None] = [None] * len(keys)
-        wanted: dict[int, list[tuple[int, str]]] = {}
-        for slot, key in enumerate(keys):
-            position = self.index_of(key)
+    def _read_indices(self, indices: Sequence[int], on_error: OnError) -> list[bytes | None]:
+        results: list[bytes | None] = [None] * len(indices)
+        wanted: dict[int, list[tuple[int, int]]] = {}
+        for slot, position in enumerate(indices):
             source = int(self._source_of[position])
-            wanted.setdefault(source, []).append((slot, self.sources[self.names[source]].keys[int(self._source_index[position])]))
+            wanted.setdefault(source, []).append((slot, int(self._source_index[position])))
         for source, requests in wanted.items():
-            data = self.sources[self.names[source]].read_many([key for _, key in requests], on_error=on_error)
+            data = self.sources[self.names[source]].read_indices([index for _, index in requests], on_error=on_error)
             for (slot, _), payload in zip(requests, data):
                 results[slot] = payload
         return results

@@ -37,8 +37,8 @@ class ReadFailure:
 class Storage(ABC):
     """Where a dataset's bytes live.
 
-    Subclasses set ``self._keys`` and ``self._labels`` when they open, and provide `_read_many`;
-    everything else derives from them.
+    Subclasses set ``self._keys`` and ``self._labels`` when they open, and provide
+    `_read_indices`; everything else derives from them.
 
     Attributes:
         classes: Class names, where labels are class indices (None otherwise).
@@ -75,8 +75,9 @@ class Storage(ABC):
     # ---- what subclasses provide ----------------------------------------------------------
 
     @abstractmethod
-    def _read_many(self, keys: Sequence[str], on_error: OnError) -> list[bytes | None]:
-        """Read `keys`; raise, or put None and call `_skip` for a failed sample."""
+    def _read_indices(self, indices: Sequence[int], on_error: OnError) -> list[bytes | None]:
+        """Read the samples at ``indices`` of `keys`; raise, or put None and call `_skip` for a
+        failed sample."""
 
     # ---- derived --------------------------------------------------------------------------
 
@@ -128,10 +129,23 @@ class Storage(ABC):
             KeyError: A key that is not in the storage (whatever ``on_error``).
             StorageError: A read failed and ``on_error="raise"``.
         """
+        return self.read_indices([self.index_of(key) for key in keys], on_error=on_error)
+
+    def read_indices(self, indices: Sequence[int], *, on_error: OnError = "raise") -> list[bytes | None]:
+        """`read_many` by position in `keys`: what a loader that already holds positions calls
+        (no key lookup, so no key-to-position table for a million keys is ever built).
+
+        Raises:
+            IndexError: A position outside the storage.
+        """
         if on_error not in ("raise", "skip"):
             raise ValueError(f'on_error must be "raise" or "skip", got {on_error!r}')
+        size = len(self._keys)
+        for index in indices:
+            if not 0 <= index < size:
+                raise IndexError(f"{self.describe()}: no sample at position {index} (it has {size})")
         with self._read_slots:
-            return self._read_many(keys, on_error)
+            return self._read_indices(indices, on_error)
 
     def _skip(self, key: str, error: BaseException) -> None:
         with self._lock:

@@ -152,12 +152,12 @@ class TarShardStorage(Storage):
         except KeyError:
             raise KeyError(f"sample {key!r} in {self.shards[number].shard} has no {self.payload!r} member (it has {sorted(self.shards[number].members[position])})") from None
 
-    def _read_many(self, keys: Sequence[str], on_error: OnError) -> list[bytes | None]:
-        results: list[bytes | None] = [None] * len(keys)
+    def _read_indices(self, indices: Sequence[int], on_error: OnError) -> list[bytes | None]:
+        results: list[bytes | None] = [None] * len(indices)
         by_shard: dict[int, list[tuple[int, int, str]]] = {}
-        for slot, key in enumerate(keys):
-            number, position = self._where[self.index_of(key)]
-            by_shard.setdefault(number, []).append((slot, position, key))
+        for slot, index in enumerate(indices):
+            number, position = self._where[index]
+            by_shard.setdefault(number, []).append((slot, position, self._keys[index]))
         for number, wanted in by_shard.items():
             shard = self.shards[number]
             ranges = [self._span(number, position, key) for _, position, key in wanted]

@@ -16,6 +16,7 @@ None inside ``__getitem__``; ``worker_init_fn(worker_id)`` is called once in eac
 
 from __future__ import annotations
 
+import multiprocessing
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
@@ -111,7 +112,14 @@ class DataLoader:
         threads = self.num_workers or 8
         executor: Executor
         if self.multiprocessing:
-            executor = ProcessPoolExecutor(max(1, self.num_workers), initializer=self.worker_init_fn and _init_process, initargs=(self.worker_init_fn,) if self.worker_init_fn else ())
+            # forkserver, not fork: forking a process that runs threads (ours, torch's, JAX's) can
+            # copy a held lock into the child and deadlock it.
+            executor = ProcessPoolExecutor(
+                max(1, self.num_workers),
+                mp_context=multiprocessing.get_context("forkserver"),
+                initializer=_init_process if self.worker_init_fn else None,
+                initargs=(self.worker_init_fn,) if self.worker_init_fn else (),
+            )
         else:
             executor = ThreadPoolExecutor(threads, thread_name_prefix="stoker-torch-fetch", initializer=self._thread_initializer())
         dataset = self.dataset
