@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from make_images import make_jpegs
+from stoker.bench import make_jpegs
 
 CACHE = Path(os.environ.get("STOKER_CACHE", Path.home() / ".cache" / "stoker"))
 

@@ -20,32 +20,14 @@ import time
 
 import numpy as np
 
+from stoker.bench._scenarios import alpaca_like_lengths, long_lengths, naive_efficiency, packed_efficiency
 from stoker.ops import SequencePacker
 
 CONTEXT, BATCH = 4096, 32
 
 
 def lengths(kind: str, count: int, seed: int = 0) -> np.ndarray:
-    generator = np.random.default_rng(seed)
-    if kind == "alpaca-like":
-        sigma = np.sqrt(2 * np.log(95 / 83))  # mean / median = exp(sigma^2 / 2)
-        values = generator.lognormal(np.log(83), sigma, count)
-        return np.clip(np.round(values), 13, 307).astype(np.int64)
-    values = generator.lognormal(np.log(1500), 1.0, count)
-    return np.clip(np.round(values), 1, 40_000).astype(np.int64)
-
-
-def naive_efficiency(document_lengths: np.ndarray) -> float:
-    """One document per row, padded (and truncated) to the context."""
-    return float(np.minimum(document_lengths, CONTEXT).sum() / (len(document_lengths) * CONTEXT))
-
-
-def packed_efficiency(document_lengths: np.ndarray, **options: object) -> tuple[float, int]:
-    packer = SequencePacker(CONTEXT, BATCH, **options)  # type: ignore[arg-type]
-    tokens = np.zeros(int(document_lengths.sum()), dtype=np.uint32)
-    packer.add_many(tokens, document_lengths)
-    batches = sum(1 for _ in packer.batches(final=True))
-    return packer.report.efficiency, batches
+    return alpaca_like_lengths(count, seed) if kind == "alpaca-like" else long_lengths(count, seed)
 
 
 def speed(document_lengths: np.ndarray, total_tokens: int, **options: object) -> float:

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import io
-import sys
-from pathlib import Path
 
 import numpy as np
 from PIL import Image
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from make_images import natural_image  # noqa: E402
+from stoker.bench import natural_image
 
 
 def photo(width: int = 500, height: int = 375, seed: int = 0) -> np.ndarray:

@@ -1,5 +1,8 @@
-"""The `stoker` command: convert, inspect and index datasets.
+"""The `stoker` command.
 
+    stoker bench [PATH] [--batch-size 32] [--latency-ms 0] [--duration 20] [--json RUN.json]
+    stoker bench --scenario small-files|starvation|padding|pinned
+    stoker report RUN.json [--out DIR]
     stoker convert SRC DST [--to shards|lmdb] [--shard-size 256MB]
     stoker inspect PATH [--json]
     stoker index SHARD.tar [SHARD.tar ...]
@@ -11,6 +14,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from .storage import (
     StorageError,
@@ -61,9 +65,103 @@ def _index(arguments: argparse.Namespace) -> int:
     return 0
 
 
+def _bench(arguments: argparse.Namespace) -> int:
+    import os
+
+    from .bench import image_folder, run_loader
+    from .bench._peers import available_peers, run_in_subprocess
+    from .bench._scenarios import SCENARIOS
+
+    if arguments.scenario:
+        print(SCENARIOS[arguments.scenario]())
+        return 0
+    if arguments.path and "://" in arguments.path:
+        raise StorageError(f"{arguments.path}: network storage (s3://, cassandra://) is not in this version yet; use a local path")
+    if arguments.path:
+        root = arguments.path
+        dataset = arguments.path
+    else:
+        print(f"{arguments.images} natural-looking JPEGs (500x375) from stoker's cache (made on first use) ...", file=sys.stderr)
+        root = str(image_folder(arguments.images))
+        dataset = f"{arguments.images} generated JPEGs 500x375 ({root})"
+    with open_storage(root) as storage:
+        ours = run_loader(
+            storage,
+            batch_size=arguments.batch_size,
+            fetch_concurrency=arguments.fetch_concurrency,
+            decode_concurrency=arguments.decode_concurrency,
+            latency_seconds=arguments.latency_ms / 1e3,
+            step_seconds=arguments.step_ms / 1e3,
+            duration=arguments.duration,
+            progress=not arguments.quiet,
+        )
+    results = [{key: value for key, value in ours.as_dict().items() if key not in ("stats", "diagnosis")}]
+    skipped = []
+    if not arguments.no_peers and not arguments.path:
+        for name, reason in available_peers().items():
+            if name == "stoker.Loader":
+                continue
+            if reason:
+                skipped.append(f"{name} ({reason})")
+                continue
+            try:
+                results.append({"name": name, "megabytes_per_second": 0.0, **run_in_subprocess(name, Path(root))})
+            except (RuntimeError, OSError) as error:
+                skipped.append(f"{name} ({error})")
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    print(f"\nstoker bench: {dataset}; batch {arguments.batch_size}; {cores} cores")
+    print(f"{'loader':<32} {'images/s':>9} {'MB/s':>7} {'CPU':>6} {'peak RSS':>9} {'first batch':>12}")
+    for row in results:
+        print(f"{row['name']:<32} {row['images_per_second']:>9.0f} {row.get('megabytes_per_second', 0):>7.1f} "
+              f"{row.get('cpu_percent', 0):>5.0f}% {row['peak_rss_mb']:>7.0f}MB {row['first_batch_seconds']:>11.2f}s")
+    for note in skipped:
+        print(f"  not compared: {note}")
+    print(f"\ndiagnosis: {ours.diagnosis['message']}")
+    if arguments.json:
+        run = {
+            "format": "stoker.bench-run",
+            "version": 1,
+            "dataset": dataset,
+            "cores": cores,
+            "batch_size": arguments.batch_size,
+            "results": results,
+            "diagnosis": ours.diagnosis,
+            "stats": ours.stats,
+        }
+        Path(arguments.json).write_text(json.dumps(run, indent=1))
+        print(f"run written to {arguments.json}; `stoker report {arguments.json}` makes plots and a page")
+    return 0
+
+
+def _report(arguments: argparse.Namespace) -> int:
+    from .observe import write_report
+
+    page = write_report(arguments.run_file, arguments.out)
+    print(f"report: {page}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="stoker", description="Keeps accelerators fed.")
     commands = parser.add_subparsers(dest="command", required=True)
+    bench = commands.add_parser("bench", help="measure the Loader (and its peers) and name the bottleneck")
+    bench.add_argument("path", nargs="?", help="a dataset (default: generated JPEGs)")
+    bench.add_argument("--batch-size", type=int, default=32)
+    bench.add_argument("--fetch-concurrency", type=int, default=4)
+    bench.add_argument("--decode-concurrency", type=int, default=None)
+    bench.add_argument("--latency-ms", type=float, default=0.0, help="delay added to every storage read")
+    bench.add_argument("--step-ms", type=float, default=0.0, help="simulated training step after each batch")
+    bench.add_argument("--duration", type=float, default=20.0, help="seconds of measurement")
+    bench.add_argument("--images", type=int, default=2000, help="generated JPEGs when no PATH is given")
+    bench.add_argument("--no-peers", action="store_true", help="skip PyTorch DataLoader and SPDL")
+    bench.add_argument("--json", help="write the run (results, stats, diagnosis) here")
+    bench.add_argument("--scenario", choices=("small-files", "starvation", "padding", "pinned"), help="run one of the papers' experiments")
+    bench.add_argument("--quiet", action="store_true", help="no progress bar")
+    bench.set_defaults(run=_bench)
+    report = commands.add_parser("report", help="plots and an HTML page from a `stoker bench --json` run")
+    report.add_argument("run_file", metavar="RUN.json")
+    report.add_argument("--out", help="folder for the report (default: next to RUN.json)")
+    report.set_defaults(run=_report)
     convert = commands.add_parser("convert", help="a folder or manifest to indexed tar shards or LMDB")
     convert.add_argument("source")
     convert.add_argument("destination")
@@ -82,7 +180,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     arguments = parser.parse_args(argv)
     try:
         return arguments.run(arguments)
-    except (StorageError, FileNotFoundError, PermissionError, ValueError) as error:
+    except (StorageError, FileNotFoundError, PermissionError, ValueError, ImportError) as error:
         print(f"stoker {arguments.command}: {error}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

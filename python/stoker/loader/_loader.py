@@ -54,6 +54,7 @@ class Loader:
             sample inside a batch is not a batch failure: it is zeroed and marked invalid).
         pin_memory: Decode into page-locked host buffers when CUDA is available (``"auto"`` and
             True; False never pins), for asynchronous copies with `stoker.device.to_device`.
+        stats_interval: Seconds between the timeline samples of each epoch's stats.
 
     Raises:
         ValueError: Bad sizes.
@@ -78,6 +79,7 @@ class Loader:
         prefetch: int = 2,
         max_failures: int | None = 0,
         pin_memory: bool | str = "auto",
+        stats_interval: float = 0.25,
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
@@ -93,6 +95,7 @@ class Loader:
         self.decode_concurrency = decode_concurrency or os.cpu_count() or 1
         self.prefetch = prefetch
         self.max_failures = max_failures
+        self.stats_interval = stats_interval
         self.sampler = Sampler(len(storage), shuffle=shuffle, seed=seed, rank=rank, world_size=world_size, pad=pad)
         labels = storage.labels
         self._labels = np.array([-1 if label is None else label for label in labels], dtype=np.int64)
@@ -211,7 +214,7 @@ class Loader:
             .pipe(self._fetch, concurrency=self.fetch_concurrency, name="fetch", output_order=order, max_failures=self.max_failures)
             .pipe(self._decode, concurrency=self.decode_concurrency, name="decode", output_order=order, max_failures=self.max_failures)
             .add_sink(self.prefetch)
-            .build(name="loader")
+            .build(name="loader", stats_interval=self.stats_interval)
         )
 
     def __iter__(self) -> Iterator[Batch]:

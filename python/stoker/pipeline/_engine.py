@@ -16,7 +16,7 @@ import logging
 import threading
 import traceback
 from collections import deque
-from time import perf_counter
+from time import perf_counter, thread_time
 from typing import Any
 
 from ._buffer import _Buffer
@@ -89,6 +89,8 @@ class _Engine:
         self.started_at = perf_counter()
         for stage in self.stages:
             stage.output._last_change = self.started_at
+        with self.lock:
+            self._record_sample()  # the timeline starts at zero, however short the run
         self._pool = _WorkerPool(self._num_threads, f"stoker-{self.name}-worker")
         loop = asyncio.new_event_loop()
         self._loop = loop
@@ -127,6 +129,8 @@ class _Engine:
                 return
             self.stopped = True
             self.stopping = True
+            if self.started_at is not None:
+                self._record_sample()  # and ends with the final counts
             if self.ended_at is None:
                 self.ended_at = perf_counter()
             self.consumer_ready.notify_all()
@@ -260,6 +264,7 @@ class _Engine:
 
     def _execute(self, stage: _Stage, job: _Job) -> tuple[int, Any, float]:
         started = perf_counter()
+        cpu_started = thread_time()
         try:
             if stage.spec.kind == SOURCE:
                 if stage.iterator is None:
@@ -273,10 +278,15 @@ class _Engine:
             else:
                 value = stage.spec.op(job.item)  # type: ignore[misc]
         except StopIteration:
-            return _DONE, None, perf_counter() - started
+            value, outcome = None, _DONE
         except Exception as error:
-            return _FAILED, error, perf_counter() - started
-        return _VALUE, value, perf_counter() - started
+            value, outcome = error, _FAILED
+        else:
+            outcome = _VALUE
+        # CPU time of the op's own thread: near its wall time for CPU-bound work, near zero for
+        # work that waits (I/O, sleeps). The diagnosis tells the two apart with it.
+        stage.task_cpu_seconds += thread_time() - cpu_started
+        return outcome, value, perf_counter() - started
 
     async def _execute_async(self, stage: _Stage, job: _Job) -> tuple[int, Any, float]:
         spec = stage.spec
@@ -423,18 +433,23 @@ class _Engine:
                 timeline=list(self.timeline),
             )
 
+    def _record_sample(self) -> None:
+        """Append one timeline sample. Under the lock."""
+        now = perf_counter()
+        self.timeline.append(
+            {
+                "time": now - (self.started_at or now),
+                "items_out": [stage.items_out for stage in self.stages],
+                "queue_length": [len(stage.output.items) for stage in self.stages],
+            }
+        )
+
     def _sample(self) -> None:
         if self.stopping:
             return
         with self.lock:
+            self._record_sample()
             now = perf_counter()
-            self.timeline.append(
-                {
-                    "time": now - (self.started_at or now),
-                    "items_out": [stage.items_out for stage in self.stages],
-                    "queue_length": [len(stage.output.items) for stage in self.stages],
-                }
-            )
         if self._report_interval is not None and now - self._last_report >= self._report_interval:
             self._last_report = now
             _logger.info("pipeline %s:\n%s", self.name, self.stats().format_table())

@@ -140,6 +140,7 @@ class _InlineStage:
             items_out=self.items_out,
             failures=self.failure_count,
             task_time=_TaskTimeHistogram().summary(),
+            task_cpu_seconds=0.0,
             busy_tasks_mean=0.0,
             wait_input_seconds=0.0,
             wait_output_seconds=self._wait_output + blocked,

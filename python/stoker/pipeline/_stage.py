@@ -77,6 +77,9 @@ class _Stage:
         self.failure_count = 0
         self.failure_records: list[FailureRecord] = []
         self.task_times = _TaskTimeHistogram()
+        # Added to by the runner threads without the lock: float += is a single bytecode under
+        # the GIL, and on free-threaded builds a lost update only blurs a diagnostic number.
+        self.task_cpu_seconds = 0.0
         self._busy_area = 0.0
         self._wait_input = 0.0
         self._wait_output = 0.0
@@ -232,9 +235,10 @@ class _Stage:
     # ---- statistics ------------------------------------------------------------------------
 
     def _account_busy(self) -> None:
-        now = perf_counter()
-        self._busy_area += self.in_flight * (now - self._last_event)
-        self._last_event = now
+        # Time after the pipeline ended does not count: tasks abandoned by a stop finish later.
+        now = min(perf_counter(), self.engine.ended_at or float("inf"))
+        self._busy_area += self.in_flight * max(0.0, now - self._last_event)
+        self._last_event = max(now, self._last_event)
 
     def _update_wait_state(self) -> None:
         if self.finished or self.in_flight >= self.concurrency:
@@ -262,8 +266,10 @@ class _Stage:
 
     def snapshot(self, started: float) -> StageStats:
         now = perf_counter()
-        elapsed = (self.engine.ended_at or now) - started
-        busy = self._busy_area + self.in_flight * (now - self._last_event)
+        end = self.engine.ended_at or now
+        elapsed = end - started
+        # Tasks abandoned by a stop are not busy after the stop.
+        busy = self._busy_area + self.in_flight * max(0.0, end - self._last_event)
         return StageStats(
             name=self.name,
             kind=self.spec.kind,
@@ -272,6 +278,7 @@ class _Stage:
             items_out=self.items_out,
             failures=self.failure_count,
             task_time=self.task_times.summary(),
+            task_cpu_seconds=self.task_cpu_seconds,
             busy_tasks_mean=busy / elapsed if elapsed > 0 else 0.0,
             wait_input_seconds=self._wait_input + self._waited("input", now),
             wait_output_seconds=self._wait_output + self._waited("output", now),

@@ -97,6 +97,8 @@ class StageStats:
         items_out: Items put into the output queue.
         failures: Items the op raised on (dropped).
         task_time: Durations of the op's calls.
+        task_cpu_seconds: CPU time the op's calls used in their threads (sync ops only): close
+            to ``task_time.total`` for CPU-bound work, near zero for work that waits.
         busy_tasks_mean: Mean number of tasks running, over the stage's lifetime.
         wait_input_seconds: Time with a free task slot and nothing to take: upstream is slower.
         wait_output_seconds: Time with work ready but the output queue full: downstream is slower.
@@ -113,6 +115,7 @@ class StageStats:
     items_out: int
     failures: int
     task_time: TaskTimeSummary
+    task_cpu_seconds: float
     busy_tasks_mean: float
     wait_input_seconds: float
     wait_output_seconds: float

@@ -1,0 +1,150 @@
+"""The peers `stoker bench` and `benchmarks/end_to_end.py` compare with, each run in its own
+process (``python -m stoker.bench._peers METHOD ROOT``) so peak RSS and CPU time are its own:
+PyTorch DataLoader (2 workers, torchvision ImageFolder and transforms) and SPDL pipelines
+(simplejpeg + OpenCV, or spdl.io). Every method turns the JPEG folder into batches of 32
+normalized 3x224x224 float32 images."""
+
+from __future__ import annotations
+
+import json
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+__all__ = ["PEERS", "available_peers", "run_in_subprocess"]
+
+MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+BATCH = 32
+
+
+def run_stoker(root: Path) -> tuple[float, int, int]:
+    from ..loader import Loader
+    from ..ops import ImageTransform
+    from ..storage import FileStorage
+
+    started = time.perf_counter()
+    transform = ImageTransform(resize_shorter=256, center_crop=(224, 224), layout="CHW", dtype="float32", mean=MEAN, std=STD)
+    loader = Loader(FileStorage(root), batch_size=BATCH, transform=transform, seed=0)
+    first, count = None, 0
+    for batch in loader:
+        first = first or time.perf_counter() - started
+        count += len(batch)
+    return first or 0.0, count, 0
+
+
+def run_torch(root: Path) -> tuple[float, int, int]:
+    import torch
+    from torchvision import datasets, transforms
+
+    started = time.perf_counter()
+    transform = transforms.Compose([transforms.Resize(256), transforms.CenterCrop(224), transforms.ToTensor(), transforms.Normalize(MEAN, STD)])
+    loader = torch.utils.data.DataLoader(datasets.ImageFolder(str(root), transform=transform), batch_size=BATCH, shuffle=True, num_workers=2)
+    first, count = None, 0
+    for images, _ in loader:
+        first = first or time.perf_counter() - started
+        count += len(images)
+    return first or 0.0, count, 0
+
+
+def _normalize_chw(array: Any) -> Any:
+    import numpy as np
+
+    chw = array.transpose(2, 0, 1).astype(np.float32) / 255.0
+    return (chw - np.array(MEAN, np.float32)[:, None, None]) / np.array(STD, np.float32)[:, None, None]
+
+
+def run_spdl(root: Path, decoder: str) -> tuple[float, int, int]:
+    import cv2
+    import numpy as np
+    from spdl.pipeline import PipelineBuilder
+
+    cv2.setNumThreads(1)
+    started = time.perf_counter()
+    paths = sorted(str(path) for path in root.glob("*/*.jpg"))
+    if decoder == "simplejpeg":
+        import simplejpeg
+
+        def load(path: str) -> Any:
+            with open(path, "rb") as file:
+                array = simplejpeg.decode_jpeg(file.read(), colorspace="RGB")
+            height, width = array.shape[:2]
+            size = (256, int(256 * height / width)) if width <= height else (int(256 * width / height), 256)
+            array = cv2.resize(array, size, interpolation=cv2.INTER_AREA)
+            top, left = (size[1] - 224) // 2, (size[0] - 224) // 2
+            return _normalize_chw(array[top : top + 224, left : left + 224])
+    else:
+        import spdl.io
+
+        def load(path: str) -> Any:
+            # The generated images are 500x375: Resize(256) gives 341x256.
+            packets = spdl.io.demux_image(path)
+            frames = spdl.io.decode_packets(packets, filter_desc="scale=w=341:h=256:flags=bilinear,crop=w=224:h=224,format=pix_fmts=rgb24")
+            return _normalize_chw(spdl.io.to_numpy(spdl.io.convert_frames(frames)))
+
+    pipeline = PipelineBuilder().add_source(paths).pipe(load, concurrency=2).aggregate(BATCH).pipe(np.stack).add_sink(3).build(num_threads=2)
+    first, count = None, 0
+    with pipeline.auto_stop():
+        for batch in pipeline:
+            first = first or time.perf_counter() - started
+            count += len(batch)
+    return first or 0.0, count, 0
+
+
+PEERS = {
+    "stoker.Loader": run_stoker,
+    "PyTorch DataLoader (2 workers)": run_torch,
+    "SPDL + simplejpeg/OpenCV": lambda root: run_spdl(root, "simplejpeg"),
+    "SPDL + spdl.io": lambda root: run_spdl(root, "spdl.io"),
+}
+
+_REQUIRES = {
+    "PyTorch DataLoader (2 workers)": ("torch", "torchvision"),
+    "SPDL + simplejpeg/OpenCV": ("spdl.pipeline", "simplejpeg", "cv2"),
+    "SPDL + spdl.io": ("spdl.pipeline", "spdl.io"),
+}
+
+
+def available_peers() -> dict[str, str | None]:
+    """Each peer and why it cannot run here (None when it can)."""
+    import importlib.util
+
+    reasons: dict[str, str | None] = {}
+    for name in PEERS:
+        missing = [module for module in _REQUIRES.get(name, ()) if importlib.util.find_spec(module.split(".")[0]) is None]
+        reasons[name] = f"not installed: {', '.join(missing)}" if missing else None
+    return reasons
+
+
+def run_in_subprocess(name: str, root: Path, timeout: float = 1800) -> dict[str, float]:
+    """Run one method in a fresh process; its measurements as a dict.
+
+    Raises:
+        RuntimeError: The method failed (its last error line is in the message).
+    """
+    process = subprocess.run([sys.executable, "-m", "stoker.bench._peers", name, str(root)], capture_output=True, text=True, timeout=timeout)
+    if process.returncode != 0:
+        last = (process.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RuntimeError(f"{name}: {last}")
+    return json.loads(process.stdout.strip().splitlines()[-1])
+
+
+def _child(name: str, root: Path) -> None:
+    started = time.perf_counter()
+    first, count, _ = PEERS[name](root)
+    seconds = time.perf_counter() - started
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    print(json.dumps({
+        "images_per_second": count / seconds,
+        "first_batch_seconds": first,
+        "peak_rss_mb": (own.ru_maxrss + children.ru_maxrss) / 1024,
+        "cpu_seconds_per_image": cpu / max(count, 1),
+        "cpu_percent": 100 * cpu / seconds,
+    }))
+
+
+if __name__ == "__main__":
+    _child(sys.argv[1], Path(sys.argv[2]))

@@ -1,0 +1,152 @@
+"""One measured run of the Loader: throughput, CPU, memory, first batch, stats and diagnosis."""
+
+from __future__ import annotations
+
+import os
+import resource
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ..loader import Loader
+from ..observe import DataWaitMeter, diagnose
+from ..ops import ImageTransform
+from ..storage import Storage
+from ..storage._protocol import OnError
+
+__all__ = ["LatencyStorage", "RunResult", "run_loader"]
+
+
+class LatencyStorage(Storage):
+    """Another storage with a fixed delay per read call, standing in for remote storage (one
+    call reads a whole batch, as a remote backend requests a batch's samples at once)."""
+
+    def __init__(self, inner: Storage, latency_seconds: float) -> None:
+        super().__init__(max_concurrent_reads=inner.max_concurrent_reads)
+        self.inner = inner
+        self.latency_seconds = latency_seconds
+        self._keys, self._labels, self.classes = inner.keys, inner.labels, inner.classes
+        self.bytes_read = 0
+        self._count_lock = threading.Lock()
+
+    def _read_indices(self, indices: Sequence[int], on_error: OnError) -> list[bytes | None]:
+        time.sleep(self.latency_seconds)
+        data = self.inner.read_indices(indices, on_error=on_error)
+        with self._count_lock:
+            self.bytes_read += sum(len(item) for item in data if item is not None)
+        return data
+
+    def describe(self) -> str:
+        return f"{self.inner.describe()} + {self.latency_seconds * 1e3:.0f} ms per read"
+
+
+@dataclass
+class RunResult:
+    """What `run_loader` measured."""
+
+    name: str
+    images: int
+    seconds: float
+    images_per_second: float
+    megabytes_per_second: float
+    cpu_percent: float
+    peak_rss_mb: float
+    first_batch_seconds: float
+    data_wait_fraction: float
+    stats: dict[str, Any] = field(default_factory=dict)
+    diagnosis: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def run_loader(
+    storage: Storage,
+    *,
+    batch_size: int = 32,
+    transform: ImageTransform | None = None,
+    fetch_concurrency: int = 4,
+    decode_concurrency: int | None = None,
+    latency_seconds: float = 0.0,
+    step_seconds: float = 0.0,
+    duration: float = 20.0,
+    progress: bool = True,
+    name: str = "stoker.Loader",
+) -> RunResult:
+    """Run epochs of a Loader over ``storage`` for about ``duration`` seconds (at least one batch).
+
+    ``step_seconds`` simulates a training step after every batch (sleeping, like a GPU step that
+    leaves the CPU free); 0 measures the loader alone.
+    """
+    from tqdm import tqdm
+
+    source = LatencyStorage(storage, latency_seconds)
+    transform = transform or ImageTransform(resize_shorter=256, center_crop=(224, 224), layout="CHW", dtype="float32", mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225])
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    loader = Loader(
+        source, batch_size=batch_size, transform=transform, fetch_concurrency=fetch_concurrency,
+        decode_concurrency=decode_concurrency, stats_interval=0.1,
+    )
+    usage_before = resource.getrusage(resource.RUSAGE_SELF)
+    started = time.perf_counter()
+    first_batch = None
+    images = delivered_bytes = 0
+    meter = None
+    bar = tqdm(total=duration, unit="s", desc="stoker bench", disable=not progress, file=sys.stderr, bar_format="{l_bar}{bar}| {n:.0f}/{total:.0f} s")
+    epoch = 0
+    stats = None
+    # One timeline over all epochs: each epoch's samples shifted to run time and running totals.
+    timeline: list[dict[str, Any]] = []
+    totals: list[int] | None = None
+    while True:
+        epoch_started = time.perf_counter() - started
+        loader.set_epoch(epoch)
+        meter = DataWaitMeter(loader)
+        for batch in meter:
+            if first_batch is None:
+                first_batch = time.perf_counter() - started
+            images += len(batch)
+            delivered_bytes += batch.data.nbytes
+            if step_seconds:
+                time.sleep(step_seconds)
+            elapsed = time.perf_counter() - started
+            bar.update(min(elapsed, duration) - bar.n)
+            if elapsed >= duration:
+                break
+        stats = loader.stats()
+        assert stats is not None
+        base = totals or [0] * len(stats.stages)
+        for sample in stats.timeline:
+            timeline.append({
+                "time": epoch_started + sample["time"],
+                "items_out": [offset + count for offset, count in zip(base, sample["items_out"])],
+                "queue_length": sample["queue_length"],
+            })
+        totals = [offset + stage.items_out for offset, stage in zip(base, stats.stages)]
+        epoch += 1
+        if time.perf_counter() - started >= duration:
+            break
+    bar.close()
+    seconds = time.perf_counter() - started
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    cpu_seconds = (usage.ru_utime - usage_before.ru_utime) + (usage.ru_stime - usage_before.ru_stime)
+    cpu_fraction = cpu_seconds / (seconds * cores)
+    assert stats is not None and meter is not None
+    facts = {"bytes_read": source.bytes_read, "bytes_delivered": delivered_bytes}
+    verdict = diagnose(stats, cpu_fraction=cpu_fraction, cores=cores, meter=meter.report(), storage_facts=facts)
+    return RunResult(
+        name=name,
+        images=images,
+        seconds=seconds,
+        images_per_second=images / seconds,
+        megabytes_per_second=source.bytes_read / seconds / 1e6,
+        cpu_percent=100 * cpu_seconds / seconds,
+        peak_rss_mb=usage.ru_maxrss / 1024,
+        first_batch_seconds=first_batch or 0.0,
+        data_wait_fraction=meter.report().wait_fraction,
+        stats={**stats.as_dict(), "timeline": timeline},
+        diagnosis=verdict.as_dict(),
+    )
