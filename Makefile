@@ -1,5 +1,5 @@
 # Two entry points, both from a fresh clone:
-#   make bench   create .venv, install stoker (release build), run the main benchmark
+#   make bench   create .venv, install stoker (release build) and its peers, run `stoker bench`
 #   make test    create .venv with the dev extras, install, run the Rust and Python tests
 PYTHON ?= python3
 VENV   := .venv
@@ -18,8 +18,7 @@ install-dev: $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 
 bench: install
-	$(BIN)/python benchmarks/pipeline_overhead.py
-	$(BIN)/python benchmarks/image_decode.py --count 1000
+	$(BIN)/stoker bench
 
 rust-test:
 	cargo test --quiet
