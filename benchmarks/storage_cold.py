@@ -32,6 +32,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from stoker.bench._scenarios import drop_caches
 from stoker.storage import FileStorage, LmdbStorage, Storage, TarShardStorage, convert_storage
 from stoker.storage._cache import cache_dir
 
@@ -62,25 +63,6 @@ def dataset(small: int, large: int) -> tuple[Path, Path, Path]:
         with FileStorage(folder) as source:
             convert_storage(source, database, to="lmdb")
     return folder, shards, database
-
-
-def drop_caches(paths: Sequence[Path]) -> str:
-    """Empty the page cache; returns how."""
-    try:
-        os.sync()
-        with open("/proc/sys/vm/drop_caches", "w") as control:
-            control.write("3\n")
-        return "drop_caches"
-    except OSError:
-        for root in paths:
-            files = [root] if root.is_file() else [path for path in root.rglob("*") if path.is_file()]
-            for path in files:
-                descriptor = os.open(path, os.O_RDONLY)
-                try:
-                    os.posix_fadvise(descriptor, 0, 0, os.POSIX_FADV_DONTNEED)
-                finally:
-                    os.close(descriptor)
-        return "posix_fadvise(DONTNEED)"
 
 
 def shuffled_reads(storage: Storage, keys: list[str], threads: int, batch: int) -> int:

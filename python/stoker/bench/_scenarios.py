@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["SCENARIOS", "alpaca_like_lengths", "naive_efficiency", "packed_efficiency"]
+__all__ = ["SCENARIOS", "alpaca_like_lengths", "drop_caches", "naive_efficiency", "packed_efficiency"]
 
 CONTEXT, BATCH = 4096, 32
 
@@ -63,6 +63,12 @@ def padding() -> str:
             efficiency, _ = packed_efficiency(lengths, **options)
             lines.append(f"  {label:<28} {100 * efficiency:6.1f}%   {efficiency / naive:5.1f}x the useful work")
     return "\n".join(lines)
+
+
+def drop_caches(paths: list[Path]) -> str:
+    """Empty the page cache for ``paths``: as root ``sync; echo 3 > /proc/sys/vm/drop_caches``,
+    else ``posix_fadvise(DONTNEED)`` on every file below them. Returns which was used."""
+    return _drop_caches(paths)
 
 
 def _drop_caches(paths: list[Path]) -> str:
