@@ -105,14 +105,15 @@ def _bench(arguments: argparse.Namespace) -> int:
                 skipped.append(f"{name} ({reason})")
                 continue
             try:
-                results.append({"name": name, "megabytes_per_second": 0.0, **run_in_subprocess(name, Path(root))})
+                results.append({"name": name, **run_in_subprocess(name, Path(root))})
             except (RuntimeError, OSError) as error:
                 skipped.append(f"{name} ({error})")
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     print(f"\nstoker bench: {dataset}; batch {arguments.batch_size}; {cores} cores")
     print(f"{'loader':<32} {'images/s':>9} {'MB/s':>7} {'CPU':>6} {'peak RSS':>9} {'first batch':>12}")
     for row in results:
-        print(f"{row['name']:<32} {row['images_per_second']:>9.0f} {row.get('megabytes_per_second', 0):>7.1f} "
+        megabytes = f"{row['megabytes_per_second']:>7.1f}" if "megabytes_per_second" in row else f"{'-':>7}"
+        print(f"{row['name']:<32} {row['images_per_second']:>9.0f} {megabytes} "
               f"{row.get('cpu_percent', 0):>5.0f}% {row['peak_rss_mb']:>7.0f}MB {row['first_batch_seconds']:>11.2f}s")
     for note in skipped:
         print(f"  not compared: {note}")

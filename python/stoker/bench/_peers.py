@@ -132,15 +132,18 @@ def run_in_subprocess(name: str, root: Path, timeout: float = 1800) -> dict[str,
 
 
 def _child(name: str, root: Path) -> None:
+    from ._memory import PeakMemory
+
     started = time.perf_counter()
-    first, count, _ = PEERS[name](root)
+    with PeakMemory() as peak:
+        first, count, _ = PEERS[name](root)
     seconds = time.perf_counter() - started
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
     print(json.dumps({
         "images_per_second": count / seconds,
         "first_batch_seconds": first,
-        "peak_rss_mb": (own.ru_maxrss + children.ru_maxrss) / 1024,
+        "peak_rss_mb": peak.megabytes,
         "cpu_seconds_per_image": cpu / max(count, 1),
         "cpu_percent": 100 * cpu / seconds,
     }))

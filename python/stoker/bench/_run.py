@@ -16,6 +16,7 @@ from ..observe import DataWaitMeter, diagnose
 from ..ops import ImageTransform
 from ..storage import Storage
 from ..storage._protocol import OnError
+from ._memory import PeakMemory
 
 __all__ = ["LatencyStorage", "RunResult", "run_loader"]
 
@@ -91,6 +92,7 @@ def run_loader(
         decode_concurrency=decode_concurrency, stats_interval=0.1,
     )
     usage_before = resource.getrusage(resource.RUSAGE_SELF)
+    peak = PeakMemory().__enter__()
     started = time.perf_counter()
     first_batch = None
     images = delivered_bytes = 0
@@ -131,6 +133,7 @@ def run_loader(
             break
     bar.close()
     seconds = time.perf_counter() - started
+    peak.__exit__(None, None, None)
     usage = resource.getrusage(resource.RUSAGE_SELF)
     cpu_seconds = (usage.ru_utime - usage_before.ru_utime) + (usage.ru_stime - usage_before.ru_stime)
     cpu_fraction = cpu_seconds / (seconds * cores)
@@ -144,7 +147,7 @@ def run_loader(
         images_per_second=images / seconds,
         megabytes_per_second=source.bytes_read / seconds / 1e6,
         cpu_percent=100 * cpu_seconds / seconds,
-        peak_rss_mb=usage.ru_maxrss / 1024,
+        peak_rss_mb=peak.megabytes,
         first_batch_seconds=first_batch or 0.0,
         data_wait_fraction=meter.report().wait_fraction,
         stats={**stats.as_dict(), "timeline": timeline},

@@ -48,6 +48,15 @@ def _plot(path: Path, title: str, ylabel: str, times: list[float], series: list[
     plt.close(figure)
 
 
+def _row(result: dict[str, Any]) -> str:
+    megabytes = f"{result['megabytes_per_second']:.1f}" if "megabytes_per_second" in result else "-"
+    return (
+        f"<tr><td>{html.escape(result['name'])}</td><td>{result['images_per_second']:.0f}</td><td>{megabytes}</td>"
+        f"<td>{result.get('cpu_percent', 0):.0f}%</td><td>{result['peak_rss_mb']:.0f} MB</td>"
+        f"<td>{result['first_batch_seconds']:.2f} s</td></tr>"
+    )
+
+
 def write_report(run_file: str | Path, out_dir: str | Path | None = None) -> Path:
     """Write ``throughput.png``, ``queues.png`` and ``index.html`` for a `stoker bench --json` run.
 
@@ -67,12 +76,7 @@ def write_report(run_file: str | Path, out_dir: str | Path | None = None) -> Pat
     names, times, rates, queues = _series(run["stats"])
     _plot(target / "throughput.png", "Items per second by stage", "items/s", times, rates, names)
     _plot(target / "queues.png", "Output queue occupancy by stage", "items waiting", times, queues, names)
-    rows = "".join(
-        f"<tr><td>{html.escape(result['name'])}</td><td>{result['images_per_second']:.0f}</td>"
-        f"<td>{result.get('megabytes_per_second', 0):.1f}</td><td>{result.get('cpu_percent', 0):.0f}%</td>"
-        f"<td>{result['peak_rss_mb']:.0f} MB</td><td>{result['first_batch_seconds']:.2f} s</td></tr>"
-        for result in run["results"]
-    )
+    rows = "".join(_row(result) for result in run["results"])
     diagnosis = run["diagnosis"]
     page = f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>stoker bench: {html.escape(run.get('dataset', ''))}</title>
