@@ -97,7 +97,7 @@ def run_loader(
     first_batch = None
     images = delivered_bytes = 0
     meter = None
-    bar = tqdm(total=duration, unit="s", desc="stoker bench", disable=not progress, file=sys.stderr, bar_format="{l_bar}{bar}| {n:.0f}/{total:.0f} s")
+    bar = tqdm(total=duration, unit="s", desc="stoker bench", disable=not progress, file=sys.stderr, mininterval=0.5, bar_format="{l_bar}{bar}| {n:.0f}/{total:.0f} s")
     epoch = 0
     stats = None
     # One timeline over all epochs: each epoch's samples shifted to run time and running totals.
