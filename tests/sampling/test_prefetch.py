@@ -1,0 +1,91 @@
+"""Out-of-order incremental prefetch: nothing lost, stalls bypassed, slow start as specified."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections import Counter
+
+import pytest
+
+from stoker.sampling import OutOfOrderPrefetcher
+
+
+def _samples(count: int) -> list[tuple[int, str, int]]:
+    return [(position, f"key{position}", position % 10) for position in range(count)]
+
+
+def _collect(prefetcher: OutOfOrderPrefetcher) -> list[list]:
+    async def run() -> list[list]:
+        return [batch async for batch in prefetcher]
+
+    return asyncio.run(run())
+
+
+@pytest.mark.parametrize("in_order", [False, True])
+def test_every_sample_exactly_once_with_its_label(in_order: bool) -> None:
+    generator = random.Random(1)
+
+    async def fetch(key: str) -> bytes:
+        await asyncio.sleep(generator.expovariate(1000))  # heavy-ish tail of delays
+        return key.encode()
+
+    prefetcher = OutOfOrderPrefetcher(fetch, _samples(203), batch_size=8, max_batches=4, in_order=in_order)
+    batches = _collect(prefetcher)
+    samples = [sample for batch in batches for sample in batch]
+    assert Counter(sample.position for sample in samples) == Counter(range(203))
+    assert all(sample.data == sample.key.encode() and sample.label == sample.position % 10 for sample in samples)
+    assert sorted(prefetcher.delivered) == list(range(203))
+    if in_order:
+        assert [sample.position for sample in samples] == list(range(203))
+
+
+def test_a_stalled_request_does_not_hold_back_out_of_order_batches() -> None:
+    release = asyncio.Event()
+
+    async def run() -> tuple[list[int], bool]:
+        async def fetch(key: str) -> bytes:
+            if key == "key50":
+                await release.wait()  # one connection stalls
+            else:
+                await asyncio.sleep(0.001)
+            return key.encode()
+
+        prefetcher = OutOfOrderPrefetcher(fetch, _samples(160), batch_size=8, max_batches=8, ramp_every=1)
+        completed_while_stalled = []
+        async for batch in prefetcher:
+            if not release.is_set():
+                completed_while_stalled.append(len(batch))
+                if len(completed_while_stalled) == 15:
+                    release.set()  # 15 batches came through with key50 still stalled
+        return completed_while_stalled, 50 in prefetcher.delivered
+
+    completed, delivered_later = asyncio.run(run())
+    assert len(completed) == 15 and all(size == 8 for size in completed)
+    assert delivered_later
+
+
+def test_slow_start_requests_one_extra_batch_every_m_consumed() -> None:
+    async def fetch(key: str) -> bytes:
+        await asyncio.sleep(0)
+        return b""
+
+    prefetcher = OutOfOrderPrefetcher(fetch, _samples(8 * 40), batch_size=8, max_batches=5, ramp_every=4)
+    _collect(prefetcher)
+    history = prefetcher.in_flight_history
+    # In flight after each consumed batch: 1 until 4 are consumed, then 2, 3 after 8, ... capped at 5.
+    expected = [min(5, 1 + consumed // 4) for consumed in range(1, 41)]
+    remaining = [40 - consumed for consumed in range(1, 41)]
+    assert history == [min(value, left) for value, left in zip(expected, remaining)]
+
+
+def test_failed_samples_are_delivered_as_failures() -> None:
+    async def fetch(key: str) -> bytes:
+        if key == "key3":
+            raise ConnectionError("reset by peer")
+        return b"ok"
+
+    batches = _collect(OutOfOrderPrefetcher(fetch, _samples(10), batch_size=4))
+    failed = [sample for batch in batches for sample in batch if sample.error is not None]
+    assert [sample.key for sample in failed] == ["key3"] and failed[0].data is None
+    assert "reset by peer" in str(failed[0].error)
