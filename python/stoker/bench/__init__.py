@@ -1,6 +1,9 @@
 """`stoker bench`: measured runs, side-by-side peers, scenarios from the papers."""
 
 from ._images import encode_jpeg, image_folder, make_jpegs, natural_image
+from ._latency_proxy import LatencyProxy
 from ._run import LatencyStorage, RunResult, run_loader
 
-__all__ = ["LatencyStorage", "RunResult", "encode_jpeg", "image_folder", "make_jpegs", "natural_image", "run_loader"]
+__all__ = [
+    "LatencyProxy",
+    "LatencyStorage", "RunResult", "encode_jpeg", "image_folder", "make_jpegs", "natural_image", "run_loader"]

@@ -1,0 +1,156 @@
+"""A loopback TCP proxy that delays each direction, to put 20/50/150 ms of round trip between a
+loader and a storage server on one machine (this kernel has no netem).
+
+Each connection's bytes keep their order and are delivered ``delay`` seconds after they arrived
+(times a lognormal jitter), so the proxy adds latency without capping bandwidth. A
+``slow_fraction`` of connections gets ``slow_factor`` times the delay (a heavy tail: congested
+routes). `kill_connections` drops every open connection, as a network fault would. It listens on
+loopback only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import random
+import threading
+from types import TracebackType
+
+__all__ = ["LatencyProxy"]
+
+
+class LatencyProxy:
+    """``with LatencyProxy("127.0.0.1", 9042, delay=0.025) as proxy:`` then connect to
+    ``proxy.address``.
+
+    Args:
+        target_host, target_port: Where connections go.
+        delay: One-way delay in seconds (the round trip gains twice this).
+        jitter: Sigma of a lognormal factor on each chunk's delay (0: none).
+        slow_fraction: Share of connections that are ``slow_factor`` times slower.
+        slow_factor: How much slower those are.
+        listen_host: A loopback address.
+        seed: Seeds the jitter and the choice of slow connections.
+
+    Raises:
+        ValueError: A listen address that is not loopback, or a negative delay.
+    """
+
+    def __init__(
+        self,
+        target_host: str,
+        target_port: int,
+        *,
+        delay: float = 0.0,
+        jitter: float = 0.0,
+        slow_fraction: float = 0.0,
+        slow_factor: float = 10.0,
+        listen_host: str = "127.0.0.1",
+        seed: int = 0,
+    ) -> None:
+        if not ipaddress.ip_address(listen_host).is_loopback:
+            raise ValueError(f"the proxy listens on loopback only, not {listen_host}")
+        if delay < 0 or jitter < 0 or not 0 <= slow_fraction <= 1:
+            raise ValueError("delay and jitter must be >= 0 and slow_fraction within [0, 1]")
+        self.target = (target_host, target_port)
+        self.delay = delay
+        self.jitter = jitter
+        self.slow_fraction = slow_fraction
+        self.slow_factor = slow_factor
+        self.listen_host = listen_host
+        self._random = random.Random(seed)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="stoker-latency-proxy", daemon=True)
+        self._server: asyncio.base_events.Server | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+        self.address: tuple[str, int] = (listen_host, 0)
+        self.connections = 0
+
+    def start(self) -> tuple[str, int]:
+        """Start listening; returns (host, port) to connect to."""
+        self._thread.start()
+        self._server = asyncio.run_coroutine_threadsafe(asyncio.start_server(self._serve, self.listen_host, 0), self._loop).result()
+        self.address = self._server.sockets[0].getsockname()[:2]
+        return self.address
+
+    def kill_connections(self) -> None:
+        """Drop every open connection (both sides see a reset or end of stream)."""
+        async def kill() -> None:
+            for writer in list(self._writers):
+                writer.transport.abort()
+            self._writers.clear()
+
+        asyncio.run_coroutine_threadsafe(kill(), self._loop).result()
+
+    def stop(self) -> None:
+        """Close the listener and every connection, and end the thread."""
+        if not self._thread.is_alive():
+            return
+
+        async def close() -> None:
+            if self._server is not None:
+                self._server.close()
+            for writer in list(self._writers):
+                writer.transport.abort()
+
+        asyncio.run_coroutine_threadsafe(close(), self._loop).result()
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(5)
+
+    def __enter__(self) -> LatencyProxy:
+        self.start()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None) -> None:
+        self.stop()
+
+    async def _serve(self, client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        slow = self._random.random() < self.slow_fraction
+        delay = self.delay * (self.slow_factor if slow else 1.0)
+        try:
+            server_reader, server_writer = await asyncio.open_connection(*self.target)
+        except OSError:
+            client_writer.transport.abort()
+            return
+        self._writers.update((client_writer, server_writer))
+        await asyncio.gather(
+            self._pipe(client_reader, server_writer, delay),
+            self._pipe(server_reader, client_writer, delay),
+            return_exceptions=True,
+        )
+        for writer in (client_writer, server_writer):
+            self._writers.discard(writer)
+            writer.transport.abort()
+
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, delay: float) -> None:
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue()
+
+        async def deliver() -> None:
+            while True:
+                due, data = await queue.get()
+                if not data:
+                    if writer.can_write_eof():
+                        writer.write_eof()
+                    return
+                wait = due - loop.time()
+                if wait > 0:
+                    await asyncio.sleep(wait)
+                writer.write(data)
+                await writer.drain()
+
+        delivering = asyncio.ensure_future(deliver())
+        last_due = 0.0
+        try:
+            while True:
+                data = await reader.read(65536)
+                factor = self._random.lognormvariate(0, self.jitter) if self.jitter else 1.0
+                # Bytes keep their order: a chunk is never due before the one ahead of it.
+                last_due = max(last_due, loop.time() + delay * factor)
+                queue.put_nowait((last_due, data))
+                if not data:
+                    break
+            await delivering
+        finally:
+            delivering.cancel()
