@@ -27,15 +27,18 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _image_set import image_set  # noqa: E402
 
+from stoker.bench import image_folder  # noqa: E402
 from stoker.ops import ImageTransform, allocate_batch, decode_batch, decode_image  # noqa: E402
+
+
+def image_set(count: int, width: int = 500, height: int = 375) -> list[bytes]:
+    """The bytes of ``count`` generated JPEGs (made once in stoker's cache)."""
+    return [path.read_bytes() for path in sorted(image_folder(count, width, height).glob("*/*.jpg"))]
 
 CENTER = ImageTransform(resize_shorter=256, center_crop=(224, 224))
 

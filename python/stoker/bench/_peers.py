@@ -20,7 +20,7 @@ MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 BATCH = 32
 
 
-def run_stoker(root: Path) -> tuple[float, int, int]:
+def run_stoker(root: Path) -> tuple[float, int]:
     from ..loader import Loader
     from ..ops import ImageTransform
     from ..storage import FileStorage
@@ -32,10 +32,10 @@ def run_stoker(root: Path) -> tuple[float, int, int]:
     for batch in loader:
         first = first or time.perf_counter() - started
         count += len(batch)
-    return first or 0.0, count, 0
+    return first or 0.0, count
 
 
-def run_torch(root: Path) -> tuple[float, int, int]:
+def run_torch(root: Path) -> tuple[float, int]:
     import torch
     from torchvision import datasets, transforms
 
@@ -46,7 +46,7 @@ def run_torch(root: Path) -> tuple[float, int, int]:
     for images, _ in loader:
         first = first or time.perf_counter() - started
         count += len(images)
-    return first or 0.0, count, 0
+    return first or 0.0, count
 
 
 def _normalize_chw(array: Any) -> Any:
@@ -56,7 +56,7 @@ def _normalize_chw(array: Any) -> Any:
     return (chw - np.array(MEAN, np.float32)[:, None, None]) / np.array(STD, np.float32)[:, None, None]
 
 
-def run_spdl(root: Path, decoder: str) -> tuple[float, int, int]:
+def run_spdl(root: Path, decoder: str) -> tuple[float, int]:
     import cv2
     import numpy as np
     from spdl.pipeline import PipelineBuilder
@@ -90,7 +90,7 @@ def run_spdl(root: Path, decoder: str) -> tuple[float, int, int]:
         for batch in pipeline:
             first = first or time.perf_counter() - started
             count += len(batch)
-    return first or 0.0, count, 0
+    return first or 0.0, count
 
 
 PEERS = {
@@ -136,7 +136,7 @@ def _child(name: str, root: Path) -> None:
 
     started = time.perf_counter()
     with PeakMemory() as peak:
-        first, count, _ = PEERS[name](root)
+        first, count = PEERS[name](root)
     seconds = time.perf_counter() - started
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime

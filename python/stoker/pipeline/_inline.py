@@ -22,9 +22,6 @@ if TYPE_CHECKING:
 class _InlineStage:
     """Runtime state of an aggregate or disaggregate stage."""
 
-    concurrency = 1
-    runners = 0
-
     def __init__(self, spec: StageSpec, engine: _Engine, input_buffer: _Buffer) -> None:
         self.spec = spec
         self.name = spec.name
@@ -121,12 +118,6 @@ class _InlineStage:
         elif not blocked and self._blocked_since is not None:
             self._wait_output += now - self._blocked_since
             self._blocked_since = None
-
-    def has_work(self) -> bool:
-        return False
-
-    def check_end(self) -> None:
-        """Ending is decided in `process`, when the closed input is drained."""
 
     def snapshot(self, started: float) -> StageStats:
         now = perf_counter()

@@ -214,9 +214,8 @@ class LmdbStorage(Storage):
 
     def _read_indices(self, indices: Sequence[int], on_error: OnError) -> list[bytes | None]:
         positions = list(indices)
-        keys = [self._keys[index] for index in positions]
         if self.mode == "lmdb":
-            return self._read_with_lmdb(keys, on_error)
+            return self._read_with_lmdb([self._keys[index] for index in positions], on_error)
         try:
             self._check_unchanged()
             ranges = [(int(self._offsets[position]), int(self._lengths[position])) for position in positions]
@@ -224,9 +223,9 @@ class LmdbStorage(Storage):
         except OSError as error:
             if on_error == "raise":
                 raise
-            for key in keys:
-                self._skip(key, error)
-            return [None] * len(keys)
+            for index in positions:
+                self._skip(self._keys[index], error)
+            return [None] * len(positions)
 
     def _read_with_lmdb(self, keys: Sequence[str], on_error: OnError) -> list[bytes | None]:
         results: list[bytes | None] = []

@@ -173,9 +173,9 @@ class Storage(ABC):
         """Every sample in storage order, read in chunks (large sequential reads where possible)."""
         keys = self.keys
         for start in range(0, len(keys), chunk):
-            part = keys[start : start + chunk]
-            for key, data in zip(part, self.read_many(part)):
-                yield key, data  # type: ignore[misc]
+            positions = range(start, min(start + chunk, len(keys)))
+            for position, data in zip(positions, self.read_indices(positions)):
+                yield keys[position], data  # type: ignore[misc]
 
     def describe(self) -> str:
         """A short name for errors and logs."""
