@@ -6,6 +6,11 @@ bytes with one `read_many` (all samples of a batch requested at once; shards and
 out of order (``in_order=False``, the default: a slow read never stalls the others); every sample
 keeps its key, label and epoch position, and the loader records what it *delivered*, so
 `state_dict` resumes with nothing lost or repeated even when it stops with batches in flight.
+
+Network storage (``storage.is_remote``) goes further: the source is an `OutOfOrderPrefetcher`
+that keeps ``fetch_concurrency`` batches of per-sample requests in flight, ramping up from one
+(slow start), and fills each batch with whichever samples arrive first, so one slow request
+delays one sample, not a batch.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import numpy as np
 
 from ..ops.image import ImageTransform, allocate_batch, decode_batch
 from ..pipeline import Pipeline, PipelineBuilder, PipelineStats
-from ..sampling import Sampler
+from ..sampling import FetchedSample, OutOfOrderPrefetcher, Sampler
 from ..storage import Storage
 from ._batch import Batch
 from ._buffers import BufferPool
@@ -34,6 +39,25 @@ class _BatchPlan(NamedTuple):
     padding: np.ndarray
 
 
+class _PlanSamples(Sequence[tuple[int, int, tuple[str, bool]]]):
+    """The epoch plan as ``(position, storage index, (key, padding))`` per sample, built per
+    slice: a million-sample epoch is never a million tuples at once."""
+
+    def __init__(self, positions: np.ndarray, indices: np.ndarray, padding: np.ndarray, keys: Sequence[str]) -> None:
+        self.positions, self.indices, self.padding, self.keys = positions, indices, padding, keys
+
+    def __len__(self) -> int:
+        return len(self.positions)
+
+    def __getitem__(self, item: Any) -> Any:
+        if not isinstance(item, slice):
+            return self[item : item + 1][0]
+        positions = self.positions[item].tolist()
+        indices = self.indices[item].tolist()
+        padding = self.padding[item].tolist()
+        return [(position, index, (self.keys[index], pad)) for position, index, pad in zip(positions, indices, padding)]
+
+
 class Loader:
     """Batches from a storage, for a training loop.
 
@@ -47,7 +71,11 @@ class Loader:
             tail instead of padding ranks to equal counts.
         drop_last: Drop this rank's last, short batch.
         in_order: Deliver batches in sampler order (a slow batch then holds the others back).
-        fetch_concurrency: Batches being read at once (default 4; raise it for remote storage).
+        fetch_concurrency: Batches being read at once (default 4; 8 for network storage).
+        sample_prefetch: Fetch per sample with out-of-order assembly and slow start (default:
+            on for network storage, whose ``fetch_index`` is async).
+        ramp_every: With ``sample_prefetch``, consumed batches per extra batch in flight while
+            ramping up (the Cassandra paper: 4).
         decode_concurrency: Batches being decoded at once (default: the number of cores).
         prefetch: Finished batches kept ready ahead of the training loop.
         max_failures: Batches a stage may fail on before the epoch stops with an error (a failed
@@ -74,7 +102,9 @@ class Loader:
         pad: bool = True,
         drop_last: bool = False,
         in_order: bool = False,
-        fetch_concurrency: int = 4,
+        fetch_concurrency: int | None = None,
+        sample_prefetch: bool | None = None,
+        ramp_every: int = 4,
         decode_concurrency: int | None = None,
         prefetch: int = 2,
         max_failures: int | None = 0,
@@ -91,7 +121,13 @@ class Loader:
         self.decode = decode
         self.drop_last = drop_last
         self.in_order = in_order
-        self.fetch_concurrency = fetch_concurrency
+        remote = bool(getattr(storage, "is_remote", False))
+        self.sample_prefetch = remote if sample_prefetch is None else sample_prefetch
+        if self.sample_prefetch and not hasattr(storage, "fetch_index"):
+            raise ValueError(f"sample_prefetch needs a storage with an async fetch_index; {storage.describe()} has none")
+        self.fetch_concurrency = fetch_concurrency or (8 if remote else 4)
+        self.ramp_every = ramp_every
+        self.prefetcher: OutOfOrderPrefetcher | None = None
         self.decode_concurrency = decode_concurrency or os.cpu_count() or 1
         self.prefetch = prefetch
         self.max_failures = max_failures
@@ -163,6 +199,41 @@ class Loader:
         indices = plan.indices.tolist()
         return number, plan, [self._keys[index] for index in indices], self.storage.read_indices(indices, on_error="skip")
 
+    def _prefetched_batches(self) -> Any:
+        """The source with sample prefetch: each batch as fetched, as the decode stage takes it."""
+        positions, indices, padding = self.sampler.plan_arrays()
+        count = self._batch_count(len(positions)) * self.batch_size
+        # The prefetcher's "key" is the storage index (what fetch_index takes); the sample's name
+        # and padding flag ride along as its "label".
+        samples = _PlanSamples(positions[:count], indices[:count], padding[:count], self._keys)
+        self.prefetcher = OutOfOrderPrefetcher(
+            self.storage.fetch_index,  # type: ignore[attr-defined]
+            samples,
+            batch_size=self.batch_size,
+            max_batches=self.fetch_concurrency,
+            ramp_every=self.ramp_every,
+            in_order=self.in_order,
+        )
+        return self._as_jobs(self.prefetcher)
+
+    async def _as_jobs(self, prefetcher: OutOfOrderPrefetcher) -> Any:
+        number = 0
+        async for fetched in prefetcher:
+            yield self._job_of(number, fetched)
+            number += 1
+
+    def _job_of(self, number: int, fetched: list[FetchedSample]) -> tuple[int, _BatchPlan, list[str], list[bytes | None]]:
+        keys = [sample.label[0] for sample in fetched]
+        for key, sample in zip(keys, fetched):
+            if sample.error is not None:
+                self.storage.record_failure(key, sample.error)
+        plan = _BatchPlan(
+            np.array([sample.position for sample in fetched], dtype=np.int64),
+            np.array([sample.key for sample in fetched], dtype=np.int64),
+            np.array([sample.label[1] for sample in fetched], dtype=bool),
+        )
+        return number, plan, keys, [sample.data for sample in fetched]
+
     def _decode(self, job: tuple[int, _BatchPlan, list[str], list[bytes | None]]) -> Batch:
         number, plan, keys, payloads = job
         padding = plan.padding
@@ -208,11 +279,15 @@ class Loader:
 
     def _build(self) -> Pipeline[Any]:
         order = "input" if self.in_order else "completion"
+        builder = PipelineBuilder()
+        if self.sample_prefetch:
+            builder.add_source(self._prefetched_batches(), name="fetch", buffer_size=max(1, self.prefetch))
+        else:
+            builder.add_source(self._batches(), name="sampler").pipe(
+                self._fetch, concurrency=self.fetch_concurrency, name="fetch", output_order=order, max_failures=self.max_failures
+            )
         return (
-            PipelineBuilder()
-            .add_source(self._batches(), name="sampler")
-            .pipe(self._fetch, concurrency=self.fetch_concurrency, name="fetch", output_order=order, max_failures=self.max_failures)
-            .pipe(self._decode, concurrency=self.decode_concurrency, name="decode", output_order=order, max_failures=self.max_failures)
+            builder.pipe(self._decode, concurrency=self.decode_concurrency, name="decode", output_order=order, max_failures=self.max_failures)
             .add_sink(self.prefetch)
             .build(name="loader", stats_interval=self.stats_interval)
         )

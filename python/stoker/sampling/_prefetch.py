@@ -57,7 +57,7 @@ class OutOfOrderPrefetcher:
         if batch_size < 1 or max_batches < 1 or ramp_every < 1:
             raise ValueError("batch_size, max_batches and ramp_every must be positive")
         self.fetch = fetch
-        self.samples = list(samples)
+        self.samples = samples
         self.batch_size = batch_size
         self.max_batches = max_batches
         self.ramp_every = ramp_every

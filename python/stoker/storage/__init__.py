@@ -4,8 +4,20 @@
 - `TarShardStorage`: WebDataset-compatible tar shards with sidecar indexes, random access,
   coalesced reads.
 - `LmdbStorage`: LMDB (py-lmdb or Caffe) through a persisted offset index and explicit reads.
+- `S3Storage`: S3-compatible object stores (objects or shards by ranged GETs), via obstore.
+- `CassandraStorage`: Cassandra/ScyllaDB rows, many requests in flight.
+Network backends share `RemoteStorage`: retries (`RetryPolicy`), a local `SampleCache`, async
+per-sample `fetch` for out-of-order prefetch.
 """
 
+from ._cassandra import CassandraStorage, sample_id
+from ._cassandra_connection import CassandraConnection
+from ._disk_cache import SampleCache
+from ._remote import RemoteStorage
+from ._retry import RetryPolicy
+from ._s3 import S3Storage
+from ._subset import SubsetStorage
+from ._upload import read_metadata_csv, upload_to_cassandra, upload_to_s3
 from ._caffe import DatumLayout, encode_datum, parse_datum
 from ._convert import ConversionReport, convert_storage, shard_key
 from ._errors import CorruptSampleError, ShardError, StaleIndexError, StorageError
@@ -25,6 +37,8 @@ __all__ = [
     "INDEX_VERSION",
     "IMAGE_EXTENSIONS",
     "ConversionReport",
+    "CassandraConnection",
+    "CassandraStorage",
     "CorruptSampleError",
     "DatumLayout",
     "FileStorage",
@@ -32,11 +46,16 @@ __all__ = [
     "MemoryStorage",
     "MixedStorage",
     "ReadFailure",
+    "RemoteStorage",
+    "RetryPolicy",
+    "S3Storage",
+    "SampleCache",
     "ShardError",
     "ShardIndex",
     "StaleIndexError",
     "Storage",
     "StorageError",
+    "SubsetStorage",
     "TarShardStorage",
     "TokenFile",
     "TokenShards",
@@ -50,8 +69,12 @@ __all__ = [
     "open_tokens",
     "open_storage",
     "parse_datum",
+    "read_metadata_csv",
+    "sample_id",
     "shard_key",
     "storage_format",
+    "upload_to_cassandra",
+    "upload_to_s3",
     "write_token_shards",
     "write_index",
 ]

@@ -30,7 +30,7 @@ __all__ = ["ConversionReport", "convert_storage", "shard_key"]
 class ConversionReport:
     """What a conversion wrote."""
 
-    destination: Path
+    destination: Path | str
     format: str
     samples: int
     bytes: int

@@ -72,7 +72,7 @@ class FileStorage(Storage):
             except OSError as error:
                 if on_error == "raise":
                     raise StorageError(error.errno, f"sample {key!r}: {error.strerror}", str(self._root / key)) from error
-                self._skip(key, error)
+                self.record_failure(key, error)
                 results.append(None)
         return results
 

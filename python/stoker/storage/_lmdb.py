@@ -224,7 +224,7 @@ class LmdbStorage(Storage):
             if on_error == "raise":
                 raise
             for index in positions:
-                self._skip(self._keys[index], error)
+                self.record_failure(self._keys[index], error)
             return [None] * len(positions)
 
     def _read_with_lmdb(self, keys: Sequence[str], on_error: OnError) -> list[bytes | None]:
@@ -236,7 +236,7 @@ class LmdbStorage(Storage):
                     error = StorageError(f"{self.path}: key {key!r} vanished from the database")
                     if on_error == "raise":
                         raise error
-                    self._skip(key, error)
+                    self.record_failure(key, error)
                     results.append(None)
                     continue
                 if self.value_format == "caffe":

@@ -147,7 +147,8 @@ class Storage(ABC):
         with self._read_slots:
             return self._read_indices(indices, on_error)
 
-    def _skip(self, key: str, error: BaseException) -> None:
+    def record_failure(self, key: str, error: BaseException) -> None:
+        """Count a sample a read skipped and keep it in `failures` (the first thousand)."""
         with self._lock:
             self.failure_count += 1
             if len(self.failures) < self._FAILURES_KEPT:

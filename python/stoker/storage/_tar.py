@@ -167,7 +167,7 @@ class TarShardStorage(Storage):
                 if on_error == "raise":
                     raise ShardError(f"reading {len(wanted)} samples from {shard.shard}: {error}") from error
                 for _, _, key in wanted:
-                    self._skip(key, error)
+                    self.record_failure(key, error)
                 continue
             for (slot, position, key), payload in zip(wanted, data):
                 if self.verify and shard.crc32 is not None:
@@ -176,7 +176,7 @@ class TarShardStorage(Storage):
                         error = CorruptSampleError(f"sample {key!r} in {shard.shard}: CRC-32 mismatch (the shard's bytes changed)")
                         if on_error == "raise":
                             raise error
-                        self._skip(key, error)
+                        self.record_failure(key, error)
                         continue
                 results[slot] = payload
         return results

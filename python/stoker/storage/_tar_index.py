@@ -166,12 +166,24 @@ def load_index(shard: Path, path: Path | None = None) -> ShardIndex:
         data = json.loads(source.read_text())
     except ValueError as error:
         raise ShardError(f"{source}: not a valid index ({error})") from error
+    index = parse_index(data, shard, str(source))
+    validate(index, source)
+    return index
+
+
+def parse_index(data: Any, shard: Path, source: str) -> ShardIndex:
+    """An index from its JSON form (read from a file or an object store) without checking it
+    against the shard.
+
+    Raises:
+        ShardError: ``data`` is not an index this version reads; the message names ``source``.
+    """
     if not isinstance(data, dict) or data.get("format") != INDEX_FORMAT:
         raise ShardError(f"{source}: not a {INDEX_FORMAT} file")
     if data.get("version") != INDEX_VERSION:
         raise ShardError(f"{source}: index version {data.get('version')}, this stoker reads version {INDEX_VERSION}")
     samples = data["samples"]
-    index = ShardIndex(
+    return ShardIndex(
         shard=shard,
         size=int(data["shard"]["size"]),
         keys=[sample["key"] for sample in samples],
@@ -179,8 +191,6 @@ def load_index(shard: Path, path: Path | None = None) -> ShardIndex:
         labels=[sample.get("label") for sample in samples],
         crc32=[sample["crc32"] for sample in samples] if samples and all("crc32" in sample for sample in samples) else None,
     )
-    validate(index, source)
-    return index
 
 
 def _header_name(file: Any, data_offset: int) -> str:

@@ -1,0 +1,171 @@
+"""What every network backend shares: many requests in flight, retries, an optional local cache,
+and both a blocking and an async face.
+
+A backend provides `_request` (one attempt at one sample's bytes, a coroutine) and `_classify`
+(which of its errors are worth a retry). Everything above that is here:
+
+- `fetch_index` / `fetch`: one sample, async, on whatever event loop calls it, at most
+  ``max_in_flight`` requests at once per loop, retried by the `RetryPolicy`, through the cache.
+- `read_indices` (blocking, for pipeline threads and plain code): every sample of the call is
+  requested at once (within-batch concurrency, never one after another) on the storage's own
+  event-loop thread.
+- `OutOfOrderPrefetcher` uses `fetch` per sample, so one slow request delays one sample.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import weakref
+from abc import abstractmethod
+from collections.abc import Sequence
+from typing import Any
+
+from ._disk_cache import SampleCache
+from ._protocol import OnError, Storage
+from ._errors import StorageError
+from ._retry import ErrorKind, RetryCounters, RetryPolicy, call_with_retries, first_line
+
+__all__ = ["RemoteStorage"]
+
+
+class RemoteStorage(Storage):
+    """A `Storage` whose samples are fetched over the network.
+
+    Args:
+        max_in_flight: Requests outstanding at once per event loop (the connection pool's load).
+        retry: How failed requests are retried.
+        cache: A local `SampleCache` of fetched samples (None: none).
+        max_concurrent_reads: See `Storage` (blocking batch calls at once).
+    """
+
+    is_remote = True
+
+    def __init__(
+        self,
+        *,
+        max_in_flight: int = 256,
+        retry: RetryPolicy | None = None,
+        cache: SampleCache | None = None,
+        max_concurrent_reads: int = 64,
+    ) -> None:
+        super().__init__(max_concurrent_reads)
+        if max_in_flight < 1:
+            raise ValueError(f"max_in_flight must be positive, got {max_in_flight}")
+        self.max_in_flight = max_in_flight
+        self.retry = retry or RetryPolicy()
+        self.cache = cache
+        self.counters = RetryCounters()
+        self.requests = 0
+        self.bytes_fetched = 0
+        self._limits: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: threading.Thread | None = None
+
+    # ---- what backends provide ------------------------------------------------------------
+
+    @abstractmethod
+    async def _request(self, index: int) -> bytes:
+        """One attempt at the bytes of the sample at ``index`` (no retry, no cache)."""
+
+    @abstractmethod
+    def _classify(self, error: BaseException) -> ErrorKind:
+        """Whether ``error`` is worth a retry, is the server asking us to slow down, or is final."""
+
+    @abstractmethod
+    def sample_name(self, index: int) -> str:
+        """Where the sample lives, for errors (a URL; never credentials)."""
+
+    # ---- async reads ----------------------------------------------------------------------
+
+    def _limit(self) -> asyncio.Semaphore:
+        loop = asyncio.get_running_loop()
+        limit = self._limits.get(loop)
+        if limit is None:
+            with self._lock:
+                limit = self._limits.setdefault(loop, asyncio.Semaphore(self.max_in_flight))
+        return limit
+
+    async def fetch_index(self, index: int) -> bytes:
+        """The bytes of the sample at ``index``, from the cache or the server (with retries).
+
+        Raises:
+            StorageError: The server kept failing, or a final error; names the sample.
+        """
+        name = self.sample_name(index)
+        if self.cache is not None and (cached := self.cache.get(name)) is not None:
+            return cached
+        async with self._limit():
+            try:
+                data = await call_with_retries(
+                    lambda: self._request(index), policy=self.retry, classify=self._classify, name=name, counters=self.counters
+                )
+            except StorageError:
+                raise
+            except Exception as error:  # a final error (missing object, refused): name the sample
+                raise StorageError(f"{name}: {type(error).__name__}: {first_line(error)}") from error
+        self.requests += 1
+        self.bytes_fetched += len(data)
+        if self.cache is not None:
+            self.cache.put(name, data)
+        return data
+
+    async def fetch(self, key: str) -> bytes:
+        return await self.fetch_index(self.index_of(key))
+
+    async def fetch_indices(self, indices: Sequence[int], *, on_error: OnError = "raise") -> list[bytes | None]:
+        """Every sample at ``indices``, all requested at once, in the order asked."""
+        results = await asyncio.gather(*(self.fetch_index(index) for index in indices), return_exceptions=True)
+        out: list[bytes | None] = []
+        for index, result in zip(indices, results):
+            if isinstance(result, BaseException):
+                if on_error == "raise" or not isinstance(result, Exception):
+                    raise result
+                self.record_failure(self._keys[index], result)
+                out.append(None)
+            else:
+                out.append(result)
+        return out
+
+    async def fetch_many(self, keys: Sequence[str], *, on_error: OnError = "raise") -> list[bytes | None]:
+        return await self.fetch_indices([self.index_of(key) for key in keys], on_error=on_error)
+
+    # ---- blocking reads -------------------------------------------------------------------
+
+    def run(self, coroutine: Any) -> Any:
+        """Run ``coroutine`` on the storage's own event-loop thread and wait for its result."""
+        return asyncio.run_coroutine_threadsafe(coroutine, self._own_loop()).result()
+
+    def _own_loop(self) -> asyncio.AbstractEventLoop:
+        if self._loop is None:
+            with self._lock:
+                if self._loop is None:
+                    loop = asyncio.new_event_loop()
+                    thread = threading.Thread(target=loop.run_forever, name=f"stoker-net-{type(self).__name__}", daemon=True)
+                    thread.start()
+                    self._loop, self._loop_thread = loop, thread
+        return self._loop
+
+    def _read_indices(self, indices: Sequence[int], on_error: OnError) -> list[bytes | None]:
+        return self.run(self.fetch_indices(indices, on_error=on_error))
+
+    def close(self) -> None:
+        """Stop the event-loop thread and release connections. Idempotent."""
+        loop, thread = self._loop, self._loop_thread
+        self._loop = self._loop_thread = None
+        if loop is not None and thread is not None:
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(10)
+            loop.close()
+        super().close()
+
+    def stats(self) -> dict[str, int]:
+        """Requests, bytes, retries, server-busy waits, samples given up on, cache hits."""
+        return {
+            "requests": self.requests,
+            "bytes": self.bytes_fetched,
+            "retries": self.counters.retries,
+            "overloads": self.counters.overloads,
+            "given_up": self.counters.given_up,
+            "cache_hits": self.cache.hits if self.cache is not None else 0,
+        }

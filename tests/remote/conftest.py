@@ -1,0 +1,80 @@
+"""Real servers for the network-storage tests: s3proxy and Cassandra 5.0 on loopback, started once
+per test session. Without java (or Maven for Cassandra) the tests skip on a laptop and fail in
+CI, where ``STOKER_REQUIRE_SERVERS`` is set."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import random
+from collections.abc import Iterator
+
+import pytest
+
+from stoker.bench._cassandra_server import CassandraServer
+from stoker.bench._s3_server import S3Server
+from stoker.bench._server import ServerError
+from stoker.storage import CassandraConnection, MemoryStorage
+
+_names = itertools.count()
+
+
+def unavailable(what: str, error: BaseException) -> None:
+    message = f"{what} is not available here: {error}"
+    if os.environ.get("STOKER_REQUIRE_SERVERS"):
+        pytest.fail(message + " (STOKER_REQUIRE_SERVERS is set: CI must run these tests)")
+    pytest.skip(message)
+
+
+def dataset(count: int = 120, classes: int = 3, seed: int = 0) -> MemoryStorage:
+    """Random payloads named like an ImageFolder, labelled by class."""
+    generator = random.Random(seed)
+    samples = {f"class_{index % classes}/{index:05d}.jpg": generator.randbytes(generator.randint(200, 4000)) for index in range(count)}
+    return MemoryStorage(samples, {key: int(key.split("/")[0][-1]) for key in samples})
+
+
+def unique(prefix: str) -> str:
+    """A fresh bucket, prefix or keyspace name for one test."""
+    return f"{prefix}{next(_names)}x{os.getpid()}"
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[S3Server]:
+    server = S3Server()
+    try:
+        server.start()
+    except (ServerError, OSError) as error:
+        server.close()
+        unavailable("the S3 test server (s3proxy, needs java)", error)
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="session")
+def cassandra_server() -> Iterator[CassandraServer]:
+    server = CassandraServer()
+    try:
+        server.start()
+    except (ServerError, OSError) as error:
+        server.close()
+        unavailable("the Cassandra test server (needs java and mvn)", error)
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def bucket(s3_server: S3Server) -> str:
+    name = unique("bucket-")
+    s3_server.create_bucket(name)
+    return name
+
+
+@pytest.fixture
+def keyspace_connection(cassandra_server: CassandraServer) -> CassandraConnection:
+    return CassandraConnection(
+        hosts=[cassandra_server.host],
+        port=cassandra_server.port,
+        keyspace=unique("ks_").replace("-", "_"),
+        username=cassandra_server.username,
+        password=cassandra_server.password,
+    )

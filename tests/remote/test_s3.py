@@ -1,0 +1,138 @@
+"""S3Storage against a real S3-compatible server (s3proxy): layouts, ingestion and resume, errors,
+retries across a restart and killed connections, the local cache."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from stoker.bench import LatencyProxy
+from stoker.bench._s3_server import S3Server
+from stoker.storage import RetryPolicy, S3Storage, SampleCache, StorageError, upload_to_s3
+
+from .conftest import dataset
+
+FAST_FAILURE = RetryPolicy(attempts=3, base_delay=0.01, max_delay=0.05, deadline=5)
+
+
+def contents(storage) -> dict[str, tuple[bytes, int | None]]:  # type: ignore[no-untyped-def]
+    return {key: (data, label) for key, data, label in zip(storage.keys, storage.read_many(storage.keys), storage.labels)}
+
+
+@pytest.mark.parametrize("layout", ["objects", "shards"])
+def test_upload_then_read_every_sample_with_its_label(s3_server: S3Server, bucket: str, layout: str) -> None:
+    source = dataset()
+    report = upload_to_s3(source, f"s3://{bucket}/data", to=layout, shard_size=50_000, progress=False, **s3_server.options())
+    assert report.samples == len(source)
+    with S3Storage(f"s3://{bucket}/data", **s3_server.options()) as storage:
+        assert storage.layout == layout
+        got = contents(storage)
+    expected = {key: (data, label) for key, data, label in zip(source.keys, source.read_many(source.keys), source.labels)}
+    if layout == "shards":  # shard keys drop the extension
+        expected = {key.rsplit(".", 1)[0]: value for key, value in expected.items()}
+    assert got == expected
+
+
+def test_a_prefix_without_manifest_is_listed_as_an_image_folder(s3_server: S3Server, bucket: str) -> None:
+    client = s3_server.client()
+    for name in ("cat/1.jpg", "cat/2.jpg", "dog/1.jpg", "dog/notes.txt"):
+        client.put_object(Bucket=bucket, Key=f"pets/{name}", Body=name.encode())
+    with S3Storage(f"s3://{bucket}/pets", **s3_server.options()) as storage:
+        assert list(storage.keys) == ["cat/1.jpg", "cat/2.jpg", "dog/1.jpg"]
+        assert storage.classes == ["cat", "dog"]
+        assert list(storage.labels) == [0, 0, 1]
+        assert storage.read("dog/1.jpg") == b"dog/1.jpg"
+
+
+def test_upload_resumes_without_rewriting_what_is_there(s3_server: S3Server, bucket: str) -> None:
+    source = dataset(60)
+    upload_to_s3(source, f"s3://{bucket}/d", progress=False, **s3_server.options())
+    folder = s3_server.data_dir / bucket / "d"
+    lost = folder / source.keys[5]
+    lost.unlink()
+    kept = folder / source.keys[0]
+    before = kept.stat().st_mtime_ns
+    time.sleep(0.05)
+    upload_to_s3(source, f"s3://{bucket}/d", progress=False, **s3_server.options())
+    assert lost.exists()
+    assert kept.stat().st_mtime_ns == before
+    with S3Storage(f"s3://{bucket}/d", **s3_server.options()) as storage:
+        assert storage.read(source.keys[5]) == source.read(source.keys[5])
+
+
+def test_bad_credentials_give_a_clear_error(s3_server: S3Server, bucket: str) -> None:
+    upload_to_s3(dataset(5), f"s3://{bucket}/d", progress=False, **s3_server.options())
+    options = {**s3_server.options(), "secret_access_key": "wrong-secret"}
+    with pytest.raises(StorageError, match=f"s3://{bucket}/d: access denied"):
+        S3Storage(f"s3://{bucket}/d", **options)
+
+
+def test_a_missing_object_is_named_and_the_rest_is_read(s3_server: S3Server, bucket: str) -> None:
+    source = dataset(10)
+    upload_to_s3(source, f"s3://{bucket}/d", progress=False, **s3_server.options())
+    (s3_server.data_dir / bucket / "d" / source.keys[3]).unlink()
+    with S3Storage(f"s3://{bucket}/d", retry=FAST_FAILURE, **s3_server.options()) as storage:
+        with pytest.raises(StorageError, match=source.keys[3]):
+            storage.read(source.keys[3])
+        got = storage.read_many(source.keys, on_error="skip")
+        assert got[3] is None and all(data is not None for index, data in enumerate(got) if index != 3)
+        assert [failure.key for failure in storage.failures] == [source.keys[3]]
+
+
+def test_reads_survive_a_server_restart_and_fail_clearly_when_it_stays_down() -> None:
+    source = dataset(40)
+    with S3Server() as server:
+        server.create_bucket("restart")
+        upload_to_s3(source, "s3://restart/d", progress=False, **server.options())
+        patient = RetryPolicy(attempts=100, base_delay=0.05, max_delay=0.3, deadline=60)
+        with S3Storage("s3://restart/d", retry=patient, **server.options()) as storage:
+            server.stop()
+            restart = threading.Timer(1.0, server.start)
+            restart.start()
+            try:
+                assert storage.read_many(source.keys) == source.read_many(source.keys)
+            finally:
+                restart.join()
+            assert storage.stats()["retries"] > 0
+        with S3Storage("s3://restart/d", retry=FAST_FAILURE, **server.options()) as storage:
+            server.stop()
+            with pytest.raises(StorageError, match=r"s3://restart/d/class_\d/\d+\.jpg: gave up after 3 tries"):
+                storage.read(source.keys[0])
+
+
+def test_reads_survive_killed_connections(s3_server: S3Server, bucket: str) -> None:
+    source = dataset(200)
+    upload_to_s3(source, f"s3://{bucket}/d", progress=False, **s3_server.options())
+    with LatencyProxy("127.0.0.1", s3_server.port, delay=0.01) as proxy:
+        options = {**s3_server.options(), "endpoint": f"http://{proxy.address[0]}:{proxy.address[1]}"}
+        patient = RetryPolicy(attempts=20, base_delay=0.01, max_delay=0.2, deadline=60)
+        with S3Storage(f"s3://{bucket}/d", retry=patient, max_in_flight=16, **options) as storage:
+            stop = threading.Event()
+
+            def kill_repeatedly() -> None:
+                while not stop.wait(0.05):
+                    proxy.kill_connections()
+
+            killer = threading.Thread(target=kill_repeatedly)
+            killer.start()
+            try:
+                got = storage.read_many(source.keys)
+            finally:
+                stop.set()
+                killer.join()
+            assert got == source.read_many(source.keys)
+            assert storage.stats()["retries"] > 0
+
+
+def test_the_local_cache_serves_the_second_read(s3_server: S3Server, bucket: str, tmp_path: Path) -> None:
+    source = dataset(30)
+    upload_to_s3(source, f"s3://{bucket}/d", progress=False, **s3_server.options())
+    with S3Storage(f"s3://{bucket}/d", cache_dir=tmp_path / "cache", cache_bytes=10 << 20, **s3_server.options()) as storage:
+        first = storage.read_many(source.keys)
+        requests = storage.stats()["requests"]
+        assert storage.read_many(source.keys) == first == source.read_many(source.keys)
+        assert storage.stats()["requests"] == requests == len(source)
+        assert storage.stats()["cache_hits"] == len(source)
