@@ -89,3 +89,28 @@ def test_failed_samples_are_delivered_as_failures() -> None:
     failed = [sample for batch in batches for sample in batch if sample.error is not None]
     assert [sample.key for sample in failed] == ["key3"] and failed[0].data is None
     assert "reset by peer" in str(failed[0].error)
+
+
+def test_a_stall_in_the_first_batch_does_not_stop_slow_start() -> None:
+    """Slow start has one batch in flight: a stalled sample in it must not stall the epoch."""
+    release = asyncio.Event()
+
+    async def run() -> tuple[int, OutOfOrderPrefetcher]:
+        async def fetch(key: str) -> bytes:
+            if key == "key0":
+                await release.wait()
+            return key.encode()
+
+        prefetcher = OutOfOrderPrefetcher(fetch, _samples(80), batch_size=8, max_batches=4, initial_patience=0.05)
+        batches_while_stalled = 0
+        async for _ in prefetcher:
+            if not release.is_set():
+                batches_while_stalled += 1
+                if batches_while_stalled == 5:
+                    release.set()
+        return batches_while_stalled, prefetcher
+
+    batches_while_stalled, prefetcher = asyncio.run(run())
+    assert batches_while_stalled == 5
+    assert prefetcher.stall_escapes >= 1
+    assert sorted(prefetcher.delivered) == list(range(80))

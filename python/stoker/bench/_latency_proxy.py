@@ -92,6 +92,10 @@ class LatencyProxy:
                 self._server.close()
             for writer in list(self._writers):
                 writer.transport.abort()
+            others = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+            for task in others:
+                task.cancel()
+            await asyncio.gather(*others, return_exceptions=True)
 
         asyncio.run_coroutine_threadsafe(close(), self._loop).result()
         self._loop.call_soon_threadsafe(self._loop.stop)

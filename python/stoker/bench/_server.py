@@ -74,6 +74,7 @@ class ServerProcess:
 
     name = "server"
     startup_timeout = 120.0
+    stop_signal = signal.SIGTERM
 
     def __init__(self) -> None:
         self.workdir = Path(tempfile.mkdtemp(prefix=f"stoker-{self.name}-"))
@@ -124,11 +125,11 @@ class ServerProcess:
         return self._process is not None and self._process.poll() is None
 
     def stop(self, timeout: float = 20.0) -> None:
-        """Stop the server (SIGTERM, then SIGKILL after ``timeout``). Idempotent."""
+        """Stop the server (``stop_signal``, then SIGKILL after ``timeout``). Idempotent."""
         process, self._process = self._process, None
         if process is None or process.poll() is not None:
             return
-        os.killpg(process.pid, signal.SIGTERM)
+        os.killpg(process.pid, self.stop_signal)
         try:
             process.wait(timeout)
         except subprocess.TimeoutExpired:

@@ -7,12 +7,17 @@ a whole batch. In order, batch i holds exactly the samples requested for it (the
 sets its time). Slow start: one batch is requested first; each consumed batch is replaced, and
 every ``ramp_every`` consumed batches one extra is requested until ``max_batches`` are in flight
 (the paper: every 4), so filling the buffers never bursts far above the steady request rate.
-The prefetcher records which positions it delivered, for the sampler's exact resume.
+A stall escape keeps slow start from stalling with its first batch: out of order, when a batch
+waits longer than ``patience`` (three times the usual time to fill a batch) for its last
+samples, one more batch is requested (still at most ``max_batches``), whose samples can take
+the place of the stalled ones. The prefetcher records which positions it delivered, for the
+sampler's exact resume.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -42,6 +47,9 @@ class OutOfOrderPrefetcher:
         max_batches: Batches of requests in flight at most (K).
         ramp_every: Consumed batches per extra batch requested while ramping up (m).
         in_order: Assemble batches exactly as requested instead of by arrival.
+        initial_patience: Seconds a batch may wait before a stall escape, until batch times
+            have been seen (then three times their running mean, and never under a quarter of
+            this).
     """
 
     def __init__(
@@ -53,6 +61,7 @@ class OutOfOrderPrefetcher:
         max_batches: int = 8,
         ramp_every: int = 4,
         in_order: bool = False,
+        initial_patience: float = 1.0,
     ) -> None:
         if batch_size < 1 or max_batches < 1 or ramp_every < 1:
             raise ValueError("batch_size, max_batches and ramp_every must be positive")
@@ -65,6 +74,12 @@ class OutOfOrderPrefetcher:
         self.delivered: list[int] = []
         self.requested_batches = 0
         self.in_flight_history: list[int] = []  # batches in flight after each delivery
+        self.stall_escapes = 0  # batches requested early because one was waiting too long
+        self._batch_seconds = initial_patience / 3
+        self._least_patience = initial_patience / 4  # a hiccup of the machine is not a stall
+
+    def _patience(self) -> float:
+        return max(self._least_patience, 3 * self._batch_seconds)
 
     async def _one(self, sample: tuple[int, str, Any]) -> FetchedSample:
         position, key, label = sample
@@ -92,7 +107,7 @@ class OutOfOrderPrefetcher:
             tasks = [asyncio.ensure_future(self._one(sample)) for sample in chunk]
             if not self.in_order:
                 for task in tasks:
-                    task.add_done_callback(lambda done: arrived.put_nowait(done.result()))
+                    task.add_done_callback(lambda done: done.cancelled() or arrived.put_nowait(done.result()))
             pending_batches.append(tasks)
             self.requested_batches += 1
 
@@ -104,7 +119,16 @@ class OutOfOrderPrefetcher:
                     batch = list(await asyncio.gather(*tasks))
                 else:
                     size = min(self.batch_size, len(self.samples) - len(self.delivered))
-                    batch = [await arrived.get() for _ in range(size)]
+                    batch = []
+                    started = time.monotonic()
+                    while len(batch) < size:
+                        try:
+                            batch.append(await asyncio.wait_for(arrived.get(), timeout=self._patience()))
+                        except asyncio.TimeoutError:
+                            if self.requested_batches - consumed < self.max_batches and next_sample < len(self.samples):
+                                request_batch()
+                                self.stall_escapes += 1
+                    self._batch_seconds += 0.2 * (time.monotonic() - started - self._batch_seconds)
                     # Out of order, "in flight" counts requests still outstanding, in batches.
                     pending_batches = [[task for task in tasks if not task.done()] for tasks in pending_batches]
                     pending_batches = [tasks for tasks in pending_batches if tasks]

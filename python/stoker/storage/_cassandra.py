@@ -11,8 +11,8 @@ Schema (written by `stoker convert ... cassandra://...`):
 Ids are UUIDv5 of the sample's key, so re-running an ingestion writes the same rows.
 
 Reads use ``execute_async`` bridged to asyncio. The driver's "connection busy" and the server's
-"overloaded" answers are backpressure: the request waits and goes again without spending a
-retry; timeouts and lost connections are retried with backoff; a missing row is final.
+"overloaded" answers, and "no host up" while the driver reconnects, are backpressure: the
+request waits and goes again without spending a retry (the deadline still bounds it); timeouts and lost connections are retried with backoff; a missing row is final.
 """
 
 from __future__ import annotations
@@ -69,7 +69,9 @@ def classify_cassandra_error(error: BaseException) -> ErrorKind:
         return "overload"
     if isinstance(error, NoHostAvailable):
         causes = list(error.errors.values())
-        if causes and all(isinstance(cause, ConnectionBusy) for cause in causes):
+        # No cause: no host is up right now and the driver is reconnecting; waiting for it is
+        # backpressure too, bounded by the deadline rather than by attempts.
+        if all(isinstance(cause, ConnectionBusy) for cause in causes):
             return "overload"
         return "retry"
     if isinstance(error, (OperationTimedOut, ReadTimeout, Unavailable, ConnectionException, ServerError, OSError)):
