@@ -3,7 +3,10 @@
     stoker bench [PATH] [--batch-size 32] [--latency-ms 0] [--duration 20] [--json RUN.json]
     stoker bench --scenario small-files|starvation|padding|pinned
     stoker report RUN.json [--out DIR]
-    stoker convert SRC DST [--to shards|lmdb] [--shard-size 256MB]
+    stoker convert SRC DST [--to shards|lmdb|objects] [--shard-size 256MB]
+        DST may be s3://bucket/prefix (objects or shards) or cassandra://host:port/keyspace
+    stoker split SRC -o SPLITS.json [--ratios train=0.8,val=0.1,test=0.1 | --folds K]
+        [--balance original|uniform|LABEL=WEIGHT,...] [--group-column COL] [--seed 0]
     stoker inspect PATH [--json]
     stoker index SHARD.tar [SHARD.tar ...]
 """
@@ -40,7 +43,88 @@ def parse_size(text: str) -> int:
     return int(float(number) * _UNITS[unit])
 
 
+def _upload(arguments: argparse.Namespace) -> int:
+    from .storage import read_metadata_csv, upload_to_cassandra, upload_to_s3
+
+    with open_storage(arguments.source) as source:
+        if arguments.destination.startswith("s3://"):
+            to = arguments.to or "objects"
+            if to not in ("objects", "shards"):
+                raise ValueError(f"--to {to}: an S3 destination takes objects or shards")
+            report = upload_to_s3(
+                source, arguments.destination, to=to, shard_size=arguments.shard_size,
+                concurrency=arguments.concurrency or 32, progress=not arguments.quiet,
+            )
+        else:
+            metadata = read_metadata_csv(arguments.metadata) if arguments.metadata else None
+            report = upload_to_cassandra(
+                source, arguments.destination, metadata=metadata, concurrency=arguments.concurrency or 8,
+                replication=arguments.replication, progress=not arguments.quiet,
+            )
+    print(f"wrote {report.samples} samples ({report.bytes / 1e6:.1f} MB new) to {report.destination}")
+    return 0
+
+
+def _parse_ratios(text: str) -> dict[str, float]:
+    ratios = {}
+    for part in text.split(","):
+        name, _, share = part.partition("=")
+        if not name or not share:
+            raise ValueError(f"--ratios: expected name=share,..., got {text!r}")
+        ratios[name.strip()] = float(share)
+    return ratios
+
+
+def _parse_balance(text: str) -> str | dict[str, float]:
+    if text in ("original", "uniform"):
+        return text
+    return _parse_ratios(text)
+
+
+def _split(arguments: argparse.Namespace) -> int:
+    from .sampling import k_folds, split_samples, write_splits
+    from .storage import read_metadata_csv
+    from .storage._cassandra import read_metadata_table
+
+    groups = None
+    if arguments.source.startswith(("cassandra://", "scylla://", "scylladb://")):
+        columns = [arguments.label_column] + ([arguments.group_column] if arguments.group_column else [])
+        table = read_metadata_table(arguments.source, columns)
+        ids, labels = table["key"], table[arguments.label_column]
+        if arguments.group_column:
+            groups = table[arguments.group_column]
+    else:
+        with open_storage(arguments.source) as storage:
+            ids = list(storage.keys)
+            classes = storage.classes
+            labels = [classes[label] if classes and label is not None else label for label in storage.labels]
+        if arguments.group_column:
+            if not arguments.metadata:
+                raise ValueError("--group-column needs --metadata CSV for a source without a metadata table")
+            rows = read_metadata_csv(arguments.metadata)
+            missing = [key for key in ids if key not in rows]
+            if missing:
+                raise ValueError(f"{arguments.metadata}: no row for {len(missing)} samples, e.g. {missing[0]!r}")
+            groups = [rows[key][arguments.group_column] for key in ids]
+    balance = _parse_balance(arguments.balance)
+    if arguments.folds:
+        splits = k_folds(ids, labels, k=arguments.folds, balance=balance, groups=groups, seed=arguments.seed)
+    else:
+        splits = split_samples(ids, labels, ratios=_parse_ratios(arguments.ratios), balance=balance, groups=groups, seed=arguments.seed)
+    write_splits(
+        arguments.output, splits, source=arguments.source, seed=arguments.seed, balance=balance,
+        ratios=None if arguments.folds else _parse_ratios(arguments.ratios), folds=arguments.folds,
+        group_column=arguments.group_column,
+    )
+    for name, keys in splits.items():
+        print(f"{name:<14} {len(keys):>9} samples")
+    print(f"splits written to {arguments.output}; read one with stoker.sampling.read_split(path, name)")
+    return 0
+
+
 def _convert(arguments: argparse.Namespace) -> int:
+    if "://" in arguments.destination:
+        return _upload(arguments)
     to = arguments.to or ("lmdb" if arguments.destination.rstrip("/").endswith(".lmdb") else "shards")
     with open_storage(arguments.source) as source:
         report = convert_storage(source, arguments.destination, to=to, shard_size=arguments.shard_size, progress=not arguments.quiet)
@@ -75,8 +159,6 @@ def _bench(arguments: argparse.Namespace) -> int:
     if arguments.scenario:
         print(SCENARIOS[arguments.scenario]())
         return 0
-    if arguments.path and "://" in arguments.path:
-        raise StorageError(f"{arguments.path}: network storage (s3://, cassandra://) is not in this version yet; use a local path")
     if arguments.path:
         root = arguments.path
         dataset = arguments.path
@@ -146,9 +228,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="stoker", description="Keeps accelerators fed.")
     commands = parser.add_subparsers(dest="command", required=True)
     bench = commands.add_parser("bench", help="measure the Loader (and its peers) and name the bottleneck")
-    bench.add_argument("path", nargs="?", help="a dataset (default: generated JPEGs)")
+    bench.add_argument("path", nargs="?", help="a dataset: a path, s3://bucket/prefix or cassandra://host/keyspace (default: generated JPEGs)")
     bench.add_argument("--batch-size", type=int, default=32)
-    bench.add_argument("--fetch-concurrency", type=int, default=4)
+    bench.add_argument("--fetch-concurrency", type=int, default=None, help="batches fetched at once (4 local, 8 remote)")
     bench.add_argument("--decode-concurrency", type=int, default=None)
     bench.add_argument("--latency-ms", type=float, default=0.0, help="delay added to every storage read")
     bench.add_argument("--step-ms", type=float, default=0.0, help="simulated training step after each batch")
@@ -163,13 +245,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     report.add_argument("run_file", metavar="RUN.json")
     report.add_argument("--out", help="folder for the report (default: next to RUN.json)")
     report.set_defaults(run=_report)
-    convert = commands.add_parser("convert", help="a folder or manifest to indexed tar shards or LMDB")
+    convert = commands.add_parser("convert", help="a dataset to indexed tar shards, LMDB, an S3 bucket or Cassandra")
     convert.add_argument("source")
-    convert.add_argument("destination")
-    convert.add_argument("--to", choices=("shards", "lmdb"), default=None, help="default: lmdb when DST ends in .lmdb, else shards")
+    convert.add_argument("destination", help="a folder, a .lmdb path, s3://bucket/prefix or cassandra://host:port/keyspace")
+    convert.add_argument("--to", choices=("shards", "lmdb", "objects"), default=None,
+                         help="default: lmdb when DST ends in .lmdb, objects for s3://, else shards")
     convert.add_argument("--shard-size", type=parse_size, default=256 << 20, help="default 256MB")
+    convert.add_argument("--concurrency", type=int, default=None, help="writes in flight (default: 32 to S3, 8 to Cassandra)")
+    convert.add_argument("--metadata", help="CSV of key,column,... written to Cassandra's metadata table")
+    convert.add_argument("--replication", type=int, default=1, help="replication factor of a new Cassandra keyspace")
     convert.add_argument("--quiet", action="store_true", help="no progress bar")
     convert.set_defaults(run=_convert)
+    split = commands.add_parser("split", help="train/val/test lists or k folds of sample ids, seeded, balanced, groups whole")
+    split.add_argument("source", help="cassandra://host:port/keyspace (its metadata table) or any dataset")
+    split.add_argument("-o", "--output", required=True, help="the splits file (JSON) to write")
+    split.add_argument("--ratios", default="train=0.8,val=0.1,test=0.1")
+    split.add_argument("--folds", type=int, default=None, help="k-fold cross-validation instead of ratios")
+    split.add_argument("--balance", default="original", help="original, uniform, or LABEL=WEIGHT,...")
+    split.add_argument("--label-column", default="label")
+    split.add_argument("--group-column", default=None, help="keep all rows with one value of this column in one split")
+    split.add_argument("--metadata", help="CSV of key,column,... (groups for a source without a metadata table)")
+    split.add_argument("--seed", type=int, default=0)
+    split.set_defaults(run=_split)
     inspect = commands.add_parser("inspect", help="format, sample count, shards, sizes, label histogram")
     inspect.add_argument("path")
     inspect.add_argument("--json", action="store_true")

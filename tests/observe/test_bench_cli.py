@@ -77,6 +77,11 @@ def test_scenarios_print_their_tables(capsys) -> None:
     assert "nothing measured" in pinned or ("pinned" in pinned and "GB/s" in pinned)
 
 
-def test_bench_refuses_network_storage_clearly(capsys) -> None:
+def test_bench_on_a_dead_s3_endpoint_fails_clearly(capsys, monkeypatch) -> None:
+    from stoker.bench._server import free_port
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{free_port()}")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "nobody")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "nothing")
     assert main(["bench", "s3://bucket/prefix", "--quiet"]) == 1
-    assert "network storage" in capsys.readouterr().err
+    assert "s3://bucket/prefix/dataset.json: gave up after" in capsys.readouterr().err

@@ -189,17 +189,13 @@ class CassandraServer(ServerProcess):
 
     def _login_works(self) -> bool:
         try:
-            from cassandra.auth import PlainTextAuthProvider
-            from cassandra.cluster import Cluster
+            from ..storage import CassandraConnection
         except ImportError:
             return True
-        cluster = Cluster(
-            [self.host], port=self.port, auth_provider=PlainTextAuthProvider(self.username, self.password), connect_timeout=2
-        )
+        connection = CassandraConnection(hosts=[self.host], port=self.port, username=self.username, password=self.password, connect_timeout=2)
         try:
-            cluster.connect().shutdown()
-            return True
+            cluster, _ = connection.connect(executor_threads=1)
         except Exception:
             return False
-        finally:
-            cluster.shutdown()
+        cluster.shutdown()
+        return True

@@ -69,7 +69,7 @@ def run_loader(
     *,
     batch_size: int = 32,
     transform: ImageTransform | None = None,
-    fetch_concurrency: int = 4,
+    fetch_concurrency: int | None = None,
     decode_concurrency: int | None = None,
     latency_seconds: float = 0.0,
     step_seconds: float = 0.0,
@@ -84,7 +84,12 @@ def run_loader(
     """
     from tqdm import tqdm
 
-    source = LatencyStorage(storage, latency_seconds)
+    # Network storage is measured as it is (its own latency); local storage may get a delay.
+    remote = getattr(storage, "is_remote", False) and latency_seconds == 0
+    source = storage if remote else LatencyStorage(storage, latency_seconds)
+
+    def bytes_read() -> int:
+        return storage.stats()["bytes"] if remote else source.bytes_read  # type: ignore[attr-defined, union-attr]
     transform = transform or ImageTransform(resize_shorter=256, center_crop=(224, 224), layout="CHW", dtype="float32", mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225])
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     loader = Loader(
@@ -138,14 +143,14 @@ def run_loader(
     cpu_seconds = (usage.ru_utime - usage_before.ru_utime) + (usage.ru_stime - usage_before.ru_stime)
     cpu_fraction = cpu_seconds / (seconds * cores)
     assert stats is not None and meter is not None
-    facts = {"bytes_read": source.bytes_read, "bytes_delivered": delivered_bytes}
+    facts = {"bytes_read": bytes_read(), "bytes_delivered": delivered_bytes}
     verdict = diagnose(stats, cpu_fraction=cpu_fraction, cores=cores, meter=meter.report(), storage_facts=facts)
     return RunResult(
         name=name,
         images=images,
         seconds=seconds,
         images_per_second=images / seconds,
-        megabytes_per_second=source.bytes_read / seconds / 1e6,
+        megabytes_per_second=facts["bytes_read"] / seconds / 1e6,
         cpu_percent=100 * cpu_seconds / seconds,
         peak_rss_mb=peak.megabytes,
         first_batch_seconds=first_batch or 0.0,

@@ -124,6 +124,17 @@ def diagnose(
             f"{loop}{storage_line}",
             facts,
         )
+    if bottleneck.kind == "source" and compute_share < _COMPUTE_SHARE:
+        # A source that waits, not computes: for a Loader over network storage this is the
+        # per-sample prefetcher, whose depth is the batches of requests in flight.
+        return Diagnosis(
+            bottleneck.name,
+            "latency",
+            f"{bottleneck.name} (the source) is latency-bound: it waits on I/O while the CPU is at "
+            f"{100 * (cpu_fraction or 0):.0f}%{after}; read further ahead (a Loader over network storage: raise "
+            f"fetch_concurrency, the batches of requests in flight, or the storage's max_in_flight). {loop}{storage_line}",
+            facts,
+        )
     if busy >= 0.8 * slots:
         return Diagnosis(
             bottleneck.name,

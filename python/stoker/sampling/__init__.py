@@ -1,8 +1,21 @@
 """Order: deterministic shuffles per epoch, rank sharding with equal counts, exact resume, and
-out-of-order incremental prefetch for high-latency storage."""
+out-of-order incremental prefetch for high-latency storage, and seeded train/val/test splits and
+k-fold folds."""
 
 from ._prefetch import FetchedSample, OutOfOrderPrefetcher
 from ._ranges import PositionSet
 from ._sampler import SamplePlan, Sampler
+from ._split import SPLITS_FORMAT, k_folds, read_split, split_samples, write_splits
 
-__all__ = ["FetchedSample", "OutOfOrderPrefetcher", "PositionSet", "SamplePlan", "Sampler"]
+__all__ = [
+    "SPLITS_FORMAT",
+    "FetchedSample",
+    "OutOfOrderPrefetcher",
+    "PositionSet",
+    "SamplePlan",
+    "Sampler",
+    "k_folds",
+    "read_split",
+    "split_samples",
+    "write_splits",
+]

@@ -28,7 +28,7 @@ from ._errors import StorageError
 from ._remote import RemoteStorage
 from ._retry import ErrorKind, RetryPolicy
 
-__all__ = ["SAMPLE_NAMESPACE", "CassandraStorage", "await_response", "sample_id"]
+__all__ = ["SAMPLE_NAMESPACE", "CassandraStorage", "await_response", "read_metadata_table", "sample_id"]
 
 SAMPLE_NAMESPACE = uuid.UUID("6f1d3c2e-5b7a-4c0e-9a51-2c8e7d4b9f10")
 
@@ -156,3 +156,33 @@ class CassandraStorage(RemoteStorage):
         cluster, self._cluster = getattr(self, "_cluster", None), None
         if cluster is not None:
             cluster.shutdown()
+
+
+def read_metadata_table(connection: str | CassandraConnection, columns: Sequence[str]) -> dict[str, list[Any]]:
+    """The ``key`` column and ``columns`` of every metadata row, in key order (for splits).
+
+    Raises:
+        StorageError: Cannot connect, or no such table or column (the columns there are listed).
+    """
+    from cassandra import InvalidRequest
+
+    from ._cassandra_connection import _identifier
+
+    if isinstance(connection, str):
+        connection = CassandraConnection.from_url(connection)
+    wanted = [_identifier(column, "column") for column in columns]
+    cluster, session = connection.connect()
+    try:
+        table = f"{connection.keyspace}.{connection.metadata_table}"
+        try:
+            rows = list(session.execute(f"SELECT {', '.join(['key', *wanted])} FROM {table}"))
+        except InvalidRequest as error:
+            present = [row.column_name for row in session.execute(
+                "SELECT column_name FROM system_schema.columns WHERE keyspace_name = %s AND table_name = %s",
+                (connection.keyspace, connection.metadata_table),
+            )]
+            raise StorageError(f"{connection.describe()}: cannot read {wanted} from {table} (its columns: {sorted(present)}): {error}") from error
+    finally:
+        cluster.shutdown()
+    rows.sort(key=lambda row: row.key)
+    return {column: [getattr(row, column) for row in rows] for column in ["key", *wanted]}

@@ -45,7 +45,17 @@ def storage_format(path: str | os.PathLike[str]) -> str:
 
 
 def open_storage(path: str | os.PathLike[str], **options: Any) -> Storage:
-    """Open whatever dataset is at ``path``; ``options`` go to the backend's constructor."""
+    """Open whatever dataset is at ``path`` (a local path, ``s3://bucket/prefix`` or
+    ``cassandra://hosts/keyspace``); ``options`` go to the backend's constructor."""
+    text = str(path)
+    if text.startswith("s3://"):
+        from ._s3 import S3Storage
+
+        return S3Storage(text, **options)
+    if text.startswith(("cassandra://", "scylla://", "scylladb://")):
+        from ._cassandra import CassandraStorage
+
+        return CassandraStorage(text, **options)
     kind = storage_format(path)
     if kind == "lmdb":
         return LmdbStorage(path, **options)
