@@ -4,8 +4,9 @@ For remote storage read for many epochs: the second epoch reads from local disk 
 ``/dev/shm``) instead of the network. Entries are files named by a hash of the sample's name;
 each is written to a private temporary file and renamed into place, so a reader in this process
 or another never sees a partial entry, and two writers of the same entry leave one whole copy.
-The byte limit is kept by this process for the entries it knows (found at open, or written or
-read since); other processes sharing the folder keep their own count.
+The byte limit is kept by this process for the entries it knows (found at open, oldest
+modification first, or written or read since; a read touches the file); other processes sharing
+the folder keep their own count.
 """
 
 from __future__ import annotations
@@ -64,14 +65,19 @@ class SampleCache:
     def get(self, name: str) -> bytes | None:
         """The cached bytes of ``name``, or None."""
         entry = self._entry(name)
+        path = self.folder / entry
         try:
-            data = (self.folder / entry).read_bytes()
+            data = path.read_bytes()
         except FileNotFoundError:
             with self._lock:
                 self.misses += 1
                 if entry in self._sizes:  # evicted by another process
                     self._total -= self._sizes.pop(entry)
             return None
+        try:
+            os.utime(path)  # recency survives a reopen, and is seen by other processes
+        except FileNotFoundError:
+            pass  # evicted just now; the bytes read are whole all the same
         with self._lock:
             self.hits += 1
             if entry in self._sizes:
