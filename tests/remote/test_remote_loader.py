@@ -64,7 +64,7 @@ def test_every_sample_exactly_once_with_its_label(remote: tuple[RemoteStorage, M
 
 def test_slow_start_ramps_one_batch_every_four(remote: tuple[RemoteStorage, MemoryStorage]) -> None:
     storage, _ = remote
-    loader = Loader(storage, batch_size=5, fetch_concurrency=6, ramp_every=4)
+    loader = Loader(storage, batch_size=5, fetch_concurrency=6, ramp_every=4, stall_patience=60)  # no stall help
     delivered(loader)
     assert loader.prefetcher is not None
     history = loader.prefetcher.in_flight_history

@@ -92,10 +92,14 @@ class LatencyProxy:
                 self._server.close()
             for writer in list(self._writers):
                 writer.transport.abort()
+            # Aborted connections end their tasks; give them a moment before cancelling (a
+            # cancelled connection task makes asyncio's stream callback log an error).
             others = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
-            for task in others:
-                task.cancel()
-            await asyncio.gather(*others, return_exceptions=True)
+            if others:
+                _, stuck = await asyncio.wait(others, timeout=1.0)
+                for task in stuck:
+                    task.cancel()
+                await asyncio.gather(*stuck, return_exceptions=True)
 
         asyncio.run_coroutine_threadsafe(close(), self._loop).result()
         self._loop.call_soon_threadsafe(self._loop.stop)

@@ -76,6 +76,8 @@ class Loader:
             on for network storage, whose ``fetch_index`` is async).
         ramp_every: With ``sample_prefetch``, consumed batches per extra batch in flight while
             ramping up (the Cassandra paper: 4).
+        stall_patience: With ``sample_prefetch``, least seconds a batch waits on stalled requests
+            before more are requested or they are sent again (see `OutOfOrderPrefetcher`).
         decode_concurrency: Batches being decoded at once (default: the number of cores).
         prefetch: Finished batches kept ready ahead of the training loop.
         max_failures: Batches a stage may fail on before the epoch stops with an error (a failed
@@ -105,6 +107,7 @@ class Loader:
         fetch_concurrency: int | None = None,
         sample_prefetch: bool | None = None,
         ramp_every: int = 4,
+        stall_patience: float = 0.05,
         decode_concurrency: int | None = None,
         prefetch: int = 2,
         max_failures: int | None = 0,
@@ -127,6 +130,7 @@ class Loader:
             raise ValueError(f"sample_prefetch needs a storage with an async fetch_index; {storage.describe()} has none")
         self.fetch_concurrency = fetch_concurrency or (8 if remote else 4)
         self.ramp_every = ramp_every
+        self.stall_patience = stall_patience
         self.prefetcher: OutOfOrderPrefetcher | None = None
         self.decode_concurrency = decode_concurrency or os.cpu_count() or 1
         self.prefetch = prefetch
@@ -213,6 +217,7 @@ class Loader:
             max_batches=self.fetch_concurrency,
             ramp_every=self.ramp_every,
             in_order=self.in_order,
+            stall_patience=self.stall_patience,
         )
         return self._as_jobs(self.prefetcher)
 

@@ -7,17 +7,23 @@ a whole batch. In order, batch i holds exactly the samples requested for it (the
 sets its time). Slow start: one batch is requested first; each consumed batch is replaced, and
 every ``ramp_every`` consumed batches one extra is requested until ``max_batches`` are in flight
 (the paper: every 4), so filling the buffers never bursts far above the steady request rate.
-A stall escape keeps slow start from stalling with its first batch: out of order, when a batch
-waits longer than ``patience`` (three times the usual time to fill a batch) for its last
-samples, one more batch is requested (still at most ``max_batches``), whose samples can take
-the place of the stalled ones. The prefetcher records which positions it delivered, for the
-sampler's exact resume.
+
+Stalls. A batch that waits longer than the patience (three times the median sample latency seen
+recently, at least ``stall_patience``) gets help: out of order, one more batch is requested if
+fewer than ``max_batches`` are in flight (its samples can take the stalled ones' places; this
+also keeps slow start from stalling on its first batch); otherwise (in order, at the cap, or at
+the end of the epoch where nothing is left to request) the stalled requests are hedged: sent
+once more, and whichever copy answers first is delivered, the other cancelled (Dean and Barroso,
+"The Tail at Scale"). Each sample is delivered exactly once either way, and the prefetcher
+records which positions it delivered, for the sampler's exact resume.
 """
 
 from __future__ import annotations
 
 import asyncio
+import statistics
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -31,10 +37,22 @@ class FetchedSample:
     the fetch failed, with the error)."""
 
     position: int
-    key: str
+    key: Any
     label: Any
     data: bytes | None
     error: BaseException | None = None
+
+
+class _Request:
+    """One sample's request: its result (set once, by the first copy to answer) and its copies."""
+
+    __slots__ = ("sample", "result", "copies", "started")
+
+    def __init__(self, sample: tuple[int, Any, Any], result: asyncio.Future[FetchedSample]) -> None:
+        self.sample = sample
+        self.result = result
+        self.copies: list[asyncio.Task[None]] = []
+        self.started = time.monotonic()
 
 
 class OutOfOrderPrefetcher:
@@ -42,57 +60,83 @@ class OutOfOrderPrefetcher:
 
     Args:
         fetch: ``await fetch(key)`` returns the sample's bytes.
-        samples: ``(position, key, label)`` in the order to request them.
+        samples: ``(position, key, label)`` in the order to request them (any sequence; slices
+            are taken a batch at a time).
         batch_size: Samples per batch.
         max_batches: Batches of requests in flight at most (K).
         ramp_every: Consumed batches per extra batch requested while ramping up (m).
         in_order: Assemble batches exactly as requested instead of by arrival.
-        initial_patience: Seconds a batch may wait before a stall escape, until batch times
-            have been seen (then three times their running mean, and never under a quarter of
-            this).
+        stall_patience: Least seconds a batch waits before its stalled requests get help.
     """
 
     def __init__(
         self,
-        fetch: Callable[[str], Awaitable[bytes]],
-        samples: Sequence[tuple[int, str, Any]],
+        fetch: Callable[[Any], Awaitable[bytes]],
+        samples: Sequence[tuple[int, Any, Any]],
         *,
         batch_size: int,
         max_batches: int = 8,
         ramp_every: int = 4,
         in_order: bool = False,
-        initial_patience: float = 1.0,
+        stall_patience: float = 0.05,
     ) -> None:
-        if batch_size < 1 or max_batches < 1 or ramp_every < 1:
-            raise ValueError("batch_size, max_batches and ramp_every must be positive")
+        if batch_size < 1 or max_batches < 1 or ramp_every < 1 or stall_patience <= 0:
+            raise ValueError("batch_size, max_batches, ramp_every and stall_patience must be positive")
         self.fetch = fetch
         self.samples = samples
         self.batch_size = batch_size
         self.max_batches = max_batches
         self.ramp_every = ramp_every
         self.in_order = in_order
+        self.stall_patience = stall_patience
         self.delivered: list[int] = []
         self.requested_batches = 0
         self.in_flight_history: list[int] = []  # batches in flight after each delivery
-        self.stall_escapes = 0  # batches requested early because one was waiting too long
-        self._batch_seconds = initial_patience / 3
-        self._least_patience = initial_patience / 4  # a hiccup of the machine is not a stall
-
-    def _patience(self) -> float:
-        return max(self._least_patience, 3 * self._batch_seconds)
-
-    async def _one(self, sample: tuple[int, str, Any]) -> FetchedSample:
-        position, key, label = sample
-        try:
-            return FetchedSample(position, key, label, await self.fetch(key))
-        except Exception as error:  # the sample is delivered as failed; the batch goes on
-            return FetchedSample(position, key, label, None, error)
+        self.stall_escapes = 0  # batches requested early because one was stalled
+        self.hedged = 0  # requests sent a second time
+        self._latencies: deque[float] = deque(maxlen=256)
 
     def __aiter__(self) -> AsyncIterator[list[FetchedSample]]:
         return self._batches()
 
+    def patience(self) -> float:
+        """Seconds a batch may wait before its stalled requests get help."""
+        if not self._latencies:
+            return max(self.stall_patience, 1.0)
+        return max(self.stall_patience, 3 * statistics.median(self._latencies))
+
+    async def _copy(self, request: _Request) -> None:
+        position, key, label = request.sample
+        started = time.monotonic()
+        try:
+            outcome = FetchedSample(position, key, label, await self.fetch(key))
+            self._latencies.append(time.monotonic() - started)
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:  # the sample is delivered as failed; the batch goes on
+            outcome = FetchedSample(position, key, label, None, error)
+        if not request.result.done():
+            request.result.set_result(outcome)
+            current = asyncio.current_task()
+            for copy in request.copies:
+                if copy is not current:
+                    copy.cancel()
+
+    def _send(self, request: _Request) -> None:
+        request.copies.append(asyncio.ensure_future(self._copy(request)))
+
+    def _hedge(self, requests: Sequence[_Request]) -> None:
+        """Send once more every request that has waited past the patience (once each)."""
+        deadline = time.monotonic() - self.patience()
+        for request in requests:
+            if not request.result.done() and len(request.copies) == 1 and request.started < deadline:
+                self._send(request)
+                self.hedged += 1
+
     async def _batches(self) -> AsyncIterator[list[FetchedSample]]:
-        pending_batches: list[list[asyncio.Task[FetchedSample]]] = []
+        loop = asyncio.get_running_loop()
+        requested: list[list[_Request]] = []  # in order: per batch requested, not yet consumed
+        outstanding: dict[int, _Request] = {}  # requests not answered yet, oldest first
         arrived: asyncio.Queue[FetchedSample] = asyncio.Queue()
         next_sample = 0
         consumed = 0
@@ -100,48 +144,58 @@ class OutOfOrderPrefetcher:
 
         def request_batch() -> None:
             nonlocal next_sample
-            if next_sample >= len(self.samples):
-                return
             chunk = self.samples[next_sample : next_sample + self.batch_size]
             next_sample += len(chunk)
-            tasks = [asyncio.ensure_future(self._one(sample)) for sample in chunk]
-            if not self.in_order:
-                for task in tasks:
-                    task.add_done_callback(lambda done: done.cancelled() or arrived.put_nowait(done.result()))
-            pending_batches.append(tasks)
+            batch = []
+            for sample in chunk:
+                request = _Request(sample, loop.create_future())
+                outstanding[id(request)] = request
+                request.result.add_done_callback(lambda _, key=id(request): outstanding.pop(key, None))
+                if not self.in_order:
+                    request.result.add_done_callback(lambda done: arrived.put_nowait(done.result()))
+                self._send(request)
+                batch.append(request)
+            if self.in_order:
+                requested.append(batch)
             self.requested_batches += 1
+
+        def unstick(waiting_for: Sequence[_Request]) -> None:
+            can_request = next_sample < len(self.samples) and self.requested_batches - consumed < self.max_batches
+            if not self.in_order and can_request:
+                request_batch()
+                self.stall_escapes += 1
+            else:
+                self._hedge(waiting_for if self.in_order else list(outstanding.values()))
 
         request_batch()
         try:
             for _ in range(total_batches):
                 if self.in_order:
-                    tasks = pending_batches.pop(0)
-                    batch = list(await asyncio.gather(*tasks))
+                    batch_requests = requested.pop(0)
+                    results = [request.result for request in batch_requests]
+                    while True:
+                        _, pending = await asyncio.wait(results, timeout=self.patience())
+                        if not pending:
+                            break
+                        unstick(batch_requests)
+                    batch = [request.result.result() for request in batch_requests]
                 else:
                     size = min(self.batch_size, len(self.samples) - len(self.delivered))
                     batch = []
-                    started = time.monotonic()
                     while len(batch) < size:
                         try:
-                            batch.append(await asyncio.wait_for(arrived.get(), timeout=self._patience()))
+                            batch.append(await asyncio.wait_for(arrived.get(), timeout=self.patience()))
                         except asyncio.TimeoutError:
-                            if self.requested_batches - consumed < self.max_batches and next_sample < len(self.samples):
-                                request_batch()
-                                self.stall_escapes += 1
-                    self._batch_seconds += 0.2 * (time.monotonic() - started - self._batch_seconds)
-                    # Out of order, "in flight" counts requests still outstanding, in batches.
-                    pending_batches = [[task for task in tasks if not task.done()] for tasks in pending_batches]
-                    pending_batches = [tasks for tasks in pending_batches if tasks]
+                            unstick(())
                 consumed += 1
                 self.delivered.extend(sample.position for sample in batch)
                 # Replace the consumed batch; every ramp_every consumed, one more, up to the cap.
                 target = min(self.max_batches, 1 + consumed // self.ramp_every)
-                outstanding = self.requested_batches - consumed
-                for _ in range(max(0, target - outstanding)):
+                while self.requested_batches - consumed < target and next_sample < len(self.samples):
                     request_batch()
                 self.in_flight_history.append(self.requested_batches - consumed)
                 yield batch
         finally:
-            for tasks in pending_batches:
-                for task in tasks:
-                    task.cancel()
+            for request in list(outstanding.values()):
+                for copy in request.copies:
+                    copy.cancel()

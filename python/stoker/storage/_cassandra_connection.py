@@ -123,7 +123,12 @@ class CassandraConnection:
 
         Raises:
             StorageError: Cannot reach the cluster or log in; says which.
+            ImportError: cassandra-driver is not installed.
         """
+        try:
+            import cassandra  # noqa: F401
+        except ImportError as error:
+            raise ImportError("Cassandra storage needs cassandra-driver: pip install 'stoker[cassandra]'") from error
         from cassandra.auth import PlainTextAuthProvider
         from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
         from cassandra.policies import DCAwareRoundRobinPolicy, ExponentialReconnectionPolicy, TokenAwarePolicy

@@ -67,8 +67,15 @@ def open_s3_store(
     timeout: float = 30.0,
     connect_timeout: float = 5.0,
 ) -> Any:
-    """An obstore ``S3Store`` for ``bucket``: explicit settings, else environment, else profile."""
-    from obstore.store import S3Store
+    """An obstore ``S3Store`` for ``bucket``: explicit settings, else environment, else profile.
+
+    Raises:
+        ImportError: obstore is not installed (the message says how to get it).
+    """
+    try:
+        from obstore.store import S3Store
+    except ImportError as error:
+        raise ImportError("S3 storage needs obstore: pip install 'stoker[s3]'") from error
 
     config: dict[str, Any] = {}
     endpoint = endpoint or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
