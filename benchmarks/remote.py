@@ -7,7 +7,10 @@ decoding, so the storage path alone is measured):
 - ConcurrentDataloader-style: the same DataLoader, every sample of a batch fetched at once from
   a thread pool in each worker (the within-batch concurrency of the paper).
 
-Then stoker in order vs out of order under a heavy tail (one S3 connection in ten 10x slower).
+Then stoker in order vs out of order under a heavy tail (one S3 connection in ten 10x slower):
+after a warm-up epoch (slow start), throughput over whole epochs, p50/p99 time between batches
+inside epochs, and the cost of each epoch boundary (the last batch waits for stragglers that
+nothing is left to replace) on its own.
 Servers, data and proxy are made by the script; the proxy runs in its own process.
 
 Run:  python benchmarks/remote.py [--images 2048] [--rtt-ms 0,20,50,150] [--seconds 10] [--json out.json]
@@ -59,8 +62,39 @@ def measure(batches: Iterable[list[bytes]], seconds: float) -> dict[str, float]:
     }
 
 
-def stoker_batches(storage: Any, in_order: bool = False) -> Iterable[list[bytes]]:
-    for batch in Loader(storage, batch_size=BATCH, seed=0, in_order=in_order):
+def measure_steady(loader: Loader, seconds: float) -> dict[str, float]:
+    """After one warm-up epoch: images/s over whole epochs, p50/p99 time between batches inside
+    epochs, and the mean cost of an epoch boundary (the last batch's wait, whose stragglers
+    cannot be replaced, plus the next epoch's first batch), reported on its own."""
+    for _ in loader:
+        pass
+    inside: list[float] = []
+    boundaries: list[float] = []
+    images = 0
+    started = time.perf_counter()
+    epoch = 1
+    while time.perf_counter() - started < seconds:
+        loader.set_epoch(epoch)
+        arrivals = [time.perf_counter()]
+        for batch in loader:
+            arrivals.append(time.perf_counter())
+            images += len(batch.data)
+        gaps = np.diff(arrivals)
+        inside.extend(gaps[1:-1])
+        boundaries.append(gaps[0] + gaps[-1])
+        epoch += 1
+    elapsed = time.perf_counter() - started
+    return {
+        "images_per_second": images / elapsed,
+        "p50_batch_ms": float(np.percentile(inside, 50) * 1e3),
+        "p99_batch_ms": float(np.percentile(inside, 99) * 1e3),
+        "boundary_ms": float(np.mean(boundaries) * 1e3),
+        "epochs": epoch - 1,
+    }
+
+
+def stoker_batches(storage: Any) -> Iterable[list[bytes]]:
+    for batch in Loader(storage, batch_size=BATCH, seed=0):
         yield batch.data
 
 
@@ -99,7 +133,7 @@ def main() -> None:
     parser.add_argument("--json")
     args = parser.parse_args()
     stores = args.stores.split(",")
-    source = open_storage(image_folder(args.images, 880, 660))  # natural-looking JPEGs of about 100 KB
+    source = open_storage(image_folder(args.images, 800, 600))  # natural-looking JPEGs of about 100 KB
     keys = list(source.keys)
     print(f"{len(keys)} JPEGs, {sum(map(len, source.read_many(keys[:64]))) / 64 / 1e3:.0f} KB on average", file=sys.stderr)
     rows: list[dict[str, Any]] = []
@@ -127,15 +161,16 @@ def main() -> None:
                 opener, port = openers[store]
                 rows.extend(run_store(store, rtt, opener, port, args.seconds))
         # Heavy tail: one connection in ten is 10x slower (S3: a connection pool, so some requests
-        # are slow while others are not).
+        # are slow while others are not). One warm-up epoch (slow start), then steady state.
         with ProxyProcess(s3.port, delay=0.025, slow_fraction=0.1, slow_factor=10, seed=1) as proxy:
             with S3Storage("s3://bench/images", **{**s3.options(), "endpoint": f"http://127.0.0.1:{proxy.port}"}) as storage:
                 for in_order in (True, False):
-                    result = measure(stoker_batches(storage, in_order=in_order), args.seconds)
+                    result = measure_steady(Loader(storage, batch_size=BATCH, seed=0, in_order=in_order), args.seconds)
                     label = "stoker in order" if in_order else "stoker out of order"
                     rows.append({"store": "s3 heavy tail", "rtt_ms": 50.0, "loader": label, **result})
                     print(f"s3 heavy tail 50 ms  {label:<24} {result['images_per_second']:>7.0f} img/s  "
-                          f"p50 {result['p50_batch_ms']:>6.0f} ms  p99 {result['p99_batch_ms']:>6.0f} ms", flush=True)
+                          f"p50 {result['p50_batch_ms']:>6.0f} ms  p99 {result['p99_batch_ms']:>6.0f} ms  "
+                          f"epoch boundary {result['boundary_ms']:>5.0f} ms", flush=True)
     summarize(rows)
     if args.json:
         with open(args.json, "w") as file:
@@ -154,9 +189,10 @@ def summarize(rows: list[dict[str, Any]]) -> None:
                   f"{ours['images_per_second'] / concurrent['images_per_second']:>10.1f}x")
     in_order, out_of_order = find("s3 heavy tail", 50.0, "stoker in order"), find("s3 heavy tail", 50.0, "stoker out of order")
     if in_order and out_of_order:
-        print(f"heavy tail at 50 ms: out of order p99/p50 {out_of_order['p99_batch_ms'] / out_of_order['p50_batch_ms']:.2f} "
+        print(f"heavy tail at 50 ms, steady state: out of order p99/p50 {out_of_order['p99_batch_ms'] / out_of_order['p50_batch_ms']:.2f} "
               f"(in order {in_order['p99_batch_ms'] / in_order['p50_batch_ms']:.2f}); "
-              f"throughput {out_of_order['images_per_second'] / in_order['images_per_second']:.2f}x in order")
+              f"throughput {out_of_order['images_per_second'] / in_order['images_per_second']:.2f}x in order; "
+              f"epoch boundary {out_of_order['boundary_ms']:.0f} ms out of order, {in_order['boundary_ms']:.0f} ms in order")
 
 
 if __name__ == "__main__":

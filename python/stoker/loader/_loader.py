@@ -218,6 +218,8 @@ class Loader:
             ramp_every=self.ramp_every,
             in_order=self.in_order,
             stall_patience=self.stall_patience,
+            # Slow start once per job: a later epoch starts at the depth the last one reached.
+            start_batches=self.prefetcher.ramp_level if self.prefetcher is not None else 1,
         )
         return self._as_jobs(self.prefetcher)
 

@@ -8,7 +8,7 @@ sets its time). Slow start: one batch is requested first; each consumed batch is
 every ``ramp_every`` consumed batches one extra is requested until ``max_batches`` are in flight
 (the paper: every 4), so filling the buffers never bursts far above the steady request rate.
 
-Stalls. A batch that waits longer than the patience (three times the median sample latency seen
+Stalls. A batch that waits longer than the patience (twice the median sample latency seen
 recently, at least ``stall_patience``) gets help: out of order, one more batch is requested if
 fewer than ``max_batches`` are in flight (its samples can take the stalled ones' places; this
 also keeps slow start from stalling on its first batch); otherwise (in order, at the cap, or at
@@ -67,6 +67,8 @@ class OutOfOrderPrefetcher:
         ramp_every: Consumed batches per extra batch requested while ramping up (m).
         in_order: Assemble batches exactly as requested instead of by arrival.
         stall_patience: Least seconds a batch waits before its stalled requests get help.
+        start_batches: Batches in flight at the start (1: the paper's slow start; a later epoch
+            of the same job may start where the last one's ramp ended).
     """
 
     def __init__(
@@ -79,9 +81,10 @@ class OutOfOrderPrefetcher:
         ramp_every: int = 4,
         in_order: bool = False,
         stall_patience: float = 0.05,
+        start_batches: int = 1,
     ) -> None:
-        if batch_size < 1 or max_batches < 1 or ramp_every < 1 or stall_patience <= 0:
-            raise ValueError("batch_size, max_batches, ramp_every and stall_patience must be positive")
+        if batch_size < 1 or max_batches < 1 or ramp_every < 1 or stall_patience <= 0 or start_batches < 1:
+            raise ValueError("batch_size, max_batches, ramp_every, stall_patience and start_batches must be positive")
         self.fetch = fetch
         self.samples = samples
         self.batch_size = batch_size
@@ -89,6 +92,8 @@ class OutOfOrderPrefetcher:
         self.ramp_every = ramp_every
         self.in_order = in_order
         self.stall_patience = stall_patience
+        self.start_batches = min(start_batches, max_batches)
+        self.ramp_level = self.start_batches  # batches in flight the ramp has reached
         self.delivered: list[int] = []
         self.requested_batches = 0
         self.in_flight_history: list[int] = []  # batches in flight after each delivery
@@ -103,7 +108,7 @@ class OutOfOrderPrefetcher:
         """Seconds a batch may wait before its stalled requests get help."""
         if not self._latencies:
             return max(self.stall_patience, 1.0)
-        return max(self.stall_patience, 3 * statistics.median(self._latencies))
+        return max(self.stall_patience, 2 * statistics.median(self._latencies))
 
     async def _copy(self, request: _Request) -> None:
         position, key, label = request.sample
@@ -167,7 +172,9 @@ class OutOfOrderPrefetcher:
             else:
                 self._hedge(waiting_for if self.in_order else list(outstanding.values()))
 
-        request_batch()
+        for _ in range(self.start_batches):
+            if next_sample < len(self.samples):
+                request_batch()
         try:
             for _ in range(total_batches):
                 if self.in_order:
@@ -177,20 +184,25 @@ class OutOfOrderPrefetcher:
                         _, pending = await asyncio.wait(results, timeout=self.patience())
                         if not pending:
                             break
-                        unstick(batch_requests)
+                        unstick(batch_requests)  # then as long again before more help
                     batch = [request.result.result() for request in batch_requests]
                 else:
                     size = min(self.batch_size, len(self.samples) - len(self.delivered))
                     batch = []
+                    # Patience counts from when the batch began to wait, not from the last
+                    # arrival: stragglers trickling in must not keep postponing help.
+                    deadline = loop.time() + self.patience()
                     while len(batch) < size:
                         try:
-                            batch.append(await asyncio.wait_for(arrived.get(), timeout=self.patience()))
+                            batch.append(await asyncio.wait_for(arrived.get(), timeout=max(0.0, deadline - loop.time())))
                         except asyncio.TimeoutError:
                             unstick(())
+                            deadline = loop.time() + self.patience()
                 consumed += 1
                 self.delivered.extend(sample.position for sample in batch)
                 # Replace the consumed batch; every ramp_every consumed, one more, up to the cap.
-                target = min(self.max_batches, 1 + consumed // self.ramp_every)
+                target = min(self.max_batches, self.start_batches + consumed // self.ramp_every)
+                self.ramp_level = max(self.ramp_level, target)
                 while self.requested_batches - consumed < target and next_sample < len(self.samples):
                     request_batch()
                 self.in_flight_history.append(self.requested_batches - consumed)
