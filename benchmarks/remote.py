@@ -1,13 +1,14 @@
 """Network storage side by side: 100 KB JPEGs in an S3 server (s3proxy) and in Cassandra 5.0, behind
 a latency proxy at 0/20/50/150 ms round trip. Loaders compared (raw bytes in batches of 32; no
-decoding, so the storage path alone is measured):
+decoding, so the storage path alone is measured), each epoch after epoch for ``--seconds``:
 
 - stoker: `Loader` over `S3Storage` / `CassandraStorage` (per-sample out-of-order prefetch),
 - PyTorch DataLoader, 2 workers, map-style Dataset: boto3 GET (or driver execute) per sample,
 - ConcurrentDataloader-style: the same DataLoader, every sample of a batch fetched at once from
   a thread pool in each worker (the within-batch concurrency of the paper).
 
-Then stoker in order vs out of order under a heavy tail (one S3 connection in ten 10x slower):
+Then stoker out of order vs in order (with and without hedging stalled requests) under a heavy
+tail (one S3 connection in ten 10x slower):
 after a warm-up epoch (slow start), throughput over whole epochs, p50/p99 time between batches
 inside epochs, and the cost of each epoch boundary (the last batch waits for stragglers that
 nothing is left to replace) on its own.
@@ -94,15 +95,24 @@ def measure_steady(loader: Loader, seconds: float) -> dict[str, float]:
 
 
 def stoker_batches(storage: Any) -> Iterable[list[bytes]]:
-    for batch in Loader(storage, batch_size=BATCH, seed=0):
-        yield batch.data
+    """Epoch after epoch (the measurement stops it): slow start once, as in a training job."""
+    loader = Loader(storage, batch_size=BATCH, seed=0)
+    for epoch in range(1_000_000):
+        loader.set_epoch(epoch)
+        for batch in loader:
+            yield batch.data
 
 
 def dataloader_batches(dataset: Any) -> Iterable[list[bytes]]:
+    """Epoch after epoch, workers kept between epochs."""
     import torch
 
     order = torch.Generator().manual_seed(0)
-    yield from torch.utils.data.DataLoader(dataset, batch_size=BATCH, shuffle=True, generator=order, num_workers=2, collate_fn=keep_list)
+    loader = torch.utils.data.DataLoader(
+        dataset, batch_size=BATCH, shuffle=True, generator=order, num_workers=2, collate_fn=keep_list, persistent_workers=True
+    )
+    for _ in range(1_000_000):
+        yield from loader
 
 
 def run_store(name: str, rtt_ms: float, open_through: Callable[[int], tuple[Any, Any]], port: int, seconds: float) -> list[dict[str, Any]]:
@@ -164,11 +174,12 @@ def main() -> None:
         # are slow while others are not). One warm-up epoch (slow start), then steady state.
         with ProxyProcess(s3.port, delay=0.025, slow_fraction=0.1, slow_factor=10, seed=1) as proxy:
             with S3Storage("s3://bench/images", **{**s3.options(), "endpoint": f"http://127.0.0.1:{proxy.port}"}) as storage:
-                for in_order in (True, False):
-                    result = measure_steady(Loader(storage, batch_size=BATCH, seed=0, in_order=in_order), args.seconds)
-                    label = "stoker in order" if in_order else "stoker out of order"
+                variants = {"stoker in order, no hedging (the paper's baseline)": (True, False),
+                            "stoker in order": (True, True), "stoker out of order": (False, True)}
+                for label, (in_order, hedge) in variants.items():
+                    result = measure_steady(Loader(storage, batch_size=BATCH, seed=0, in_order=in_order, hedge=hedge), args.seconds)
                     rows.append({"store": "s3 heavy tail", "rtt_ms": 50.0, "loader": label, **result})
-                    print(f"s3 heavy tail 50 ms  {label:<24} {result['images_per_second']:>7.0f} img/s  "
+                    print(f"s3 heavy tail 50 ms  {label:<52} {result['images_per_second']:>7.0f} img/s  "
                           f"p50 {result['p50_batch_ms']:>6.0f} ms  p99 {result['p99_batch_ms']:>6.0f} ms  "
                           f"epoch boundary {result['boundary_ms']:>5.0f} ms", flush=True)
     summarize(rows)
@@ -187,7 +198,11 @@ def summarize(rows: list[dict[str, Any]]) -> None:
         if ours and torch_loader and concurrent:
             print(f"{store:<10} {rtt:>4.0f} {ours['images_per_second']:>13.0f} {ours['images_per_second'] / torch_loader['images_per_second']:>13.1f}x "
                   f"{ours['images_per_second'] / concurrent['images_per_second']:>10.1f}x")
+    baseline = find("s3 heavy tail", 50.0, "stoker in order, no hedging (the paper's baseline)")
     in_order, out_of_order = find("s3 heavy tail", 50.0, "stoker in order"), find("s3 heavy tail", 50.0, "stoker out of order")
+    if baseline and out_of_order:
+        print(f"heavy tail at 50 ms: out of order {out_of_order['images_per_second'] / baseline['images_per_second']:.2f}x the throughput "
+              f"of in order without hedging (p99/p50 {baseline['p99_batch_ms'] / baseline['p50_batch_ms']:.2f})")
     if in_order and out_of_order:
         print(f"heavy tail at 50 ms, steady state: out of order p99/p50 {out_of_order['p99_batch_ms'] / out_of_order['p50_batch_ms']:.2f} "
               f"(in order {in_order['p99_batch_ms'] / in_order['p50_batch_ms']:.2f}); "

@@ -11,7 +11,7 @@ import pytest
 
 from stoker.bench import LatencyProxy
 from stoker.bench._s3_server import S3Server
-from stoker.storage import RetryPolicy, S3Storage, SampleCache, StorageError, upload_to_s3
+from stoker.storage import RetryPolicy, S3Storage, StorageError, upload_to_s3
 
 from .conftest import dataset
 

@@ -78,6 +78,8 @@ class Loader:
             ramping up (the Cassandra paper: 4).
         stall_patience: With ``sample_prefetch``, least seconds a batch waits on stalled requests
             before more are requested or they are sent again (see `OutOfOrderPrefetcher`).
+        hedge: With ``sample_prefetch``, send stalled requests again when no more can be
+            requested (at the cap, in order, at the end of an epoch); False waits for them.
         decode_concurrency: Batches being decoded at once (default: the number of cores).
         prefetch: Finished batches kept ready ahead of the training loop.
         max_failures: Batches a stage may fail on before the epoch stops with an error (a failed
@@ -108,6 +110,7 @@ class Loader:
         sample_prefetch: bool | None = None,
         ramp_every: int = 4,
         stall_patience: float = 0.05,
+        hedge: bool = True,
         decode_concurrency: int | None = None,
         prefetch: int = 2,
         max_failures: int | None = 0,
@@ -131,6 +134,7 @@ class Loader:
         self.fetch_concurrency = fetch_concurrency or (8 if remote else 4)
         self.ramp_every = ramp_every
         self.stall_patience = stall_patience
+        self.hedge = hedge
         self.prefetcher: OutOfOrderPrefetcher | None = None
         self.decode_concurrency = decode_concurrency or os.cpu_count() or 1
         self.prefetch = prefetch
@@ -218,6 +222,7 @@ class Loader:
             ramp_every=self.ramp_every,
             in_order=self.in_order,
             stall_patience=self.stall_patience,
+            hedge=self.hedge,
             # Slow start once per job: a later epoch starts at the depth the last one reached.
             start_batches=self.prefetcher.ramp_level if self.prefetcher is not None else 1,
         )

@@ -69,6 +69,8 @@ class OutOfOrderPrefetcher:
         stall_patience: Least seconds a batch waits before its stalled requests get help.
         start_batches: Batches in flight at the start (1: the paper's slow start; a later epoch
             of the same job may start where the last one's ramp ended).
+        hedge: Send stalled requests again when no batch can be requested instead (False: wait,
+            as the paper's in-order baseline does).
     """
 
     def __init__(
@@ -82,6 +84,7 @@ class OutOfOrderPrefetcher:
         in_order: bool = False,
         stall_patience: float = 0.05,
         start_batches: int = 1,
+        hedge: bool = True,
     ) -> None:
         if batch_size < 1 or max_batches < 1 or ramp_every < 1 or stall_patience <= 0 or start_batches < 1:
             raise ValueError("batch_size, max_batches, ramp_every, stall_patience and start_batches must be positive")
@@ -93,6 +96,7 @@ class OutOfOrderPrefetcher:
         self.in_order = in_order
         self.stall_patience = stall_patience
         self.start_batches = min(start_batches, max_batches)
+        self.hedge = hedge
         self.ramp_level = self.start_batches  # batches in flight the ramp has reached
         self.delivered: list[int] = []
         self.requested_batches = 0
@@ -169,7 +173,7 @@ class OutOfOrderPrefetcher:
             if not self.in_order and can_request:
                 request_batch()
                 self.stall_escapes += 1
-            else:
+            elif self.hedge:
                 self._hedge(waiting_for if self.in_order else list(outstanding.values()))
 
         for _ in range(self.start_batches):

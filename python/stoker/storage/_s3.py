@@ -24,104 +24,21 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
-from datetime import timedelta
 from pathlib import PurePosixPath
 from typing import Any
-from urllib.parse import urlparse
 
 from ._disk_cache import SampleCache
 from ._errors import StorageError
 from ._files import IMAGE_EXTENSIONS
 from ._remote import RemoteStorage
 from ._retry import ErrorKind, RetryPolicy, call_with_retries, first_line
+from ._s3_client import classify_s3_error, open_s3_store, parse_s3_url
 from ._tar_index import ShardIndex, parse_index
 
-__all__ = ["OBJECTS_FORMAT", "S3Storage", "open_s3_store", "parse_s3_url"]
+__all__ = ["OBJECTS_FORMAT", "S3Storage"]
 
 OBJECTS_FORMAT = "stoker.objects"
 SHARDS_FORMAT = "stoker.shards"
-
-
-def parse_s3_url(url: str) -> tuple[str, str]:
-    """``s3://bucket/some/prefix`` -> ``("bucket", "some/prefix")``.
-
-    Raises:
-        ValueError: Not an ``s3://`` URL with a bucket.
-    """
-    parsed = urlparse(url)
-    if parsed.scheme != "s3" or not parsed.netloc:
-        raise ValueError(f"not an s3://bucket/prefix URL: {url!r}")
-    return parsed.netloc, parsed.path.strip("/")
-
-
-def open_s3_store(
-    bucket: str,
-    *,
-    endpoint: str | None = None,
-    region: str | None = None,
-    access_key_id: str | None = None,
-    secret_access_key: str | None = None,
-    session_token: str | None = None,
-    profile: str | None = None,
-    timeout: float = 30.0,
-    connect_timeout: float = 5.0,
-) -> Any:
-    """An obstore ``S3Store`` for ``bucket``: explicit settings, else environment, else profile.
-
-    Raises:
-        ImportError: obstore is not installed (the message says how to get it).
-    """
-    try:
-        from obstore.store import S3Store
-    except ImportError as error:
-        raise ImportError("S3 storage needs obstore: pip install 'stoker[s3]'") from error
-
-    config: dict[str, Any] = {}
-    endpoint = endpoint or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
-    if endpoint:
-        config["endpoint"] = endpoint
-    config["region"] = region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
-    if access_key_id is not None or secret_access_key is not None:
-        config["access_key_id"] = access_key_id or ""
-        config["secret_access_key"] = secret_access_key or ""
-        if session_token:
-            config["session_token"] = session_token
-    credential_provider = None
-    profile = profile or (None if "AWS_ACCESS_KEY_ID" in os.environ or "access_key_id" in config else os.environ.get("AWS_PROFILE"))
-    if profile and "access_key_id" not in config:
-        import boto3
-        from obstore.auth.boto3 import Boto3CredentialProvider
-
-        credential_provider = Boto3CredentialProvider(boto3.Session(profile_name=profile))
-    client_options: dict[str, Any] = {
-        "timeout": timedelta(seconds=timeout),
-        "connect_timeout": timedelta(seconds=connect_timeout),
-        "allow_http": bool(endpoint and endpoint.startswith("http://")),
-    }
-    return S3Store(
-        bucket,
-        config=config,  # type: ignore[arg-type]
-        client_options=client_options,  # type: ignore[arg-type]
-        retry_config={"max_retries": 0, "retry_timeout": timedelta(seconds=timeout)},
-        credential_provider=credential_provider,
-    )
-
-
-def classify_s3_error(error: BaseException) -> ErrorKind:
-    """Missing objects and refused credentials are final; throttling (503 SlowDown) is the server
-    asking us to slow down; other server and network errors are worth a retry."""
-    from obstore import exceptions
-
-    if isinstance(error, (FileNotFoundError, exceptions.NotFoundError, exceptions.PermissionDeniedError, exceptions.UnauthenticatedError,
-                          exceptions.InvalidPathError, exceptions.UnknownConfigurationKeyError, KeyError, ValueError)):
-        return "fatal"
-    text = str(error)
-    if "SlowDown" in text or "TooManyRequests" in text or "429" in text:
-        return "overload"
-    if "403" in text and "Forbidden" in text:
-        return "fatal"
-    return "retry"
 
 
 class S3Storage(RemoteStorage):
@@ -309,13 +226,3 @@ class S3Storage(RemoteStorage):
             return bytes(data)
         result = await obstore.get_async(self.store, self.object_key(self._keys[index]))
         return bytes(await result.bytes_async())
-
-    def read_objects(self, names: Sequence[str]) -> list[bytes | None]:
-        """Raw objects under the prefix by name (None where missing): manifests, shards."""
-        return self.run(_gather_optional(self, names))
-
-
-async def _gather_optional(storage: S3Storage, names: Sequence[str]) -> list[bytes | None]:
-    import asyncio
-
-    return list(await asyncio.gather(*(storage._get_small(name) for name in names)))

@@ -23,7 +23,8 @@ from ._convert import ConversionReport, _progress, convert_storage
 from ._errors import StorageError
 from ._protocol import Storage
 from ._retry import RetryPolicy, call_with_retries
-from ._s3 import OBJECTS_FORMAT, classify_s3_error, open_s3_store, parse_s3_url
+from ._s3 import OBJECTS_FORMAT
+from ._s3_client import classify_s3_error, open_s3_store, parse_s3_url
 
 __all__ = ["upload_to_cassandra", "upload_to_s3"]
 
