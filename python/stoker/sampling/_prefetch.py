@@ -58,6 +58,10 @@ class _Request:
 class OutOfOrderPrefetcher:
     """Batches from an async per-sample ``fetch``, with out-of-order assembly and slow start.
 
+    Out of order, requests outstanding past the patience are also hedged as batches are
+    delivered (they are bypassed, not waited for, so otherwise they would all be waited for at
+    the end of the epoch). Copies are budgeted at one per ten requests.
+
     Args:
         fetch: ``await fetch(key)`` returns the sample's bytes.
         samples: ``(position, key, label)`` in the order to request them (any sequence; slices
@@ -72,6 +76,8 @@ class OutOfOrderPrefetcher:
         hedge: Send stalled requests again when no batch can be requested instead (False: wait,
             as the paper's in-order baseline does).
     """
+
+    HEDGE_BUDGET = 0.1
 
     def __init__(
         self,
@@ -135,9 +141,13 @@ class OutOfOrderPrefetcher:
         request.copies.append(asyncio.ensure_future(self._copy(request)))
 
     def _hedge(self, requests: Sequence[_Request]) -> None:
-        """Send once more every request that has waited past the patience (once each)."""
+        """Send once more every request that has waited past the patience (once each), within a
+        budget of one copy per ten requests, so a server that is slow for everyone is not sent
+        twice the load."""
         deadline = time.monotonic() - self.patience()
         for request in requests:
+            if self.hedged >= self.HEDGE_BUDGET * self.requested_batches * self.batch_size:
+                return
             if not request.result.done() and len(request.copies) == 1 and request.started < deadline:
                 self._send(request)
                 self.hedged += 1
@@ -204,6 +214,10 @@ class OutOfOrderPrefetcher:
                             deadline = loop.time() + self.patience()
                 consumed += 1
                 self.delivered.extend(sample.position for sample in batch)
+                if self.hedge and not self.in_order:
+                    # Out of order, stragglers are bypassed, not waited for: without this they
+                    # would pile up and all be waited for at the end of the epoch.
+                    self._hedge(list(outstanding.values()))
                 # Replace the consumed batch; every ramp_every consumed, one more, up to the cap.
                 target = min(self.max_batches, self.start_batches + consumed // self.ramp_every)
                 self.ramp_level = max(self.ramp_level, target)
