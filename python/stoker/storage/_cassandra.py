@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from ._cassandra_connection import CassandraConnection
+from ._cassandra_connection import READ_PROFILE, CassandraConnection
 from ._errors import StorageError
 from ._remote import RemoteStorage
 from ._retry import ErrorKind, RetryPolicy
@@ -163,10 +163,10 @@ class CassandraStorage(RemoteStorage):
 
     async def _request(self, index: int) -> bytes:
         session, select = next(self._next_route)
-        rows = await await_response(session.execute_async(select, (self._ids[index],)))
+        rows = await await_response(session.execute_async(select, (self._ids[index],), execution_profile=READ_PROFILE))
         if not rows:
             raise StorageError(f"{self.sample_name(index)}: listed in metadata but has no data row")
-        return rows[0].data
+        return rows[0][0]
 
     def close(self) -> None:
         super().close()

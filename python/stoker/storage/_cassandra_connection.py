@@ -19,7 +19,11 @@ from urllib.parse import parse_qs, urlparse
 
 from ._errors import StorageError
 
-__all__ = ["CassandraConnection", "connection_error"]
+__all__ = ["READ_PROFILE", "CassandraConnection", "connection_error"]
+
+# The execution profile of sample reads: rows as plain tuples. The driver's default row factory
+# builds a namedtuple class for every result (about 0.4 ms of CPU per 100 KB row here).
+READ_PROFILE = "stoker-read"
 
 _IDENTIFIER = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,47}$")
 
@@ -132,6 +136,10 @@ class CassandraConnection:
         from cassandra.auth import PlainTextAuthProvider
         from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
         from cassandra.policies import DCAwareRoundRobinPolicy, ExponentialReconnectionPolicy, TokenAwarePolicy
+        from cassandra.query import tuple_factory
+
+        def balancing() -> Any:
+            return TokenAwarePolicy(DCAwareRoundRobinPolicy())
 
         auth = PlainTextAuthProvider(self.username, self.password or "") if self.username else None
         cluster = Cluster(
@@ -142,12 +150,15 @@ class CassandraConnection:
             connect_timeout=self.connect_timeout,
             executor_threads=executor_threads,
             reconnection_policy=ExponentialReconnectionPolicy(0.2, 5.0),
-            protocol_version=5,
-            # Token-aware: each read goes straight to a replica of its row.
+            # Protocol v4: v5 wraps frames in checksummed segments that the Python driver
+            # decodes in pure Python, a measurable share of the CPU per row.
+            protocol_version=4,
             execution_profiles={
-                EXEC_PROFILE_DEFAULT: ExecutionProfile(
-                    load_balancing_policy=TokenAwarePolicy(DCAwareRoundRobinPolicy()), request_timeout=self.request_timeout
-                )
+                # Token-aware: each read goes straight to a replica of its row.
+                EXEC_PROFILE_DEFAULT: ExecutionProfile(load_balancing_policy=balancing(), request_timeout=self.request_timeout),
+                READ_PROFILE: ExecutionProfile(
+                    load_balancing_policy=balancing(), request_timeout=self.request_timeout, row_factory=tuple_factory
+                ),
             },
         )
         try:
