@@ -83,8 +83,7 @@ def _parse_balance(text: str) -> str | dict[str, float]:
 
 def _split(arguments: argparse.Namespace) -> int:
     from .sampling import k_folds, split_samples, write_splits
-    from .storage import read_metadata_csv
-    from .storage._cassandra import read_metadata_table
+    from .storage import read_metadata_csv, read_metadata_table
 
     groups = None
     if arguments.source.startswith(("cassandra://", "scylla://", "scylladb://")):

@@ -131,3 +131,25 @@ def test_the_local_cache_serves_the_second_read(s3_server: S3Server, bucket: str
         assert storage.read_many(source.keys) == first == source.read_many(source.keys)
         assert storage.stats()["requests"] == requests == len(source)
         assert storage.stats()["cache_hits"] == len(source)
+
+
+@pytest.mark.parametrize(
+    "manifest, message",
+    [
+        (b"{not json", "dataset.json: not a stoker manifest"),
+        (b'{"format": "stoker.objects"}', "dataset.json: not a stoker manifest"),
+        (b'{"format": "stoker.parquet"}', "unknown format 'stoker.parquet'"),
+        (b'{"format": "stoker.shards", "shards": [{"name": "gone.tar"}]}', "shard gone.tar has no index gone.tar.idx"),
+    ],
+)
+def test_a_malformed_dataset_is_named(s3_server: S3Server, bucket: str, manifest: bytes, message: str) -> None:
+    s3_server.client().put_object(Bucket=bucket, Key="bad/dataset.json", Body=manifest)
+    with pytest.raises(StorageError, match=message):
+        S3Storage(f"s3://{bucket}/bad", **s3_server.options())
+
+
+def test_a_corrupt_shard_index_is_named(s3_server: S3Server, bucket: str) -> None:
+    upload_to_s3(dataset(20), f"s3://{bucket}/d", to="shards", progress=False, **s3_server.options())
+    s3_server.client().put_object(Bucket=bucket, Key="d/shard-000000.tar.idx", Body=b'{"format": "stoker.tar-index", "version": 1}')
+    with pytest.raises(StorageError, match=r"shard-000000\.tar\.idx: not a valid index"):
+        S3Storage(f"s3://{bucket}/d", **s3_server.options())

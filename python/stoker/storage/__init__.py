@@ -10,7 +10,7 @@ Network backends share `RemoteStorage`: retries (`RetryPolicy`), a local `Sample
 per-sample `fetch` for out-of-order prefetch.
 """
 
-from ._cassandra import CassandraStorage, sample_id
+from ._cassandra import CassandraStorage, read_metadata_table, sample_id
 from ._cassandra_connection import CassandraConnection
 from ._disk_cache import SampleCache
 from ._remote import RemoteStorage
@@ -70,6 +70,7 @@ __all__ = [
     "open_storage",
     "parse_datum",
     "read_metadata_csv",
+    "read_metadata_table",
     "sample_id",
     "shard_key",
     "storage_format",

@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from ._cassandra_connection import READ_PROFILE, CassandraConnection
+from ._cassandra_connection import READ_PROFILE, CassandraConnection, check_identifier
 from ._errors import StorageError
 from ._remote import RemoteStorage
 from ._retry import ErrorKind, RetryPolicy
@@ -124,7 +124,7 @@ class CassandraStorage(RemoteStorage):
                 sessions.append(session)
             self._session = sessions[0]
             self._open(keys)
-            self._routes = [(session, session.prepare(self._select.query_string)) for session in sessions]
+            self._routes = [(self._session, self._select)] + [(session, session.prepare(self._select.query_string)) for session in sessions[1:]]
             self._next_route = itertools.cycle(self._routes)
         except BaseException:
             self.close()
@@ -183,11 +183,9 @@ def read_metadata_table(connection: str | CassandraConnection, columns: Sequence
     """
     from cassandra import InvalidRequest
 
-    from ._cassandra_connection import _identifier
-
     if isinstance(connection, str):
         connection = CassandraConnection.from_url(connection)
-    wanted = [_identifier(column, "column") for column in columns]
+    wanted = [check_identifier(column, "column") for column in columns]
     cluster, session = connection.connect()
     try:
         table = f"{connection.keyspace}.{connection.metadata_table}"

@@ -19,7 +19,7 @@ from urllib.parse import parse_qs, urlparse
 
 from ._errors import StorageError
 
-__all__ = ["READ_PROFILE", "CassandraConnection", "connection_error"]
+__all__ = ["READ_PROFILE", "CassandraConnection", "check_identifier", "connection_error"]
 
 # The execution profile of sample reads: rows as plain tuples. The driver's default row factory
 # builds a namedtuple class for every result (about 0.4 ms of CPU per 100 KB row here).
@@ -28,9 +28,9 @@ READ_PROFILE = "stoker-read"
 _IDENTIFIER = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,47}$")
 
 
-def _identifier(value: str, what: str) -> str:
-    # Keyspace and table names go into CQL text (they cannot be bound parameters): allow plain
-    # identifiers only.
+def check_identifier(value: str, what: str) -> str:
+    """``value`` if it is a plain CQL identifier (keyspace, table and column names go into CQL
+    text, where they cannot be bound parameters), else ValueError naming ``what``."""
     if not _IDENTIFIER.match(value):
         raise ValueError(f"{what} {value!r} is not a plain CQL identifier (letters, digits, _)")
     return value
@@ -68,9 +68,9 @@ class CassandraConnection:
     request_timeout: float = 20.0
 
     def __post_init__(self) -> None:
-        _identifier(self.keyspace, "keyspace")
-        _identifier(self.data_table, "data table")
-        _identifier(self.metadata_table, "metadata table")
+        check_identifier(self.keyspace, "keyspace")
+        check_identifier(self.data_table, "data table")
+        check_identifier(self.metadata_table, "metadata table")
         if self.username is None:
             self.username = os.environ.get("STOKER_CASSANDRA_USERNAME")
         if self.password is None:

@@ -22,10 +22,10 @@ logged or shown: `describe` names the bucket and prefix only.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from pathlib import PurePosixPath
-from typing import Any
 
 from ._disk_cache import SampleCache
 from ._errors import StorageError
@@ -33,6 +33,7 @@ from ._files import IMAGE_EXTENSIONS
 from ._remote import RemoteStorage
 from ._retry import ErrorKind, RetryPolicy, call_with_retries, first_line
 from ._s3_client import classify_s3_error, open_s3_store, parse_s3_url
+from ._tar import default_payload
 from ._tar_index import ShardIndex, parse_index
 
 __all__ = ["OBJECTS_FORMAT", "S3Storage"]
@@ -149,31 +150,35 @@ class S3Storage(RemoteStorage):
         try:
             manifest = json.loads(manifest_bytes)
             kind = manifest["format"]
-        except (ValueError, KeyError, TypeError) as error:
-            raise StorageError(f"{self.url}/dataset.json: not a stoker manifest ({error})") from error
-        self.classes = manifest.get("classes")
-        if kind == OBJECTS_FORMAT:
-            self._keys = [sample[0] for sample in manifest["samples"]]
-            self._labels = [sample[1] for sample in manifest["samples"]]
-        elif kind == SHARDS_FORMAT:
-            await self._open_shards(manifest)
-        else:
-            raise StorageError(f"{self.url}/dataset.json: unknown format {kind!r}")
+            self.classes = manifest.get("classes")
+            if kind == OBJECTS_FORMAT:
+                self._keys = [str(sample[0]) for sample in manifest["samples"]]
+                self._labels = [sample[1] for sample in manifest["samples"]]
+            elif kind == SHARDS_FORMAT:
+                names = [shard["name"] for shard in manifest["shards"]]
+            else:
+                raise StorageError(f"{self.url}/dataset.json: unknown format {kind!r}")
+        except (ValueError, KeyError, TypeError, IndexError, AttributeError) as error:
+            raise StorageError(f"{self.url}/dataset.json: not a stoker manifest ({type(error).__name__}: {error})") from error
+        if kind == SHARDS_FORMAT:
+            await self._open_shards(names)
 
-    async def _open_shards(self, manifest: dict[str, Any]) -> None:
-        import asyncio
-
-        names = [shard["name"] for shard in manifest["shards"]]
+    async def _open_shards(self, names: list[str]) -> None:
         indexes = await asyncio.gather(*(self._get_small(name + ".idx") for name in names))
         keys: list[str] = []
         labels: list[int | None] = []
+        seen: dict[str, str] = {}
         for number, (name, data) in enumerate(zip(names, indexes)):
             if data is None:
                 raise StorageError(f"{self.url}: shard {name} has no index {name}.idx")
             try:
                 index = parse_index(json.loads(data), PurePosixPath(name), f"{self.url}/{name}.idx")  # type: ignore[arg-type]
-            except ValueError as error:
-                raise StorageError(f"{self.url}/{name}.idx: not a valid index ({error})") from error
+            except (ValueError, KeyError, TypeError, IndexError) as error:
+                raise StorageError(f"{self.url}/{name}.idx: not a valid index ({type(error).__name__}: {error})") from error
+            for key in index.keys:
+                if key in seen:
+                    raise StorageError(f"{self.url}: key {key!r} is in both {seen[key]} and {name}")
+                seen[key] = name
             self.shards.append(index)
             keys.extend(index.keys)
             labels.extend(index.labels)
@@ -181,10 +186,7 @@ class S3Storage(RemoteStorage):
         self._keys, self._labels = keys, labels
         self.layout = "shards"
         if self.payload is None:
-            present = self.shards[0].members[0] if self.shards and self.shards[0].members else {"jpg": (0, 0)}
-            from ._tar import PAYLOAD_PREFERENCE
-
-            self.payload = next((extension for extension in PAYLOAD_PREFERENCE if extension in present), next(iter(present)))
+            self.payload = default_payload(self.shards)
 
     async def _open_listing(self) -> None:
         import obstore

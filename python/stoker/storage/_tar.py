@@ -22,12 +22,25 @@ from ._errors import CorruptSampleError, ShardError, StorageError
 from ._protocol import OnError, Storage
 from ._tar_index import LABEL_EXTENSIONS, ShardIndex, build_index, index_path, load_index, write_index
 
-__all__ = ["DATASET_FORMAT", "TarShardStorage"]
+__all__ = ["DATASET_FORMAT", "TarShardStorage", "default_payload"]
 
 _logger = logging.getLogger("stoker.storage")
 
 DATASET_FORMAT = "stoker.shards"
 PAYLOAD_PREFERENCE = ("jpg", "jpeg", "png", "webp", "ppm", "bmp", "tif", "tiff", "npy", "bin", "txt", "json")
+
+
+def default_payload(shards: Sequence[ShardIndex]) -> str:
+    """The member a read returns when none is named: the first of `PAYLOAD_PREFERENCE` in the
+    first sample, else its first member that is not a label (``"jpg"`` for no samples)."""
+    if not shards or not shards[0].members:
+        return "jpg"
+    present = shards[0].members[0]
+    for extension in PAYLOAD_PREFERENCE:
+        if extension in present:
+            return extension
+    others = [extension for extension in present if extension not in LABEL_EXTENSIONS]
+    return others[0] if others else next(iter(present))
 
 
 def _shard_paths(source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> tuple[list[Path], dict | None]:
@@ -126,14 +139,7 @@ class TarShardStorage(Storage):
         return index
 
     def _default_payload(self) -> str:
-        if not self.shards or not self.shards[0].members:
-            return "jpg"
-        present = self.shards[0].members[0]
-        for extension in PAYLOAD_PREFERENCE:
-            if extension in present:
-                return extension
-        others = [extension for extension in present if extension not in LABEL_EXTENSIONS]
-        return others[0] if others else next(iter(present))
+        return default_payload(self.shards)
 
     def describe(self) -> str:
         return f"tar shards {self.source}"

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ._cassandra import await_response, classify_cassandra_error, sample_id
-from ._cassandra_connection import CassandraConnection, _identifier
+from ._cassandra_connection import CassandraConnection, check_identifier
 from ._convert import ConversionReport, _progress, convert_storage
 from ._errors import StorageError
 from ._protocol import Storage
@@ -137,7 +137,7 @@ def upload_to_s3(
 
         async def one(path: Path) -> None:
             if done.get(path.name) != path.stat().st_size:
-                await put(path.name, path.read_bytes())
+                await put(path.name, path)  # streamed from the file (multipart), never read whole
 
         await _bounded(max(1, min(concurrency, 8)), files, one)
         await put("dataset.json", (folder / "dataset.json").read_bytes())
@@ -197,7 +197,7 @@ def upload_to_cassandra(
     policy = retry or RetryPolicy()
     columns = sorted({column for row in (metadata or {}).values() for column in row})
     for column in columns:
-        _identifier(column, "metadata column")
+        check_identifier(column, "metadata column")
         if column in ("id", "key", "label"):
             raise ValueError(f"metadata column {column!r} clashes with the metadata table's own columns")
     cluster, session = connection.connect()
