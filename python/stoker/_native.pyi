@@ -22,6 +22,8 @@ class ImageTransform:
 
     Exactly one of resize_shorter/resize may be given; center_crop and random_resized_crop
     are exclusive, and random_resized_crop takes no resize. mean/std apply to float dtypes.
+    An image whose header declares more than max_pixels pixels (default: Pillow's limit,
+    89,478,485) is refused before any pixel memory is allocated.
     """
 
     def __init__(
@@ -40,7 +42,10 @@ class ImageTransform:
         dtype: str = "uint8",
         mean: Sequence[float] | None = None,
         std: Sequence[float] | None = None,
+        max_pixels: int = 89478485,
     ) -> None: ...
+    @property
+    def max_pixels(self) -> int: ...
     @property
     def output_size(self) -> tuple[int, int] | None: ...
     @property

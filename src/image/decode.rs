@@ -54,12 +54,12 @@ pub struct Header {
     pub orientation: u8,
 }
 
-fn check_size(width: usize, height: usize) -> ImageResult<()> {
+fn check_size(width: usize, height: usize, limit: u64) -> ImageResult<()> {
     if width == 0 || height == 0 {
         return Err(ImageError::Transform(format!("image has zero size {width}x{height}")));
     }
-    if (width as u64) * (height as u64) > MAX_PIXELS {
-        return Err(ImageError::TooLarge { width: width as u64, height: height as u64 });
+    if (width as u64) * (height as u64) > limit {
+        return Err(ImageError::TooLarge { width: width as u64, height: height as u64, limit });
     }
     Ok(())
 }
@@ -82,7 +82,7 @@ fn zune_options(gray: bool) -> DecoderOptions {
 }
 
 /// Read the header: format, upright size and EXIF orientation, without decoding pixels.
-pub fn read_header(data: &[u8]) -> ImageResult<Header> {
+pub fn read_header(data: &[u8], max_pixels: u64) -> ImageResult<Header> {
     let format = sniff(data)?;
     let (width, height, orientation) = match format {
         Format::Jpeg => {
@@ -98,7 +98,7 @@ pub fn read_header(data: &[u8]) -> ImageResult<Header> {
             (info.width as usize, info.height as usize, 1)
         }
     };
-    check_size(width, height)?;
+    check_size(width, height, max_pixels)?;
     let (width, height) = if orientation::swaps_axes(orientation) { (height, width) } else { (width, height) };
     Ok(Header { format, width, height, orientation })
 }
@@ -107,7 +107,7 @@ pub fn read_header(data: &[u8]) -> ImageResult<Header> {
 /// that many times smaller per side through DCT scaling; other formats ignore it (check the
 /// returned size).
 pub fn decode(data: &[u8], gray: bool, shrink: usize) -> ImageResult<Decoded> {
-    decode_with_header(data, &read_header(data)?, gray, shrink, Vec::new())
+    decode_with_header(data, &read_header(data, MAX_PIXELS)?, gray, shrink, Vec::new())
 }
 
 /// `decode` for a caller that already read the header, reusing `buffer`'s allocation for the
@@ -140,7 +140,7 @@ fn decode_jpeg(data: &[u8], gray: bool, mut pixels: Vec<u8>) -> ImageResult<Raw>
     let mut decoder = JpegDecoder::new_with_options(data, zune_options(gray));
     decoder.decode_headers().map_err(jpeg_error)?;
     let (width, height) = decoder.dimensions().ok_or_else(|| jpeg_error("no frame header"))?;
-    check_size(width, height)?;
+    check_size(width, height, MAX_PIXELS)?;
     let size = decoder.output_buffer_size().ok_or_else(|| jpeg_error("no output size"))?;
     // A grayscale JPEG stays one channel whatever colourspace was asked for.
     let channels = size / (width * height);
@@ -161,7 +161,7 @@ fn decode_jpeg_scaled(data: &[u8], gray: bool, shrink: usize) -> ImageResult<Raw
     let mut decoder = jpeg_decoder::Decoder::new(data);
     decoder.read_info().map_err(jpeg_error)?;
     let info = decoder.info().ok_or_else(|| jpeg_error("no frame header"))?;
-    check_size(info.width as usize, info.height as usize)?;
+    check_size(info.width as usize, info.height as usize, MAX_PIXELS)?;
     let wanted_width = (info.width as usize).div_ceil(shrink) as u16;
     let wanted_height = (info.height as usize).div_ceil(shrink) as u16;
     let (width, height) = decoder.scale(wanted_width, wanted_height).map_err(jpeg_error)?;
@@ -211,7 +211,7 @@ fn decode_png(data: &[u8], gray: bool) -> ImageResult<Raw> {
     decoder.set_transformations(png::Transformations::EXPAND | png::Transformations::STRIP_16);
     let mut reader = decoder.read_info().map_err(png_error)?;
     let (width, height) = (reader.info().width as usize, reader.info().height as usize);
-    check_size(width, height)?;
+    check_size(width, height, MAX_PIXELS)?;
     let size = reader.output_buffer_size().ok_or_else(|| png_error("image too large for memory"))?;
     let mut buffer = vec![0u8; size];
     let frame = reader.next_frame(&mut buffer).map_err(png_error)?;

@@ -12,8 +12,8 @@ pub enum ImageError {
     UnknownFormat,
     /// The codec rejected the data (truncated, corrupt, unsupported variant).
     Corrupt { format: &'static str, detail: String },
-    /// Dimensions beyond what we decode (guards memory).
-    TooLarge { width: u64, height: u64 },
+    /// Dimensions beyond what we decode (guards memory): the image's and the limit in force.
+    TooLarge { width: u64, height: u64, limit: u64 },
     /// The transform cannot apply to this image (e.g. zero-sized output).
     Transform(String),
 }
@@ -24,9 +24,12 @@ impl fmt::Display for ImageError {
             ImageError::Empty => write!(formatter, "empty input (0 bytes)"),
             ImageError::UnknownFormat => write!(formatter, "not a JPEG or PNG image (unknown signature)"),
             ImageError::Corrupt { format, detail } => write!(formatter, "corrupt {format}: {detail}"),
-            ImageError::TooLarge { width, height } => {
-                write!(formatter, "image of {width}x{height} pixels is larger than the {MAX_PIXELS} pixel limit")
-            }
+            ImageError::TooLarge { width, height, limit } => write!(
+                formatter,
+                "image of {width}x{height} = {} pixels is over the limit of {limit} pixels (a decompression bomb, or \
+                 raise ImageTransform(max_pixels=...))",
+                width * height
+            ),
             ImageError::Transform(detail) => write!(formatter, "cannot transform: {detail}"),
         }
     }
@@ -34,7 +37,11 @@ impl fmt::Display for ImageError {
 
 impl std::error::Error for ImageError {}
 
-/// Largest image we decode: 2^28 pixels (16384 x 16384), 768 MiB as RGB.
+/// Largest image we ever decode: 2^28 pixels (16384 x 16384), 768 MiB as RGB.
 pub const MAX_PIXELS: u64 = 1 << 28;
+
+/// The default limit, Pillow's `Image.MAX_IMAGE_PIXELS` (1024 * 1024 * 1024 // 4 // 3): about
+/// 89.5 M pixels, 256 MiB as RGB.
+pub const DEFAULT_MAX_PIXELS: u64 = 89_478_485;
 
 pub type ImageResult<T> = Result<T, ImageError>;

@@ -27,7 +27,7 @@ fn dct_shrink(plan: &Plan) -> usize {
 
 /// Size of the output for `data` under `spec`: (width, height, channels).
 pub fn output_shape(data: &[u8], spec: &TransformSpec, seed: u64) -> ImageResult<(usize, usize, usize)> {
-    let header = decode::read_header(data)?;
+    let header = decode::read_header(data, spec.max_pixels)?;
     let plan = geometry::plan(spec, header.width, header.height, seed)?;
     Ok((plan.out_width, plan.out_height, if spec.gray { 1 } else { 3 }))
 }
@@ -43,7 +43,7 @@ pub fn transform_into(
     expected_size: Option<(usize, usize)>,
     slot: &mut Slot<'_>,
 ) -> ImageResult<(usize, usize)> {
-    let header = decode::read_header(data)?;
+    let header = decode::read_header(data, spec.max_pixels)?;
     let plan = geometry::plan(spec, header.width, header.height, seed)?;
     let channels = if spec.gray { 1 } else { 3 };
     if let Some((width, height)) = expected_size {

@@ -9,6 +9,7 @@ use pyo3::pybacked::PyBackedBytes;
 use half::f16;
 
 use crate::image::batch::{self, BatchBuffer, FailurePolicy};
+use crate::image::error::DEFAULT_MAX_PIXELS;
 use crate::image::geometry::{Crop, TransformSpec};
 use crate::image::output::{Layout, OutputSpec, Slot};
 use crate::image::transform;
@@ -50,7 +51,7 @@ impl ImageTransform {
     #[pyo3(signature = (
         *, resize_shorter=None, resize=None, center_crop=None, random_resized_crop=None,
         scale=(0.08, 1.0), ratio=(3.0 / 4.0, 4.0 / 3.0), flip_probability=0.0, grayscale=false,
-        dct_scaling=false, layout="HWC", dtype="uint8", mean=None, std=None
+        dct_scaling=false, layout="HWC", dtype="uint8", mean=None, std=None, max_pixels=DEFAULT_MAX_PIXELS
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -67,6 +68,7 @@ impl ImageTransform {
         dtype: &str,
         mean: Option<Vec<f32>>,
         std: Option<Vec<f32>>,
+        max_pixels: u64,
     ) -> PyResult<Self> {
         let crop = match (pair(center_crop), pair(random_resized_crop)) {
             (Some(_), Some(_)) => return Err(PyValueError::new_err("center_crop and random_resized_crop are exclusive")),
@@ -81,6 +83,7 @@ impl ImageTransform {
             flip_probability,
             gray: grayscale,
             dct_scaling,
+            max_pixels,
         };
         spec.validate().map_err(|error| PyValueError::new_err(error.to_string()))?;
         let layout = match layout {
@@ -116,6 +119,12 @@ impl ImageTransform {
             return Err(PyValueError::new_err(format!("std must be finite and non-zero, got {std:?}")));
         }
         Ok(ImageTransform { spec, output: OutputSpec { layout, mean, std }, dtype })
+    }
+
+    /// The largest image (width x height) this transform decodes.
+    #[getter]
+    fn max_pixels(&self) -> u64 {
+        self.spec.max_pixels
     }
 
     /// The (height, width) every output has, or None when it depends on the image.

@@ -19,7 +19,7 @@ def test_batches_reach_the_cpu_device_intact() -> None:
     images = {f"k{index}": jpeg(64, 48, seed=index) for index in range(10)}
     images["k3"] = b"broken"
     storage = MemoryStorage(images, {key: index for index, key in enumerate(images)})
-    loader = Loader(storage, batch_size=4, transform=ImageTransform(resize=(16, 16), layout="CHW", dtype="float32"), shuffle=False, in_order=True)
+    loader = Loader(storage, batch_size=4, transform=ImageTransform(resize=(16, 16), layout="CHW", dtype="float32"), shuffle=False, in_order=True, on_error="zero")
     moved = list(to_device(loader, "cpu"))
     assert [batch.host.index for batch in moved] == [0, 1, 2]
     for batch in moved:
@@ -27,6 +27,7 @@ def test_batches_reach_the_cpu_device_intact() -> None:
         assert torch.equal(batch.labels, torch.from_numpy(batch.host.labels))
         assert np.array_equal(batch.data.numpy(), batch.host.data)
     assert moved[0].valid.tolist() == [True, True, True, False]
+    assert [(failure.key, failure.stage, failure.action) for failure in loader.failures] == [("k3", "decode", "zero-filled")]
 
 
 def test_pinned_allocator_falls_back_to_numpy_without_cuda() -> None:

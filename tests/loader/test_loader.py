@@ -20,10 +20,10 @@ from stoker.storage import FileStorage, MemoryStorage, TarShardStorage, convert_
 class SlowStorage(MemoryStorage):
     """Reads of some keys stall, so batches complete out of order."""
 
-    def _read_indices(self, indices, on_error):  # type: ignore[no-untyped-def]
+    def _read_indices(self, indices):  # type: ignore[no-untyped-def]
         if any(int(self.keys[index][1:]) % 17 == 0 for index in indices):
             time.sleep(0.01)
-        return super()._read_indices(indices, on_error)
+        return super()._read_indices(indices)
 
 
 def storage(count: int = 203) -> MemoryStorage:
@@ -104,7 +104,7 @@ def test_images_from_shards_with_a_corrupt_sample(tmp_path: Path) -> None:
     with FileStorage(folder) as source:
         convert_storage(source, tmp_path / "shards", progress=False)
     transform = ImageTransform(resize_shorter=40, center_crop=(32, 32), layout="CHW", dtype="float32", mean=[0.5] * 3, std=[0.25] * 3)
-    loader = Loader(TarShardStorage(tmp_path / "shards"), batch_size=6, transform=transform, seed=1)
+    loader = Loader(TarShardStorage(tmp_path / "shards"), batch_size=6, transform=transform, seed=1, on_error="zero", max_bad_samples=1)
     seen = {}
     for batch in loader:
         assert batch.data.shape[1:] == (3, 32, 32) and batch.data.dtype == np.float32
@@ -114,6 +114,7 @@ def test_images_from_shards_with_a_corrupt_sample(tmp_path: Path) -> None:
             if not valid:
                 assert not image.any()
     assert len(seen) == 20 and [key for key, valid in seen.items() if not valid] == ["c1/007"]
+    assert [(failure.key, failure.stage) for failure in loader.failures] == [("c1/007", "decode")]
 
 
 def test_buffers_held_by_the_loop_are_never_overwritten(tmp_path: Path) -> None:

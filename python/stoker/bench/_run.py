@@ -15,7 +15,6 @@ from ..loader import Loader
 from ..observe import DataWaitMeter, diagnose
 from ..ops import ImageTransform
 from ..storage import Storage
-from ..storage._protocol import OnError
 from ._memory import PeakMemory
 
 __all__ = ["LatencyStorage", "RunResult", "run_loader"]
@@ -33,11 +32,11 @@ class LatencyStorage(Storage):
         self.bytes_read = 0
         self._count_lock = threading.Lock()
 
-    def _read_indices(self, indices: Sequence[int], on_error: OnError) -> list[bytes | None]:
+    def _read_indices(self, indices: Sequence[int]) -> list[bytes | Exception]:
         time.sleep(self.latency_seconds)
-        data = self.inner.read_indices(indices, on_error=on_error)
+        data = self.inner.try_read_indices(indices)
         with self._count_lock:
-            self.bytes_read += sum(len(item) for item in data if item is not None)
+            self.bytes_read += sum(len(item) for item in data if isinstance(item, bytes))
         return data
 
     def describe(self) -> str:

@@ -2,7 +2,8 @@
 
 from ._batch import Batch
 from ._buffers import BufferPool
+from ._failures import BadSample, SampleError, TooManyBadSamplesError
 from ._loader import Loader
 from ._tokens import TokenLoader
 
-__all__ = ["Batch", "BufferPool", "Loader", "TokenLoader"]
+__all__ = ["BadSample", "Batch", "BufferPool", "Loader", "SampleError", "TokenLoader", "TooManyBadSamplesError"]

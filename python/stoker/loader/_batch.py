@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -18,11 +18,14 @@ class Batch:
         data: The samples: an array ``(n, ...)`` when the loader decodes images, else a list.
         labels: int64 labels, -1 where a sample has none.
         keys: The samples' keys in the storage.
-        valid: False where a sample failed to read or decode (its slot is zero-filled) or only
-            pads this rank to an equal count; mask these out of the loss.
+        valid: False where a sample failed to read or decode and was zero-filled
+            (``on_error="zero"``), or only pads this rank to an equal count; mask these out of
+            the loss.
         padding: True where a sample only pads this rank.
         positions: The samples' positions in the epoch's order (what resume bookkeeping uses).
         index: The batch's number in this rank's epoch.
+        replaced: True where a bad sample was replaced by another (``on_error="skip"``); the
+            slot's key and label are the replacement's, its position the bad sample's.
     """
 
     data: Any
@@ -32,6 +35,7 @@ class Batch:
     padding: np.ndarray
     positions: np.ndarray
     index: int
+    replaced: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
 
     def __len__(self) -> int:
         return len(self.keys)

@@ -7,6 +7,11 @@ out of order (``in_order=False``, the default: a slow read never stalls the othe
 keeps its key, label and epoch position, and the loader records what it *delivered*, so
 `state_dict` resumes with nothing lost or repeated even when it stops with batches in flight.
 
+Bad samples are never silent (see `_failures`): each is retried by the storage where that makes
+sense, then raised, replaced or zero-filled as ``on_error`` says, and always listed in
+`Loader.failures`. An unreachable store is retried up to its deadline and then raised as
+`StorageUnavailableError`; the samples it did not read are not recorded as delivered.
+
 Network storage (``storage.is_remote``) goes further: the source is an `OutOfOrderPrefetcher`
 that keeps ``fetch_concurrency`` batches of per-sample requests in flight, ramping up from one
 (slow start), and fills each batch with whichever samples arrive first, so one slow request
@@ -15,20 +20,32 @@ delays one sample, not a batch.
 
 from __future__ import annotations
 
+import dataclasses
+import logging
+import math
 import os
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from ..ops.image import ImageTransform, allocate_batch, decode_batch
-from ..pipeline import Pipeline, PipelineBuilder, PipelineStats
+from ..pipeline import Pipeline, PipelineBuilder, PipelineFailureError, PipelineStats
 from ..sampling import FetchedSample, OutOfOrderPrefetcher, Sampler
-from ..storage import Storage
+from ..storage import Storage, StorageUnavailableError
 from ._batch import Batch
 from ._buffers import BufferPool
+from ._failures import BadSample, FailureLog, OnError, SampleError, TooManyBadSamplesError
 
 __all__ = ["Loader"]
+
+_logger = logging.getLogger("stoker.loader")
+# Seconds the loader waits for ops still running when the loop stops early (break, an error,
+# Ctrl-C): a read stuck in a storage call must not hold up the training script.
+_QUICK_STOP = 0.4
+# Replacement samples tried for one bad sample under on_error="skip".
+_REPLACEMENT_TRIES = 16
 
 
 class _BatchPlan(NamedTuple):
@@ -82,14 +99,36 @@ class Loader:
             requested (at the cap, in order, at the end of an epoch); False waits for them.
         decode_concurrency: Batches being decoded at once (default: the number of cores).
         prefetch: Finished batches kept ready ahead of the training loop.
-        max_failures: Batches a stage may fail on before the epoch stops with an error (a failed
-            sample inside a batch is not a batch failure: it is zeroed and marked invalid).
+        on_error: What to do with a sample that cannot be read or decoded (missing, corrupt,
+            failing its checksum, over the pixel limit, the ``decode`` function raising):
+            ``"raise"`` (default) stops with `SampleError` naming it; ``"skip"`` puts another
+            sample in its slot, drawn from (seed, epoch, position) so a resumed run makes the
+            same choice (``batch.replaced`` marks it); ``"zero"`` zero-fills the slot and marks
+            it invalid. Every bad sample is listed in `failures`, counted in `stats`, and summed
+            up in one warning per epoch. An unreachable store is not a bad sample: it is retried
+            to the storage's deadline, then `StorageUnavailableError` is raised.
+        max_bad_samples: With ``"skip"`` or ``"zero"``: bad samples allowed per epoch, as a
+            count, or as a fraction (below 1.0) of this rank's epoch, rounded up; past it the epoch stops
+            with `TooManyBadSamplesError`. None: no limit.
+        quarantine: A file to append every bad sample to (JSON lines: key, stage, reason,
+            epoch, position, action), to fix or drop them later.
+        max_failures: Batches a stage may fail on (an error outside any one sample) before the
+            epoch stops with an error.
         pin_memory: Decode into page-locked host buffers when CUDA is available (``"auto"`` and
             True; False never pins), for asynchronous copies with `stoker.device.to_device`.
         stats_interval: Seconds between the timeline samples of each epoch's stats.
 
+    Attributes:
+        failures: Every bad sample met so far, oldest first (`BadSample`: key, stage, reason,
+            epoch, position, action; the first 10,000 are kept, `failure_count` counts all).
+
+    Iterating a Loader gives the rest of the current epoch; once an epoch is finished, the next
+    iteration starts the next epoch (as if ``set_epoch(epoch + 1)`` had been called). One
+    iteration at a time: a second concurrent one raises `RuntimeError`. `state_dict` may be
+    called from any thread at any moment.
+
     Raises:
-        ValueError: Bad sizes.
+        ValueError: Bad sizes or policy.
     """
 
     def __init__(
@@ -113,6 +152,9 @@ class Loader:
         hedge: bool = True,
         decode_concurrency: int | None = None,
         prefetch: int = 2,
+        on_error: OnError = "raise",
+        max_bad_samples: int | float | None = 0.01,
+        quarantine: str | os.PathLike[str] | None = None,
         max_failures: int | None = 0,
         pin_memory: bool | str = "auto",
         stats_interval: float = 0.25,
@@ -121,6 +163,13 @@ class Loader:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
         if transform is not None and decode is not None:
             raise ValueError("give transform or decode, not both")
+        if on_error not in ("raise", "skip", "zero"):
+            raise ValueError(f'on_error must be "raise", "skip" or "zero", got {on_error!r}')
+        if max_bad_samples is not None and (max_bad_samples < 0 or (isinstance(max_bad_samples, float) and max_bad_samples >= 1.0)):
+            raise ValueError(f"max_bad_samples must be a count >= 0 or a fraction below 1.0, got {max_bad_samples!r}")
+        self.on_error: OnError = on_error
+        self.max_bad_samples = max_bad_samples
+        self._failure_log = FailureLog(quarantine)
         self.storage = storage
         self.batch_size = batch_size
         self.transform = transform
@@ -156,6 +205,20 @@ class Loader:
             self._pool = BufferPool(allocate, capacity=self.decode_concurrency + prefetch + 4)
         self._pipeline: Pipeline[Any] | None = None
         self._last_stats: PipelineStats | None = None
+        self._iteration_lock = threading.Lock()
+        self._iterating: str | None = None  # the thread iterating now
+        self._fatal: BaseException | None = None  # what stops the running epoch
+        self._bad_sample_budget: int | None = None
+
+    @property
+    def failures(self) -> list[BadSample]:
+        """Every bad sample met so far (see the class notes)."""
+        return list(self._failure_log.failures)
+
+    @property
+    def failure_count(self) -> int:
+        """How many bad samples were met so far, in all epochs."""
+        return self._failure_log.count
 
     # ---- epochs and resume ----------------------------------------------------------------
 
@@ -202,10 +265,35 @@ class Loader:
 
     # ---- the pipeline ---------------------------------------------------------------------
 
-    def _fetch(self, job: tuple[int, _BatchPlan]) -> tuple[int, _BatchPlan, list[str], list[bytes | None]]:
+    def _fetch(self, job: tuple[int, _BatchPlan]) -> tuple[int, _BatchPlan, list[str], list[bytes | Exception]]:
         number, plan = job
         indices = plan.indices.tolist()
-        return number, plan, [self._keys[index] for index in indices], self.storage.read_indices(indices, on_error="skip")
+        payloads = self.storage.try_read_indices(indices)
+        self._raise_if_unavailable(payloads)
+        return number, plan, [self._keys[index] for index in indices], payloads
+
+    def _raise_if_unavailable(self, payloads: Sequence[object]) -> None:
+        """An unreachable store stops the epoch with one error naming every sample it failed."""
+        outages = [payload for payload in payloads if isinstance(payload, StorageUnavailableError)]
+        if not outages:
+            return
+        first = outages[0]
+        samples = tuple(name for outage in outages for name in outage.samples)
+        error = StorageUnavailableError(
+            f"{first.store or self.storage.describe()} is unavailable: {len(outages)} sample(s) of a batch could not be read "
+            f"within the retry deadline (nothing of that batch was delivered; a resume reads them again), e.g. {first}",
+            store=first.store,
+            samples=samples,
+            seconds=max(outage.seconds for outage in outages),
+        )
+        error.__cause__ = first
+        self._stop_with(error)
+        raise error
+
+    def _stop_with(self, error: BaseException) -> None:
+        """Remember the first error that ends the epoch; the training loop gets it next."""
+        if self._fatal is None:
+            self._fatal = error
 
     def _prefetched_batches(self) -> Any:
         """The source with sample prefetch: each batch as fetched, as the decode stage takes it."""
@@ -234,55 +322,142 @@ class Loader:
             yield self._job_of(number, fetched)
             number += 1
 
-    def _job_of(self, number: int, fetched: list[FetchedSample]) -> tuple[int, _BatchPlan, list[str], list[bytes | None]]:
+    def _job_of(self, number: int, fetched: list[FetchedSample]) -> tuple[int, _BatchPlan, list[str], list[bytes | Exception]]:
         keys = [sample.label[0] for sample in fetched]
-        for key, sample in zip(keys, fetched):
-            if sample.error is not None:
-                self.storage.record_failure(key, sample.error)
+        payloads: list[bytes | Exception] = []
+        for sample in fetched:
+            if sample.data is not None:
+                payloads.append(sample.data)
+            elif isinstance(sample.error, Exception):
+                payloads.append(sample.error)
+            else:
+                raise sample.error or RuntimeError(f"sample {sample.label[0]!r} was fetched with neither data nor error")
+        self._raise_if_unavailable(payloads)
         plan = _BatchPlan(
             np.array([sample.position for sample in fetched], dtype=np.int64),
             np.array([sample.key for sample in fetched], dtype=np.int64),
             np.array([sample.label[1] for sample in fetched], dtype=bool),
         )
-        return number, plan, keys, [sample.data for sample in fetched]
+        return number, plan, keys, payloads
 
-    def _decode(self, job: tuple[int, _BatchPlan, list[str], list[bytes | None]]) -> Batch:
+    def _decode(self, job: tuple[int, _BatchPlan, list[str], list[bytes | Exception]]) -> Batch:
         number, plan, keys, payloads = job
-        padding = plan.padding
-        valid = np.array([payload is not None for payload in payloads], dtype=bool)
+        keys = list(keys)
+        labels = self._labels[plan.indices]
+        positions = plan.positions.tolist()
+        out = None
         if self.transform is not None:
             assert self._pool is not None
             out = self._pool.acquire()
+        data, decode_failures = self._decode_samples(payloads, positions, keys, out)
+        failed = {slot: ("fetch", _reason(payload)) for slot, payload in enumerate(payloads) if isinstance(payload, Exception)}
+        failed.update(decode_failures)
+        valid = np.ones(len(keys), dtype=bool)
+        replaced = np.zeros(len(keys), dtype=bool)
+        if failed:
+            self._handle_failures(failed, data, out, keys, labels, positions, valid, replaced)
+        return Batch(
+            data=data,
+            labels=labels,
+            keys=keys,
+            valid=valid & ~plan.padding,
+            padding=plan.padding.copy(),
+            positions=plan.positions.copy(),
+            index=number,
+            replaced=replaced,
+        )
+
+    def _decode_samples(self, payloads: Sequence[bytes | Exception], positions: list[int], keys: list[str], out: np.ndarray | None) -> tuple[Any, dict[int, tuple[str, str]]]:
+        """Decode what was read; returns the batch data and ``{slot: ("decode", reason)}`` for
+        the samples that were read but would not decode. Unread slots are left empty (zeros)."""
+        failures: dict[int, tuple[str, str]] = {}
+        if self.transform is not None:
             decoded = decode_batch(
-                [payload if payload is not None else b"" for payload in payloads],
+                [payload if not isinstance(payload, Exception) else b"" for payload in payloads],
                 self.transform,
                 out=out,
-                seeds=[self._augmentation_seed(position) for position in plan.positions.tolist()],
+                seeds=[self._augmentation_seed(position) for position in positions],
                 names=keys,
                 on_error="zero",
             )
-            data: Any = decoded.images
-            valid &= decoded.valid
-        elif self.decode is not None:
-            data = []
-            for index, payload in enumerate(payloads):
-                try:
-                    data.append(self.decode(payload) if payload is not None else None)
-                except Exception:
+            for failure in decoded.failures:
+                if not isinstance(payloads[failure.index], Exception):
+                    failures[failure.index] = ("decode", failure.message)
+            return decoded.images, failures
+        if self.decode is not None:
+            data: list[Any] = []
+            for slot, payload in enumerate(payloads):
+                if isinstance(payload, Exception):
                     data.append(None)
-                    valid[index] = False
-        else:
-            data = payloads
-        return Batch(
-            data=data,
-            labels=self._labels[plan.indices],
-            keys=keys,
-            valid=valid & ~padding,
-            padding=padding.copy(),
-            positions=plan.positions.copy(),
-            index=number,
-        )
+                    continue
+                try:
+                    data.append(self.decode(payload))
+                except Exception as error:
+                    data.append(None)
+                    failures[slot] = ("decode", f"{type(error).__name__}: {error}")
+            return data, failures
+        return [None if isinstance(payload, Exception) else payload for payload in payloads], failures
 
+    def _handle_failures(
+        self,
+        failed: dict[int, tuple[str, str]],
+        data: Any,
+        out: np.ndarray | None,
+        keys: list[str],
+        labels: np.ndarray,
+        positions: list[int],
+        valid: np.ndarray,
+        replaced: np.ndarray,
+    ) -> None:
+        """Apply ``on_error`` to the bad samples of one batch, in place, and record each."""
+        epoch = self.sampler.epoch
+        records: list[BadSample] = []
+        for slot, (stage, reason) in sorted(failed.items()):
+            original = keys[slot]
+            action = "raised"
+            if self.on_error == "skip":
+                replacement = self._replace(slot, data, out, positions[slot])
+                if replacement is not None:
+                    index, key = replacement
+                    action = f"replaced by {key!r}"
+                    keys[slot], labels[slot], replaced[slot] = key, self._labels[index], True
+            if self.on_error != "raise" and not replaced[slot]:
+                action = "zero-filled" if self.on_error == "zero" else f"zero-filled (no readable replacement in {_REPLACEMENT_TRIES} tries)"
+                valid[slot] = False
+                if isinstance(data, list):
+                    data[slot] = None
+                elif out is not None:
+                    data[slot] = 0
+            record = BadSample(original, stage, reason, epoch, positions[slot], action)
+            records.append(record)
+            count = self._failure_log.add(record)
+            if self.on_error != "raise" and self._bad_sample_budget is not None and count > self._bad_sample_budget:
+                error = TooManyBadSamplesError(count, self._bad_sample_budget, self._failure_log.in_epoch(epoch))
+                self._stop_with(error)
+                raise error
+        if self.on_error == "raise":
+            error = SampleError(records)
+            self._stop_with(error)
+            raise error
+
+    def _replace(self, slot: int, data: Any, out: np.ndarray | None, position: int) -> tuple[int, str] | None:
+        """Fill ``slot`` with a replacement sample drawn from (seed, epoch, position): the same
+        choice in a resumed run. Returns (storage index, key), or None if none could be read."""
+        generator = np.random.default_rng([self.sampler.seed & 0xFFFFFFFF, self.sampler.epoch, position, 0x5EED])
+        for index in generator.integers(0, len(self._keys), size=_REPLACEMENT_TRIES).tolist():
+            key = self._keys[index]
+            payload = self.storage.try_read_indices([index])[0]
+            self._raise_if_unavailable([payload])
+            if isinstance(payload, Exception):
+                continue
+            target = out[slot : slot + 1] if out is not None else None
+            decoded, failures = self._decode_samples([payload], [position], [key], target)
+            if failures:
+                continue
+            if isinstance(data, list):
+                data[slot] = decoded[0]
+            return index, key
+        return None
     def _augmentation_seed(self, position: int) -> int:
         """A sample's random crop and flip depend on (seed, epoch, position) only: a resumed or
         re-sharded run augments every sample exactly as the uninterrupted run would."""
@@ -305,20 +480,78 @@ class Loader:
         )
 
     def __iter__(self) -> Iterator[Batch]:
-        """The rest of this rank's epoch. Stopping the loop (break, error, Ctrl-C) stops the
-        pipeline; batches in flight were not delivered and come again after a resume."""
-        self._pipeline = pipeline = self._build()
+        """The rest of this rank's epoch (the next epoch once this one is finished). Stopping
+        the loop (break, error, Ctrl-C) stops the pipeline within a fraction of a second;
+        batches in flight were not delivered and come again after a resume.
+
+        Raises:
+            RuntimeError: Another thread is iterating this Loader.
+            SampleError: A bad sample under ``on_error="raise"``.
+            TooManyBadSamplesError: More bad samples than ``max_bad_samples``.
+            StorageUnavailableError: The store stayed unreachable past its retry deadline.
+        """
+        with self._iteration_lock:
+            if self._iterating is not None:
+                raise RuntimeError(
+                    f"this Loader is already being iterated by thread {self._iterating!r}; one iteration at a time "
+                    "(make one Loader per consumer, with rank and world_size to split the data)"
+                )
+            self._iterating = threading.current_thread().name
+        finished = False
+        pipeline: Pipeline[Any] | None = None
         try:
-            for batch in pipeline:
+            remaining = len(self.sampler.plan_arrays()[0])
+            if remaining == 0 and self.sampler.delivered_count > 0:
+                _logger.info("epoch %d is finished; starting epoch %d (call set_epoch to choose)", self.sampler.epoch, self.sampler.epoch + 1)
+                self.set_epoch(self.sampler.epoch + 1)
+                remaining = len(self.sampler.plan_arrays()[0])
+            self._bad_sample_budget = self._budget(remaining + self.sampler.delivered_count)
+            self._fatal = None
+            self._pipeline = pipeline = self._build()
+            pipeline.start()
+            while True:
+                try:
+                    batch = pipeline.get()
+                except StopIteration:
+                    break
+                except PipelineFailureError as error:
+                    if self._fatal is not None:
+                        raise self._fatal from error
+                    raise
+                if self._fatal is not None:
+                    raise self._fatal
                 self.sampler.mark_delivered(batch.positions, batch.padding)
                 yield batch
+            if self._fatal is not None:
+                raise self._fatal
+            finished = True
         finally:
-            pipeline.stop()
-            self._last_stats = pipeline.stats()
+            if pipeline is not None:
+                # A stuck read must not hold up an interrupted loop; a finished epoch has
+                # nothing left running.
+                pipeline.stop(timeout=10.0 if finished else _QUICK_STOP)
+                self._last_stats = pipeline.stats()
+            self._failure_log.summarize(self.sampler.epoch, self.sampler.delivered_count)
             self._pipeline = None
+            with self._iteration_lock:
+                self._iterating = None
+
+    def _budget(self, epoch_samples: int) -> int | None:
+        if self.max_bad_samples is None:
+            return None
+        if isinstance(self.max_bad_samples, float) and self.max_bad_samples < 1.0:
+            return math.ceil(self.max_bad_samples * epoch_samples)
+        return int(self.max_bad_samples)
 
     def stats(self) -> PipelineStats | None:
-        """Per-stage stats of the running epoch, or of the last one."""
-        if self._pipeline is not None:
-            return self._pipeline.stats()
-        return self._last_stats
+        """Per-stage stats of the running epoch, or of the last one, with the bad samples met so
+        far by stage and action (``sample_failures``)."""
+        pipeline = self._pipeline
+        stats = pipeline.stats() if pipeline is not None else self._last_stats
+        if stats is None:
+            return None
+        return dataclasses.replace(stats, sample_failures=self._failure_log.counts())
+
+
+def _reason(error: Exception) -> str:
+    return f"{type(error).__name__}: {error}"

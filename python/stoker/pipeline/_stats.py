@@ -141,6 +141,8 @@ class PipelineStats:
         items_consumed: Items the consumer took.
         timeline: Periodic samples ``{"time", "items_out": [...], "queue_length": [...]}``,
             one list entry per stage, for plots of throughput and occupancy over time.
+        sample_failures: Bad samples by stage and what was done, as a user of the pipeline
+            (the Loader) counted them, e.g. ``{"decode: replaced": 2}``.
     """
 
     stages: list[StageStats]
@@ -148,6 +150,7 @@ class PipelineStats:
     consumer_wait_seconds: float
     items_consumed: int
     timeline: list[dict[str, Any]] = field(default_factory=list)
+    sample_failures: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         """Plain data (dicts, lists, numbers, strings), ready for ``json.dumps``."""
@@ -172,4 +175,6 @@ class PipelineStats:
             f"consumer: {self.items_consumed} items in {self.elapsed_seconds:.2f}s, "
             f"waited {self.consumer_wait_seconds:.2f}s for data"
         )
+        if self.sample_failures:
+            lines.append("bad samples: " + ", ".join(f"{kind} {count}" for kind, count in sorted(self.sample_failures.items())))
         return "\n".join(lines)

@@ -7,6 +7,7 @@ checkpoint small and makes it plain data.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
 
 import numpy as np
@@ -15,9 +16,11 @@ __all__ = ["PositionSet"]
 
 
 class PositionSet:
-    """A set of non-negative integers stored as merged ranges."""
+    """A set of non-negative integers stored as merged ranges. Thread-safe: one thread may add
+    while another reads (a checkpoint thread calling ``state_dict`` during training)."""
 
     def __init__(self, ranges: Iterable[tuple[int, int]] = ()) -> None:
+        self._lock = threading.RLock()
         self._pending: list[int] = []
         self._ranges: list[tuple[int, int]] = []
         for start, end in ranges:
@@ -25,11 +28,17 @@ class PositionSet:
         self._compact()
 
     def add_many(self, positions: Iterable[int]) -> None:
-        self._pending.extend(int(position) for position in positions)
-        if len(self._pending) > 4096:
-            self._compact()
+        values = [int(position) for position in positions]
+        with self._lock:
+            self._pending.extend(values)
+            if len(self._pending) > 4096:
+                self._compact()
 
     def _compact(self) -> None:
+        with self._lock:
+            self._compact_locked()
+
+    def _compact_locked(self) -> None:
         if not self._pending:
             return
         values = np.unique(np.concatenate([np.array(self._pending, dtype=np.int64), self._expanded()]))
@@ -49,20 +58,19 @@ class PositionSet:
 
     def ranges(self) -> list[tuple[int, int]]:
         """The set as sorted, disjoint, non-adjacent [start, end) ranges."""
-        self._compact()
-        return list(self._ranges)
+        with self._lock:
+            self._compact_locked()
+            return list(self._ranges)
 
     def mask(self, size: int) -> np.ndarray:
         """A boolean array of ``size``: True at members."""
-        self._compact()
         result = np.zeros(size, dtype=bool)
-        for start, end in self._ranges:
+        for start, end in self.ranges():
             result[start:min(end, size)] = True
         return result
 
     def __len__(self) -> int:
-        self._compact()
-        return sum(end - start for start, end in self._ranges)
+        return sum(end - start for start, end in self.ranges())
 
     def union(self, other: PositionSet) -> PositionSet:
         return PositionSet(self.ranges() + other.ranges())

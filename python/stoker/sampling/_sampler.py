@@ -16,6 +16,7 @@ order, are dealt again over the new ranks.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -64,6 +65,8 @@ class Sampler:
         self.world_size = world_size
         self.pad = pad
         self.epoch = 0
+        # Guards the delivery record: the training loop marks while a checkpoint thread reads.
+        self._lock = threading.RLock()
         self._delivered = PositionSet()
         self._padding_delivered = 0
         # Positions already delivered before an elastic resume, by any rank: excluded for all.
@@ -71,10 +74,11 @@ class Sampler:
 
     def set_epoch(self, epoch: int) -> None:
         """Start epoch ``epoch`` (forgets what was delivered in the previous one)."""
-        self.epoch = epoch
-        self._delivered = PositionSet()
-        self._padding_delivered = 0
-        self._excluded = None
+        with self._lock:
+            self.epoch = epoch
+            self._delivered = PositionSet()
+            self._padding_delivered = 0
+            self._excluded = None
 
     def order(self) -> np.ndarray:
         """The epoch's global order: storage indices by position."""
@@ -92,6 +96,10 @@ class Sampler:
         """This rank's samples for the rest of the epoch as arrays (positions, storage indices,
         padding flags), in order, equal in count across ranks. Arrays, not objects: a plan over
         a million samples takes milliseconds."""
+        with self._lock:
+            return self._plan_locked()
+
+    def _plan_locked(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         order = self.order()
         remaining = self._remaining_positions()
         per_rank = -(-len(remaining) // self.world_size) if self.pad else len(remaining) // self.world_size
@@ -121,15 +129,29 @@ class Sampler:
         """Record samples that reached the training loop (padding included, so a resumed rank
         still ends with the same count as the others)."""
         flags = np.asarray(padding, dtype=bool)
-        self._delivered.add_many(np.asarray(positions)[~flags].tolist())
-        self._padding_delivered += int(flags.sum())
+        real = np.asarray(positions)[~flags].tolist()
+        with self._lock:
+            self._delivered.add_many(real)
+            self._padding_delivered += int(flags.sum())
 
     @property
     def delivered(self) -> int:
+        """Samples of this epoch delivered by this rank (padding not counted)."""
         return len(self._delivered)
 
+    @property
+    def delivered_count(self) -> int:
+        """Samples delivered by this rank in this epoch, padding included."""
+        with self._lock:
+            return len(self._delivered) + self._padding_delivered
+
     def state_dict(self) -> dict[str, Any]:
-        """Plain data: what this rank delivered in this epoch, and what defines the order."""
+        """Plain data: what this rank delivered in this epoch, and what defines the order. Safe
+        from any thread at any moment: the record is taken whole, between two deliveries."""
+        with self._lock:
+            return self._state_locked()
+
+    def _state_locked(self) -> dict[str, Any]:
         excluded = self._excluded.ranges() if self._excluded is not None else []
         return {
             "version": 1,
@@ -155,6 +177,10 @@ class Sampler:
             ValueError: States from another dataset size, seed or epoch, or one state for a
                 different world size.
         """
+        with self._lock:
+            self._load_locked(state)
+
+    def _load_locked(self, state: dict[str, Any] | Sequence[dict[str, Any]]) -> None:
         states = [state] if isinstance(state, dict) else list(state)
         if not states:
             raise ValueError("no state to load")

@@ -20,7 +20,7 @@ from ._subset import SubsetStorage
 from ._upload import read_metadata_csv, upload_to_cassandra, upload_to_s3
 from ._caffe import DatumLayout, encode_datum, parse_datum
 from ._convert import ConversionReport, convert_storage, shard_key
-from ._errors import CorruptSampleError, ShardError, StaleIndexError, StorageError
+from ._errors import CorruptSampleError, ShardError, StaleIndexError, StorageError, StorageUnavailableError
 from ._files import IMAGE_EXTENSIONS, FileStorage
 from ._inspect import format_report, inspect_storage
 from ._lmdb import LmdbStorage
@@ -55,6 +55,7 @@ __all__ = [
     "StaleIndexError",
     "Storage",
     "StorageError",
+    "StorageUnavailableError",
     "SubsetStorage",
     "TarShardStorage",
     "TokenFile",

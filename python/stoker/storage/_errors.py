@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["CorruptSampleError", "ShardError", "StaleIndexError", "StorageError"]
+__all__ = ["CorruptSampleError", "ShardError", "StaleIndexError", "StorageError", "StorageUnavailableError"]
 
 
 class StorageError(OSError):
@@ -19,3 +19,28 @@ class StaleIndexError(StorageError):
 
 class CorruptSampleError(StorageError):
     """A sample's bytes fail their checksum."""
+
+
+class StorageUnavailableError(StorageError):
+    """A store stayed unreachable (refused or lost connections, timeouts, 5xx, throttling) past
+    the retry deadline. Never a per-sample failure to skip: the samples were not read, so nothing
+    was delivered, and a resume reads them again.
+
+    Attributes:
+        store: The store, e.g. ``s3://bucket/prefix`` (never credentials).
+        samples: The samples that could not be read (names or URLs).
+        seconds: How long the reads kept trying.
+    """
+
+    def __init__(self, message: str, *, store: str = "", samples: tuple[str, ...] = (), seconds: float = 0.0) -> None:
+        super().__init__(message)
+        self.store = store
+        self.samples = samples
+        self.seconds = seconds
+
+    def __reduce__(self) -> tuple[object, ...]:  # keeps the attributes across processes
+        return (_rebuild_unavailable, (str(self), self.store, self.samples, self.seconds))
+
+
+def _rebuild_unavailable(message: str, store: str, samples: tuple[str, ...], seconds: float) -> StorageUnavailableError:
+    return StorageUnavailableError(message, store=store, samples=samples, seconds=seconds)

@@ -17,7 +17,7 @@ from pathlib import Path
 from .. import _native
 from ._cache import cache_dir
 from ._errors import StorageError
-from ._protocol import OnError, Storage
+from ._protocol import Storage
 
 __all__ = ["FileStorage", "IMAGE_EXTENSIONS"]
 
@@ -62,18 +62,17 @@ class FileStorage(Storage):
         """The file holding sample ``key``."""
         return self._root / key
 
-    def _read_indices(self, indices: Sequence[int], on_error: OnError) -> list[bytes | None]:
-        results: list[bytes | None] = []
+    def _read_indices(self, indices: Sequence[int]) -> list[bytes | Exception]:
+        results: list[bytes | Exception] = []
         for index in indices:
             key = self._keys[index]
             try:
                 with open(self._root / key, "rb", buffering=0) as file:
                     results.append(file.read())
             except OSError as error:
-                if on_error == "raise":
-                    raise StorageError(error.errno, f"sample {key!r}: {error.strerror}", str(self._root / key)) from error
-                self.record_failure(key, error)
-                results.append(None)
+                failure = StorageError(error.errno, f"sample {key!r}: {error.strerror}", str(self._root / key))
+                failure.__cause__ = error
+                results.append(failure)
         return results
 
     # ---- listing --------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from .. import _native
 from ._cache import cache_dir
 from ._caffe import parse_datum
 from ._errors import StaleIndexError, StorageError
-from ._protocol import OnError, Storage
+from ._protocol import Storage
 
 __all__ = ["LmdbStorage"]
 
@@ -212,32 +212,35 @@ class LmdbStorage(Storage):
         if status.st_size != self._fingerprint["size"] or status.st_mtime_ns != self._fingerprint["mtime_ns"]:
             raise StaleIndexError(f"{self.data_file} changed after it was indexed; reopen the storage")
 
-    def _read_indices(self, indices: Sequence[int], on_error: OnError) -> list[bytes | None]:
+    def _read_indices(self, indices: Sequence[int]) -> list[bytes | Exception]:
         positions = list(indices)
         if self.mode == "lmdb":
-            return self._read_with_lmdb([self._keys[index] for index in positions], on_error)
+            return self._read_with_lmdb([self._keys[index] for index in positions])
         try:
             self._check_unchanged()
-            ranges = [(int(self._offsets[position]), int(self._lengths[position])) for position in positions]
-            return list(_native.read_ranges(self.data_file, ranges, self.max_gap, self.max_read))
         except OSError as error:
-            if on_error == "raise":
-                raise
-            for index in positions:
-                self.record_failure(self._keys[index], error)
-            return [None] * len(positions)
+            return [error] * len(positions)
+        ranges = [(int(self._offsets[position]), int(self._lengths[position])) for position in positions]
+        try:
+            return list(_native.read_ranges(self.data_file, ranges, self.max_gap, self.max_read))
+        except OSError:
+            # A merged read failed: read each sample alone, so only the samples that are really
+            # unreadable fail, not their neighbours in the same merged read.
+            results: list[bytes | Exception] = []
+            for position, span in zip(positions, ranges):
+                try:
+                    results.append(_native.read_ranges(self.data_file, [span], 0, self.max_read)[0])
+                except OSError as error:
+                    results.append(StorageError(f"{self.data_file}: sample {self._keys[position]!r}: {error}"))
+            return results
 
-    def _read_with_lmdb(self, keys: Sequence[str], on_error: OnError) -> list[bytes | None]:
-        results: list[bytes | None] = []
+    def _read_with_lmdb(self, keys: Sequence[str]) -> list[bytes | Exception]:
+        results: list[bytes | Exception] = []
         with self._env.begin(buffers=True) as transaction:
             for key in keys:
                 value = transaction.get(key.encode("utf-8", "surrogateescape"))
                 if value is None:
-                    error = StorageError(f"{self.path}: key {key!r} vanished from the database")
-                    if on_error == "raise":
-                        raise error
-                    self.record_failure(key, error)
-                    results.append(None)
+                    results.append(StorageError(f"{self.path}: key {key!r} vanished from the database"))
                     continue
                 if self.value_format == "caffe":
                     layout = parse_datum(value)

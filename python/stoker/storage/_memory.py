@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from ._protocol import OnError, Storage
+from ._protocol import Storage
 
 __all__ = ["MemoryStorage"]
 
@@ -18,5 +18,5 @@ class MemoryStorage(Storage):
         self._keys = list(self._samples)
         self._labels = [labels.get(key) if labels else None for key in self._keys]
 
-    def _read_indices(self, indices: Sequence[int], on_error: OnError) -> list[bytes | None]:
+    def _read_indices(self, indices: Sequence[int]) -> list[bytes | Exception]:
         return [self._samples[self._keys[index]] for index in indices]

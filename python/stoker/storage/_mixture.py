@@ -14,7 +14,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from ._protocol import OnError, Storage
+from ._errors import StorageError
+from ._protocol import Storage
 
 __all__ = ["MixedStorage"]
 
@@ -88,14 +89,14 @@ class MixedStorage(Storage):
     def describe(self) -> str:
         return "mixture of " + ", ".join(f"{name} ({weight:g})" for name, weight in zip(self.names, self.weights))
 
-    def _read_indices(self, indices: Sequence[int], on_error: OnError) -> list[bytes | None]:
-        results: list[bytes | None] = [None] * len(indices)
+    def _read_indices(self, indices: Sequence[int]) -> list[bytes | Exception]:
+        results: list[bytes | Exception] = [StorageError("not read")] * len(indices)
         wanted: dict[int, list[tuple[int, int]]] = {}
         for slot, position in enumerate(indices):
             source = int(self._source_of[position])
             wanted.setdefault(source, []).append((slot, int(self._source_index[position])))
         for source, requests in wanted.items():
-            data = self.sources[self.names[source]].read_indices([index for _, index in requests], on_error=on_error)
+            data = self.sources[self.names[source]].try_read_indices([index for _, index in requests])
             for (slot, _), payload in zip(requests, data):
                 results[slot] = payload
         return results

@@ -1,7 +1,11 @@
 """The storage protocol every backend implements: keys, labels, and reads of one or many samples.
 
 Reads are thread-safe and release the GIL while waiting on I/O, so a pipeline stage may call
-`read_many` from many threads at once. `fetch` and `fetch_many` are the async forms, for async
+`read_many` from many threads at once. A backend reads every sample it is asked for and reports
+each failure in its slot; the policy (raise, skip and record, or hand the errors back with
+`try_read_indices`) is applied here, once, for every backend. A store that stays unreachable past
+its retry deadline raises `StorageUnavailableError` whatever the policy: an outage is never a
+skipped sample. `fetch` and `fetch_many` are the async forms, for async
 stages; they run the same reads on the storage's own I/O threads, at most
 ``max_concurrent_reads`` at a time (LMDBIO's staggering: a bounded number of simultaneous
 requests keeps a device's queue full without turning sequential reads into random ones).
@@ -15,6 +19,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
+
+from ._errors import StorageError, StorageUnavailableError
 
 __all__ = ["OnError", "ReadFailure", "Storage"]
 
@@ -38,7 +44,7 @@ class Storage(ABC):
     """Where a dataset's bytes live.
 
     Subclasses set ``self._keys`` and ``self._labels`` when they open, and provide
-    `_read_indices`; everything else derives from them.
+    `_read_indices` (bytes or the exception, per sample); everything else derives from them.
 
     Attributes:
         classes: Class names, where labels are class indices (None otherwise).
@@ -75,9 +81,9 @@ class Storage(ABC):
     # ---- what subclasses provide ----------------------------------------------------------
 
     @abstractmethod
-    def _read_indices(self, indices: Sequence[int], on_error: OnError) -> list[bytes | None]:
-        """Read the samples at ``indices`` of `keys`; raise, or put None and call `_skip` for a
-        failed sample."""
+    def _read_indices(self, indices: Sequence[int]) -> list[bytes | Exception]:
+        """Read the samples at ``indices`` of `keys`: each sample's bytes, or the exception that
+        sample failed with (naming it), so one bad sample never hides the others."""
 
     # ---- derived --------------------------------------------------------------------------
 
@@ -111,7 +117,8 @@ class Storage(ABC):
             StorageError: The sample's bytes cannot be read; the error names the file.
         """
         data = self.read_many([key])[0]
-        assert data is not None
+        if data is None:  # only under on_error="skip", which read_many was not given
+            raise StorageError(f"{self.describe()}: sample {key!r} could not be read")
         return data
 
     def read_many(self, keys: Sequence[str], *, on_error: OnError = "raise") -> list[bytes | None]:
@@ -127,6 +134,8 @@ class Storage(ABC):
 
         Raises:
             KeyError: A key that is not in the storage (whatever ``on_error``).
+            StorageUnavailableError: The store stayed unreachable past the retry deadline
+                (whatever ``on_error``).
             StorageError: A read failed and ``on_error="raise"``.
         """
         return self.read_indices([self.index_of(key) for key in keys], on_error=on_error)
@@ -140,12 +149,35 @@ class Storage(ABC):
         """
         if on_error not in ("raise", "skip"):
             raise ValueError(f'on_error must be "raise" or "skip", got {on_error!r}')
+        results = self.try_read_indices(indices)
+        out: list[bytes | None] = []
+        for index, result in zip(indices, results):
+            if isinstance(result, Exception):
+                if on_error == "raise" or isinstance(result, StorageUnavailableError):
+                    raise result
+                self.record_failure(self._keys[index], result)
+                out.append(None)
+            else:
+                out.append(result)
+        return out
+
+    def try_read_indices(self, indices: Sequence[int]) -> list[bytes | Exception]:
+        """Read the samples at ``indices``, each as its bytes or as the exception it failed with
+        (nothing is recorded in `failures`): for callers with their own failure policy, such as
+        the Loader.
+
+        Raises:
+            IndexError: A position outside the storage.
+        """
         size = len(self._keys)
         for index in indices:
             if not 0 <= index < size:
                 raise IndexError(f"{self.describe()}: no sample at position {index} (it has {size})")
         with self._read_slots:
-            return self._read_indices(indices, on_error)
+            results = self._read_indices(indices)
+        if len(results) != len(indices):
+            raise StorageError(f"{self.describe()}: read {len(results)} samples for {len(indices)} requested")
+        return results
 
     def record_failure(self, key: str, error: BaseException) -> None:
         """Count a sample a read skipped and keep it in `failures` (the first thousand)."""

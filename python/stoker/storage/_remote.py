@@ -23,7 +23,7 @@ from typing import Any
 
 from ._disk_cache import SampleCache
 from ._protocol import OnError, Storage
-from ._errors import StorageError
+from ._errors import StorageError, StorageUnavailableError
 from ._retry import ErrorKind, RetryCounters, RetryPolicy, call_with_retries, first_line
 
 __all__ = ["RemoteStorage"]
@@ -90,9 +90,12 @@ class RemoteStorage(Storage):
         """The bytes of the sample at ``index``, from the cache or the server (with retries).
 
         Raises:
-            StorageError: The server kept failing, or a final error; names the sample.
+            StorageUnavailableError: The server kept failing past the retry deadline.
+            StorageError: A final error (missing sample, bad checksum); names the sample.
         """
         name = self.sample_name(index)
+        if self.counters.store == "storage":
+            self.counters.store = self.describe()
         if self.cache is not None and (cached := self.cache.get(name)) is not None:
             return cached
         async with self._limit():
@@ -100,7 +103,7 @@ class RemoteStorage(Storage):
                 data = await call_with_retries(
                     lambda: self._request(index), policy=self.retry, classify=self._classify, name=name, counters=self.counters
                 )
-            except StorageError:
+            except StorageError:  # unavailable past the deadline, or a verdict such as a bad checksum
                 raise
             except Exception as error:  # a final error (missing object, refused): name the sample
                 raise StorageError(f"{name}: {type(error).__name__}: {first_line(error)}") from error
@@ -114,18 +117,30 @@ class RemoteStorage(Storage):
         return await self.fetch_index(self.index_of(key))
 
     async def fetch_indices(self, indices: Sequence[int], *, on_error: OnError = "raise") -> list[bytes | None]:
-        """Every sample at ``indices``, all requested at once, in the order asked."""
-        results = await asyncio.gather(*(self.fetch_index(index) for index in indices), return_exceptions=True)
+        """Every sample at ``indices``, all requested at once, in the order asked.
+
+        Raises:
+            StorageUnavailableError: The store stayed unreachable past the deadline (whatever
+                ``on_error``).
+            StorageError: A sample failed and ``on_error="raise"``.
+        """
         out: list[bytes | None] = []
-        for index, result in zip(indices, results):
-            if isinstance(result, BaseException):
-                if on_error == "raise" or not isinstance(result, Exception):
+        for index, result in zip(indices, await self._gather(indices)):
+            if isinstance(result, Exception):
+                if on_error == "raise" or isinstance(result, StorageUnavailableError):
                     raise result
                 self.record_failure(self._keys[index], result)
                 out.append(None)
             else:
                 out.append(result)
         return out
+
+    async def _gather(self, indices: Sequence[int]) -> list[bytes | Exception]:
+        results = await asyncio.gather(*(self.fetch_index(index) for index in indices), return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException) and not isinstance(result, Exception):
+                raise result  # cancellation, Ctrl-C: never a per-sample failure
+        return results  # type: ignore[return-value]
 
     async def fetch_many(self, keys: Sequence[str], *, on_error: OnError = "raise") -> list[bytes | None]:
         return await self.fetch_indices([self.index_of(key) for key in keys], on_error=on_error)
@@ -146,8 +161,8 @@ class RemoteStorage(Storage):
                     self._loop, self._loop_thread = loop, thread
         return self._loop
 
-    def _read_indices(self, indices: Sequence[int], on_error: OnError) -> list[bytes | None]:
-        return self.run(self.fetch_indices(indices, on_error=on_error))
+    def _read_indices(self, indices: Sequence[int]) -> list[bytes | Exception]:
+        return self.run(self._gather(indices))  # type: ignore[no-any-return]
 
     def close(self) -> None:
         """Stop the event-loop thread and release connections. Idempotent."""

@@ -4,22 +4,25 @@ Every network backend sorts its errors into three kinds: ``"retry"`` (a 5xx, a t
 or refused connection: try again after a growing, randomised pause, so many clients that failed
 together do not come back together), ``"overload"`` (the server or the driver says it is too busy:
 wait and try again without spending an attempt; only the deadline ends it) and ``"fatal"`` (a
-missing key, bad credentials: no retry). When attempts or the deadline run out, the error names
-the sample and says how long it tried.
+missing key, bad credentials: no retry). When the deadline (or a set number of attempts) runs
+out, `StorageUnavailableError` names the sample and says how long it tried; while a store stays
+unreachable, a warning every few seconds says so.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal, TypeVar
 
-from ._errors import StorageError
+from ._errors import StorageError, StorageUnavailableError
 
-__all__ = ["ErrorKind", "RetryPolicy", "call_with_retries", "first_line"]
+__all__ = ["ErrorKind", "RetryCounters", "RetryPolicy", "call_with_retries", "first_line"]
 
 T = TypeVar("T")
 ErrorKind = Literal["retry", "overload", "fatal"]
@@ -29,39 +32,81 @@ ErrorKind = Literal["retry", "overload", "fatal"]
 class RetryPolicy:
     """How a failed request is tried again.
 
+    The default rides out a server restart or a short network outage: an unreachable store is
+    retried with growing pauses (at most ``max_delay`` apart) for up to ``deadline`` seconds per
+    sample, with a warning every ``log_every`` seconds while it lasts, and only then raised as
+    `StorageUnavailableError`. Lower the deadline for interactive use, raise it for long
+    maintenance windows.
+
     Attributes:
-        attempts: Tries in all for retryable errors (1: no retry).
+        attempts: Tries in all for retryable errors (None: as many as the deadline allows).
         base_delay: Pause ceiling before the first retry, doubled per retry (seconds).
         max_delay: Largest pause ceiling (seconds).
         deadline: Longest time one sample may take over all its tries and waits (seconds).
+        log_every: Seconds between the warnings that say a store is still unreachable.
     """
 
-    attempts: int = 6
+    attempts: int | None = None
     base_delay: float = 0.05
     max_delay: float = 2.0
-    deadline: float = 60.0
+    deadline: float = 180.0
+    log_every: float = 10.0
 
     def __post_init__(self) -> None:
-        if self.attempts < 1 or self.base_delay < 0 or self.max_delay < 0 or self.deadline <= 0:
+        if (self.attempts is not None and self.attempts < 1) or self.base_delay < 0 or self.max_delay < 0 or self.deadline <= 0 or self.log_every <= 0:
             raise ValueError(f"invalid retry policy {self}")
 
     def pause(self, retry: int, generator: random.Random) -> float:
         """Full jitter: uniform in [0, min(max_delay, base_delay * 2**retry)]."""
-        return generator.uniform(0, min(self.max_delay, self.base_delay * (2**retry)))
+        return generator.uniform(0, min(self.max_delay, self.base_delay * (2 ** min(retry, 30))))
 
 
 class RetryCounters:
-    """What retries happened, for stats: retries, overload waits, failures given up on."""
+    """What retries happened, for stats and for the outage log of one store.
 
-    __slots__ = ("retries", "overloads", "given_up")
+    Attributes:
+        retries: Failed tries that were tried again.
+        overloads: Waits because the server said it was busy.
+        given_up: Samples given up on after the deadline.
+    """
 
-    def __init__(self) -> None:
+    def __init__(self, store: str = "storage") -> None:
+        self.store = store
         self.retries = 0
         self.overloads = 0
         self.given_up = 0
+        self._lock = threading.Lock()
+        self._outage_since: float | None = None
+        self._last_warning = 0.0
+
+    def failed(self, error: BaseException, policy: RetryPolicy) -> None:
+        """A try failed with a retryable error: start or continue the outage, warn now and then."""
+        now = time.monotonic()
+        with self._lock:
+            if self._outage_since is None:
+                self._outage_since = self._last_warning = now
+                return
+            if now - self._last_warning < policy.log_every:
+                return
+            self._last_warning = now
+            lasted = now - self._outage_since
+        _logger.warning(
+            "%s unreachable for %.0f s, retrying until each sample's deadline (%.0f s); last error: %s: %s",
+            self.store, lasted, policy.deadline, type(error).__name__, first_line(error),
+        )
+
+    def succeeded(self) -> None:
+        """A try succeeded: an outage, if one was going on, is over."""
+        if self._outage_since is None:
+            return
+        with self._lock:
+            since, self._outage_since = self._outage_since, None
+        if since is not None and time.monotonic() - since >= 1.0:
+            _logger.warning("%s reachable again after %.1f s", self.store, time.monotonic() - since)
 
 
 _jitter = random.Random()
+_logger = logging.getLogger("stoker.storage")
 
 
 def first_line(error: BaseException) -> str:
@@ -83,12 +128,14 @@ async def call_with_retries(
     Args:
         request: Makes one attempt (called again for each).
         policy: Attempts, pauses and deadline.
-        classify: Sorts an error into retry, overload or fatal.
+        classify: Sorts an error into retry, overload or fatal (our own `StorageError` is
+            always final: it is a verdict, such as a checksum mismatch, not a failed try).
         name: The sample, for the error message (e.g. ``s3://bucket/key``).
-        counters: Updated with the retries and waits.
+        counters: Updated with the retries and waits, and told of outages for the log.
 
     Raises:
-        StorageError: Gave up; names ``name``, the attempts and the time, and chains the last error.
+        StorageUnavailableError: The store kept failing past the deadline (or the attempts);
+            names ``name``, the tries and the time, and chains the last error.
         Exception: A fatal error, as raised by ``request``.
     """
     started = time.monotonic()
@@ -96,11 +143,11 @@ async def call_with_retries(
     waits = 0
     while True:
         try:
-            return await request()
+            result = await request()
         except asyncio.CancelledError:
             raise
         except Exception as error:
-            kind = classify(error)
+            kind = "fatal" if isinstance(error, StorageError) else classify(error)
             if kind == "fatal":
                 raise
             elapsed = time.monotonic() - started
@@ -114,11 +161,23 @@ async def call_with_retries(
                 pause = policy.pause(failures - 1, _jitter)
                 if counters is not None:
                     counters.retries += 1
-            if failures >= policy.attempts or elapsed + pause > policy.deadline:
+            if counters is not None:
+                counters.failed(error, policy)
+            out_of_attempts = policy.attempts is not None and failures >= policy.attempts
+            if out_of_attempts or elapsed + pause > policy.deadline:
                 if counters is not None:
                     counters.given_up += 1
-                raise StorageError(
+                store = counters.store if counters is not None else name
+                raise StorageUnavailableError(
                     f"{name}: gave up after {failures + waits} tries over {elapsed:.1f} s "
-                    f"({failures} failed, {waits} server-busy waits); last error: {type(error).__name__}: {first_line(error)}"
+                    f"({failures} failed, {waits} server-busy waits; the retry deadline is {policy.deadline:g} s); "
+                    f"last error: {type(error).__name__}: {first_line(error)}",
+                    store=store,
+                    samples=(name,),
+                    seconds=elapsed,
                 ) from error
             await asyncio.sleep(pause)
+        else:
+            if counters is not None:
+                counters.succeeded()
+            return result

@@ -25,10 +25,11 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import zlib
 from pathlib import PurePosixPath
 
 from ._disk_cache import SampleCache
-from ._errors import StorageError
+from ._errors import CorruptSampleError, StorageError
 from ._files import IMAGE_EXTENSIONS
 from ._remote import RemoteStorage
 from ._retry import ErrorKind, RetryPolicy, call_with_retries, first_line
@@ -50,6 +51,7 @@ class S3Storage(RemoteStorage):
         endpoint, region, access_key_id, secret_access_key, session_token, profile: Where and who
             (see the module notes for the fallbacks).
         payload: Which member of a shard sample a read returns (default: the first image).
+        verify: Check each shard sample against the CRC-32 in its index, where it has them.
         cache_dir, cache_bytes: A local cache of fetched samples at most ``cache_bytes`` large.
         timeout, connect_timeout: Per request (seconds).
         max_in_flight, retry: See `RemoteStorage`.
@@ -70,6 +72,7 @@ class S3Storage(RemoteStorage):
         session_token: str | None = None,
         profile: str | None = None,
         payload: str | None = None,
+        verify: bool = True,
         cache_dir: str | os.PathLike[str] | None = None,
         cache_bytes: int = 10 << 30,
         timeout: float = 30.0,
@@ -96,6 +99,7 @@ class S3Storage(RemoteStorage):
         self.shards: list[ShardIndex] = []
         self._where: list[tuple[int, int]] = []
         self.payload = payload
+        self.verify = verify
         try:
             self.run(self._open())
         except BaseException:
@@ -224,7 +228,11 @@ class S3Storage(RemoteStorage):
                 offset, size = shard.members[position][self.payload]  # type: ignore[index]
             except KeyError:
                 raise KeyError(f"sample {self._keys[index]!r} in {shard.shard} has no {self.payload!r} member") from None
-            data = await obstore.get_range_async(self.store, self.object_key(shard.shard.name), start=offset, length=size)
-            return bytes(data)
+            data = bytes(await obstore.get_range_async(self.store, self.object_key(shard.shard.name), start=offset, length=size))
+            if self.verify and shard.crc32 is not None:
+                expected = shard.crc32[position].get(self.payload)  # type: ignore[arg-type]
+                if expected is not None and zlib.crc32(data) != expected:
+                    raise CorruptSampleError(f"{self.sample_name(index)}: CRC-32 mismatch (the shard's bytes changed since it was indexed)")
+            return data
         result = await obstore.get_async(self.store, self.object_key(self._keys[index]))
         return bytes(await result.bytes_async())

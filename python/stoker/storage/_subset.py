@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ._errors import StorageError
-from ._protocol import OnError, Storage
+from ._protocol import Storage
 
 __all__ = ["SubsetStorage"]
 
@@ -13,7 +13,7 @@ __all__ = ["SubsetStorage"]
 class SubsetStorage(Storage):
     """The samples of ``base`` named by ``keys``, in that order; reads go to ``base``.
 
-    Skipped samples are recorded in the base's ``failures``. A subset of a network storage is itself remote (`is_remote`, async `fetch_index`), so the
+    Skipped samples are recorded in this subset's ``failures``. A subset of a network storage is itself remote (`is_remote`, async `fetch_index`), so the
     loader's out-of-order prefetch works on one split as on the whole.
 
     Raises:
@@ -42,8 +42,8 @@ class SubsetStorage(Storage):
     def describe(self) -> str:
         return f"{len(self._keys)} samples of {self.base.describe()}"
 
-    def _read_indices(self, indices: Sequence[int], on_error: OnError) -> list[bytes | None]:
-        return self.base.read_indices([self._positions[index] for index in indices], on_error=on_error)
+    def _read_indices(self, indices: Sequence[int]) -> list[bytes | Exception]:
+        return self.base.try_read_indices([self._positions[index] for index in indices])
 
     async def fetch_index(self, index: int) -> bytes:
         """The sample at ``index`` of the subset, through the base's async fetch."""

@@ -1,0 +1,144 @@
+"""The Loader's record of bad samples: which sample failed, where, why, and what was done.
+
+A sample is either delivered as real data or listed here. The policy (``on_error``) decides what
+happens to a bad sample: ``"raise"`` stops the epoch with `SampleError`, ``"skip"`` puts another
+sample in its slot (chosen deterministically), ``"zero"`` zero-fills its slot and marks it
+invalid. Whatever the policy, each failure is counted, listed in `FailureLog.failures`, written to
+the quarantine file when there is one, and summed up in one warning per epoch; past the budget
+(``max_bad_samples``) the epoch stops with `TooManyBadSamplesError`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from collections import Counter
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Literal
+
+__all__ = ["BadSample", "FailureLog", "OnError", "SampleError", "TooManyBadSamplesError"]
+
+OnError = Literal["raise", "skip", "zero"]
+_logger = logging.getLogger("stoker.loader")
+# Failures kept in memory; the count and the quarantine file have them all.
+_KEPT = 10_000
+_LISTED = 10
+
+
+@dataclass(frozen=True)
+class BadSample:
+    """One sample that could not be delivered as read.
+
+    Attributes:
+        key: The sample's key in the storage.
+        stage: Where it failed: ``"fetch"`` (unreadable, missing, checksum mismatch) or
+            ``"decode"`` (not a decodable image, over the pixel limit, the user's decode raised).
+        reason: The error, naming the sample or file.
+        epoch: The epoch it failed in.
+        position: Its position in that epoch's order.
+        action: What was done: ``"raised"``, ``"zero-filled"`` or ``"replaced by <key>"``.
+    """
+
+    key: str
+    stage: str
+    reason: str
+    epoch: int
+    position: int
+    action: str
+
+    def describe(self) -> str:
+        return f"{self.key!r} ({self.stage}: {self.reason}) -> {self.action}"
+
+
+def _listing(failures: list[BadSample], total: int) -> str:
+    lines = [f"  - {failure.describe()}" for failure in failures[:_LISTED]]
+    if total > _LISTED:
+        lines.append(f"  ... and {total - _LISTED} more (see loader.failures)")
+    return "\n".join(lines)
+
+
+class SampleError(RuntimeError):
+    """A sample failed under ``on_error="raise"``; ``.failures`` lists the batch's bad samples."""
+
+    def __init__(self, failures: list[BadSample]) -> None:
+        self.failures = failures
+        super().__init__(
+            f"{len(failures)} sample(s) of a batch failed and on_error='raise' (use on_error='skip' or 'zero' "
+            f"with max_bad_samples to go on):\n{_listing(failures, len(failures))}"
+        )
+
+
+class TooManyBadSamplesError(RuntimeError):
+    """More samples failed in an epoch than ``max_bad_samples`` allows; ``.failures`` lists them."""
+
+    def __init__(self, count: int, budget: int, failures: list[BadSample]) -> None:
+        self.count = count
+        self.budget = budget
+        self.failures = failures
+        super().__init__(f"{count} samples failed this epoch, more than max_bad_samples={budget}; the epoch stopped:\n{_listing(failures, count)}")
+
+
+class FailureLog:
+    """Every bad sample the Loader met: thread-safe, counted per epoch, optionally written to a
+    quarantine file (JSON lines: key, stage, reason, epoch, position, action) that a user can
+    read to fix or drop the samples.
+
+    Args:
+        quarantine: Path of the quarantine file (appended to), or None.
+    """
+
+    def __init__(self, quarantine: str | os.PathLike[str] | None = None) -> None:
+        self.quarantine = Path(quarantine) if quarantine is not None else None
+        self.failures: list[BadSample] = []
+        self.count = 0
+        self._lock = threading.Lock()
+        self._by_epoch: Counter[int] = Counter()
+        self._summarized: Counter[int] = Counter()
+
+    def add(self, failure: BadSample) -> int:
+        """Record one failure; returns how many failed in its epoch so far."""
+        with self._lock:
+            self.count += 1
+            self._by_epoch[failure.epoch] += 1
+            if len(self.failures) < _KEPT:
+                self.failures.append(failure)
+            if self.quarantine is not None:
+                with open(self.quarantine, "a", encoding="utf-8") as file:
+                    file.write(json.dumps(asdict(failure)) + "\n")
+            return self._by_epoch[failure.epoch]
+
+    def in_epoch(self, epoch: int) -> list[BadSample]:
+        """The kept failures of ``epoch``."""
+        with self._lock:
+            return [failure for failure in self.failures if failure.epoch == epoch]
+
+    def counts(self) -> dict[str, int]:
+        """Failures by stage and action, e.g. ``{"decode: replaced": 3, "fetch: zero-filled": 1}``."""
+        with self._lock:
+            failures = list(self.failures)
+        return dict(Counter(f"{failure.stage}: {failure.action.split(' by ')[0]}" for failure in failures))
+
+    def summarize(self, epoch: int, samples: int) -> None:
+        """Log one warning for ``epoch`` if it has failures not yet summed up."""
+        with self._lock:
+            count = self._by_epoch[epoch]
+            if count == self._summarized[epoch]:
+                return
+            self._summarized[epoch] = count
+            failures = [failure for failure in self.failures if failure.epoch == epoch]
+        stages = Counter(failure.stage for failure in failures)
+        actions = Counter(failure.action.split(" by ")[0] for failure in failures)
+        first = failures[0] if failures else None
+        _logger.warning(
+            "epoch %d: %d bad sample(s) (%s; %s) by the time %d samples were delivered%s; the list is in loader.failures%s",
+            epoch,
+            count,
+            ", ".join(f"{stage} {number}" for stage, number in stages.items()),
+            ", ".join(f"{action} {number}" for action, number in actions.items()),
+            samples,
+            f", e.g. {first.describe()}" if first is not None else "",
+            f" and {self.quarantine}" if self.quarantine is not None else "",
+        )

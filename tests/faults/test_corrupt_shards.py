@@ -1,0 +1,83 @@
+"""Damaged tar shards: flipped bits, a shard swapped for another of the same size and headers, a
+shard truncated under a running reader. Each is caught and named, and only the damaged samples
+fail."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from stoker import Loader
+from stoker.ops import ImageTransform
+from stoker.storage import CorruptSampleError, FileStorage, TarShardStorage, convert_storage
+
+from .conftest import make_images
+
+
+@pytest.fixture
+def shards(tmp_path: Path) -> Path:
+    make_images(tmp_path / "images", count=40)
+    with FileStorage(tmp_path / "images") as source:
+        convert_storage(source, tmp_path / "shards", shard_size=64 * 1024, progress=False)
+    return tmp_path / "shards"
+
+
+def payload_span(storage: TarShardStorage, key: str) -> tuple[Path, int, int]:
+    number, position = storage._where[storage.index_of(key)]
+    offset, size = storage.shards[number].members[position][storage.payload]
+    return storage.shards[number].shard, offset, size
+
+
+def test_flipped_bytes_inside_an_image_are_caught(shards: Path) -> None:
+    storage = TarShardStorage(shards)
+    victim = storage.keys[5]
+    path, offset, size = payload_span(storage, victim)
+    with open(path, "r+b") as file:  # 64 bytes in the middle of the entropy-coded data
+        file.seek(offset + size // 2)
+        data = file.read(64)
+        file.seek(offset + size // 2)
+        file.write(bytes(byte ^ 0x5A for byte in data))
+    with pytest.raises(CorruptSampleError, match=f"{victim}.*CRC-32 mismatch"):
+        storage.read(victim)
+    results = storage.try_read_indices(range(len(storage)))
+    assert [storage.keys[index] for index, result in enumerate(results) if isinstance(result, Exception)] == [victim]
+    loader = Loader(TarShardStorage(shards), batch_size=8, transform=ImageTransform(resize=(16, 16)), on_error="zero")
+    invalid = [key for batch in loader for key, valid in zip(batch.keys, batch.valid.tolist()) if not valid]
+    assert invalid == [victim]
+    [failure] = loader.failures
+    assert failure.stage == "fetch" and "CRC-32 mismatch" in failure.reason
+
+
+def test_a_shard_replaced_by_another_of_the_same_size_is_caught(tmp_path: Path, shards: Path) -> None:
+    # Same keys, same member sizes, same tar headers, other bytes: another dataset's shard.
+    storage = TarShardStorage(shards)
+    first = storage.shards[0]
+    forged = tmp_path / "forged.tar"
+    shutil.copy(first.shard, forged)
+    with open(forged, "r+b") as file:
+        for members in first.members:
+            offset, size = members[storage.payload]
+            file.seek(offset + 2)
+            file.write(os.urandom(size - 4))
+    assert forged.stat().st_size == first.shard.stat().st_size
+    shutil.copy(forged, first.shard)
+    reopened = TarShardStorage(shards)  # the index still matches the size and the headers
+    results = reopened.try_read_indices(range(len(first.keys)))
+    assert all(isinstance(result, CorruptSampleError) for result in results)
+    # verify=False is the explicit opt-out: the forged bytes come back as they are.
+    assert TarShardStorage(shards, verify=False).read(first.keys[0]) != storage.read(storage.keys[len(first.keys)])
+
+
+def test_a_failed_merged_read_fails_only_the_unreadable_samples(shards: Path) -> None:
+    storage = TarShardStorage(shards)
+    shard = storage.shards[0]
+    keys = shard.keys
+    last_path, last_offset, _ = payload_span(storage, keys[-1])
+    os.truncate(last_path, last_offset + 10)  # the shard loses its last sample under the reader
+    results = storage.try_read_indices([storage.index_of(key) for key in keys])
+    failed = [key for key, result in zip(keys, results) if isinstance(result, Exception)]
+    assert failed == [keys[-1]]
+    assert str(results[-1]).count(keys[-1]) >= 1
