@@ -8,7 +8,11 @@ RSS, CPU seconds per image. Targets (the Loader issue): >= 2.5x DataLoader and >
 SPDL variant; RSS <= 0.5x DataLoader; first batch from a 1,000,000-sample listing in <= 1 s
 (measured separately on the listing benchmark's tree, which it makes if missing).
 
-Run:  python benchmarks/end_to_end.py [--count 3000] [--repeats 3]
+Integrity: the same images as tar shards, read by the Loader with CRC-32 verification on (the
+default) and off, alternating in one process; the ratio is what verification costs end to end
+(target: under 3%).
+
+Run:  python benchmarks/end_to_end.py [--count 3000] [--repeats 3] [--integrity-only]
 """
 
 from __future__ import annotations
@@ -50,12 +54,46 @@ def first_batch_from_a_million() -> float:
     return time.perf_counter() - started
 
 
+def integrity_cost(root: Path, repeats: int) -> dict[bool, float]:
+    """Images/s of the Loader over shards of ``root``, CRC verification on and off (medians)."""
+    from stoker import Loader
+    from stoker.bench._peers import MEAN, STD
+    from stoker.ops import ImageTransform
+    from stoker.storage import FileStorage, TarShardStorage, convert_storage
+
+    shards = root.parent / f"{root.name}-shards"
+    if not (shards / "dataset.json").exists():
+        with FileStorage(root) as source:
+            convert_storage(source, shards, shard_size=64 << 20, progress=False)
+    transform = ImageTransform(resize_shorter=256, center_crop=(224, 224), layout="CHW", dtype="float32", mean=MEAN, std=STD)
+    rates: dict[bool, list[float]] = {True: [], False: []}
+    for _ in range(repeats):
+        for verify in (True, False):
+            loader = Loader(TarShardStorage(shards, verify=verify), batch_size=BATCH, transform=transform, seed=0)
+            started, count = time.perf_counter(), 0
+            for batch in loader:
+                count += len(batch)
+            rates[verify].append(count / (time.perf_counter() - started))
+    return {verify: statistics.median(values) for verify, values in rates.items()}
+
+
+def print_integrity_cost(root: Path, repeats: int) -> None:
+    rates = integrity_cost(root, repeats)
+    print(f"
+Loader over shards, CRC-32 verified: {rates[True]:.0f} images/s; not verified: {rates[False]:.0f} images/s; "
+          f"verified / not: {rates[True] / rates[False]:.3f} (target >= 0.97)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--count", type=int, default=3000)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--integrity-only", action="store_true", help="only the CRC verification on/off comparison")
     args = parser.parse_args()
     root = image_folder(args.count)
+    if args.integrity_only:
+        print_integrity_cost(root, args.repeats)
+        return
     results: dict[str, list[dict]] = {name: [] for name in PEERS}
     for _ in range(args.repeats):
         for name in PEERS:
@@ -81,6 +119,7 @@ def main() -> None:
     if spdl:
         best = max(row["images_per_second"] for row in spdl)
         print(f"stoker / best SPDL: {ours['images_per_second'] / best:.2f}x (target 1.6x)")
+    print_integrity_cost(root, args.repeats)
     print(f"first batch from a 1,000,000-sample listing: {first_batch_from_a_million():.2f}s (target <= 1 s)")
 
 

@@ -83,5 +83,7 @@ def test_bench_on_a_dead_s3_endpoint_fails_clearly(capsys, monkeypatch) -> None:
     monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{free_port()}")
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "nobody")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "nothing")
+    monkeypatch.setenv("STOKER_RETRY_DEADLINE", "2")  # opening waits at most 30 s, 2 here
     assert main(["bench", "s3://bucket/prefix", "--quiet"]) == 1
-    assert "s3://bucket/prefix/dataset.json: gave up after" in capsys.readouterr().err
+    error = capsys.readouterr().err
+    assert "s3://bucket/prefix/dataset.json: gave up after" in error and "the retry deadline is 2 s" in error

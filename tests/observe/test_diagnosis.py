@@ -74,3 +74,13 @@ def test_run_loader_reports_storage_facts() -> None:
     assert result.images >= 32 and result.first_batch_seconds > 0
     assert result.diagnosis["facts"]["bytes_read"] > 0
     assert result.stats["timeline"], "the timeline spans the run"
+
+
+def test_bad_samples_reach_the_diagnosis() -> None:
+    from tests.images import jpeg
+
+    samples = {f"k{index}": jpeg(40, 30, seed=index) for index in range(40)}
+    samples["k7"] = b"not an image"
+    result = run_loader(MemoryStorage(samples), duration=0.5, progress=False)
+    assert result.diagnosis["facts"]["sample_failures"] == {"decode: replaced": result.stats["sample_failures"]["decode: replaced"]}
+    assert "Bad samples:" in result.diagnosis["message"] and "loader.failures" in result.diagnosis["message"]

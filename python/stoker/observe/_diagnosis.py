@@ -94,6 +94,10 @@ def diagnose(
     storage_line = ""
     if storage_facts and "bytes_read" in storage_facts and "bytes_delivered" in storage_facts:
         storage_line = f" Storage: read {storage_facts['bytes_read'] / 1e6:.0f} MB for {storage_facts['bytes_delivered'] / 1e6:.0f} MB delivered."
+    if stats.sample_failures:
+        facts["sample_failures"] = dict(stats.sample_failures)
+        listed = ", ".join(f"{kind} {count}" for kind, count in sorted(stats.sample_failures.items()))
+        storage_line += f" Bad samples: {sum(stats.sample_failures.values())} ({listed}); the Loader lists them in loader.failures."
     if wait_fraction < _LOOP_WAIT_THRESHOLD or not working:
         return Diagnosis(
             "training loop",

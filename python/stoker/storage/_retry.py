@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import random
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Literal, TypeVar
 
 from ._errors import StorageError, StorageUnavailableError
@@ -36,29 +37,52 @@ class RetryPolicy:
     retried with growing pauses (at most ``max_delay`` apart) for up to ``deadline`` seconds per
     sample, with a warning every ``log_every`` seconds while it lasts, and only then raised as
     `StorageUnavailableError`. Lower the deadline for interactive use, raise it for long
-    maintenance windows.
+    maintenance windows; ``STOKER_RETRY_DEADLINE`` (seconds) sets the default, for the CLI too.
+    Opening a dataset (its manifest and indexes) waits at most ``open_deadline``: a store that
+    cannot be reached when a job starts (a wrong endpoint) fails fast.
 
     Attributes:
         attempts: Tries in all for retryable errors (None: as many as the deadline allows).
         base_delay: Pause ceiling before the first retry, doubled per retry (seconds).
         max_delay: Largest pause ceiling (seconds).
         deadline: Longest time one sample may take over all its tries and waits (seconds).
+        open_deadline: The same for what opening a dataset reads (seconds; at most ``deadline``).
         log_every: Seconds between the warnings that say a store is still unreachable.
     """
 
     attempts: int | None = None
     base_delay: float = 0.05
     max_delay: float = 2.0
-    deadline: float = 180.0
+    deadline: float = field(default_factory=lambda: _deadline_from_environment())
+    open_deadline: float = 30.0
     log_every: float = 10.0
 
     def __post_init__(self) -> None:
         if (self.attempts is not None and self.attempts < 1) or self.base_delay < 0 or self.max_delay < 0 or self.deadline <= 0 or self.log_every <= 0:
             raise ValueError(f"invalid retry policy {self}")
+        if self.open_deadline <= 0:
+            raise ValueError(f"invalid retry policy {self}")
+
+    def for_opening(self) -> RetryPolicy:
+        """This policy with the deadline of opening a dataset."""
+        return replace(self, deadline=min(self.deadline, self.open_deadline))
 
     def pause(self, retry: int, generator: random.Random) -> float:
         """Full jitter: uniform in [0, min(max_delay, base_delay * 2**retry)]."""
         return generator.uniform(0, min(self.max_delay, self.base_delay * (2 ** min(retry, 30))))
+
+
+def _deadline_from_environment() -> float:
+    text = os.environ.get("STOKER_RETRY_DEADLINE")
+    if not text:
+        return 180.0
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"STOKER_RETRY_DEADLINE={text!r} is not a number of seconds") from None
+    if value <= 0:
+        raise ValueError(f"STOKER_RETRY_DEADLINE={text!r} must be positive")
+    return value
 
 
 class RetryCounters:

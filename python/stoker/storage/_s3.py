@@ -138,7 +138,11 @@ class S3Storage(RemoteStorage):
             return bytes(await result.bytes_async())
 
         try:
-            return await call_with_retries(get, policy=self.retry, classify=self._classify, name=f"s3://{self.bucket}/{self.object_key(name)}")
+            # Counted with the reads: an unreachable endpoint is reported every few seconds.
+            self.counters.store = self.url
+            return await call_with_retries(
+                get, policy=self.retry.for_opening(), classify=self._classify, name=f"s3://{self.bucket}/{self.object_key(name)}", counters=self.counters
+            )
         except (FileNotFoundError, exceptions.NotFoundError):
             return None
         except (exceptions.PermissionDeniedError, exceptions.UnauthenticatedError) as error:

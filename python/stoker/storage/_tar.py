@@ -210,7 +210,11 @@ class TarShardStorage(Storage):
 
     def iter_sequential(self, chunk: int = 1024) -> Iterator[tuple[str, bytes]]:
         """Every sample shard by shard in file order, as large sequential reads; the next chunk
-        is read on an I/O thread while this one is consumed, so the disk never waits on us."""
+        is read on an I/O thread while this one is consumed, so the disk never waits on us.
+
+        Raises:
+            CorruptSampleError: A sample fails its CRC-32 (with ``verify``).
+        """
         parts = [(shard, shard.keys[start : start + chunk]) for shard in self.shards for start in range(0, len(shard.keys), chunk)]
         if not parts:
             return
@@ -227,4 +231,9 @@ class TarShardStorage(Storage):
         ranges = [shard.members[position][self.payload] for position in positions]
         # Everything between consecutive payloads (headers, labels) is read through: one stream.
         with self._read_slots:
-            return keys, _native.read_ranges(shard.shard, ranges, 1 << 20, 32 << 20)
+            data = _native.read_ranges(shard.shard, ranges, 1 << 20, 32 << 20)
+        for key, position, payload in zip(keys, positions, data):
+            checked = self._checked(shard, position, key, payload)
+            if isinstance(checked, Exception):
+                raise checked
+        return keys, data
