@@ -79,8 +79,7 @@ def integrity_cost(root: Path, repeats: int) -> dict[bool, float]:
 
 def print_integrity_cost(root: Path, repeats: int) -> None:
     rates = integrity_cost(root, repeats)
-    print(f"
-Loader over shards, CRC-32 verified: {rates[True]:.0f} images/s; not verified: {rates[False]:.0f} images/s; "
+    print(f"\nLoader over shards, CRC-32 verified: {rates[True]:.0f} images/s; not verified: {rates[False]:.0f} images/s; "
           f"verified / not: {rates[True] / rates[False]:.3f} (target >= 0.97)")
 
 

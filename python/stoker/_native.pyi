@@ -75,6 +75,9 @@ def read_ranges(
 
     Raises FileNotFoundError, PermissionError, or OSError naming the file, offset and size."""
 
+def crc32(data: bytes) -> int:
+    """zlib's CRC-32 of data (what zlib.crc32 returns), several times faster; GIL released for large buffers."""
+
 def list_tree(
     folders: Sequence[str | os.PathLike[str]], base: str | os.PathLike[str], extensions: Sequence[str], threads: int = 8
 ) -> list[tuple[list[str], list[tuple[str, int]]]]:

@@ -8,7 +8,21 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use crate::storage::coalesce::Request;
-use crate::storage::{listing, read};
+use crate::storage::{checksum, listing, read};
+
+/// Buffers at least this large are checksummed without the GIL; below it, releasing and taking
+/// the GIL back costs more than the work.
+const DETACH_BYTES: usize = 64 * 1024;
+
+/// zlib's CRC-32 of `data` (the value `zlib.crc32` gives), with the CPU's carry-less multiply.
+#[pyfunction]
+pub fn crc32(py: Python<'_>, data: &[u8]) -> u32 {
+    if data.len() >= DETACH_BYTES {
+        py.detach(|| checksum::crc32(data))
+    } else {
+        checksum::crc32(data)
+    }
+}
 
 fn to_python_error(error: std::io::Error) -> PyErr {
     match error.kind() {

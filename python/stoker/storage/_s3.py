@@ -25,9 +25,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import zlib
 from pathlib import PurePosixPath
 
+from .. import _native
 from ._disk_cache import SampleCache
 from ._errors import CorruptSampleError, StorageError
 from ._files import IMAGE_EXTENSIONS
@@ -235,7 +235,7 @@ class S3Storage(RemoteStorage):
             data = bytes(await obstore.get_range_async(self.store, self.object_key(shard.shard.name), start=offset, length=size))
             if self.verify and shard.crc32 is not None:
                 expected = shard.crc32[position].get(self.payload)  # type: ignore[arg-type]
-                if expected is not None and zlib.crc32(data) != expected:
+                if expected is not None and _native.crc32(data) != expected:
                     raise CorruptSampleError(f"{self.sample_name(index)}: CRC-32 mismatch (the shard's bytes changed since it was indexed)")
             return data
         result = await obstore.get_async(self.store, self.object_key(self._keys[index]))

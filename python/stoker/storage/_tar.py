@@ -13,7 +13,6 @@ import glob
 import json
 import logging
 import os
-import zlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -201,7 +200,7 @@ class TarShardStorage(Storage):
         """``payload``, or a `CorruptSampleError` when it fails the CRC-32 in the index."""
         if self.verify and shard.crc32 is not None:
             expected = shard.crc32[position].get(self.payload)
-            if expected is not None and zlib.crc32(payload) != expected:
+            if expected is not None and _native.crc32(payload) != expected:
                 return CorruptSampleError(
                     f"sample {key!r} in {shard.shard}: CRC-32 mismatch (the shard's bytes changed since it was indexed, "
                     f"or it was replaced by another shard); re-create the shard, or index it again with `stoker index` if the new bytes are right"
