@@ -22,21 +22,23 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
-from ..ops.image import ImageTransform, allocate_batch, decode_batch
+from ..ops.image import ImageTransform, allocate_batch
 from ..pipeline import Pipeline, PipelineBuilder, PipelineFailureError, PipelineStats
 from ..sampling import FetchedSample, OutOfOrderPrefetcher, Sampler
 from ..storage import Storage, StorageUnavailableError
 from ._batch import Batch
 from ._buffers import BufferPool
-from ._failures import BadSample, FailureLog, OnError, SampleError, TooManyBadSamplesError
+from ._plan import BatchPlan, PlanSamples
+from ._decode import decode_payloads
+from ._failure_policy import FailurePolicy, replacement_candidates
+from ._failures import BadSample, OnError, SampleError, TooManyBadSamplesError
 
 __all__ = ["Loader"]
 
@@ -44,35 +46,6 @@ _logger = logging.getLogger("stoker.loader")
 # Seconds the loader waits for ops still running when the loop stops early (break, an error,
 # Ctrl-C): a read stuck in a storage call must not hold up the training script.
 _QUICK_STOP = 0.4
-# Replacement samples tried for one bad sample under on_error="skip".
-_REPLACEMENT_TRIES = 16
-
-
-class _BatchPlan(NamedTuple):
-    """One batch's samples: epoch positions, storage indices, padding flags."""
-
-    positions: np.ndarray
-    indices: np.ndarray
-    padding: np.ndarray
-
-
-class _PlanSamples(Sequence[tuple[int, int, tuple[str, bool]]]):
-    """The epoch plan as ``(position, storage index, (key, padding))`` per sample, built per
-    slice: a million-sample epoch is never a million tuples at once."""
-
-    def __init__(self, positions: np.ndarray, indices: np.ndarray, padding: np.ndarray, keys: Sequence[str]) -> None:
-        self.positions, self.indices, self.padding, self.keys = positions, indices, padding, keys
-
-    def __len__(self) -> int:
-        return len(self.positions)
-
-    def __getitem__(self, item: Any) -> Any:
-        if not isinstance(item, slice):
-            return self[item : item + 1][0]
-        positions = self.positions[item].tolist()
-        indices = self.indices[item].tolist()
-        padding = self.padding[item].tolist()
-        return [(position, index, (self.keys[index], pad)) for position, index, pad in zip(positions, indices, padding)]
 
 
 class Loader:
@@ -163,13 +136,7 @@ class Loader:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
         if transform is not None and decode is not None:
             raise ValueError("give transform or decode, not both")
-        if on_error not in ("raise", "skip", "zero"):
-            raise ValueError(f'on_error must be "raise", "skip" or "zero", got {on_error!r}')
-        if max_bad_samples is not None and (max_bad_samples < 0 or (isinstance(max_bad_samples, float) and max_bad_samples >= 1.0)):
-            raise ValueError(f"max_bad_samples must be a count >= 0 or a fraction below 1.0, got {max_bad_samples!r}")
-        self.on_error: OnError = on_error
-        self.max_bad_samples = max_bad_samples
-        self._failure_log = FailureLog(quarantine)
+        self._policy = FailurePolicy(on_error, max_bad_samples, quarantine)
         self.storage = storage
         self.batch_size = batch_size
         self.transform = transform
@@ -208,17 +175,16 @@ class Loader:
         self._iteration_lock = threading.Lock()
         self._iterating: str | None = None  # the thread iterating now
         self._fatal: BaseException | None = None  # what stops the running epoch
-        self._bad_sample_budget: int | None = None
 
     @property
     def failures(self) -> list[BadSample]:
         """Every bad sample met so far (see the class notes)."""
-        return list(self._failure_log.failures)
+        return list(self._policy.log.failures)
 
     @property
     def failure_count(self) -> int:
         """How many bad samples were met so far, in all epochs."""
-        return self._failure_log.count
+        return self._policy.log.count
 
     # ---- epochs and resume ----------------------------------------------------------------
 
@@ -253,11 +219,11 @@ class Loader:
     def _batch_count(self, samples: int) -> int:
         return samples // self.batch_size if self.drop_last else -(-samples // self.batch_size)
 
-    def _batches(self) -> Iterator[tuple[int, _BatchPlan]]:
+    def _batches(self) -> Iterator[tuple[int, BatchPlan]]:
         positions, indices, padding = self.sampler.plan_arrays()
         for number in range(self._batch_count(len(positions))):
             part = slice(number * self.batch_size, (number + 1) * self.batch_size)
-            yield number, _BatchPlan(positions[part], indices[part], padding[part])
+            yield number, BatchPlan(positions[part], indices[part], padding[part])
 
     def __len__(self) -> int:
         """Batches left in this epoch for this rank."""
@@ -265,7 +231,7 @@ class Loader:
 
     # ---- the pipeline ---------------------------------------------------------------------
 
-    def _fetch(self, job: tuple[int, _BatchPlan]) -> tuple[int, _BatchPlan, list[str], list[bytes | Exception]]:
+    def _fetch(self, job: tuple[int, BatchPlan]) -> tuple[int, BatchPlan, list[str], list[bytes | Exception]]:
         number, plan = job
         indices = plan.indices.tolist()
         payloads = self.storage.try_read_indices(indices)
@@ -301,7 +267,7 @@ class Loader:
         count = self._batch_count(len(positions)) * self.batch_size
         # The prefetcher's "key" is the storage index (what fetch_index takes); the sample's name
         # and padding flag ride along as its "label".
-        samples = _PlanSamples(positions[:count], indices[:count], padding[:count], self._keys)
+        samples = PlanSamples(positions[:count], indices[:count], padding[:count], self._keys)
         self.prefetcher = OutOfOrderPrefetcher(
             self.storage.fetch_index,  # type: ignore[attr-defined]
             samples,
@@ -322,7 +288,7 @@ class Loader:
             yield self._job_of(number, fetched)
             number += 1
 
-    def _job_of(self, number: int, fetched: list[FetchedSample]) -> tuple[int, _BatchPlan, list[str], list[bytes | Exception]]:
+    def _job_of(self, number: int, fetched: list[FetchedSample]) -> tuple[int, BatchPlan, list[str], list[bytes | Exception]]:
         keys = [sample.label[0] for sample in fetched]
         payloads: list[bytes | Exception] = []
         for sample in fetched:
@@ -333,29 +299,44 @@ class Loader:
             else:
                 raise sample.error or RuntimeError(f"sample {sample.label[0]!r} was fetched with neither data nor error")
         self._raise_if_unavailable(payloads)
-        plan = _BatchPlan(
+        plan = BatchPlan(
             np.array([sample.position for sample in fetched], dtype=np.int64),
             np.array([sample.key for sample in fetched], dtype=np.int64),
             np.array([sample.label[1] for sample in fetched], dtype=bool),
         )
         return number, plan, keys, payloads
 
-    def _decode(self, job: tuple[int, _BatchPlan, list[str], list[bytes | Exception]]) -> Batch:
+    def _decode(self, job: tuple[int, BatchPlan, list[str], list[bytes | Exception]]) -> Batch:
         number, plan, keys, payloads = job
         keys = list(keys)
         labels = self._labels[plan.indices]
         positions = plan.positions.tolist()
-        out = None
-        if self.transform is not None:
-            assert self._pool is not None
-            out = self._pool.acquire()
-        data, decode_failures = self._decode_samples(payloads, positions, keys, out)
-        failed = {slot: ("fetch", _reason(payload)) for slot, payload in enumerate(payloads) if isinstance(payload, Exception)}
-        failed.update(decode_failures)
+        out = self._pool.acquire() if self._pool is not None else None
+        data, failed = self._decode_samples(payloads, positions, keys, out)
+        failed.update({slot: ("fetch", f"{type(payload).__name__}: {payload}") for slot, payload in enumerate(payloads) if isinstance(payload, Exception)})
         valid = np.ones(len(keys), dtype=bool)
         replaced = np.zeros(len(keys), dtype=bool)
         if failed:
-            self._handle_failures(failed, data, out, keys, labels, positions, valid, replaced)
+            replacements: dict[int, tuple[int, str]] = {}
+
+            def replace(slot: int) -> str | None:
+                found = self._replace(slot, data, out, positions[slot])
+                if found is None:
+                    return None
+                replacements[slot] = found
+                return found[1]
+
+            def zero(slot: int) -> None:
+                valid[slot] = False
+                data[slot] = None if isinstance(data, list) else 0
+
+            try:
+                self._policy.apply(failed, epoch=self.sampler.epoch, keys=keys, positions=positions, replace=replace, zero=zero)
+            except (SampleError, TooManyBadSamplesError) as error:
+                self._stop_with(error)
+                raise
+            for slot, (index, key) in replacements.items():
+                keys[slot], labels[slot], replaced[slot] = key, self._labels[index], True
         return Batch(
             data=data,
             labels=labels,
@@ -368,83 +349,13 @@ class Loader:
         )
 
     def _decode_samples(self, payloads: Sequence[bytes | Exception], positions: list[int], keys: list[str], out: np.ndarray | None) -> tuple[Any, dict[int, tuple[str, str]]]:
-        """Decode what was read; returns the batch data and ``{slot: ("decode", reason)}`` for
-        the samples that were read but would not decode. Unread slots are left empty (zeros)."""
-        failures: dict[int, tuple[str, str]] = {}
-        if self.transform is not None:
-            decoded = decode_batch(
-                [payload if not isinstance(payload, Exception) else b"" for payload in payloads],
-                self.transform,
-                out=out,
-                seeds=[self._augmentation_seed(position) for position in positions],
-                names=keys,
-                on_error="zero",
-            )
-            for failure in decoded.failures:
-                if not isinstance(payloads[failure.index], Exception):
-                    failures[failure.index] = ("decode", failure.message)
-            return decoded.images, failures
-        if self.decode is not None:
-            data: list[Any] = []
-            for slot, payload in enumerate(payloads):
-                if isinstance(payload, Exception):
-                    data.append(None)
-                    continue
-                try:
-                    data.append(self.decode(payload))
-                except Exception as error:
-                    data.append(None)
-                    failures[slot] = ("decode", f"{type(error).__name__}: {error}")
-            return data, failures
-        return [None if isinstance(payload, Exception) else payload for payload in payloads], failures
-
-    def _handle_failures(
-        self,
-        failed: dict[int, tuple[str, str]],
-        data: Any,
-        out: np.ndarray | None,
-        keys: list[str],
-        labels: np.ndarray,
-        positions: list[int],
-        valid: np.ndarray,
-        replaced: np.ndarray,
-    ) -> None:
-        """Apply ``on_error`` to the bad samples of one batch, in place, and record each."""
-        epoch = self.sampler.epoch
-        records: list[BadSample] = []
-        for slot, (stage, reason) in sorted(failed.items()):
-            original = keys[slot]
-            action = "raised"
-            if self.on_error == "skip":
-                replacement = self._replace(slot, data, out, positions[slot])
-                if replacement is not None:
-                    index, key = replacement
-                    action = f"replaced by {key!r}"
-                    keys[slot], labels[slot], replaced[slot] = key, self._labels[index], True
-            if self.on_error != "raise" and not replaced[slot]:
-                action = "zero-filled" if self.on_error == "zero" else f"zero-filled (no readable replacement in {_REPLACEMENT_TRIES} tries)"
-                valid[slot] = False
-                if isinstance(data, list):
-                    data[slot] = None
-                elif out is not None:
-                    data[slot] = 0
-            record = BadSample(original, stage, reason, epoch, positions[slot], action)
-            records.append(record)
-            count = self._failure_log.add(record)
-            if self.on_error != "raise" and self._bad_sample_budget is not None and count > self._bad_sample_budget:
-                error = TooManyBadSamplesError(count, self._bad_sample_budget, self._failure_log.in_epoch(epoch))
-                self._stop_with(error)
-                raise error
-        if self.on_error == "raise":
-            error = SampleError(records)
-            self._stop_with(error)
-            raise error
+        seeds = [self._augmentation_seed(position) for position in positions]
+        return decode_payloads(payloads, keys=keys, seeds=seeds, transform=self.transform, decode=self.decode, out=out)
 
     def _replace(self, slot: int, data: Any, out: np.ndarray | None, position: int) -> tuple[int, str] | None:
-        """Fill ``slot`` with a replacement sample drawn from (seed, epoch, position): the same
-        choice in a resumed run. Returns (storage index, key), or None if none could be read."""
-        generator = np.random.default_rng([self.sampler.seed & 0xFFFFFFFF, self.sampler.epoch, position, 0x5EED])
-        for index in generator.integers(0, len(self._keys), size=_REPLACEMENT_TRIES).tolist():
+        """Fill ``slot`` with the first readable, decodable replacement for the sample at
+        ``position`` (see `replacement_candidates`). Returns (storage index, key), or None."""
+        for index in replacement_candidates(self.sampler.seed, self.sampler.epoch, position, len(self._keys)):
             key = self._keys[index]
             payload = self.storage.try_read_indices([index])[0]
             self._raise_if_unavailable([payload])
@@ -458,6 +369,7 @@ class Loader:
                 data[slot] = decoded[0]
             return index, key
         return None
+
     def _augmentation_seed(self, position: int) -> int:
         """A sample's random crop and flip depend on (seed, epoch, position) only: a resumed or
         re-sharded run augments every sample exactly as the uninterrupted run would."""
@@ -505,7 +417,7 @@ class Loader:
                 _logger.info("epoch %d is finished; starting epoch %d (call set_epoch to choose)", self.sampler.epoch, self.sampler.epoch + 1)
                 self.set_epoch(self.sampler.epoch + 1)
                 remaining = len(self.sampler.plan_arrays()[0])
-            self._bad_sample_budget = self._budget(remaining + self.sampler.delivered_count)
+            self._policy.start_epoch(remaining + self.sampler.delivered_count)
             self._fatal = None
             self._pipeline = pipeline = self._build()
             pipeline.start()
@@ -531,17 +443,10 @@ class Loader:
                 # nothing left running.
                 pipeline.stop(timeout=10.0 if finished else _QUICK_STOP)
                 self._last_stats = pipeline.stats()
-            self._failure_log.summarize(self.sampler.epoch, self.sampler.delivered_count)
+            self._policy.log.summarize(self.sampler.epoch, self.sampler.delivered_count)
             self._pipeline = None
             with self._iteration_lock:
                 self._iterating = None
-
-    def _budget(self, epoch_samples: int) -> int | None:
-        if self.max_bad_samples is None:
-            return None
-        if isinstance(self.max_bad_samples, float) and self.max_bad_samples < 1.0:
-            return math.ceil(self.max_bad_samples * epoch_samples)
-        return int(self.max_bad_samples)
 
     def stats(self) -> PipelineStats | None:
         """Per-stage stats of the running epoch, or of the last one, with the bad samples met so
@@ -550,8 +455,5 @@ class Loader:
         stats = pipeline.stats() if pipeline is not None else self._last_stats
         if stats is None:
             return None
-        return dataclasses.replace(stats, sample_failures=self._failure_log.counts())
+        return dataclasses.replace(stats, sample_failures=self._policy.log.counts())
 
-
-def _reason(error: Exception) -> str:
-    return f"{type(error).__name__}: {error}"

@@ -26,6 +26,7 @@ from ._cache import cache_dir
 from ._caffe import parse_datum
 from ._errors import StaleIndexError, StorageError
 from ._protocol import Storage
+from ._reads import read_spans
 
 __all__ = ["LmdbStorage"]
 
@@ -221,18 +222,8 @@ class LmdbStorage(Storage):
         except OSError as error:
             return [error] * len(positions)
         ranges = [(int(self._offsets[position]), int(self._lengths[position])) for position in positions]
-        try:
-            return list(_native.read_ranges(self.data_file, ranges, self.max_gap, self.max_read))
-        except OSError:
-            # A merged read failed: read each sample alone, so only the samples that are really
-            # unreadable fail, not their neighbours in the same merged read.
-            results: list[bytes | Exception] = []
-            for position, span in zip(positions, ranges):
-                try:
-                    results.append(_native.read_ranges(self.data_file, [span], 0, self.max_read)[0])
-                except OSError as error:
-                    results.append(StorageError(f"{self.data_file}: sample {self._keys[position]!r}: {error}"))
-            return results
+        names = [self._keys[position] for position in positions]
+        return read_spans(self.data_file, ranges, names, max_gap=self.max_gap, max_read=self.max_read)
 
     def _read_with_lmdb(self, keys: Sequence[str]) -> list[bytes | Exception]:
         results: list[bytes | Exception] = []

@@ -149,7 +149,12 @@ class Storage(ABC):
         """
         if on_error not in ("raise", "skip"):
             raise ValueError(f'on_error must be "raise" or "skip", got {on_error!r}')
-        results = self.try_read_indices(indices)
+        return self.apply_on_error(indices, self.try_read_indices(indices), on_error)
+
+    def apply_on_error(self, indices: Sequence[int], results: Sequence[bytes | Exception], on_error: OnError) -> list[bytes | None]:
+        """``results`` of reading ``indices`` under ``on_error``: raise the first failure, or
+        record each (in `failures`) and put None in its place. An unavailable store raises
+        whatever ``on_error`` says."""
         out: list[bytes | None] = []
         for index, result in zip(indices, results):
             if isinstance(result, Exception):

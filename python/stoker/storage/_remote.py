@@ -23,7 +23,7 @@ from typing import Any
 
 from ._disk_cache import SampleCache
 from ._protocol import OnError, Storage
-from ._errors import StorageError, StorageUnavailableError
+from ._errors import StorageError
 from ._retry import ErrorKind, RetryCounters, RetryPolicy, call_with_retries, first_line
 
 __all__ = ["RemoteStorage"]
@@ -124,16 +124,7 @@ class RemoteStorage(Storage):
                 ``on_error``).
             StorageError: A sample failed and ``on_error="raise"``.
         """
-        out: list[bytes | None] = []
-        for index, result in zip(indices, await self._gather(indices)):
-            if isinstance(result, Exception):
-                if on_error == "raise" or isinstance(result, StorageUnavailableError):
-                    raise result
-                self.record_failure(self._keys[index], result)
-                out.append(None)
-            else:
-                out.append(result)
-        return out
+        return self.apply_on_error(indices, await self._gather(indices), on_error)
 
     async def _gather(self, indices: Sequence[int]) -> list[bytes | Exception]:
         results = await asyncio.gather(*(self.fetch_index(index) for index in indices), return_exceptions=True)

@@ -19,6 +19,7 @@ from pathlib import Path
 from .. import _native
 from ._errors import CorruptSampleError, ShardError, StorageError
 from ._protocol import Storage
+from ._reads import read_spans
 from ._tar_index import LABEL_EXTENSIONS, ShardIndex, build_index, index_path, load_index, write_index
 
 __all__ = ["DATASET_FORMAT", "TarShardStorage", "default_payload"]
@@ -175,25 +176,9 @@ class TarShardStorage(Storage):
                     readable.append((slot, position, key))
                 except KeyError as error:
                     results[slot] = ShardError(error.args[0])
-            for (slot, position, key), payload in zip(readable, self._read_spans(shard, spans, [key for _, _, key in readable])):
+            payloads = read_spans(shard.shard, spans, [key for _, _, key in readable], max_gap=self.max_gap, max_read=self.max_read, error_type=ShardError)
+            for (slot, position, key), payload in zip(readable, payloads):
                 results[slot] = payload if isinstance(payload, Exception) else self._checked(shard, position, key, payload)
-        return results
-
-    def _read_spans(self, shard: ShardIndex, spans: list[tuple[int, int]], keys: list[str]) -> list[bytes | Exception]:
-        """Read ``spans`` of ``shard`` in few merged reads; if a merged read fails, read each span
-        alone, so only the samples that are really unreadable fail, not their neighbours."""
-        if not spans:
-            return []
-        try:
-            return list(_native.read_ranges(shard.shard, spans, self.max_gap, self.max_read))
-        except OSError:
-            pass
-        results: list[bytes | Exception] = []
-        for span, key in zip(spans, keys):
-            try:
-                results.append(_native.read_ranges(shard.shard, [span], 0, self.max_read)[0])
-            except OSError as error:
-                results.append(ShardError(f"sample {key!r} in {shard.shard}: {error}"))
         return results
 
     def _checked(self, shard: ShardIndex, position: int, key: str, payload: bytes) -> bytes | Exception:

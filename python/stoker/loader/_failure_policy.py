@@ -1,0 +1,105 @@
+"""What the Loader does with the bad samples of one batch: ``on_error`` applied, every one recorded.
+
+The Loader finds the bad samples (unread at fetch, undecodable at decode) and knows how to put
+another sample into a slot or zero it; this policy decides which, counts against the epoch's
+budget, and records each sample in the `FailureLog`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable
+
+from ._failures import BadSample, FailureLog, OnError, SampleError, TooManyBadSamplesError
+
+__all__ = ["FailurePolicy", "replacement_candidates"]
+
+# Replacement samples tried for one bad sample under on_error="skip".
+REPLACEMENT_TRIES = 16
+
+
+def replacement_candidates(seed: int, epoch: int, position: int, size: int) -> list[int]:
+    """Storage indices to try, in order, in place of the bad sample at ``position``: drawn from
+    (seed, epoch, position) only, so a resumed or re-run epoch makes the same choice."""
+    import numpy as np
+
+    generator = np.random.default_rng([seed & 0xFFFFFFFF, epoch, position, 0x5EED])
+    return [int(index) for index in generator.integers(0, size, size=REPLACEMENT_TRIES)]
+
+
+class FailurePolicy:
+    """``on_error`` with its budget and its log.
+
+    Args:
+        on_error: ``"raise"``, ``"skip"`` or ``"zero"`` (see `stoker.Loader`).
+        max_bad_samples: Bad samples allowed per epoch: a count, a fraction (below 1.0) of the
+            epoch rounded up, or None for no limit.
+        quarantine: Where the log appends every bad sample (JSON lines), or None.
+
+    Raises:
+        ValueError: An unknown policy or a negative budget.
+    """
+
+    def __init__(self, on_error: OnError, max_bad_samples: int | float | None, quarantine: str | os.PathLike[str] | None) -> None:
+        if on_error not in ("raise", "skip", "zero"):
+            raise ValueError(f'on_error must be "raise", "skip" or "zero", got {on_error!r}')
+        if max_bad_samples is not None and (max_bad_samples < 0 or (isinstance(max_bad_samples, float) and max_bad_samples >= 1.0)):
+            raise ValueError(f"max_bad_samples must be a count >= 0 or a fraction below 1.0, got {max_bad_samples!r}")
+        self.on_error: OnError = on_error
+        self.max_bad_samples = max_bad_samples
+        self.log = FailureLog(quarantine)
+        self.budget: int | None = None
+
+    def start_epoch(self, epoch_samples: int) -> None:
+        """Set the budget of an epoch of ``epoch_samples`` samples (this rank's)."""
+        if self.max_bad_samples is None:
+            self.budget = None
+        elif isinstance(self.max_bad_samples, float):
+            self.budget = math.ceil(self.max_bad_samples * epoch_samples)
+        else:
+            self.budget = int(self.max_bad_samples)
+
+    def apply(
+        self,
+        failed: dict[int, tuple[str, str]],
+        *,
+        epoch: int,
+        keys: list[str],
+        positions: list[int],
+        replace: Callable[[int], str | None],
+        zero: Callable[[int], None],
+    ) -> None:
+        """Deal with the bad samples of one batch.
+
+        Args:
+            failed: ``{slot: (stage, reason)}``.
+            epoch: The epoch, for the records.
+            keys: The batch's keys (the bad samples' own, not yet their replacements').
+            positions: The batch's epoch positions.
+            replace: Puts another sample into a slot; returns its key, or None if none could
+                be read.
+            zero: Zero-fills a slot and marks it invalid.
+
+        Raises:
+            SampleError: ``on_error="raise"``; lists the batch's bad samples.
+            TooManyBadSamplesError: The epoch's budget ran out.
+        """
+        records: list[BadSample] = []
+        for slot, (stage, reason) in sorted(failed.items()):
+            action = "raised"
+            if self.on_error == "skip":
+                replacement = replace(slot)
+                action = f"replaced by {replacement!r}" if replacement is not None else f"zero-filled (no readable replacement in {REPLACEMENT_TRIES} tries)"
+                if replacement is None:
+                    zero(slot)
+            elif self.on_error == "zero":
+                action = "zero-filled"
+                zero(slot)
+            record = BadSample(keys[slot], stage, reason, epoch, positions[slot], action)
+            records.append(record)
+            count = self.log.add(record)
+            if self.on_error != "raise" and self.budget is not None and count > self.budget:
+                raise TooManyBadSamplesError(count, self.budget, self.log.in_epoch(epoch))
+        if self.on_error == "raise" and records:
+            raise SampleError(records)
