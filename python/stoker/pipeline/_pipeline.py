@@ -6,7 +6,7 @@ import threading
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from ._engine import _Engine
 from ._errors import PipelineStoppedError

@@ -21,7 +21,6 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import _native
 from ._cache import cache_dir
 from ._caffe import parse_datum
 from ._errors import StaleIndexError, StorageError
