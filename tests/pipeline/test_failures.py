@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from stoker.pipeline import PipelineBuilder, PipelineFailureError
+from stoker.pipeline import AbortPipeline, PipelineBuilder, PipelineFailureError
 
 
 def _reject_multiples_of_ten(item: int) -> int:
@@ -102,3 +102,41 @@ def test_an_exception_in_user_repr_does_not_hide_the_failure(caplog: pytest.LogC
     pipeline = PipelineBuilder().add_source([BadRepr()]).pipe(reject).add_sink(1).build()
     assert list(pipeline) == []
     assert "failing repr" in caplog.text and "rejected" in caplog.text
+
+
+class _Verdict(Exception):
+    pass
+
+
+def _abort_at_twenty(item: int) -> int:
+    if item == 20:
+        raise AbortPipeline(_Verdict("the run cannot go on"))
+    return item
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_an_op_can_abort_the_run_with_its_error(caplog: pytest.LogCaptureFixture, asynchronous: bool) -> None:
+    caplog.set_level(logging.ERROR, logger="stoker.pipeline")
+
+    async def async_op(item: int) -> int:
+        return _abort_at_twenty(item)
+
+    op = async_op if asynchronous else _abort_at_twenty
+    pipeline = PipelineBuilder().add_source(range(1000)).pipe(op, concurrency=2, max_failures=None).add_sink(2).build()
+    taken = []
+    with pytest.raises(_Verdict, match="cannot go on"):
+        for item in pipeline:
+            taken.append(item)
+    assert 20 not in taken and len(taken) < 1000
+    assert pipeline.stats().stages[1].failures == 0  # a verdict, not a failed item
+    assert not [record for record in caplog.records if "cannot go on" in record.getMessage()]
+
+
+def test_a_source_can_abort_the_run() -> None:
+    def source():  # type: ignore[no-untyped-def]
+        yield from range(5)
+        raise AbortPipeline(_Verdict("storage is gone"))
+
+    pipeline = PipelineBuilder().add_source(source()).add_sink(10).build()
+    with pytest.raises(_Verdict, match="storage is gone"):
+        list(pipeline)

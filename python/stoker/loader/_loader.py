@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from ..ops.image import ImageTransform, allocate_batch
-from ..pipeline import Pipeline, PipelineBuilder, PipelineFailureError, PipelineStats
+from ..pipeline import AbortPipeline, Pipeline, PipelineBuilder, PipelineStats
 from ..sampling import FetchedSample, OutOfOrderPrefetcher, Sampler
 from ..storage import Storage, StorageUnavailableError
 from ._batch import Batch
@@ -174,7 +174,6 @@ class Loader:
         self._last_stats: PipelineStats | None = None
         self._iteration_lock = threading.Lock()
         self._iterating: str | None = None  # the thread iterating now
-        self._fatal: BaseException | None = None  # what stops the running epoch
 
     @property
     def failures(self) -> list[BadSample]:
@@ -253,13 +252,7 @@ class Loader:
             seconds=max(outage.seconds for outage in outages),
         )
         error.__cause__ = first
-        self._stop_with(error)
-        raise error
-
-    def _stop_with(self, error: BaseException) -> None:
-        """Remember the first error that ends the epoch; the training loop gets it next."""
-        if self._fatal is None:
-            self._fatal = error
+        raise AbortPipeline(error)
 
     def _prefetched_batches(self) -> Any:
         """The source with sample prefetch: each batch as fetched, as the decode stage takes it."""
@@ -333,8 +326,7 @@ class Loader:
             try:
                 self._policy.apply(failed, epoch=self.sampler.epoch, keys=keys, positions=positions, replace=replace, zero=zero)
             except (SampleError, TooManyBadSamplesError) as error:
-                self._stop_with(error)
-                raise
+                raise AbortPipeline(error) from None
             for slot, (index, key) in replacements.items():
                 keys[slot], labels[slot], replaced[slot] = key, self._labels[index], True
         return Batch(
@@ -418,7 +410,6 @@ class Loader:
                 self.set_epoch(self.sampler.epoch + 1)
                 remaining = len(self.sampler.plan_arrays()[0])
             self._policy.start_epoch(remaining + self.sampler.delivered_count)
-            self._fatal = None
             self._pipeline = pipeline = self._build()
             pipeline.start()
             while True:
@@ -426,16 +417,8 @@ class Loader:
                     batch = pipeline.get()
                 except StopIteration:
                     break
-                except PipelineFailureError as error:
-                    if self._fatal is not None:
-                        raise self._fatal from error
-                    raise
-                if self._fatal is not None:
-                    raise self._fatal
                 self.sampler.mark_delivered(batch.positions, batch.padding)
                 yield batch
-            if self._fatal is not None:
-                raise self._fatal
             finished = True
         finally:
             if pipeline is not None:

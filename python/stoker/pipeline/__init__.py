@@ -5,12 +5,13 @@ Knows nothing about images or storage. See `PipelineBuilder` to describe a pipel
 """
 
 from ._builder import PipelineBuilder
-from ._errors import FailureRecord, PipelineError, PipelineFailureError, PipelineStoppedError
+from ._errors import AbortPipeline, FailureRecord, PipelineError, PipelineFailureError, PipelineStoppedError
 from ._pipeline import Pipeline
 from ._profile import ProfileResult, profile_pipeline
 from ._stats import PipelineStats, StageStats, TaskTimeSummary
 
 __all__ = [
+    "AbortPipeline",
     "FailureRecord",
     "Pipeline",
     "PipelineBuilder",

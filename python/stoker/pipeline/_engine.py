@@ -20,7 +20,7 @@ from time import perf_counter, thread_time
 from typing import Any
 
 from ._buffer import _Buffer
-from ._errors import FailureRecord, PipelineFailureError, PipelineStoppedError
+from ._errors import AbortPipeline, FailureRecord, PipelineFailureError, PipelineStoppedError
 from ._inline import _InlineStage, _short_repr
 from ._spec import ASYNC_GENERATOR, GENERATOR, SOURCE, StageSpec
 from ._stage import _Job, _Stage
@@ -316,6 +316,7 @@ class _Engine:
     ) -> tuple[_Job | None, list[Any]]:
         """Hand a step's outcome to the stage; return the runner's next job and stages to start."""
         record = None
+        abort = value.error if outcome == _FAILED and isinstance(value, AbortPipeline) else None
         with self.lock:
             stage.task_times.record(seconds)
             next_job: _Job | None = None
@@ -326,6 +327,10 @@ class _Engine:
                 elif job.generator is None:
                     stage.finish(job)
             elif outcome == _DONE:
+                if stage.spec.kind == SOURCE:
+                    stage.exhausted = True
+                stage.finish(job)
+            elif abort is not None:
                 if stage.spec.kind == SOURCE:
                     stage.exhausted = True
                 stage.finish(job)
@@ -340,7 +345,9 @@ class _Engine:
             if next_job is None:
                 next_job = self._claim(stage)
             starts = self.drain()
-        if record is not None:
+        if abort is not None:
+            self.fail(abort)
+        elif record is not None:
             self._log_failure(stage, record, value)
             self._check_budget(stage)
         elif outcome == _FAILED:

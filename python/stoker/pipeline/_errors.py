@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["FailureRecord", "PipelineError", "PipelineFailureError", "PipelineStoppedError"]
+__all__ = ["AbortPipeline", "FailureRecord", "PipelineError", "PipelineFailureError", "PipelineStoppedError"]
 
 # How many failures an error message spells out; the full list is on the exception.
 _LISTED_IN_MESSAGE = 10
@@ -66,3 +66,18 @@ class PipelineFailureError(PipelineError):
             f"stage {stage!r} failed on {failure_count} items, more than its "
             f"max_failures={max_failures}; the pipeline stopped. Failures:\n" + "\n".join(lines)
         )
+
+
+class AbortPipeline(Exception):
+    """Raised by an op or a source to end the pipeline at once and hand ``error`` to the
+    consumer: a verdict about the whole run (a store that stays down, a failure budget spent),
+    not an item that failed, so it is neither counted nor logged as one, whatever the stage's
+    ``max_failures``. Items not yet taken are not delivered.
+
+    Attributes:
+        error: What the consumer's next request raises.
+    """
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.error = error
