@@ -153,3 +153,23 @@ def test_a_corrupt_shard_index_is_named(s3_server: S3Server, bucket: str) -> Non
     s3_server.client().put_object(Bucket=bucket, Key="d/shard-000000.tar.idx", Body=b'{"format": "stoker.tar-index", "version": 1}')
     with pytest.raises(StorageError, match=r"shard-000000\.tar\.idx: not a valid index"):
         S3Storage(f"s3://{bucket}/d", **s3_server.options())
+
+
+def test_a_corrupted_shard_object_fails_its_crc_and_names_the_sample(s3_server: S3Server, bucket: str) -> None:
+    source = dataset(30)
+    upload_to_s3(source, f"s3://{bucket}/data", to="shards", shard_size=1 << 20, progress=False, **s3_server.options())
+    with S3Storage(f"s3://{bucket}/data", **s3_server.options()) as storage:
+        shard = storage.shards[0]
+        victim = shard.keys[4]
+        offset, size = shard.members[4][storage.payload]  # type: ignore[index]
+        client = s3_server.client()
+        name = f"data/{shard.shard.name}"
+        body = bytearray(client.get_object(Bucket=bucket, Key=name)["Body"].read())
+        body[offset + size // 2] ^= 0xFF  # one flipped byte, same size, same headers
+        client.put_object(Bucket=bucket, Key=name, Body=bytes(body))
+        got = storage.read_many(storage.keys, on_error="skip")
+        assert [key for key, data in zip(storage.keys, got) if data is None] == [victim]
+        [failure] = storage.failures
+        assert "CRC-32 mismatch" in str(failure.error) and victim in str(failure.error)
+    with S3Storage(f"s3://{bucket}/data", verify=False, **s3_server.options()) as unverified:
+        assert unverified.read(victim) != source.read(victim + ".jpg")
