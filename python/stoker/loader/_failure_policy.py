@@ -11,6 +11,8 @@ import math
 import os
 from collections.abc import Callable
 
+import numpy as np
+
 from ._failures import BadSample, FailureLog, OnError, SampleError, TooManyBadSamplesError
 
 __all__ = ["FailurePolicy", "replacement_candidates"]
@@ -22,8 +24,6 @@ REPLACEMENT_TRIES = 16
 def replacement_candidates(seed: int, epoch: int, position: int, size: int) -> list[int]:
     """Storage indices to try, in order, in place of the bad sample at ``position``: drawn from
     (seed, epoch, position) only, so a resumed or re-run epoch makes the same choice."""
-    import numpy as np
-
     generator = np.random.default_rng([seed & 0xFFFFFFFF, epoch, position, 0x5EED])
     return [int(index) for index in generator.integers(0, size, size=REPLACEMENT_TRIES)]
 

@@ -49,6 +49,11 @@ class BadSample:
     position: int
     action: str
 
+    @property
+    def outcome(self) -> str:
+        """The action without the replacement's key: ``"raised"``, ``"zero-filled..."`` or ``"replaced"``."""
+        return self.action.split(" by ")[0]
+
     def describe(self) -> str:
         return f"{self.key!r} ({self.stage}: {self.reason}) -> {self.action}"
 
@@ -96,6 +101,7 @@ class FailureLog:
         self.count = 0
         self._lock = threading.Lock()
         self._by_epoch: Counter[int] = Counter()
+        self._by_kind: Counter[str] = Counter()  # every failure, also past the kept list
         self._summarized: Counter[int] = Counter()
 
     def add(self, failure: BadSample) -> int:
@@ -103,6 +109,7 @@ class FailureLog:
         with self._lock:
             self.count += 1
             self._by_epoch[failure.epoch] += 1
+            self._by_kind[f"{failure.stage}: {failure.outcome}"] += 1
             if len(self.failures) < _KEPT:
                 self.failures.append(failure)
             if self.quarantine is not None:
@@ -118,8 +125,7 @@ class FailureLog:
     def counts(self) -> dict[str, int]:
         """Failures by stage and action, e.g. ``{"decode: replaced": 3, "fetch: zero-filled": 1}``."""
         with self._lock:
-            failures = list(self.failures)
-        return dict(Counter(f"{failure.stage}: {failure.action.split(' by ')[0]}" for failure in failures))
+            return dict(self._by_kind)
 
     def summarize(self, epoch: int, samples: int) -> None:
         """Log one warning for ``epoch`` if it has failures not yet summed up."""
@@ -130,7 +136,7 @@ class FailureLog:
             self._summarized[epoch] = count
             failures = [failure for failure in self.failures if failure.epoch == epoch]
         stages = Counter(failure.stage for failure in failures)
-        actions = Counter(failure.action.split(" by ")[0] for failure in failures)
+        actions = Counter(failure.outcome for failure in failures)
         first = failures[0] if failures else None
         _logger.warning(
             "epoch %d: %d bad sample(s) (%s; %s) by the time %d samples were delivered%s; the list is in loader.failures%s",

@@ -218,8 +218,8 @@ class Loader:
     def _batch_count(self, samples: int) -> int:
         return samples // self.batch_size if self.drop_last else -(-samples // self.batch_size)
 
-    def _batches(self) -> Iterator[tuple[int, BatchPlan]]:
-        positions, indices, padding = self.sampler.plan_arrays()
+    def _batches(self, plan: tuple[np.ndarray, np.ndarray, np.ndarray]) -> Iterator[tuple[int, BatchPlan]]:
+        positions, indices, padding = plan
         for number in range(self._batch_count(len(positions))):
             part = slice(number * self.batch_size, (number + 1) * self.batch_size)
             yield number, BatchPlan(positions[part], indices[part], padding[part])
@@ -254,9 +254,9 @@ class Loader:
         error.__cause__ = first
         raise AbortPipeline(error)
 
-    def _prefetched_batches(self) -> Any:
+    def _prefetched_batches(self, plan: tuple[np.ndarray, np.ndarray, np.ndarray]) -> Any:
         """The source with sample prefetch: each batch as fetched, as the decode stage takes it."""
-        positions, indices, padding = self.sampler.plan_arrays()
+        positions, indices, padding = plan
         count = self._batch_count(len(positions)) * self.batch_size
         # The prefetcher's "key" is the storage index (what fetch_index takes); the sample's name
         # and padding flag ride along as its "label".
@@ -368,13 +368,14 @@ class Loader:
         mixed = self.sampler.seed * 0x9E3779B97F4A7C15 + self.sampler.epoch * 0xBF58476D1CE4E5B9 + position
         return mixed & 0xFFFFFFFFFFFFFFFF
 
-    def _build(self) -> Pipeline[Any]:
+    def _build(self, plan: tuple[np.ndarray, np.ndarray, np.ndarray]) -> Pipeline[Any]:
+        """The epoch's pipeline over ``plan`` (the sampler's `plan_arrays`)."""
         order = "input" if self.in_order else "completion"
         builder = PipelineBuilder()
         if self.sample_prefetch:
-            builder.add_source(self._prefetched_batches(), name="fetch", buffer_size=max(1, self.prefetch))
+            builder.add_source(self._prefetched_batches(plan), name="fetch", buffer_size=max(1, self.prefetch))
         else:
-            builder.add_source(self._batches(), name="sampler").pipe(
+            builder.add_source(self._batches(plan), name="sampler").pipe(
                 self._fetch, concurrency=self.fetch_concurrency, name="fetch", output_order=order, max_failures=self.max_failures
             )
         return (
@@ -404,13 +405,13 @@ class Loader:
         finished = False
         pipeline: Pipeline[Any] | None = None
         try:
-            remaining = len(self.sampler.plan_arrays()[0])
-            if remaining == 0 and self.sampler.delivered_count > 0:
+            plan = self.sampler.plan_arrays()
+            if len(plan[0]) == 0 and self.sampler.delivered_count > 0:
                 _logger.info("epoch %d is finished; starting epoch %d (call set_epoch to choose)", self.sampler.epoch, self.sampler.epoch + 1)
                 self.set_epoch(self.sampler.epoch + 1)
-                remaining = len(self.sampler.plan_arrays()[0])
-            self._policy.start_epoch(remaining + self.sampler.delivered_count)
-            self._pipeline = pipeline = self._build()
+                plan = self.sampler.plan_arrays()
+            self._policy.start_epoch(len(plan[0]) + self.sampler.delivered_count)
+            self._pipeline = pipeline = self._build(plan)
             pipeline.start()
             while True:
                 try:

@@ -55,7 +55,7 @@ class RemoteStorage(Storage):
         self.max_in_flight = max_in_flight
         self.retry = retry or RetryPolicy()
         self.cache = cache
-        self.counters = RetryCounters()
+        self._counters: RetryCounters | None = None
         self.requests = 0
         self.bytes_fetched = 0
         self._limits: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
@@ -76,6 +76,13 @@ class RemoteStorage(Storage):
     def sample_name(self, index: int) -> str:
         """Where the sample lives, for errors (a URL; never credentials)."""
 
+    @property
+    def counters(self) -> RetryCounters:
+        """Retries and outages of this store (made on first use, when `describe` can name it)."""
+        if self._counters is None:
+            self._counters = RetryCounters(self.describe())
+        return self._counters
+
     # ---- async reads ----------------------------------------------------------------------
 
     def _limit(self) -> asyncio.Semaphore:
@@ -94,8 +101,6 @@ class RemoteStorage(Storage):
             StorageError: A final error (missing sample, bad checksum); names the sample.
         """
         name = self.sample_name(index)
-        if self.counters.store == "storage":
-            self.counters.store = self.describe()
         if self.cache is not None and (cached := self.cache.get(name)) is not None:
             return cached
         async with self._limit():

@@ -27,9 +27,8 @@ import json
 import os
 from pathlib import PurePosixPath
 
-from .. import _native
 from ._disk_cache import SampleCache
-from ._errors import CorruptSampleError, StorageError
+from ._errors import StorageError
 from ._files import IMAGE_EXTENSIONS
 from ._remote import RemoteStorage
 from ._retry import ErrorKind, RetryPolicy, call_with_retries, first_line
@@ -139,7 +138,6 @@ class S3Storage(RemoteStorage):
 
         try:
             # Counted with the reads: an unreachable endpoint is reported every few seconds.
-            self.counters.store = self.url
             return await call_with_retries(
                 get, policy=self.retry.for_opening(), classify=self._classify, name=f"s3://{self.bucket}/{self.object_key(name)}", counters=self.counters
             )
@@ -233,10 +231,9 @@ class S3Storage(RemoteStorage):
             except KeyError:
                 raise KeyError(f"sample {self._keys[index]!r} in {shard.shard} has no {self.payload!r} member") from None
             data = bytes(await obstore.get_range_async(self.store, self.object_key(shard.shard.name), start=offset, length=size))
-            if self.verify and shard.crc32 is not None:
-                expected = shard.crc32[position].get(self.payload)  # type: ignore[arg-type]
-                if expected is not None and _native.crc32(data) != expected:
-                    raise CorruptSampleError(f"{self.sample_name(index)}: CRC-32 mismatch (the shard's bytes changed since it was indexed)")
+            corrupt = shard.corruption(position, self.payload, data, self.sample_name(index)) if self.verify else None  # type: ignore[arg-type]
+            if corrupt is not None:
+                raise corrupt
             return data
         result = await obstore.get_async(self.store, self.object_key(self._keys[index]))
         return bytes(await result.bytes_async())

@@ -17,7 +17,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from .. import _native
-from ._errors import CorruptSampleError, ShardError, StorageError
+from ._errors import ShardError, StorageError
 from ._protocol import Storage
 from ._reads import read_spans
 from ._tar_index import LABEL_EXTENSIONS, ShardIndex, build_index, index_path, load_index, write_index
@@ -183,14 +183,8 @@ class TarShardStorage(Storage):
 
     def _checked(self, shard: ShardIndex, position: int, key: str, payload: bytes) -> bytes | Exception:
         """``payload``, or a `CorruptSampleError` when it fails the CRC-32 in the index."""
-        if self.verify and shard.crc32 is not None:
-            expected = shard.crc32[position].get(self.payload)
-            if expected is not None and _native.crc32(payload) != expected:
-                return CorruptSampleError(
-                    f"sample {key!r} in {shard.shard}: CRC-32 mismatch (the shard's bytes changed since it was indexed, "
-                    f"or it was replaced by another shard); re-create the shard, or index it again with `stoker index` if the new bytes are right"
-                )
-        return payload
+        corrupt = shard.corruption(position, self.payload, payload, f"sample {key!r} in {shard.shard}") if self.verify else None
+        return corrupt or payload
 
     def iter_sequential(self, chunk: int = 1024) -> Iterator[tuple[str, bytes]]:
         """Every sample shard by shard in file order, as large sequential reads; the next chunk

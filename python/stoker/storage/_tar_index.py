@@ -34,7 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._errors import ShardError, StaleIndexError
+from .. import _native
+from ._errors import CorruptSampleError, ShardError, StaleIndexError
 
 INDEX_FORMAT = "stoker.tar-index"
 INDEX_VERSION = 1
@@ -63,6 +64,17 @@ class ShardIndex:
     members: list[dict[str, tuple[int, int]]] = field(default_factory=list)
     labels: list[int | None] = field(default_factory=list)
     crc32: list[dict[str, int]] | None = None
+
+    def corruption(self, position: int, member: str, data: bytes, name: str) -> CorruptSampleError | None:
+        """A `CorruptSampleError` naming ``name`` if ``data`` fails the CRC-32 the index holds for
+        ``member`` of the sample at ``position``; None if it matches or there is none."""
+        expected = self.crc32[position].get(member) if self.crc32 is not None else None
+        if expected is None or _native.crc32(data) == expected:
+            return None
+        return CorruptSampleError(
+            f"{name}: CRC-32 mismatch (the shard's bytes changed since it was indexed, or it was replaced by another "
+            f"shard); re-create the shard, or index it again with `stoker index` if the new bytes are right"
+        )
 
     def to_json(self) -> dict[str, Any]:
         samples = []
