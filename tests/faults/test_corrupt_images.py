@@ -148,3 +148,21 @@ def test_bad_policy_arguments_are_refused(tmp_path: Path) -> None:
         Loader(FileStorage(tmp_path), batch_size=2, on_error="ignore")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="max_bad_samples"):
         Loader(FileStorage(tmp_path), batch_size=2, max_bad_samples=-1)
+
+
+def test_a_quarantine_file_that_cannot_be_written_is_refused_up_front(tmp_path: Path) -> None:
+    make_images(tmp_path, count=3)
+    with pytest.raises(OSError, match=r"quarantine file .*missing/bad\.jsonl"):
+        Loader(FileStorage(tmp_path), batch_size=2, quarantine=tmp_path / "missing" / "bad.jsonl")
+
+
+def test_skip_with_nothing_readable_to_replace_zero_fills_and_says_so(tmp_path: Path) -> None:
+    for index in range(4):  # every sample is bad: no replacement can be found
+        (tmp_path / "c0").mkdir(exist_ok=True)
+        (tmp_path / "c0" / f"{index}.jpg").write_bytes(b"not an image")
+    loader = Loader(FileStorage(tmp_path), batch_size=4, transform=TRANSFORM, on_error="skip", max_bad_samples=None)
+    [batch] = list(loader)
+    assert not batch.valid.any() and not batch.replaced.any() and not batch.data.any()
+    assert [failure.action for failure in loader.failures] == ["zero-filled (no readable replacement in 16 tries)"] * 4
+    stats = loader.stats()
+    assert stats is not None and stats.sample_failures == {"decode: zero-filled (no readable replacement in 16 tries)": 4}

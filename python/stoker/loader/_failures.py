@@ -93,10 +93,19 @@ class FailureLog:
 
     Args:
         quarantine: Path of the quarantine file (appended to), or None.
+
+    Raises:
+        OSError: The quarantine file cannot be opened for appending (checked now, not at the
+            first bad sample).
     """
 
     def __init__(self, quarantine: str | os.PathLike[str] | None = None) -> None:
         self.quarantine = Path(quarantine) if quarantine is not None else None
+        if self.quarantine is not None:
+            try:
+                open(self.quarantine, "a", encoding="utf-8").close()
+            except OSError as error:
+                raise OSError(error.errno, f"cannot append to the quarantine file {self.quarantine}: {error.strerror}") from error
         self.failures: list[BadSample] = []
         self.count = 0
         self._lock = threading.Lock()
