@@ -125,7 +125,7 @@ class TarShardStorage(Storage):
                 self._labels.append(shard.labels[position])
                 self._where.append((number, position))
         self._index_of = {key: index for index, key in enumerate(self._keys)}
-        self.payload = payload or self._default_payload()
+        self.payload = payload or default_payload(self.shards)
 
     def _open_index(self, shard: Path, missing_index: str) -> ShardIndex:
         if index_path(shard).exists():
@@ -139,9 +139,6 @@ class TarShardStorage(Storage):
             except OSError as error:
                 _logger.warning("cannot save the index of %s (%s); it is kept in memory", shard, error)
         return index
-
-    def _default_payload(self) -> str:
-        return default_payload(self.shards)
 
     def describe(self) -> str:
         return f"tar shards {self.source}"
