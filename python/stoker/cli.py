@@ -187,7 +187,9 @@ def _bench(arguments: argparse.Namespace) -> int:
                 continue
             try:
                 results.append({"name": name, **run_in_subprocess(name, Path(root))})
-            except (RuntimeError, OSError) as error:
+            except RuntimeError as error:  # its message starts with the peer's name
+                skipped.append(str(error))
+            except OSError as error:
                 skipped.append(f"{name} ({error})")
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     print(f"\nstoker bench: {dataset}; batch {arguments.batch_size}; {cores} cores")

@@ -7,6 +7,7 @@ normalized 3x224x224 float32 images."""
 from __future__ import annotations
 
 import json
+import re
 import resource
 import subprocess
 import sys
@@ -122,12 +123,16 @@ def run_in_subprocess(name: str, root: Path, timeout: float = 1800) -> dict[str,
     """Run one method in a fresh process; its measurements as a dict.
 
     Raises:
-        RuntimeError: The method failed (its last error line is in the message).
+        RuntimeError: The method failed or delivered nothing; the message gives its first error
+            line (a peer may log per-sample errors and go on) and how it ended.
     """
     process = subprocess.run([sys.executable, "-m", "stoker.bench._peers", name, str(root)], capture_output=True, text=True, timeout=timeout)
     if process.returncode != 0:
-        last = (process.stderr.strip().splitlines() or ["no output"])[-1]
-        raise RuntimeError(f"{name}: {last}")
+        lines = process.stderr.strip().splitlines() or ["no output"]
+        first_error = next((line.strip() for line in lines if re.match(r"\s*[\w.]+(Error|Exception): ", line)), None)
+        ending = lines[-1].strip()
+        reason = ending if first_error is None or first_error == ending else f"{ending}; first error: {first_error[:200]}"
+        raise RuntimeError(f"{name}: {reason}")
     return json.loads(process.stdout.strip().splitlines()[-1])
 
 
@@ -137,6 +142,8 @@ def _child(name: str, root: Path) -> None:
     started = time.perf_counter()
     with PeakMemory() as peak:
         first, count = PEERS[name](root)
+    if count == 0:  # e.g. every sample failed inside a pipeline that logs and drops them
+        sys.exit("delivered no images")
     seconds = time.perf_counter() - started
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
