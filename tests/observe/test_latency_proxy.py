@@ -1,4 +1,4 @@
-"""The latency proxy: bytes intact and in order, the delay added, connections killable, loopback only."""
+"""The latency proxy: bytes intact and in order, the delay added, connections killable or cut mid-reply, loopback only."""
 
 from __future__ import annotations
 
@@ -65,6 +65,21 @@ def test_killed_connections_end_and_new_ones_work(echo_server: int) -> None:
             ended = True
         assert ended
         connection.close()
+        assert _round_trip(proxy.address, b"after")[0] == b"after"
+
+
+def test_a_cut_reply_resets_its_connection_and_the_next_one_passes(echo_server: int) -> None:
+    with LatencyProxy("127.0.0.1", echo_server) as proxy:
+        proxy.cut_responses(1)
+        assert proxy.cuts_left == 1
+        with socket.create_connection(proxy.address, timeout=30) as connection:
+            connection.sendall(b"lost")
+            try:
+                ended = connection.recv(100) == b""
+            except ConnectionResetError:
+                ended = True
+        assert ended, "the reply never arrives; the connection ends instead"
+        assert proxy.cuts_left == 0
         assert _round_trip(proxy.address, b"after")[0] == b"after"
 
 

@@ -4,8 +4,9 @@ loader and a storage server on one machine (this kernel has no netem).
 Each connection's bytes keep their order and are delivered ``delay`` seconds after they arrived
 (times a lognormal jitter), so the proxy adds latency without capping bandwidth. A
 ``slow_fraction`` of connections gets ``slow_factor`` times the delay (a heavy tail: congested
-routes). `kill_connections` drops every open connection, as a network fault would. It listens on
-loopback only.
+routes). `kill_connections` drops every open connection, as a network fault would;
+`cut_responses` makes the next replies die mid-flight, a fault that lands on in-flight requests
+whatever the timing. It listens on loopback only.
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ class LatencyProxy:
         self._writers: set[asyncio.StreamWriter] = set()
         self.address: tuple[str, int] = (listen_host, 0)
         self.connections = 0
+        self._cuts_left = 0
 
     def start(self) -> tuple[str, int]:
         """Start listening; returns (host, port) to connect to."""
@@ -81,6 +83,21 @@ class LatencyProxy:
             self._writers.clear()
 
         asyncio.run_coroutine_threadsafe(kill(), self._loop).result()
+
+    def cut_responses(self, count: int) -> None:
+        """Make the next ``count`` chunks coming back from the target end their connections instead
+        of arriving: the client has sent its request and sees the connection reset, so the fault
+        hits a request in flight, deterministically (a timed `kill_connections` may find only idle
+        connections, which a client reopens without noticing)."""
+        async def arm() -> None:
+            self._cuts_left += count
+
+        asyncio.run_coroutine_threadsafe(arm(), self._loop).result()
+
+    @property
+    def cuts_left(self) -> int:
+        """How many of the cuts asked of `cut_responses` have not happened yet."""
+        return self._cuts_left
 
     def stop(self) -> None:
         """Close the listener and every connection, and end the thread."""
@@ -124,14 +141,20 @@ class LatencyProxy:
         self._writers.update((client_writer, server_writer))
         await asyncio.gather(
             self._pipe(client_reader, server_writer, delay),
-            self._pipe(server_reader, client_writer, delay),
+            self._pipe(server_reader, client_writer, delay, cut=(client_writer, server_writer)),
             return_exceptions=True,
         )
         for writer in (client_writer, server_writer):
             self._writers.discard(writer)
             writer.transport.abort()
 
-    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, delay: float) -> None:
+    async def _pipe(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        delay: float,
+        cut: tuple[asyncio.StreamWriter, ...] = (),
+    ) -> None:
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue()
 
@@ -153,6 +176,11 @@ class LatencyProxy:
         try:
             while True:
                 data = await reader.read(65536)
+                if data and cut and self._cuts_left > 0:
+                    self._cuts_left -= 1
+                    for end in cut:
+                        end.transport.abort()
+                    return
                 factor = self._random.lognormvariate(0, self.jitter) if self.jitter else 1.0
                 # Bytes keep their order: a chunk is never due before the one ahead of it.
                 last_due = max(last_due, loop.time() + delay * factor)
