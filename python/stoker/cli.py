@@ -142,7 +142,7 @@ def _index(arguments: argparse.Namespace) -> int:
     from pathlib import Path
 
     for shard in arguments.shards:
-        index = build_index(Path(shard), checksums=not arguments.no_checksums)
+        index = build_index(Path(shard), checksums=not arguments.no_checksums, label_key=arguments.label_key)
         write_index(index)
         print(f"{index_path(Path(shard))}: {len(index.keys)} samples")
     return 0
@@ -275,6 +275,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     index = commands.add_parser("index", help="write the sidecar index of existing WebDataset shards")
     index.add_argument("shards", nargs="+")
     index.add_argument("--no-checksums", action="store_true", help="skip CRC-32s (indexing reads less)")
+    index.add_argument("--label-key", help="take labels from this field of each sample's .json (a.b reaches inside)")
     index.set_defaults(run=_index)
     arguments = parser.parse_args(argv)
     try:

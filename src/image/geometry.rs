@@ -92,6 +92,10 @@ pub struct Plan {
     pub out_width: usize,
     pub out_height: usize,
     pub flip: bool,
+    /// The source region is cut out before resizing (torchvision's `resized_crop`), so the
+    /// filter never reaches pixels outside it; otherwise the region is a window on the resized
+    /// whole image (Resize then CenterCrop), whose filter does.
+    pub crop_first: bool,
 }
 
 impl Plan {
@@ -180,6 +184,7 @@ pub fn plan(spec: &TransformSpec, width: usize, height: usize, seed: u64) -> Ima
             out_width,
             out_height,
             flip,
+            crop_first: true,
         });
     }
     // Size after the resize step (the image itself when there is none).
@@ -224,6 +229,7 @@ pub fn plan(spec: &TransformSpec, width: usize, height: usize, seed: u64) -> Ima
         out_width,
         out_height,
         flip,
+        crop_first: false,
     })
 }
 

@@ -81,13 +81,13 @@ pub fn transform_into(
     if direct {
         // uint8 HWC covering the whole slot: resize straight into the caller's memory.
         if let Slot::U8(out) = slot {
-            resize_region(&image, region, target_width, target_height, out)?;
+            resize_region(&image, region, plan.crop_first, target_width, target_height, out)?;
         }
         SCRATCH.with(|scratch| *scratch.borrow_mut() = (image.pixels, resized));
         return Ok((plan.out_width, plan.out_height));
     }
     resized.resize(target_width * target_height * channels, 0);
-    resize_region(&image, region, target_width, target_height, &mut resized)?;
+    resize_region(&image, region, plan.crop_first, target_width, target_height, &mut resized)?;
     let placement = Placement {
         left: target_left,
         top: target_top,
@@ -103,9 +103,51 @@ pub fn transform_into(
     Ok((plan.out_width, plan.out_height))
 }
 
+thread_local! {
+    // The cut-out region of a crop-first resize, kept for its allocation.
+    static CUT: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
 /// Resample `region` (left, top, width, height in `image` pixels) to `width` x `height` pixels
-/// in `target` (exactly that many bytes).
+/// in `target` (exactly that many bytes). With `crop_first`, the whole-pixel box around the
+/// region is cut out first, so the filter's support stops at the box as torchvision's
+/// `resized_crop` (crop, then resize) does, instead of reading the neighbouring pixels.
 fn resize_region(
+    image: &decode::Decoded,
+    region: (f64, f64, f64, f64),
+    crop_first: bool,
+    width: usize,
+    height: usize,
+    target: &mut [u8],
+) -> ImageResult<()> {
+    let (left, top, region_width, region_height) = region;
+    let box_left = left.floor().max(0.0) as usize;
+    let box_top = top.floor().max(0.0) as usize;
+    let box_right = ((left + region_width).ceil() as usize).min(image.width);
+    let box_bottom = ((top + region_height).ceil() as usize).min(image.height);
+    let is_whole_image = (box_left, box_top, box_right, box_bottom) == (0, 0, image.width, image.height);
+    if !crop_first || is_whole_image || box_right <= box_left || box_bottom <= box_top {
+        return resize_within(image, region, width, height, target);
+    }
+    CUT.with(|cut| {
+        let mut pixels = std::mem::take(&mut *cut.borrow_mut());
+        let channels = image.channels;
+        let row_len = (box_right - box_left) * channels;
+        pixels.clear();
+        for row in box_top..box_bottom {
+            let start = (row * image.width + box_left) * channels;
+            pixels.extend_from_slice(&image.pixels[start..start + row_len]);
+        }
+        let boxed = decode::Decoded { width: box_right - box_left, height: box_bottom - box_top, channels, pixels };
+        let shifted = (left - box_left as f64, top - box_top as f64, region_width, region_height);
+        let result = resize_within(&boxed, shifted, width, height, target);
+        *cut.borrow_mut() = boxed.pixels;
+        result
+    })
+}
+
+/// Resample `region` of `image`, reading whatever pixels of `image` the filter reaches.
+fn resize_within(
     image: &decode::Decoded,
     region: (f64, f64, f64, f64),
     width: usize,

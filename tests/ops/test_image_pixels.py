@@ -151,6 +151,23 @@ def test_random_resized_crop_of_the_whole_image_is_a_plain_resize() -> None:
     assert mean <= 0.5 and maximum <= 2, (mean, maximum)
 
 
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_random_resized_crop_reads_only_inside_its_box(seed: int) -> None:
+    # torchvision's resized_crop cuts the box out, then resizes it: the filter never reaches the
+    # pixels around the box. A 97x77 box in a 100x80 photo has 16 possible places; ours must
+    # match Pillow's crop-then-resize at one of them, border pixels included.
+    image = photo(100, 80, seed=20 + seed)
+    data = encode(image, "PNG")
+    transform = ImageTransform(random_resized_crop=(40, 50), scale=(7469 / 8000, 7469 / 8000), ratio=(97 / 77, 97 / 77))
+    ours = decode_image(data, transform, seed=seed)
+    source = Image.fromarray(image)
+    best = min(
+        (difference(ours, np.asarray(source.crop((left, top, left + 97, top + 77)).resize((50, 40), Image.BILINEAR))) for left in range(4) for top in range(4)),
+        key=lambda result: result[1],
+    )
+    assert best[0] <= 1 and best[1] <= 2, best
+
+
 def test_random_resized_crop_is_seeded() -> None:
     data = jpeg(seed=11)
     transform = ImageTransform(random_resized_crop=(224, 224), flip_probability=0.5)

@@ -165,23 +165,17 @@ def test_corrupt_sample_is_skipped_counted_and_reported(shards) -> None:
     assert storage.failure_count == 1 and storage.failures[0].key == key
 
 
-def test_a_partial_conversion_never_looks_complete(tmp_path: Path, folder) -> None:
-    root, _ = folder
-    destination = tmp_path / "partial"
-    destination.mkdir()
-    (destination / "shard-000000.tar.part").write_bytes(b"half a shard")
-    with pytest.raises(Exception):
-        TarShardStorage(destination)  # no dataset.json and no complete shard: nothing to open
-    with pytest.raises(Exception, match="already holds shards"):
-        (destination / "shard-000000.tar").write_bytes(b"")
-        convert_storage(FileStorage(root), destination, progress=False)
-
-
 def test_index_format_is_versioned(shards) -> None:
     destination, _ = shards
     shard = sorted(destination.glob("*.tar"))[0]
     document = json.loads(index_path(shard).read_text())
-    assert document["format"] == "stoker.tar-index" and document["version"] == 1
+    assert document["format"] == "stoker.tar-index" and document["version"] == 2
+    # A version 1 index (integer labels, no label_key) still reads, with the same samples.
+    before = TarShardStorage(destination)
+    old = {key: value for key, value in document.items() if key != "label_key"}
+    index_path(shard).write_text(json.dumps({**old, "version": 1}))
+    after = TarShardStorage(destination)
+    assert (after.keys, after.labels, after.read_many(after.keys)) == (before.keys, before.labels, before.read_many(before.keys))
     document["version"] = 99
     index_path(shard).write_text(json.dumps(document))
     with pytest.raises(ShardError, match="version 99"):

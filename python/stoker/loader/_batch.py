@@ -16,7 +16,8 @@ class Batch:
 
     Attributes:
         data: The samples: an array ``(n, ...)`` when the loader decodes images, else a list.
-        labels: int64 labels, -1 where a sample has none.
+        labels: int64 labels, -1 where a sample has none (float64 with NaN there when the
+            storage's labels are float targets).
         keys: The samples' keys in the storage.
         valid: False where a sample failed to read or decode and was zero-filled
             (``on_error="zero"``), or only pads this rank to an equal count; mask these out of
@@ -26,6 +27,8 @@ class Batch:
         index: The batch's number in this rank's epoch.
         replaced: True where a bad sample was replaced by another (``on_error="skip"``); the
             slot's key and label are the replacement's, its position the bad sample's.
+        extra: With the Loader's ``extra``: per sample, its other members by extension (``txt``
+            as text, ``json`` parsed, others bytes); ``{}`` in a zero-filled slot. None otherwise.
     """
 
     data: Any
@@ -36,6 +39,7 @@ class Batch:
     positions: np.ndarray
     index: int
     replaced: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    extra: list[dict[str, Any]] | None = None
 
     def __len__(self) -> int:
         return len(self.keys)

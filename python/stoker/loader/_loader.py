@@ -57,6 +57,10 @@ class Loader:
         transform: Decode images with this `ImageTransform` into one array per batch. Without
             it, ``decode`` is applied per sample, or the raw bytes are delivered.
         decode: A function of a sample's bytes (when there is no ``transform``).
+        extra: Other members of each sample to deliver beside the decoded payload, by extension
+            (``("txt", "json")`` for LAION-style image-text shards): `Batch.extra` holds them
+            per sample, ``txt`` as text, ``json`` parsed, others as bytes. A sample lacking one
+            is a bad sample (``on_error``). Tar shards, local or on S3.
         shuffle, seed, rank, world_size, pad: The `Sampler`'s; ``pad=False`` drops the uneven
             tail instead of padding ranks to equal counts.
         drop_last: Drop this rank's last, short batch.
@@ -111,6 +115,7 @@ class Loader:
         batch_size: int,
         transform: ImageTransform | None = None,
         decode: Callable[[bytes], Any] | None = None,
+        extra: Sequence[str] = (),
         shuffle: bool = True,
         seed: int = 0,
         rank: int = 0,
@@ -157,8 +162,8 @@ class Loader:
         self.max_failures = max_failures
         self.stats_interval = stats_interval
         self.sampler = Sampler(len(storage), shuffle=shuffle, seed=seed, rank=rank, world_size=world_size, pad=pad)
-        labels = storage.labels
-        self._labels = np.array([-1 if label is None else label for label in labels], dtype=np.int64)
+        self.extra = _check_extra(extra, storage)
+        self._labels = label_array(storage.labels)
         self._keys = storage.keys
         self._pool = None
         if transform is not None:
@@ -198,7 +203,7 @@ class Loader:
         if set_storage_epoch is not None and getattr(self.storage, "epoch", None) != self.sampler.epoch:
             set_storage_epoch(self.sampler.epoch)
             self._keys = self.storage.keys
-            self._labels = np.array([-1 if label is None else label for label in self.storage.labels], dtype=np.int64)
+            self._labels = label_array(self.storage.labels)
 
     def state_dict(self) -> dict[str, Any]:
         """Where this rank is in the epoch: delivered samples only, so batches in flight are read
@@ -307,13 +312,22 @@ class Loader:
         out = self._pool.acquire() if self._pool is not None else None
         data, failed = self._decode_samples(payloads, positions, keys, out)
         failed.update({slot: ("fetch", f"{type(payload).__name__}: {payload}") for slot, payload in enumerate(payloads) if isinstance(payload, Exception)})
+        extras: list[dict[str, Any]] = [{} for _ in keys]
+        if self.extra:
+            members = self.storage.try_read_members(plan.indices.tolist(), self.extra)
+            self._raise_if_unavailable(members)
+            for slot, found in enumerate(members):
+                if isinstance(found, Exception):
+                    failed.setdefault(slot, ("fetch", f"{type(found).__name__}: {found}"))
+                else:
+                    extras[slot] = found
         valid = np.ones(len(keys), dtype=bool)
         replaced = np.zeros(len(keys), dtype=bool)
         if failed:
             replacements: dict[int, tuple[int, str]] = {}
 
             def replace(slot: int) -> str | None:
-                found = self._replace(slot, data, out, positions[slot])
+                found = self._replace(slot, data, out, positions[slot], extras)
                 if found is None:
                     return None
                 replacements[slot] = found
@@ -322,6 +336,7 @@ class Loader:
             def zero(slot: int) -> None:
                 valid[slot] = False
                 data[slot] = None if isinstance(data, list) else 0
+                extras[slot] = {}
 
             try:
                 self._policy.apply(failed, epoch=self.sampler.epoch, keys=keys, positions=positions, replace=replace, zero=zero)
@@ -338,13 +353,14 @@ class Loader:
             positions=plan.positions.copy(),
             index=number,
             replaced=replaced,
+            extra=extras if self.extra else None,
         )
 
     def _decode_samples(self, payloads: Sequence[bytes | Exception], positions: list[int], keys: list[str], out: np.ndarray | None) -> tuple[Any, dict[int, tuple[str, str]]]:
         seeds = [self._augmentation_seed(position) for position in positions]
         return decode_payloads(payloads, keys=keys, seeds=seeds, transform=self.transform, decode=self.decode, out=out)
 
-    def _replace(self, slot: int, data: Any, out: np.ndarray | None, position: int) -> tuple[int, str] | None:
+    def _replace(self, slot: int, data: Any, out: np.ndarray | None, position: int, extras: list[dict[str, Any]]) -> tuple[int, str] | None:
         """Fill ``slot`` with the first readable, decodable replacement for the sample at
         ``position`` (see `replacement_candidates`). Returns (storage index, key), or None."""
         for index in replacement_candidates(self.sampler.seed, self.sampler.epoch, position, len(self._keys)):
@@ -353,6 +369,12 @@ class Loader:
             self._raise_if_unavailable([payload])
             if isinstance(payload, Exception):
                 continue
+            if self.extra:
+                members = self.storage.try_read_members([index], self.extra)[0]
+                self._raise_if_unavailable([members])
+                if isinstance(members, Exception):
+                    continue
+                extras[slot] = members
             target = out[slot : slot + 1] if out is not None else None
             decoded, failures = self._decode_samples([payload], [position], [key], target)
             if failures:
@@ -441,3 +463,22 @@ class Loader:
             return None
         return dataclasses.replace(stats, sample_failures=self._policy.log.counts())
 
+
+def label_array(labels: Sequence[int | float | None]) -> np.ndarray:
+    """Labels as one array: int64 with -1 where a sample has none, or float64 with NaN there
+    when any label is a float (a regression target)."""
+    if any(isinstance(label, float) for label in labels):
+        return np.array([np.nan if label is None else label for label in labels], dtype=np.float64)
+    return np.array([-1 if label is None else label for label in labels], dtype=np.int64)
+
+
+def _check_extra(extra: Sequence[str], storage: Storage) -> tuple[str, ...]:
+    """``extra`` as a tuple of member extensions, refused early when the storage has no members."""
+    if isinstance(extra, str):
+        extra = (extra,)
+    if not all(isinstance(extension, str) and extension for extension in extra):
+        raise TypeError(f"extra must be member extensions such as ('txt', 'json'), got {extra!r}")
+    extra = tuple(extension.lstrip(".") for extension in extra)
+    if extra:
+        storage.try_read_members([], extra)  # raises for storage with one payload per sample
+    return extra

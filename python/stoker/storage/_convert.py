@@ -1,8 +1,15 @@
 """`stoker convert`: a folder or manifest (or any storage) into indexed tar shards or LMDB.
 
 Nothing half-written ever looks complete: a shard is written as ``.part``, indexed, then renamed;
-``dataset.json`` (the list of shards) is written last; an LMDB is built in ``<dst>.part`` and
-renamed. Every output sample is read back and checked against the source's CRC-32.
+every output sample is read back and checked against the source's CRC-32, and only then is
+``dataset.json`` (the list of shards) written. An LMDB is built in ``<dst>.part`` and renamed
+once verified.
+
+An interrupted conversion to shards resumes: the folder holds a ``.stoker-convert.json`` marker
+naming the source, and running the same command again keeps the finished shards whose CRC-32s
+check, drops the ``.part``, and writes the rest. Until it finishes, opening the folder is refused
+with a message saying it is partial. A destination that is a file, or a non-empty folder that is
+not such a partial conversion, is refused.
 """
 
 from __future__ import annotations
@@ -18,10 +25,10 @@ from pathlib import Path
 
 from ._caffe import encode_datum
 from ._errors import StorageError
-from ._lmdb import LmdbStorage
+from ._lmdb import CLASSES_FILE, LmdbStorage
 from ._protocol import Storage
-from ._tar import DATASET_FORMAT, TarShardStorage
-from ._tar_index import build_index, write_index
+from ._tar import DATASET_FORMAT, PARTIAL_MARKER, TarShardStorage
+from ._tar_index import build_index, load_index, write_index
 
 __all__ = ["ConversionReport", "convert_storage", "shard_key"]
 
@@ -63,12 +70,70 @@ def _add_member(archive: tarfile.TarFile, name: str, data: bytes) -> None:
     archive.addfile(info, io.BytesIO(data))
 
 
-def _write_shards(source: Storage, destination: Path, shard_size: int, progress: bool) -> ConversionReport:
+def _conversion_marker(source: Storage, shard_size: int) -> dict:
+    return {"format": "stoker.convert", "source": source.describe(), "samples": len(source), "shard_size": shard_size}
+
+
+def _prepare_destination(source: Storage, destination: Path, shard_size: int) -> list[Path]:
+    """Make ``destination`` ready for shards; returns the finished shards of an interrupted run of
+    this same conversion (to keep), else []. Refuses anything else that is there."""
+    if destination.exists() and not destination.is_dir():
+        raise StorageError(f"{destination} is a file; shards go into a folder (give a new or empty folder)")
+    if (destination / "dataset.json").exists():
+        raise StorageError(f"{destination} already holds a converted dataset (dataset.json); choose a new or empty folder")
+    marker_path = destination / PARTIAL_MARKER
+    marker = _conversion_marker(source, shard_size)
+    if marker_path.exists():
+        try:
+            earlier = json.loads(marker_path.read_text())
+        except ValueError:
+            earlier = None
+        if earlier != marker:
+            raise StorageError(
+                f"{destination} holds an interrupted conversion of another source or shard size ({earlier}); "
+                f"run that conversion again to finish it, or choose another folder"
+            )
+        for part in destination.glob("*.part"):
+            part.unlink()
+        return sorted(destination.glob("shard-*.tar"))
+    if destination.exists() and any(destination.iterdir()):
+        found = sorted(item.name for item in destination.iterdir())
+        raise StorageError(f"{destination} is not empty (it holds {', '.join(found[:5])}{', ...' if len(found) > 5 else ''}); choose a new or empty folder")
     destination.mkdir(parents=True, exist_ok=True)
-    if (destination / "dataset.json").exists() or any(destination.glob("shard-*.tar")):
-        raise StorageError(f"{destination} already holds shards; choose an empty folder")
+    temporary = destination / f".{PARTIAL_MARKER}.tmp"
+    temporary.write_text(json.dumps(marker))
+    temporary.replace(marker_path)
+    return []
+
+
+def _kept_shards(finished: list[Path]) -> tuple[list[dict], list[str]]:
+    """The shards an interrupted run finished, after each one's CRC-32s check: their manifest
+    entries and their keys in order. A shard that fails is dropped with the ones after it."""
     shards: list[dict] = []
-    expected: dict[str, tuple[int, int | None]] = {}
+    keys: list[str] = []
+    for number, path in enumerate(finished):
+        if path.name != f"shard-{number:06d}.tar":
+            break
+        try:
+            index = load_index(path)
+            with TarShardStorage([path], verify=True) as shard:
+                for _ in shard.iter_sequential():
+                    pass
+        except (OSError, ValueError):
+            break
+        shards.append({"name": path.name, "samples": len(index.keys), "bytes": path.stat().st_size})
+        keys.extend(index.keys)
+    for stale in finished[len(shards) :]:
+        stale.unlink()
+        stale.with_name(stale.name + ".idx").unlink(missing_ok=True)
+    return shards, keys
+
+
+def _write_shards(source: Storage, destination: Path, shard_size: int, progress: bool) -> ConversionReport:
+    shards, kept_keys = _kept_shards(_prepare_destination(source, destination, shard_size))
+    if shards:
+        print(f"resuming the conversion into {destination}: {len(shards)} finished shards ({len(kept_keys)} samples) kept", file=sys.stderr)
+    expected: dict[str, tuple[int, int | float | None]] = {}
     total = 0
     archive: tarfile.TarFile | None = None
     part: Path | None = None
@@ -87,32 +152,35 @@ def _write_shards(source: Storage, destination: Path, shard_size: int, progress:
         shards.append({"name": final.name, "samples": samples_in_shard, "bytes": final.stat().st_size})
         archive, part, samples_in_shard = None, None, 0
 
-    seen: set[str] = set()
     with _progress(len(source), f"shards -> {destination}", progress) as bar:
-        for (key, data), label in zip(source.iter_sequential(), source.labels):
+        for position, ((key, data), label) in enumerate(zip(source.iter_sequential(), source.labels)):
             member_key, extension = shard_key(key)
-            if member_key in seen:
+            if member_key in expected:
                 raise StorageError(f"two source samples map to shard key {member_key!r} (the second is {key!r})")
-            seen.add(member_key)
+            expected[member_key] = (zlib.crc32(data), label)
+            total += len(data)
+            bar.update()
+            if position < len(kept_keys):
+                if kept_keys[position] != member_key:
+                    raise StorageError(f"{destination}: the finished shards hold {kept_keys[position]!r} where the source now has {member_key!r}; the source changed, start again in a new folder")
+                continue
             if archive is None:
                 part = destination / f"shard-{len(shards):06d}.tar.part"
                 archive = tarfile.open(part, mode="w", format=tarfile.PAX_FORMAT)
             _add_member(archive, f"{member_key}.{extension}", data)
             if label is not None:
                 _add_member(archive, f"{member_key}.cls", str(label).encode())
-            expected[member_key] = (zlib.crc32(data), label)
             samples_in_shard += 1
-            total += len(data)
             if archive.offset >= shard_size:
                 finish()
-            bar.update()
     finish()
+    with TarShardStorage([destination / shard["name"] for shard in shards], verify=True) as written:
+        _verify(written, expected, lambda key: key, source.classes)
     manifest = {"format": DATASET_FORMAT, "version": 1, "shards": shards, "samples": len(expected), "classes": source.classes}
     temporary = destination / ".dataset.json.tmp"
     temporary.write_text(json.dumps(manifest, indent=1))
     temporary.replace(destination / "dataset.json")
-    with TarShardStorage(destination, verify=True) as written:
-        _verify(written, expected, lambda key: key)
+    (destination / PARTIAL_MARKER).unlink()
     return ConversionReport(destination, "shards", len(expected), total, len(shards))
 
 
@@ -120,12 +188,13 @@ def _write_lmdb(source: Storage, destination: Path, progress: bool) -> Conversio
     import lmdb
 
     if destination.exists():
-        raise StorageError(f"{destination} already exists; choose a new path")
+        kind = "a file" if destination.is_file() else "a folder"
+        raise StorageError(f"{destination} already exists ({kind}); an LMDB is written to a new path")
     part = destination.with_name(destination.name + ".part")
     shutil.rmtree(part, ignore_errors=True)
     estimate = sum(os.path.getsize(source.path_of(key)) for key in source.keys) if hasattr(source, "path_of") else 1 << 30  # type: ignore[attr-defined]
     environment = lmdb.open(str(part), map_size=int(estimate * 1.5) + (64 << 20), subdir=True, writemap=False)
-    expected: dict[str, tuple[int, int | None]] = {}
+    expected: dict[str, tuple[int, int | float | None]] = {}
     total = 0
     try:
         with _progress(len(source), f"lmdb -> {destination}", progress) as bar:
@@ -142,17 +211,23 @@ def _write_lmdb(source: Storage, destination: Path, progress: bool) -> Conversio
         environment.sync(True)
     finally:
         environment.close()
+    if source.classes is not None:
+        (part / CLASSES_FILE).write_text(json.dumps({"format": "stoker.classes", "classes": source.classes}))
+    with LmdbStorage(part, value_format="caffe", index_path=part / "stoker-index.json") as written:
+        _verify(written, expected, lambda key: key, source.classes)
     part.replace(destination)
-    with LmdbStorage(destination, value_format="caffe") as written:
-        _verify(written, expected, lambda key: key)
     return ConversionReport(destination, "lmdb", len(expected), total, 0)
 
 
-def _verify(written: Storage, expected: dict[str, tuple[int, int | None]], key_of) -> None:  # type: ignore[no-untyped-def]
+def _verify(written: Storage, expected: dict[str, tuple[int, int | float | None]], key_of, classes: list[str] | None) -> None:  # type: ignore[no-untyped-def]
+    """Every written sample reads back with the source's bytes and label (a label read back
+    as a class name is compared by name)."""
     if len(written) != len(expected):
         raise StorageError(f"verification: wrote {len(expected)} samples, read back {len(written)}")
     for (key, data), label in zip(written.iter_sequential(), written.labels):
         crc, expected_label = expected[key_of(key)]
+        if written.classes is not None and classes is not None and label is not None and expected_label is not None:
+            label, expected_label = written.classes[int(label)], classes[int(expected_label)]
         if zlib.crc32(data) != crc or label != expected_label:
             raise StorageError(f"verification: sample {key!r} reads back different bytes or label")
 
@@ -167,8 +242,13 @@ def convert_storage(source: Storage, destination: str | os.PathLike[str], *, to:
         shard_size: Start a new shard past this many bytes.
         progress: Show a progress bar on stderr.
 
+    An interrupted conversion to shards resumes when called again with the same source and
+    destination (see the module notes).
+
     Raises:
-        StorageError: The destination is not empty, keys collide, or verification failed.
+        StorageError: The destination is a file, a non-empty folder that is not an interrupted
+            run of this conversion, or an existing LMDB path; keys collide; or verification
+            failed.
     """
     target = Path(destination)
     if to == "shards":

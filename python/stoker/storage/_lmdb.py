@@ -32,6 +32,8 @@ __all__ = ["LmdbStorage"]
 _logger = logging.getLogger("stoker.storage")
 _INDEX_FORMAT = "stoker.lmdb-index"
 _INDEX_VERSION = 1
+CLASSES_FILE = "classes.json"
+"""Beside ``data.mdb``: the class names of the labels (``stoker convert`` writes it)."""
 
 
 def _data_file(path: Path) -> tuple[Path, bool]:
@@ -120,12 +122,26 @@ class LmdbStorage(Storage):
         self.value_format: str = index["value_format"]
         self._keys: list[str] = index["keys"]
         self._labels: list[int | None] = index["labels"]
+        self.classes = self._read_classes()
         self._offsets = np.asarray(index["offsets"], dtype=np.int64)
         self._lengths = np.asarray(index["lengths"], dtype=np.int64)
         if mode == "explicit":
             # Reads no longer touch the map: release it (and its page cache pressure).
             self._env.close()
             self._env = None
+
+    def _read_classes(self) -> list[str] | None:
+        """The class names in ``classes.json`` beside the data file, if there is one."""
+        path = self.data_file.parent / CLASSES_FILE
+        try:
+            data = json.loads(path.read_text())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as error:
+            raise StorageError(f"{path}: not a class list ({error})") from error
+        if not isinstance(data, dict) or data.get("format") != "stoker.classes" or not isinstance(data.get("classes"), list):
+            raise StorageError(f"{path}: not a stoker.classes file")
+        return [str(name) for name in data["classes"]]
 
     # ---- the offset index -----------------------------------------------------------------
 

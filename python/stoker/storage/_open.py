@@ -10,7 +10,7 @@ from ._errors import StorageError
 from ._files import FileStorage
 from ._lmdb import LmdbStorage
 from ._protocol import Storage
-from ._tar import TarShardStorage
+from ._tar import PARTIAL_MARKER, TarShardStorage
 
 __all__ = ["open_storage", "storage_format"]
 
@@ -31,7 +31,7 @@ def storage_format(path: str | os.PathLike[str]) -> str:
     if location.is_dir():
         if (location / "data.mdb").exists():
             return "lmdb"
-        if (location / "dataset.json").exists() or any(location.glob("*.tar")):
+        if (location / "dataset.json").exists() or (location / PARTIAL_MARKER).exists() or any(location.glob("*.tar")):
             return "shards"
         return "folder"
     suffix = location.suffix.lower()

@@ -66,7 +66,7 @@ class Storage(ABC):
         self.failure_count = 0
 
     _keys: Sequence[str] = ()
-    _labels: Sequence[int | None] = ()
+    _labels: Sequence[int | float | None] = ()
 
     @property
     def keys(self) -> Sequence[str]:
@@ -74,8 +74,9 @@ class Storage(ABC):
         return self._keys
 
     @property
-    def labels(self) -> Sequence[int | None]:
-        """Every sample's label, aligned with `keys` (None where a sample has none)."""
+    def labels(self) -> Sequence[int | float | None]:
+        """Every sample's label, aligned with `keys`: a class index (see `classes`), a float
+        target, or None where a sample has none."""
         return self._labels
 
     # ---- what subclasses provide ----------------------------------------------------------
@@ -105,7 +106,7 @@ class Storage(ABC):
         except KeyError:
             raise KeyError(f"{self.describe()}: no sample with key {key!r}") from None
 
-    def label(self, key: str) -> int | None:
+    def label(self, key: str) -> int | float | None:
         """The label of one sample."""
         return self.labels[self.index_of(key)]
 
@@ -133,12 +134,26 @@ class Storage(ABC):
                 sample, counts it and records it in `failures`, and reads the rest.
 
         Raises:
-            KeyError: A key that is not in the storage (whatever ``on_error``).
+            KeyError: A key that is not in the storage and ``on_error="raise"`` (under
+                ``"skip"`` it is None and recorded, like any other failed sample).
             StorageUnavailableError: The store stayed unreachable past the retry deadline
                 (whatever ``on_error``).
             StorageError: A read failed and ``on_error="raise"``.
         """
-        return self.read_indices([self.index_of(key) for key in keys], on_error=on_error)
+        if on_error != "skip":
+            return self.read_indices([self.index_of(key) for key in keys], on_error=on_error)
+        found: list[int] = []
+        slots: list[int] = []
+        out: list[bytes | None] = [None] * len(keys)
+        for slot, key in enumerate(keys):
+            try:
+                found.append(self.index_of(key))
+                slots.append(slot)
+            except KeyError as error:
+                self.record_failure(key, error)
+        for slot, data in zip(slots, self.read_indices(found, on_error=on_error)):
+            out[slot] = data
+        return out
 
     def read_indices(self, indices: Sequence[int], *, on_error: OnError = "raise") -> list[bytes | None]:
         """`read_many` by position in `keys`: what a loader that already holds positions calls
@@ -183,6 +198,16 @@ class Storage(ABC):
         if len(results) != len(indices):
             raise StorageError(f"{self.describe()}: read {len(results)} samples for {len(indices)} requested")
         return results
+
+    def try_read_members(self, indices: Sequence[int], extensions: Sequence[str]) -> list[dict[str, Any] | Exception]:
+        """Other members of each sample (WebDataset's ``.txt``, ``.json``...), decoded; an
+        exception in place of a sample that lacks one. Backends whose samples have members
+        (tar shards, local or on S3) provide it.
+
+        Raises:
+            StorageError: This storage holds one payload per sample.
+        """
+        raise StorageError(f"{self.describe()}: one payload per sample; extra members (WebDataset's .txt, .json...) need tar shards")
 
     def record_failure(self, key: str, error: BaseException) -> None:
         """Count a sample a read skipped and keep it in `failures` (the first thousand)."""

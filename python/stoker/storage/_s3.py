@@ -25,7 +25,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+from collections.abc import Sequence
 from pathlib import PurePosixPath
+from typing import Any
 
 from ._disk_cache import SampleCache
 from ._errors import StorageError
@@ -33,7 +35,8 @@ from ._files import IMAGE_EXTENSIONS
 from ._remote import RemoteStorage
 from ._retry import ErrorKind, RetryPolicy, call_with_retries, first_line
 from ._s3_client import classify_s3_error, open_s3_store, parse_s3_url
-from ._tar import default_payload
+from ._shard_catalog import IMAGE_EXTENSIONS as SHARD_IMAGE_EXTENSIONS
+from ._shard_catalog import ShardCatalog, decode_member
 from ._tar_index import ShardIndex, parse_index
 
 __all__ = ["OBJECTS_FORMAT", "S3Storage"]
@@ -49,7 +52,9 @@ class S3Storage(RemoteStorage):
         url: ``s3://bucket/prefix``.
         endpoint, region, access_key_id, secret_access_key, session_token, profile: Where and who
             (see the module notes for the fallbacks).
-        payload: Which member of a shard sample a read returns (default: the first image).
+        payload: Which member of a shard sample every read returns (default: chosen per sample,
+            the first of ``image_extensions`` it has).
+        image_extensions: The preference list for that choice.
         verify: Check each shard sample against the CRC-32 in its index, where it has them.
         cache_dir, cache_bytes: A local cache of fetched samples at most ``cache_bytes`` large.
         timeout, connect_timeout: Per request (seconds).
@@ -71,6 +76,7 @@ class S3Storage(RemoteStorage):
         session_token: str | None = None,
         profile: str | None = None,
         payload: str | None = None,
+        image_extensions: Sequence[str] = SHARD_IMAGE_EXTENSIONS,
         verify: bool = True,
         cache_dir: str | os.PathLike[str] | None = None,
         cache_bytes: int = 10 << 30,
@@ -98,6 +104,8 @@ class S3Storage(RemoteStorage):
         self.shards: list[ShardIndex] = []
         self._where: list[tuple[int, int]] = []
         self.payload = payload
+        self.image_extensions = tuple(image_extensions)
+        self.catalog: ShardCatalog | None = None
         self.verify = verify
         try:
             self.run(self._open())
@@ -171,28 +179,27 @@ class S3Storage(RemoteStorage):
 
     async def _open_shards(self, names: list[str]) -> None:
         indexes = await asyncio.gather(*(self._get_small(name + ".idx") for name in names))
-        keys: list[str] = []
-        labels: list[int | None] = []
-        seen: dict[str, str] = {}
-        for number, (name, data) in enumerate(zip(names, indexes)):
+        for name, data in zip(names, indexes):
             if data is None:
                 raise StorageError(f"{self.url}: shard {name} has no index {name}.idx")
             try:
                 index = parse_index(json.loads(data), PurePosixPath(name), f"{self.url}/{name}.idx")  # type: ignore[arg-type]
             except (ValueError, KeyError, TypeError, IndexError) as error:
                 raise StorageError(f"{self.url}/{name}.idx: not a valid index ({type(error).__name__}: {error})") from error
-            for key in index.keys:
-                if key in seen:
-                    raise StorageError(f"{self.url}: key {key!r} is in both {seen[key]} and {name}")
-                seen[key] = name
             self.shards.append(index)
-            keys.extend(index.keys)
-            labels.extend(index.labels)
-            self._where.extend((number, position) for position in range(len(index.keys)))
-        self._keys, self._labels = keys, labels
+        self.catalog = ShardCatalog(
+            self.shards,
+            payload=self.payload,
+            image_extensions=self.image_extensions,
+            classes=self.classes,
+            name_of=lambda number, key: f"s3://{self.bucket}/{self.object_key(self.shards[number].shard.name)}#{key}",
+        )
+        self.classes = self.catalog.classes
+        self._keys, self._labels, self._where = self.catalog.keys, self.catalog.labels, self.catalog.where  # type: ignore[assignment]
         self.layout = "shards"
         if self.payload is None:
-            self.payload = default_payload(self.shards)
+            counts = self.catalog.payload_counts()
+            self.payload = max(counts, key=counts.__getitem__) if counts else "jpg"
 
     async def _open_listing(self) -> None:
         import obstore
@@ -220,20 +227,59 @@ class S3Storage(RemoteStorage):
 
     # ---- reads ----------------------------------------------------------------------------
 
-    async def _request(self, index: int) -> bytes:
+    async def _request(self, index: int, extension: str | None = None) -> bytes:
         import obstore
 
         if self.layout == "shards":
+            assert self.catalog is not None
             number, position = self._where[index]
             shard = self.shards[number]
-            try:
-                offset, size = shard.members[position][self.payload]  # type: ignore[index]
-            except KeyError:
-                raise KeyError(f"sample {self._keys[index]!r} in {shard.shard} has no {self.payload!r} member") from None
+            member, (offset, size) = self.catalog.span(index, extension)
             data = bytes(await obstore.get_range_async(self.store, self.object_key(shard.shard.name), start=offset, length=size))
-            corrupt = shard.corruption(position, self.payload, data, self.sample_name(index)) if self.verify else None  # type: ignore[arg-type]
+            corrupt = shard.corruption(position, member, data, self.sample_name(index)) if self.verify else None
             if corrupt is not None:
                 raise corrupt
             return data
         result = await obstore.get_async(self.store, self.object_key(self._keys[index]))
         return bytes(await result.bytes_async())
+
+    def try_read_members(self, indices: Sequence[int], extensions: Sequence[str]) -> list[dict[str, Any] | Exception]:
+        """Members ``extensions`` of each shard sample, decoded as `decode_member` does, one
+        retried ranged GET each; an exception in place of a sample that lacks one or fails.
+
+        Raises:
+            StorageError: The bucket holds one object per sample, which has no other members.
+        """
+        if self.layout != "shards":
+            raise StorageError(f"{self.url}: one object per sample has no other members to read; extra members need tar shards")
+        return self.run(self._gather_members(indices, list(extensions)))  # type: ignore[no-any-return]
+
+    async def _gather_members(self, indices: Sequence[int], extensions: list[str]) -> list[dict[str, Any] | Exception]:
+        async def one(index: int) -> dict[str, Any]:
+            name = self.sample_name(index)
+            async with self._limit():
+                try:
+                    parts = [
+                        await call_with_retries(
+                            lambda extension=extension: self._request(index, extension),  # type: ignore[misc]
+                            policy=self.retry,
+                            classify=self._classify,
+                            name=name,
+                            counters=self.counters,
+                        )
+                        for extension in extensions
+                    ]
+                except StorageError:
+                    raise
+                except Exception as error:  # a final error (missing object, refused): name the sample
+                    raise StorageError(f"{name}: {type(error).__name__}: {first_line(error)}") from error
+            try:
+                return {extension: decode_member(extension, data) for extension, data in zip(extensions, parts)}
+            except ValueError as error:
+                raise StorageError(f"{name}: a member does not decode ({error})") from error
+
+        results = await asyncio.gather(*(one(index) for index in indices), return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException) and not isinstance(result, Exception):
+                raise result
+        return results  # type: ignore[return-value]

@@ -15,32 +15,22 @@ import logging
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from .. import _native
 from ._errors import ShardError, StorageError
 from ._protocol import Storage
 from ._reads import read_spans
-from ._tar_index import LABEL_EXTENSIONS, ShardIndex, build_index, index_path, load_index, write_index
+from ._shard_catalog import IMAGE_EXTENSIONS, ShardCatalog, decode_member
+from ._tar_index import ShardIndex, build_index, index_path, load_index, write_index
 
-__all__ = ["DATASET_FORMAT", "TarShardStorage", "default_payload"]
+__all__ = ["DATASET_FORMAT", "PARTIAL_MARKER", "TarShardStorage"]
 
 _logger = logging.getLogger("stoker.storage")
 
 DATASET_FORMAT = "stoker.shards"
-PAYLOAD_PREFERENCE = ("jpg", "jpeg", "png", "webp", "ppm", "bmp", "tif", "tiff", "npy", "bin", "txt", "json")
-
-
-def default_payload(shards: Sequence[ShardIndex]) -> str:
-    """The member a read returns when none is named: the first of `PAYLOAD_PREFERENCE` in the
-    first sample, else its first member that is not a label (``"jpg"`` for no samples)."""
-    if not shards or not shards[0].members:
-        return "jpg"
-    present = shards[0].members[0]
-    for extension in PAYLOAD_PREFERENCE:
-        if extension in present:
-            return extension
-    others = [extension for extension in present if extension not in LABEL_EXTENSIONS]
-    return others[0] if others else next(iter(present))
+PARTIAL_MARKER = ".stoker-convert.json"
+"""In a folder a conversion is still writing (or was interrupted writing): it is not a dataset yet."""
 
 
 def _shard_paths(source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> tuple[list[Path], dict | None]:
@@ -48,6 +38,11 @@ def _shard_paths(source: str | os.PathLike[str] | Sequence[str | os.PathLike[str
         path = Path(source)
         if path.is_dir():
             manifest = path / "dataset.json"
+            if not manifest.exists() and ((path / PARTIAL_MARKER).exists() or any(path.glob("*.tar.part"))):
+                raise StorageError(
+                    f"{path} is a partial conversion (interrupted, or still being written): it has no dataset.json yet; "
+                    f"run the same `stoker convert` again to finish it"
+                )
             if manifest.exists():
                 data = json.loads(manifest.read_text())
                 if data.get("format") != DATASET_FORMAT:
@@ -71,8 +66,13 @@ class TarShardStorage(Storage):
     Args:
         source: A folder (its ``dataset.json`` manifest, else every ``*.tar`` in name order), a
             glob pattern, a shard path, or a list of shard paths.
-        payload: Which member a read returns (an extension such as ``"jpg"``); default: the
-            first of jpg, jpeg, png, webp, ... present in the first sample.
+        payload: Which member every read returns (an extension such as ``"jpg"``, any case);
+            default: chosen per sample, the first of ``image_extensions`` it has (WebDataset's
+            samples may mix ``.jpg`` and ``.png``).
+        image_extensions: The preference list for that choice.
+        label_key: Take labels from this field of each sample's ``json`` member (a dotted path
+            reaches inside objects) instead of its ``cls``/``class``/``label``/``target``
+            member. An index built without it is rebuilt in memory.
         missing_index: For a shard without an index: ``"build"`` indexes it in memory (reads the
             shard once), ``"write"`` also saves the index beside it, ``"error"`` refuses.
         verify: Check each read against the CRC-32 in the index, where the index has them (on by
@@ -85,7 +85,8 @@ class TarShardStorage(Storage):
     Raises:
         FileNotFoundError: A shard named by the manifest or the arguments is missing.
         ShardError: A truncated shard, or an index that does not match its shard.
-        StorageError: Two shards hold the same key, or no shards.
+        ShardError: Also: two shards hold the same key, or text labels mixed with numbers.
+        StorageError: No shards.
     """
 
     def __init__(
@@ -93,6 +94,8 @@ class TarShardStorage(Storage):
         source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
         *,
         payload: str | None = None,
+        image_extensions: Sequence[str] = IMAGE_EXTENSIONS,
+        label_key: str | None = None,
         missing_index: str = "build",
         verify: bool = True,
         max_gap: int = 64 * 1024,
@@ -110,29 +113,36 @@ class TarShardStorage(Storage):
         for path in paths:
             if not path.exists():
                 raise FileNotFoundError(f"missing shard {path}")
+        self.label_key = label_key
         self.shards: list[ShardIndex] = [self._open_index(path, missing_index) for path in paths]
-        self.classes = manifest.get("classes") if manifest else None
-        self._keys: list[str] = []
-        self._labels: list[int | None] = []
-        self._where: list[tuple[int, int]] = []  # (shard number, position in shard) per sample
-        seen: dict[str, int] = {}
-        for number, shard in enumerate(self.shards):
-            for position, key in enumerate(shard.keys):
-                if key in seen:
-                    raise StorageError(f"key {key!r} is in both {self.shards[seen[key]].shard} and {shard.shard}")
-                seen[key] = number
-                self._keys.append(key)
-                self._labels.append(shard.labels[position])
-                self._where.append((number, position))
+        self.catalog = ShardCatalog(
+            self.shards,
+            payload=payload,
+            image_extensions=image_extensions,
+            classes=manifest.get("classes") if manifest else None,
+            name_of=lambda number, key: f"sample {key!r} in {self.shards[number].shard}",
+        )
+        self.classes = self.catalog.classes
+        self._keys = self.catalog.keys
+        self._labels = self.catalog.labels  # type: ignore[assignment]
+        self._where = self.catalog.where
         self._index_of = {key: index for index, key in enumerate(self._keys)}
-        self.payload = payload or default_payload(self.shards)
+        counts = self.catalog.payload_counts()
+        self.payload = payload or (max(counts, key=counts.__getitem__) if counts else "jpg")
 
     def _open_index(self, shard: Path, missing_index: str) -> ShardIndex:
         if index_path(shard).exists():
-            return load_index(shard)
+            index = load_index(shard)
+            if index.label_key == self.label_key:
+                return index
+            # Labels come from another member than the saved index read them from.
+            _logger.info("%s: indexing again in memory for label_key=%r (its index has %r)", shard, self.label_key, index.label_key)
+            rebuilt = build_index(shard, checksums=False, label_key=self.label_key)
+            rebuilt.crc32 = index.crc32
+            return rebuilt
         if missing_index == "error":
             raise ShardError(f"{shard} has no index {index_path(shard).name}; run `stoker index {shard}`")
-        index = build_index(shard, checksums=False)
+        index = build_index(shard, checksums=False, label_key=self.label_key)
         if missing_index == "write":
             try:
                 write_index(index)
@@ -151,37 +161,63 @@ class TarShardStorage(Storage):
         data = _native.read_ranges(shard.shard, list(spans.values()), self.max_gap, self.max_read)
         return dict(zip(spans, data))
 
-    def _span(self, number: int, position: int, key: str) -> tuple[int, int]:
-        try:
-            return self.shards[number].members[position][self.payload]
-        except KeyError:
-            raise KeyError(f"sample {key!r} in {self.shards[number].shard} has no {self.payload!r} member (it has {sorted(self.shards[number].members[position])})") from None
-
     def _read_indices(self, indices: Sequence[int]) -> list[bytes | Exception]:
-        results: list[bytes | Exception] = [ShardError("not read")] * len(indices)
-        by_shard: dict[int, list[tuple[int, int, str]]] = {}
+        return [result if isinstance(result, Exception) else result[0] for result in self._read_member_lists(indices, [None])]
+
+    def try_read_members(self, indices: Sequence[int], extensions: Sequence[str]) -> list[dict[str, Any] | Exception]:
+        """Members ``extensions`` of each sample, decoded as WebDataset does (`decode_member`:
+        ``txt`` as text, ``json`` parsed, labels as labels, others bytes), CRC-checked; an
+        exception in place of a sample that lacks one or fails to read or decode."""
+        results: list[dict[str, Any] | Exception] = []
+        for index, found in zip(indices, self._read_member_lists(indices, list(extensions))):
+            if isinstance(found, Exception):
+                results.append(found)
+                continue
+            try:
+                results.append({extension: decode_member(extension, data) for extension, data in zip(extensions, found)})
+            except ValueError as error:
+                results.append(ShardError(f"sample {self._keys[index]!r}: a member does not decode ({error})"))
+        return results
+
+    def _read_member_lists(self, indices: Sequence[int], extensions: Sequence[str | None]) -> list[list[bytes] | Exception]:
+        """For each sample, its members ``extensions`` (None: its payload), read coalesced per
+        shard and CRC-checked; an exception in place of a sample that failed."""
+        results: list[list[bytes] | Exception] = [ShardError("not read")] * len(indices)
+        by_shard: dict[int, list[tuple[int, int]]] = {}
         for slot, index in enumerate(indices):
-            number, position = self._where[index]
-            by_shard.setdefault(number, []).append((slot, position, self._keys[index]))
+            by_shard.setdefault(self._where[index][0], []).append((slot, index))
         for number, wanted in by_shard.items():
             shard = self.shards[number]
             spans: list[tuple[int, int]] = []
-            readable: list[tuple[int, int, str]] = []
-            for slot, position, key in wanted:
+            names: list[str] = []
+            readable: list[tuple[int, int, list[str]]] = []
+            for slot, index in wanted:
                 try:
-                    spans.append(self._span(number, position, key))
-                    readable.append((slot, position, key))
-                except KeyError as error:
-                    results[slot] = ShardError(error.args[0])
-            payloads = read_spans(shard.shard, spans, [key for _, _, key in readable], max_gap=self.max_gap, max_read=self.max_read, error_type=ShardError)
-            for (slot, position, key), payload in zip(readable, payloads):
-                results[slot] = payload if isinstance(payload, Exception) else self._checked(shard, position, key, payload)
+                    found = [self.catalog.span(index, extension) for extension in extensions]
+                except ShardError as error:
+                    results[slot] = error
+                    continue
+                readable.append((slot, index, [member for member, _ in found]))
+                spans.extend(span for _, span in found)
+                names.extend(f"{self._keys[index]}.{member}" for member, _ in found)
+            data = read_spans(shard.shard, spans, names, max_gap=self.max_gap, max_read=self.max_read, error_type=ShardError)
+            cursor = 0
+            for slot, index, members in readable:
+                parts = data[cursor : cursor + len(members)]
+                cursor += len(members)
+                failed = next((part for part in parts if isinstance(part, Exception)), None)
+                if failed is None:
+                    failed = next((error for member, part in zip(members, parts) if (error := self._corruption(index, member, part))), None)  # type: ignore[arg-type]
+                results[slot] = failed if failed is not None else parts  # type: ignore[assignment]
         return results
 
-    def _checked(self, shard: ShardIndex, position: int, key: str, payload: bytes) -> bytes | Exception:
-        """``payload``, or a `CorruptSampleError` when it fails the CRC-32 in the index."""
-        corrupt = shard.corruption(position, self.payload, payload, f"sample {key!r} in {shard.shard}") if self.verify else None
-        return corrupt or payload
+    def _corruption(self, index: int, member: str, data: bytes) -> Exception | None:
+        """A `CorruptSampleError` when ``data`` fails the CRC-32 the index holds for it."""
+        if not self.verify:
+            return None
+        number, position = self._where[index]
+        shard = self.shards[number]
+        return shard.corruption(position, member, data, f"sample {self._keys[index]!r} in {shard.shard}")
 
     def iter_sequential(self, chunk: int = 1024) -> Iterator[tuple[str, bytes]]:
         """Every sample shard by shard in file order, as large sequential reads; the next chunk
@@ -189,6 +225,7 @@ class TarShardStorage(Storage):
 
         Raises:
             CorruptSampleError: A sample fails its CRC-32 (with ``verify``).
+            ShardError: A sample has no payload member.
         """
         parts = [(shard, shard.keys[start : start + chunk]) for shard in self.shards for start in range(0, len(shard.keys), chunk)]
         if not parts:
@@ -202,13 +239,13 @@ class TarShardStorage(Storage):
             yield from zip(keys, data)
 
     def _read_sequential_part(self, shard: ShardIndex, keys: list[str]) -> tuple[list[str], list[bytes]]:
-        positions = [self._where[self.index_of(key)][1] for key in keys]
-        ranges = [shard.members[position][self.payload] for position in positions]
+        indices = [self.index_of(key) for key in keys]
+        found = [self.catalog.span(index) for index in indices]
         # Everything between consecutive payloads (headers, labels) is read through: one stream.
         with self._read_slots:
-            data = _native.read_ranges(shard.shard, ranges, 1 << 20, 32 << 20)
-        for key, position, payload in zip(keys, positions, data):
-            checked = self._checked(shard, position, key, payload)
-            if isinstance(checked, Exception):
-                raise checked
+            data = _native.read_ranges(shard.shard, [span for _, span in found], 1 << 20, 32 << 20)
+        for index, (member, _), payload in zip(indices, found, data):
+            corrupt = self._corruption(index, member, payload)
+            if corrupt is not None:
+                raise corrupt
         return keys, data

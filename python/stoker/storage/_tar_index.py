@@ -1,11 +1,12 @@
 """The sidecar index of a tar shard: where every sample's members are, so any sample can be read
 with one positional read (a uniform global shuffle over shards), validated against the shard.
 
-Format ``stoker.tar-index`` version 1: a JSON file named ``<shard>.idx`` beside the shard::
+Format ``stoker.tar-index`` version 2: a JSON file named ``<shard>.idx`` beside the shard::
 
     {
-      "format": "stoker.tar-index", "version": 1,
+      "format": "stoker.tar-index", "version": 2,
       "shard": {"name": "shard-000000.tar", "size": 268435456},
+      "label_key": null,
       "samples": [
         {"key": "n01440764/img_0001",
          "members": {"jpg": [1536, 110203], "cls": [112640, 1]},
@@ -16,9 +17,13 @@ Format ``stoker.tar-index`` version 1: a JSON file named ``<shard>.idx`` beside 
     }
 
 ``members`` maps each extension to ``[data offset, size]`` in bytes from the start of the shard;
-``label`` is the integer in the sample's ``cls`` member (null without one); ``crc32`` (optional)
-holds zlib CRC-32s of the members. Keys follow WebDataset: a member ``dir/name.ext1.ext2`` belongs
-to key ``dir/name`` with extension ``ext1.ext2``. Readers refuse other formats and versions.
+``label`` is the sample's label as its member holds it: an integer, a float, or a text class name
+(null without one). It comes from the first of the members ``cls``, ``cls2``, ``class``,
+``label``, ``target`` (any case), or, when the index was built with ``label_key``, from that field
+of the sample's ``json`` member. ``crc32`` (optional) holds zlib CRC-32s of the members. Keys
+follow WebDataset: a member ``dir/name.ext1.ext2`` belongs to key ``dir/name`` with extension
+``ext1.ext2``. Version 1 (integer labels only, no ``label_key``) still reads; other formats and
+versions are refused.
 
 Opening validates the index against the shard: same size, and the tar headers of the first and
 last members name those members.
@@ -38,8 +43,12 @@ from .. import _native
 from ._errors import CorruptSampleError, ShardError, StaleIndexError
 
 INDEX_FORMAT = "stoker.tar-index"
-INDEX_VERSION = 1
-LABEL_EXTENSIONS = ("cls", "label", "class", "target")
+INDEX_VERSION = 2
+READABLE_VERSIONS = (1, 2)
+LABEL_EXTENSIONS = ("cls", "cls2", "class", "label", "target")
+
+Label = int | float | str
+"""A label as a shard holds it: a class index, a regression target, or a class name."""
 
 
 def index_path(shard: Path) -> Path:
@@ -62,8 +71,9 @@ class ShardIndex:
     size: int
     keys: list[str] = field(default_factory=list)
     members: list[dict[str, tuple[int, int]]] = field(default_factory=list)
-    labels: list[int | None] = field(default_factory=list)
+    labels: list[Label | None] = field(default_factory=list)
     crc32: list[dict[str, int]] | None = None
+    label_key: str | None = None
 
     def corruption(self, position: int, member: str, data: bytes, name: str) -> CorruptSampleError | None:
         """A `CorruptSampleError` naming ``name`` if ``data`` fails the CRC-32 the index holds for
@@ -87,26 +97,73 @@ class ShardIndex:
             if self.crc32 is not None:
                 sample["crc32"] = self.crc32[position]
             samples.append(sample)
-        return {"format": INDEX_FORMAT, "version": INDEX_VERSION, "shard": {"name": self.shard.name, "size": self.size}, "samples": samples}
+        return {
+            "format": INDEX_FORMAT,
+            "version": INDEX_VERSION,
+            "shard": {"name": self.shard.name, "size": self.size},
+            "label_key": self.label_key,
+            "samples": samples,
+        }
 
 
-def _parse_label(data: bytes, shard: Path, name: str) -> int | None:
-    text = data.decode("utf-8", "replace").strip()
+def label_member(extension: str) -> int | None:
+    """The rank of ``extension`` among the label members (lower wins), None if it is not one."""
     try:
-        return int(text)
+        return LABEL_EXTENSIONS.index(extension.lower())
     except ValueError:
-        raise ShardError(f"{shard}: member {name!r} holds {text[:40]!r}, not an integer label") from None
+        return None
 
 
-def build_index(shard: Path, *, checksums: bool = True) -> ShardIndex:
+def parse_label(data: bytes) -> Label | None:
+    """A label member's bytes as WebDataset reads them: an integer, else a float, else the text
+    (a class name); None when empty."""
+    text = data.decode("utf-8", "replace").strip()
+    if not text:
+        return None
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def json_label(data: bytes, label_key: str, name: str) -> Label | None:
+    """Field ``label_key`` of a ``json`` member (a dotted path reaches into objects); None when
+    absent.
+
+    Raises:
+        ShardError: The member is not JSON, or the field holds a list or an object.
+    """
+    try:
+        value: Any = json.loads(data)
+    except ValueError as error:
+        raise ShardError(f"{name}: not valid JSON ({error}), so it has no {label_key!r} label") from error
+    for part in label_key.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return None
+        value = value[part]
+    if value is None or isinstance(value, (int, float, str)) and not isinstance(value, bool):
+        return value
+    raise ShardError(f"{name}: field {label_key!r} holds {type(value).__name__} {str(value)[:40]!r}, not a number or a class name")
+
+
+def build_index(shard: Path, *, checksums: bool = True, label_key: str | None = None) -> ShardIndex:
     """Scan ``shard`` and index it (reads the whole shard when ``checksums``).
+
+    Args:
+        shard: The tar file.
+        checksums: Record each member's CRC-32 (reads every byte).
+        label_key: Take labels from this field of each sample's ``json`` member instead of
+            its ``cls``/``class``/``label``/``target`` member.
 
     Raises:
         FileNotFoundError: The shard is missing.
-        ShardError: The shard is truncated or not a tar file.
+        ShardError: The shard is truncated or not a tar file, or a label member is unreadable.
     """
     size = os.stat(shard).st_size
-    index = ShardIndex(shard=shard, size=size, crc32=[] if checksums else None)
+    index = ShardIndex(shard=shard, size=size, crc32=[] if checksums else None, label_key=label_key)
+    label_rank: list[int] = []
     position_of: dict[str, int] = {}
     try:
         with tarfile.open(shard, mode="r:") as archive:
@@ -122,21 +179,24 @@ def build_index(shard: Path, *, checksums: bool = True) -> ShardIndex:
                     index.keys.append(key)
                     index.members.append({})
                     index.labels.append(None)
+                    label_rank.append(len(LABEL_EXTENSIONS))
                     if index.crc32 is not None:
                         index.crc32.append({})
                 if extension in index.members[position]:
                     raise ShardError(f"{shard}: two members {member.name!r} for one sample")
                 index.members[position][extension] = (member.offset_data, member.size)
-                needs_bytes = checksums or extension in LABEL_EXTENSIONS
-                if needs_bytes:
+                rank = label_member(extension) if label_key is None else (0 if extension.lower() == "json" else None)
+                if checksums or rank is not None:
                     extracted = archive.extractfile(member)
                     data = extracted.read() if extracted is not None else b""
                     if len(data) != member.size:
                         raise ShardError(f"{shard}: truncated inside member {member.name!r}")
                     if index.crc32 is not None:
                         index.crc32[position][extension] = zlib.crc32(data)
-                    if extension in LABEL_EXTENSIONS:
-                        index.labels[position] = _parse_label(data, shard, member.name)
+                    if rank is not None and rank < label_rank[position]:
+                        label_rank[position] = rank
+                        name = f"{shard}: member {member.name!r}"
+                        index.labels[position] = parse_label(data) if label_key is None else json_label(data, label_key, name)
             end = archive.offset  # just past the last entry, files or not
     except tarfile.TarError as error:
         raise ShardError(f"{shard}: not a readable tar file ({error})") from error
@@ -192,8 +252,8 @@ def parse_index(data: Any, shard: Path, source: str) -> ShardIndex:
     """
     if not isinstance(data, dict) or data.get("format") != INDEX_FORMAT:
         raise ShardError(f"{source}: not a {INDEX_FORMAT} file")
-    if data.get("version") != INDEX_VERSION:
-        raise ShardError(f"{source}: index version {data.get('version')}, this stoker reads version {INDEX_VERSION}")
+    if data.get("version") not in READABLE_VERSIONS:
+        raise ShardError(f"{source}: index version {data.get('version')}, this stoker reads versions {READABLE_VERSIONS}; rebuild it with `stoker index`")
     samples = data["samples"]
     return ShardIndex(
         shard=shard,
@@ -202,6 +262,7 @@ def parse_index(data: Any, shard: Path, source: str) -> ShardIndex:
         members=[{extension: (int(span[0]), int(span[1])) for extension, span in sample["members"].items()} for sample in samples],
         labels=[sample.get("label") for sample in samples],
         crc32=[sample["crc32"] for sample in samples] if samples and all("crc32" in sample for sample in samples) else None,
+        label_key=data.get("label_key"),
     )
 
 
