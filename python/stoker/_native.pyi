@@ -1,5 +1,6 @@
 """Type stubs for the native core, `stoker._native` (Rust, built by maturin)."""
 
+from collections.abc import Sequence
 from typing import TypedDict
 
 __version__: str
@@ -22,6 +23,7 @@ class ImageTransform:
 
     Exactly one of resize_shorter/resize may be given; center_crop and random_resized_crop
     are exclusive, and random_resized_crop takes no resize. mean/std apply to float dtypes.
+    Sizes are (height, width); the crops also take an int for a square, as torchvision does.
     An image whose header declares more than max_pixels pixels (default: Pillow's limit,
     89,478,485) is refused before any pixel memory is allocated.
     """
@@ -31,8 +33,8 @@ class ImageTransform:
         *,
         resize_shorter: int | None = None,
         resize: tuple[int, int] | None = None,
-        center_crop: tuple[int, int] | None = None,
-        random_resized_crop: tuple[int, int] | None = None,
+        center_crop: int | tuple[int, int] | Sequence[int] | None = None,
+        random_resized_crop: int | tuple[int, int] | Sequence[int] | None = None,
         scale: tuple[float, float] = (0.08, 1.0),
         ratio: tuple[float, float] = (3.0 / 4.0, 4.0 / 3.0),
         flip_probability: float = 0.0,

@@ -5,6 +5,7 @@ use numpy::{PyArrayDyn, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
+use pyo3::types::{PyBool, PyString};
 
 use half::f16;
 
@@ -45,6 +46,41 @@ fn pair(value: Option<(usize, usize)>) -> Option<(usize, usize)> {
     value.map(|(height, width)| (width, height))
 }
 
+/// A size as torchvision's crops take it: an int for a square, or (height, width), or [size].
+/// `resize` takes (height, width) only: torchvision's `Resize(int)` means the shorter side.
+fn size(name: &str, value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<(usize, usize)>> {
+    let Some(value) = value else { return Ok(None) };
+    if value.is_none() {
+        return Ok(None);
+    }
+    let wrong = || {
+        PyTypeError::new_err(format!(
+            "{name} must be an int (a square) or (height, width) of positive ints, got {}",
+            value.repr().map(|text| text.to_string()).unwrap_or_else(|_| "?".into())
+        ))
+    };
+    if value.is_instance_of::<PyBool>() {
+        return Err(wrong());
+    }
+    if let Ok(side) = value.extract::<usize>() {
+        if name == "resize" {
+            return Err(PyTypeError::new_err(format!(
+                "resize takes (height, width); for torchvision's Resize({side}) (the shorter side to {side}) use resize_shorter={side}"
+            )));
+        }
+        return Ok(Some((side, side)));
+    }
+    if value.is_instance_of::<PyString>() {
+        return Err(wrong());
+    }
+    let Ok(sides) = value.extract::<Vec<usize>>() else { return Err(wrong()) };
+    match sides.as_slice() {
+        [side] if name != "resize" => Ok(Some((*side, *side))),
+        [height, width] => Ok(Some((*height, *width))),
+        _ => Err(wrong()),
+    }
+}
+
 #[pymethods]
 impl ImageTransform {
     #[new]
@@ -56,9 +92,9 @@ impl ImageTransform {
     #[allow(clippy::too_many_arguments)]
     fn new(
         resize_shorter: Option<usize>,
-        resize: Option<(usize, usize)>,
-        center_crop: Option<(usize, usize)>,
-        random_resized_crop: Option<(usize, usize)>,
+        resize: Option<&Bound<'_, PyAny>>,
+        center_crop: Option<&Bound<'_, PyAny>>,
+        random_resized_crop: Option<&Bound<'_, PyAny>>,
         scale: (f64, f64),
         ratio: (f64, f64),
         flip_probability: f64,
@@ -70,6 +106,9 @@ impl ImageTransform {
         std: Option<Vec<f32>>,
         max_pixels: u64,
     ) -> PyResult<Self> {
+        let resize = size("resize", resize)?;
+        let center_crop = size("center_crop", center_crop)?;
+        let random_resized_crop = size("random_resized_crop", random_resized_crop)?;
         let crop = match (pair(center_crop), pair(random_resized_crop)) {
             (Some(_), Some(_)) => return Err(PyValueError::new_err("center_crop and random_resized_crop are exclusive")),
             (Some((width, height)), None) => Crop::Center { width, height },

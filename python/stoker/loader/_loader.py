@@ -33,6 +33,7 @@ from ..ops.image import ImageTransform, allocate_batch
 from ..pipeline import AbortPipeline, Pipeline, PipelineBuilder, PipelineStats
 from ..sampling import FetchedSample, OutOfOrderPrefetcher, Sampler
 from ..storage import Storage, StorageUnavailableError
+from ._arguments import as_storage, check_integer, check_number
 from ._batch import Batch
 from ._buffers import BufferPool
 from ._plan import BatchPlan, PlanSamples
@@ -52,7 +53,8 @@ class Loader:
     """Batches from a storage, for a training loop.
 
     Args:
-        storage: Where the samples are (see `stoker.storage.open_storage`).
+        storage: Where the samples are: a `Storage`, or a path or URL that
+            `stoker.storage.open_storage` opens (a folder, shards, LMDB, ``s3://``...).
         batch_size: Samples per batch.
         transform: Decode images with this `ImageTransform` into one array per batch. Without
             it, ``decode`` is applied per sample, or the raw bytes are delivered.
@@ -105,12 +107,13 @@ class Loader:
     called from any thread at any moment.
 
     Raises:
+        TypeError: An argument of the wrong type (the message names it and what it takes).
         ValueError: Bad sizes or policy.
     """
 
     def __init__(
         self,
-        storage: Storage,
+        storage: Storage | str | os.PathLike[str],
         *,
         batch_size: int,
         transform: ImageTransform | None = None,
@@ -137,8 +140,21 @@ class Loader:
         pin_memory: bool | str = "auto",
         stats_interval: float = 0.25,
     ) -> None:
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be positive, got {batch_size}")
+        storage = as_storage(storage)
+        check_integer("batch_size", batch_size)
+        for name, value in (("fetch_concurrency", fetch_concurrency), ("decode_concurrency", decode_concurrency)):
+            check_integer(name, value, optional=True)
+        check_integer("prefetch", prefetch, minimum=0)
+        check_integer("ramp_every", ramp_every)
+        check_integer("seed", seed, minimum=0)
+        check_integer("world_size", world_size)
+        check_integer("rank", rank, minimum=0)
+        check_number("stall_patience", stall_patience)
+        check_number("stats_interval", stats_interval)
+        if transform is not None and not isinstance(transform, ImageTransform):
+            raise TypeError(f"transform must be a stoker.ops.ImageTransform, got {type(transform).__name__}")
+        if decode is not None and not callable(decode):
+            raise TypeError(f"decode must be a function of a sample's bytes, got {type(decode).__name__}")
         if transform is not None and decode is not None:
             raise ValueError("give transform or decode, not both")
         self._policy = FailurePolicy(on_error, max_bad_samples, quarantine)
