@@ -6,6 +6,8 @@
    INTER_LINEAR, which aliases, for reference), SPDL's spdl.io (FFmpeg).
 2. Batches of 32 into one buffer: stoker on 2 threads vs 1 thread.
 3. RandomResizedCrop(224): with and without DCT-domain downscaling, on 500x375 and 2048x1536.
+4. WebP (the same photos re-encoded, lossy q90 and lossless), one core, resize 256 + center crop
+   224: stoker (libwebp, built by cargo) vs Pillow (libwebp) with torchvision's transforms.
 
 Targets (the image issue): stoker on one core >= 1.0x the fastest antialiased peer; 2 threads
 >= 1.85x one thread. Each measurement is the median of `--repeats` interleaved rounds.
@@ -184,6 +186,22 @@ def random_crops(images: list[bytes], large: list[bytes], repeats: int) -> dict[
     )
 
 
+def webp(images: list[bytes], repeats: int) -> dict[str, float]:
+    from PIL import Image
+
+    def reencode(data: bytes, lossless: bool) -> bytes:
+        buffer = io.BytesIO()
+        Image.open(io.BytesIO(data)).save(buffer, "WEBP", quality=90, lossless=lossless)
+        return buffer.getvalue()
+
+    sets = {kind: [reencode(data, kind == "lossless") for data in images[:300]] for kind in ("lossy", "lossless")}
+    methods: dict[str, Callable[[], float]] = {}
+    for kind, items in sets.items():
+        methods[f"{kind}: stoker"] = lambda items=items: rate(lambda data: decode_image(data, CENTER), items)
+        methods[f"{kind}: Pillow + torchvision transforms"] = lambda items=items: rate(pillow_torchvision, items)
+    return interleaved(methods, repeats)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--count", type=int, default=1000, help="500x375 JPEGs (cached in ~/.cache/stoker)")
@@ -197,6 +215,7 @@ def main() -> None:
     os.sched_setaffinity(0, {min(affinity)})
     try:
         single = one_core(images, args.repeats)
+        webp_rates = webp(images, args.repeats)
     finally:
         os.sched_setaffinity(0, affinity)
     batch = batches(images, args.repeats)
@@ -218,9 +237,14 @@ def main() -> None:
         print(f"   {name:<45} {value:>8.0f}")
     print(f"   DCT scaling gain: 500x375 {crops['500x375, DCT scaling'] / crops['500x375, full decode']:.2f}x, "
           f"2048x1536 {crops['2048x1536, DCT scaling'] / crops['2048x1536, full decode']:.2f}x")
+    print("\n4. WebP, one core, resize 256 -> center crop 224 (images/s)")
+    for name, value in webp_rates.items():
+        print(f"   {name:<45} {value:>8.0f}")
+    for kind in ("lossy", "lossless"):
+        print(f"   {kind}: stoker / Pillow {webp_rates[f'{kind}: stoker'] / webp_rates[f'{kind}: Pillow + torchvision transforms']:.2f}x")
     if args.json:
         with open(args.json, "w") as file:
-            json.dump({"one_core": single, "batches": batch, "random_resized_crop": crops}, file, indent=2)
+            json.dump({"one_core": single, "batches": batch, "random_resized_crop": crops, "webp": webp_rates}, file, indent=2)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ use std::fmt;
 pub enum ImageError {
     /// Zero bytes.
     Empty,
-    /// Neither a JPEG nor a PNG signature.
+    /// Not a JPEG, PNG or WebP signature.
     UnknownFormat,
     /// The codec rejected the data (truncated, corrupt, unsupported variant).
     Corrupt { format: &'static str, detail: String },
@@ -22,7 +22,7 @@ impl fmt::Display for ImageError {
     fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ImageError::Empty => write!(formatter, "empty input (0 bytes)"),
-            ImageError::UnknownFormat => write!(formatter, "not a JPEG or PNG image (unknown signature)"),
+            ImageError::UnknownFormat => write!(formatter, "not a JPEG, PNG or WebP image (unknown signature)"),
             ImageError::Corrupt { format, detail } => write!(formatter, "corrupt {format}: {detail}"),
             ImageError::TooLarge { width, height, limit } => write!(
                 formatter,

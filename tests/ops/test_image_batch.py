@@ -54,7 +54,7 @@ def test_bad_samples_are_reported_by_name_and_the_rest_decode(images: list[bytes
         decode_batch(items, TRANSFORM, names=names)
     error = caught.value
     assert [failure.name for failure in error.failures] == list(bad.keys())
-    assert "truncated" in str(error) and "not a JPEG or PNG" in str(error) and "empty input" in str(error)
+    assert "truncated" in str(error) and "not a JPEG, PNG or WebP" in str(error) and "empty input" in str(error)
     assert error.batch.valid.tolist() == [True] + [False] * len(bad) + [True]
 
     zero = decode_batch(items, TRANSFORM, names=names, on_error="zero", seed=3)

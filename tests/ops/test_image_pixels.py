@@ -89,6 +89,20 @@ def test_png_variants_decode_exactly(mode: str, bits: int) -> None:
     assert np.array_equal(decode_image(data), expected)
 
 
+@pytest.mark.parametrize("mode, lossless", [("RGB", True), ("RGBA", True), ("RGB", False), ("RGBA", False)])
+def test_webp_decodes_exactly_as_pillow_does(mode: str, lossless: bool) -> None:
+    image = Image.fromarray(photo(96, 64, seed=8)).convert(mode)
+    buffer = io.BytesIO()
+    image.save(buffer, "WEBP", lossless=lossless, quality=90)
+    data = buffer.getvalue()
+    reference = np.asarray(Image.open(io.BytesIO(data)).convert("RGB"))
+    ours = decode_image(data)
+    # The same codec as Pillow (libwebp): exact, alpha dropped as convert("RGB") does.
+    assert np.array_equal(ours, reference)
+    gray = decode_image(data, ImageTransform(grayscale=True))
+    assert gray.shape == (64, 96, 1)
+
+
 def _png16_rgb(pixels: np.ndarray) -> bytes:
     import struct
     import zlib

@@ -20,7 +20,7 @@ webdataset = pytest.importorskip("webdataset")
 
 def _image(value: int, extension: str) -> bytes:
     buffer = io.BytesIO()
-    Image.fromarray(np.full((12, 16, 3), value, np.uint8)).save(buffer, {"jpg": "JPEG", "jpeg": "JPEG", "png": "PNG"}[extension.lower()])
+    Image.fromarray(np.full((12, 16, 3), value, np.uint8)).save(buffer, {"jpg": "JPEG", "jpeg": "JPEG", "png": "PNG", "webp": "WEBP"}[extension.lower()])
     return buffer.getvalue()
 
 
@@ -32,7 +32,7 @@ def _write(path: Path, samples: list[dict]) -> Path:
 
 
 def test_mixed_extensions_read_per_sample(tmp_path: Path) -> None:
-    extensions = ["jpg", "png", "jpeg", "JPEG", "PNG", "jpg"]
+    extensions = ["jpg", "png", "jpeg", "JPEG", "PNG", "webp", "jpg"]
     samples = [{"__key__": f"s{index}", extension: _image(10 * index, extension), "cls": str(index % 2).encode()} for index, extension in enumerate(extensions)]
     shard = _write(tmp_path / "mixed.tar", samples)
     with TarShardStorage(shard) as storage:
