@@ -1,7 +1,10 @@
 """Type stubs for the native core, `stoker._native` (Rust, built by maturin)."""
 
+import os
 from collections.abc import Sequence
 from typing import TypedDict
+
+import numpy as np
 
 __version__: str
 
@@ -13,10 +16,6 @@ class BuildInfo(TypedDict):
 def build_info() -> BuildInfo:
     """Describe this build of the native core: version, optimization, CPU features."""
 
-import os
-
-import numpy as np
-from collections.abc import Sequence
 
 class ImageTransform:
     """What to do to every image. Sizes are (height, width).

@@ -169,3 +169,25 @@ def test_a_corrupted_shard_object_fails_its_crc_and_names_the_sample(s3_server: 
         assert "CRC-32 mismatch" in str(failure.error) and victim in str(failure.error)
     with S3Storage(f"s3://{bucket}/data", verify=False, **s3_server.options()) as unverified:
         assert unverified.read(victim) != source.read(victim + ".jpg")
+
+
+def test_image_text_shards_deliver_their_extra_members(s3_server: S3Server, bucket: str, tmp_path: Path) -> None:
+    import json
+
+    webdataset = pytest.importorskip("webdataset")
+    from stoker.loader import Loader
+    from stoker.storage import build_index
+
+    shard = tmp_path / "shard-000000.tar"
+    with webdataset.TarWriter(str(shard)) as writer:
+        for index in range(9):
+            writer.write({"__key__": f"{index:04d}", "jpg": b"\xff\xd8\xff" + bytes([index]), "txt": f"caption {index}".encode(), "json": json.dumps({"n": index}).encode()})
+    client = s3_server.client()
+    client.put_object(Bucket=bucket, Key="laion/shard-000000.tar", Body=shard.read_bytes())
+    client.put_object(Bucket=bucket, Key="laion/shard-000000.tar.idx", Body=json.dumps(build_index(shard).to_json()).encode())
+    client.put_object(Bucket=bucket, Key="laion/dataset.json", Body=json.dumps({"format": "stoker.shards", "shards": [{"name": shard.name}]}).encode())
+    with S3Storage(f"s3://{bucket}/laion", **s3_server.options()) as storage:
+        loader = Loader(storage, batch_size=4, decode=lambda data: data[3], extra=("txt", "json"), seed=1)
+        seen = {key: (value, extra) for batch in loader for key, value, extra in zip(batch.keys, batch.data, batch.extra)}
+        assert seen == {f"{index:04d}": (index, {"txt": f"caption {index}", "json": {"n": index}}) for index in range(9)}
+        assert isinstance(storage.try_read_members([0], ["wav"])[0], StorageError)

@@ -138,3 +138,22 @@ def test_keys_with_dots_folders_and_long_names_both_ways(tmp_path: Path) -> None
         read_back[sample["__key__"]] = (sample[payload], int(sample["cls"]))
     assert sorted(read_back.values()) == sorted(samples.values())
     assert f"{long_folder}/img_v2_final" in read_back, "WebDataset sees the same key as stoker"
+
+
+def test_converting_a_folder_of_mixed_extensions(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    root = tmp_path / "photos"
+    samples = {}
+    for index, extension in enumerate(["jpg", "jpeg", "JPEG", "png", "webp", "PNG"]):
+        key = f"class_{index % 2}/image{index}.{extension}"
+        (root / key).parent.mkdir(parents=True, exist_ok=True)
+        samples[key] = _image(index * 30, extension)
+        (root / key).write_bytes(samples[key])
+    destination = tmp_path / "shards"
+    result = subprocess.run([sys.executable, "-m", "stoker.cli", "convert", str(root), str(destination), "--quiet"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    with TarShardStorage(destination) as storage:
+        assert sorted(storage.read_many(storage.keys)) == sorted(samples.values())
+        assert storage.catalog.payload_counts() == {"jpg": 1, "jpeg": 2, "png": 2, "webp": 1}
