@@ -5,10 +5,15 @@ Run:  python benchmarks/latency_proxy.py TARGET_PORT --rtt-ms 50 [--jitter 0.25]
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import argparse
 import time
 
-from stoker.bench import LatencyProxy
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, for tests.support
+
+from tests.support import LatencyProxy  # noqa: E402
 
 
 def main() -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
@@ -29,13 +30,15 @@ from typing import Any
 
 import numpy as np
 
-from stoker.bench import image_folder
-from stoker.bench._cassandra_server import CassandraServer
-from stoker.bench._proxy_process import ProxyProcess
-from stoker.bench._remote_peers import CassandraRowDataset, S3ObjectDataset, keep_list
-from stoker.bench._s3_server import S3Server
-from stoker.loader import Loader
-from stoker.storage import CassandraConnection, CassandraStorage, S3Storage, open_storage, upload_to_cassandra, upload_to_s3
+from stoker.bench import image_folder  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, for tests.support
+
+from tests.support.cassandra_server import CassandraServer  # noqa: E402
+from tests.support.proxy_process import ProxyProcess  # noqa: E402
+from tests.support.remote_peers import CassandraRowDataset, S3ObjectDataset, keep_list  # noqa: E402
+from tests.support.s3_server import S3Server  # noqa: E402
+from stoker.loader import Loader  # noqa: E402
+from stoker.storage import CassandraConnection, CassandraStorage, S3Storage, open_storage, upload_to_cassandra, upload_to_s3  # noqa: E402
 
 BATCH = 32
 

@@ -7,6 +7,9 @@ Run:  python benchmarks/s3_clients.py [--objects 1000] [--repeats 3]
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import argparse
 import asyncio
 import os
@@ -15,7 +18,9 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from stoker.bench._s3_server import S3Server
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, for tests.support
+
+from tests.support.s3_server import S3Server  # noqa: E402
 
 IN_FLIGHT = 64
 

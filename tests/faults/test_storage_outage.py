@@ -15,9 +15,9 @@ from collections.abc import Iterator
 import pytest
 
 from stoker import Loader
-from stoker.bench._cassandra_server import CassandraServer
-from stoker.bench._s3_server import S3Server
-from stoker.bench._server import ServerError, ServerProcess
+from tests.support.cassandra_server import CassandraServer
+from tests.support.s3_server import S3Server
+from tests.support.server import ServerError, ServerProcess
 from stoker.storage import CassandraConnection, CassandraStorage, MemoryStorage, RemoteStorage, RetryPolicy, S3Storage, StorageUnavailableError, upload_to_cassandra, upload_to_s3
 
 from tests.remote.conftest import dataset, unavailable

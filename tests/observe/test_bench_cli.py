@@ -78,7 +78,7 @@ def test_scenarios_print_their_tables(capsys) -> None:
 
 
 def test_bench_on_a_dead_s3_endpoint_fails_clearly(capsys, monkeypatch) -> None:
-    from stoker.bench._server import free_port
+    from tests.support.server import free_port
 
     monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{free_port()}")
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "nobody")

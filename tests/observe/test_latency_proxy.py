@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from stoker.bench import LatencyProxy
+from tests.support import LatencyProxy
 
 
 class _Echo(socketserver.BaseRequestHandler):

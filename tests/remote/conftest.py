@@ -11,9 +11,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from stoker.bench._cassandra_server import CassandraServer
-from stoker.bench._s3_server import S3Server
-from stoker.bench._server import ServerError
+from tests.support.cassandra_server import CassandraServer
+from tests.support.s3_server import S3Server
+from tests.support.server import ServerError
 from stoker.storage import CassandraConnection, MemoryStorage
 
 _names = itertools.count()

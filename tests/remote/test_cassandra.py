@@ -8,8 +8,8 @@ from dataclasses import replace
 
 import pytest
 
-from stoker.bench import LatencyProxy
-from stoker.bench._cassandra_server import CassandraServer
+from tests.support import LatencyProxy
+from tests.support.cassandra_server import CassandraServer
 from stoker.storage import CassandraConnection, CassandraStorage, RetryPolicy, StorageError, upload_to_cassandra
 
 from .conftest import dataset

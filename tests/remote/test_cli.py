@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from stoker.bench._cassandra_server import CassandraServer
-from stoker.bench._s3_server import S3Server
+from tests.support.cassandra_server import CassandraServer
+from tests.support.s3_server import S3Server
 from stoker.cli import main
 from stoker.sampling import read_split
 from stoker.storage import CassandraConnection, S3Storage

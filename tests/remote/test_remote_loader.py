@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from stoker.bench._s3_server import S3Server
+from tests.support.s3_server import S3Server
 from stoker.loader import Loader
 from stoker.storage import CassandraConnection, CassandraStorage, MemoryStorage, RemoteStorage, S3Storage, SubsetStorage, upload_to_cassandra, upload_to_s3
 

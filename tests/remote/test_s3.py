@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from stoker.bench import LatencyProxy
-from stoker.bench._s3_server import S3Server
+from tests.support import LatencyProxy
+from tests.support.s3_server import S3Server
 from stoker.storage import RetryPolicy, S3Storage, StorageError, upload_to_s3
 
 from .conftest import dataset

@@ -5,8 +5,8 @@ copy is a DMA at full PCIe speed and can run asynchronously. `to_device` issues 
 on a dedicated stream one batch ahead of the training loop, records an event, and makes the
 loop's stream wait on that event before the batch is used, so compute on batch i overlaps the
 copy of batch i+1. The host buffer is held until its copy's event has completed, so the Loader's
-buffer pool cannot hand it out again while the DMA still reads it (the pool reuses only buffers
-nothing else refers to). Without CUDA everything stays on the CPU and the same code runs.
+buffer pool cannot hand it out again while the DMA still reads it (a buffer's lease ends only when
+nothing made from it is left). Without CUDA everything stays on the CPU and the same code runs.
 
 JAX: `to_jax` puts batches on a JAX device one batch ahead (``jax.device_put`` is asynchronous).
 """
@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ..loader import Batch
+from ..loader import Batch, pinned_allocator
 
 __all__ = ["DeviceBatch", "pinned_allocator", "to_device", "to_jax"]
 
@@ -31,22 +31,6 @@ class DeviceBatch:
     labels: Any
     valid: Any
     host: Batch
-
-
-def pinned_allocator(shape: tuple[int, ...], dtype: str):  # type: ignore[no-untyped-def]
-    """A function allocating page-locked host arrays (numpy views of pinned torch tensors) when
-    CUDA is there, plain numpy arrays otherwise. Torch is only used if the program already
-    imported it: importing it here would cost a training-free loader a second and a gigabyte."""
-    import sys
-
-    import numpy as np
-
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        if torch.cuda.is_available():
-            torch_dtype = {"uint8": torch.uint8, "float32": torch.float32, "float16": torch.float16}[dtype]
-            return lambda: torch.empty(shape, dtype=torch_dtype, pin_memory=True).numpy()
-    return lambda: np.zeros(shape, dtype=dtype)
 
 
 def to_device(batches: Iterable[Batch], device: str = "cuda", *, non_blocking: bool = True) -> Iterator[DeviceBatch]:

@@ -44,6 +44,19 @@ class Batch:
     def __len__(self) -> int:
         return len(self.keys)
 
+    def release(self) -> None:
+        """Let the loader reuse this batch's memory: the batch drops its array (``data`` becomes
+        None). The buffer is leased out again only once every array or tensor made from it is
+        gone too, so a tensor kept from this batch stays intact. Batches are also released when
+        collected; releasing early keeps the loader's buffer pool from growing."""
+        self.data = None
+
+    def __enter__(self) -> Batch:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.release()
+
     def to_torch(self, device: str | None = None, non_blocking: bool = True) -> tuple[Any, Any]:
         """(data, labels) as torch tensors sharing this batch's memory (then moved to ``device``)."""
         import torch

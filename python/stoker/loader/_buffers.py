@@ -1,36 +1,81 @@
-"""Batch memory allocated once and reused: a ring of arrays, each handed out again only when
-nothing outside the pool refers to it any more (no view, no Batch, no tensor made from it), so a
-buffer is never overwritten while the training loop can still read it."""
+"""Batch memory allocated once and reused, by explicit leases.
+
+Each batch gets its array through a lease: a small owner object that every array, view, tensor
+or DLPack capsule made from the batch array keeps alive (NumPy, torch and JAX all hold on to the
+object whose memory they share). The buffer goes back to the pool when that owner is collected,
+so a buffer is never handed out again while anything made from it can still be read, without
+relying on reference counts, which are a CPython detail (and differ under free-threading).
+A `Batch` drops its own reference when released (`Batch.release`, ``with batch:``) or collected.
+"""
 
 from __future__ import annotations
 
 import sys
-import threading
+import weakref
+from collections import deque
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
-__all__ = ["BufferPool"]
+__all__ = ["BufferPool", "pinned_allocator"]
+
+
+class _LeaseOwner:
+    """Exposes a pooled buffer's memory to NumPy as its own (``__array_interface__``), so the
+    arrays made from it all refer to this object, and its collection means none is left."""
+
+    __slots__ = ("__array_interface__", "__weakref__", "buffer")
+
+    def __init__(self, buffer: np.ndarray) -> None:
+        self.buffer = buffer  # keeps the memory alive as long as anything reads it
+        self.__array_interface__ = buffer.__array_interface__
 
 
 class BufferPool:
-    """Up to ``capacity`` reusable arrays from ``allocate``; beyond that, fresh ones."""
+    """Up to ``capacity`` reusable arrays from ``allocate``, leased one batch at a time.
+
+    `acquire` returns a fresh array over a free buffer (or a new one when none is free); the
+    buffer is free again once that array and everything made from it are gone. Beyond
+    ``capacity``, returned buffers are dropped rather than kept.
+    """
 
     def __init__(self, allocate: Callable[[], np.ndarray], capacity: int) -> None:
         self._allocate = allocate
         self._capacity = capacity
-        self._buffers: list[np.ndarray] = []
-        self._lock = threading.Lock()
+        # deque's append and pop are atomic: the return path runs from the garbage collector,
+        # possibly inside acquire on the same thread, where a lock would deadlock.
+        self._free: deque[np.ndarray] = deque()
         self.allocated = 0
 
     def acquire(self) -> np.ndarray:
-        with self._lock:
-            for buffer in self._buffers:
-                # References: the pool's list, this loop variable, getrefcount's argument.
-                if sys.getrefcount(buffer) <= 3:
-                    return buffer
+        """An array over a buffer nothing else can read now; its buffer returns when it dies."""
+        try:
+            buffer = self._free.pop()
+        except IndexError:
             buffer = self._allocate()
             self.allocated += 1
-            if len(self._buffers) < self._capacity:
-                self._buffers.append(buffer)
-            return buffer
+        owner = _LeaseOwner(buffer)
+        leased = np.asarray(owner)
+        weakref.finalize(owner, self._give_back, buffer)
+        return leased
+
+    def _give_back(self, buffer: np.ndarray) -> None:
+        if len(self._free) < self._capacity:
+            self._free.append(buffer)
+
+    @property
+    def free(self) -> int:
+        """Buffers ready to be leased again."""
+        return len(self._free)
+
+
+def pinned_allocator(shape: tuple[int, ...], dtype: str) -> Callable[[], Any]:
+    """A function allocating page-locked host arrays (numpy views of pinned torch tensors) when
+    CUDA is there, plain numpy arrays otherwise. Torch is only used if the program already
+    imported it: importing it here would cost a training-free loader a second and a gigabyte."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available():
+        torch_dtype = {"uint8": torch.uint8, "float32": torch.float32, "float16": torch.float16}[dtype]
+        return lambda: torch.empty(shape, dtype=torch_dtype, pin_memory=True).numpy()
+    return lambda: np.zeros(shape, dtype=dtype)

@@ -35,7 +35,7 @@ from ..sampling import FetchedSample, OutOfOrderPrefetcher, Sampler
 from ..storage import Storage, StorageUnavailableError
 from ._arguments import as_storage, check_integer, check_number
 from ._batch import Batch
-from ._buffers import BufferPool
+from ._buffers import BufferPool, pinned_allocator
 from ._plan import BatchPlan, PlanSamples
 from ._decode import decode_payloads
 from ._failure_policy import FailurePolicy, replacement_candidates
@@ -185,8 +185,6 @@ class Loader:
         if transform is not None:
             allocate: Callable[[], np.ndarray] = lambda: allocate_batch(transform, batch_size)  # noqa: E731
             if pin_memory:
-                from ..device import pinned_allocator
-
                 # Page-locked when CUDA is there; without it there is nothing to pin.
                 shape = allocate_batch(transform, 1).shape[1:]
                 allocate = pinned_allocator((batch_size, *shape), transform.dtype)

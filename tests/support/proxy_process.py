@@ -6,9 +6,10 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
+from pathlib import Path
 from types import TracebackType
 
-from ._latency_proxy import LatencyProxy
+from tests.support.latency_proxy import LatencyProxy
 
 __all__ = ["ProxyProcess"]
 
@@ -24,14 +25,16 @@ class ProxyProcess:
         slow_fraction: float = 0.0, slow_factor: float = 10.0, seed: int = 0,
     ) -> None:
         self.command = [
-            sys.executable, "-m", "stoker.bench._proxy_process", target_host, str(target_port), "--delay", str(delay),
+            sys.executable, "-m", "tests.support.proxy_process", target_host, str(target_port), "--delay", str(delay),
             "--jitter", str(jitter), "--slow-fraction", str(slow_fraction), "--slow-factor", str(slow_factor), "--seed", str(seed),
         ]
         self.port = 0
         self._process: subprocess.Popen[str] | None = None
 
     def __enter__(self) -> ProxyProcess:
-        self._process = subprocess.Popen(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        # Run from the repository root, where ``tests.support`` is importable.
+        root = Path(__file__).resolve().parents[2]
+        self._process = subprocess.Popen(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=root)
         assert self._process.stdout is not None
         line = self._process.stdout.readline()
         if not line:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ._server import ServerError, ServerProcess, free_port, require_java, server_cache, wait_for_port
+from tests.support.server import ServerError, ServerProcess, free_port, require_java, server_cache, wait_for_port
 
 __all__ = ["S3Server", "S3_PROXY_VERSION"]
 

@@ -13,8 +13,8 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
-from ._s3_server import MAVEN_CENTRAL
-from ._server import ServerError, ServerProcess, free_port, require_java, server_cache, wait_for_port
+from tests.support.s3_server import MAVEN_CENTRAL
+from tests.support.server import ServerError, ServerProcess, free_port, require_java, server_cache, wait_for_port
 
 __all__ = ["CASSANDRA_VERSION", "CassandraServer"]
 
@@ -189,7 +189,7 @@ class CassandraServer(ServerProcess):
 
     def _login_works(self) -> bool:
         try:
-            from ..storage import CassandraConnection
+            from stoker.storage import CassandraConnection
         except ImportError:
             return True
         connection = CassandraConnection(hosts=[self.host], port=self.port, username=self.username, password=self.password, connect_timeout=2)

@@ -1,0 +1,72 @@
+"""Batch memory by explicit leases: a buffer is never leased again while any array, tensor or
+DLPack view made from it is alive, and it is reused once they are all gone."""
+
+from __future__ import annotations
+
+import gc
+import io
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from stoker.loader import BufferPool, Loader
+from stoker.ops import ImageTransform
+from stoker.storage import MemoryStorage
+
+
+def test_a_lease_ends_only_when_every_view_is_gone() -> None:
+    pool = BufferPool(lambda: np.zeros(8, np.uint8), capacity=2)
+    first = pool.acquire()
+    first[:] = 1
+    derived = first[2:5]  # a view of a view: NumPy collapses its base to the memory's owner
+    del first
+    gc.collect()
+    second = pool.acquire()
+    assert pool.allocated == 2, "the first buffer is still read through a view"
+    assert not np.shares_memory(derived, second)
+    del derived
+    gc.collect()
+    assert pool.free == 1
+    third = pool.acquire()
+    assert pool.allocated == 2, "reused once nothing reads it"
+    assert not np.shares_memory(second, third)
+
+
+def _storage(count: int) -> MemoryStorage:
+    def png(value: int) -> bytes:
+        buffer = io.BytesIO()
+        Image.fromarray(np.full((8, 8, 3), value, np.uint8)).save(buffer, "PNG")
+        return buffer.getvalue()
+
+    return MemoryStorage({f"k{index:03d}": png(index) for index in range(count)})
+
+
+@pytest.mark.parametrize("kind", ["numpy view", "torch.from_numpy", "torch DLPack", "jax"])
+def test_kept_tensors_stay_intact_across_many_batches(kind: str) -> None:
+    if kind.startswith("torch"):
+        torch = pytest.importorskip("torch")
+    if kind == "jax":
+        jax = pytest.importorskip("jax")
+        jnp = pytest.importorskip("jax.numpy")
+    transform = ImageTransform(resize=(8, 8))
+    loader = Loader(_storage(96), batch_size=4, transform=transform, shuffle=False, in_order=True, pin_memory=False)
+    kept = []
+    for batch in loader:
+        with batch:
+            data = batch.data
+            if kind == "numpy view":
+                view = data[1:]
+            elif kind == "torch.from_numpy":
+                view = torch.from_numpy(data)
+            elif kind == "torch DLPack":
+                view = torch.from_dlpack(data)
+            else:
+                view = jnp.from_dlpack(data) if jax.default_backend() == "cpu" else jnp.asarray(data)
+            del data
+            kept.append((batch.keys, view))
+        gc.collect()  # every batch is released and collected; only the views remain
+    for keys, view in kept:
+        values = np.asarray(view)
+        first = int(keys[1 if kind == "numpy view" else 0][1:])
+        assert values.reshape(len(values), -1)[0].max() == first, f"batch {keys} was overwritten"
