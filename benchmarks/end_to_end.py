@@ -79,8 +79,10 @@ def integrity_cost(root: Path, repeats: int) -> dict[bool, float]:
 
 def print_integrity_cost(root: Path, repeats: int) -> None:
     rates = integrity_cost(root, repeats)
-    print(f"\nLoader over shards, CRC-32 verified: {rates[True]:.0f} images/s; not verified: {rates[False]:.0f} images/s; "
-          f"verified / not: {rates[True] / rates[False]:.3f} (target >= 0.97)")
+    print(
+        f"\nLoader over shards, CRC-32 verified: {rates[True]:.0f} images/s; not verified: {rates[False]:.0f} images/s; "
+        f"verified / not: {rates[True] / rates[False]:.3f} (target >= 0.97)"
+    )
 
 
 def main() -> None:
@@ -108,12 +110,16 @@ def main() -> None:
             continue
         medians[name] = {key: statistics.median(run[key] for run in runs) for key in runs[0]}
         row = medians[name]
-        print(f"{name:<32} {row['images_per_second']:>9.0f} {row['first_batch_seconds']:>11.2f}s {row['peak_rss_mb']:>7.0f}MB {row['cpu_seconds_per_image'] * 1e3:>8.2f}ms")
+        print(
+            f"{name:<32} {row['images_per_second']:>9.0f} {row['first_batch_seconds']:>11.2f}s {row['peak_rss_mb']:>7.0f}MB {row['cpu_seconds_per_image'] * 1e3:>8.2f}ms"
+        )
     ours = medians["stoker.Loader"]
     if "PyTorch DataLoader (2 workers)" in medians:
         torch_row = medians["PyTorch DataLoader (2 workers)"]
-        print(f"\nstoker / DataLoader: {ours['images_per_second'] / torch_row['images_per_second']:.2f}x images/s (target 2.5x), "
-              f"RSS {ours['peak_rss_mb'] / torch_row['peak_rss_mb']:.2f}x (target <= 0.5x)")
+        print(
+            f"\nstoker / DataLoader: {ours['images_per_second'] / torch_row['images_per_second']:.2f}x images/s (target 2.5x), "
+            f"RSS {ours['peak_rss_mb'] / torch_row['peak_rss_mb']:.2f}x (target <= 0.5x)"
+        )
     spdl = [medians[name] for name in medians if name.startswith("SPDL")]
     if spdl:
         best = max(row["images_per_second"] for row in spdl)

@@ -33,7 +33,6 @@ from typing import Any
 
 import numpy as np
 
-
 from stoker.bench import image_folder  # noqa: E402
 from stoker.ops import ImageTransform, allocate_batch, decode_batch, decode_image  # noqa: E402
 
@@ -41,6 +40,7 @@ from stoker.ops import ImageTransform, allocate_batch, decode_batch, decode_imag
 def image_set(count: int, width: int = 500, height: int = 375) -> list[bytes]:
     """The bytes of ``count`` generated JPEGs (made once in stoker's cache)."""
     return [path.read_bytes() for path in sorted(image_folder(count, width, height).glob("*/*.jpg"))]
+
 
 CENTER = ImageTransform(resize_shorter=256, center_crop=(224, 224))
 
@@ -86,9 +86,7 @@ def make_spdl() -> Callable[[bytes], np.ndarray] | None:
         # All images here are 500x375, so the resize is fixed; FFmpeg's bilinear widens its
         # filter when shrinking, like Pillow's.
         packets = spdl_io.demux_image(data)
-        frames = spdl_io.decode_packets(
-            packets, filter_desc="scale=w=341:h=256:flags=bilinear,crop=w=224:h=224,format=pix_fmts=rgb24"
-        )
+        frames = spdl_io.decode_packets(packets, filter_desc="scale=w=341:h=256:flags=bilinear,crop=w=224:h=224,format=pix_fmts=rgb24")
         return spdl_io.to_numpy(spdl_io.convert_frames(frames))
 
     return run
@@ -235,8 +233,10 @@ def main() -> None:
     print("\n3. RandomResizedCrop(224), one call per image (images/s)")
     for name, value in crops.items():
         print(f"   {name:<45} {value:>8.0f}")
-    print(f"   DCT scaling gain: 500x375 {crops['500x375, DCT scaling'] / crops['500x375, full decode']:.2f}x, "
-          f"2048x1536 {crops['2048x1536, DCT scaling'] / crops['2048x1536, full decode']:.2f}x")
+    print(
+        f"   DCT scaling gain: 500x375 {crops['500x375, DCT scaling'] / crops['500x375, full decode']:.2f}x, "
+        f"2048x1536 {crops['2048x1536, DCT scaling'] / crops['2048x1536, full decode']:.2f}x"
+    )
     print("\n4. WebP, one core, resize 256 -> center crop 224 (images/s)")
     for name, value in webp_rates.items():
         print(f"   {name:<45} {value:>8.0f}")

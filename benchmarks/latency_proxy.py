@@ -5,11 +5,10 @@ Run:  python benchmarks/latency_proxy.py TARGET_PORT --rtt-ms 50 [--jitter 0.25]
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import argparse
+import sys
 import time
+from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, for tests.support
 
@@ -25,7 +24,9 @@ def main() -> None:
     parser.add_argument("--slow", type=float, default=0.0, help="share of connections 10x slower")
     args = parser.parse_args()
     with LatencyProxy(args.target_host, args.target_port, delay=args.rtt_ms / 2e3, jitter=args.jitter, slow_fraction=args.slow) as proxy:
-        print(f"listening on {proxy.address[0]}:{proxy.address[1]} -> {args.target_host}:{args.target_port}, RTT +{args.rtt_ms} ms; Ctrl-C to stop")
+        print(
+            f"listening on {proxy.address[0]}:{proxy.address[1]} -> {args.target_host}:{args.target_port}, RTT +{args.rtt_ms} ms; Ctrl-C to stop"
+        )
         try:
             while True:
                 time.sleep(3600)

@@ -35,7 +35,7 @@ def torchvision_style(root: Path) -> int:
     """What torchvision's make_dataset does: sorted classes, os.walk each, filter extensions."""
     count = 0
     for name in sorted(entry.name for entry in os.scandir(root) if entry.is_dir()):
-        for folder, _, files in sorted(os.walk(root / name, followlinks=True)):
+        for _folder, _, files in sorted(os.walk(root / name, followlinks=True)):
             count += sum(1 for file in sorted(files) if file.lower().endswith(IMAGE_EXTENSIONS))
     return count
 

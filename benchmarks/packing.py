@@ -58,8 +58,10 @@ def main() -> None:
     }
     for kind in ("alpaca-like", "long"):
         document_lengths = lengths(kind, args.documents)
-        print(f"\n{kind}: {len(document_lengths)} documents, min {document_lengths.min()}, median {int(np.median(document_lengths))}, "
-              f"mean {document_lengths.mean():.0f}, max {document_lengths.max()}; context {CONTEXT}, batch {BATCH}")
+        print(
+            f"\n{kind}: {len(document_lengths)} documents, min {document_lengths.min()}, median {int(np.median(document_lengths))}, "
+            f"mean {document_lengths.mean():.0f}, max {document_lengths.max()}; context {CONTEXT}, batch {BATCH}"
+        )
         print(f"  {'method':<30} {'efficiency':>10} {'batches':>8} {'x naive':>8}")
         naive = naive_efficiency(document_lengths)
         print(f"  {'naive padding':<30} {naive * 100:>9.1f}% {int(np.ceil(len(document_lengths) / BATCH)):>8} {1.0:>7.1f}x")

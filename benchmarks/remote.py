@@ -22,23 +22,24 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from stoker.bench import image_folder  # noqa: E402
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, for tests.support
 
+from stoker.loader import Loader  # noqa: E402
+from stoker.storage import CassandraConnection, CassandraStorage, S3Storage, open_storage, upload_to_cassandra, upload_to_s3  # noqa: E402
 from tests.support.cassandra_server import CassandraServer  # noqa: E402
 from tests.support.proxy_process import ProxyProcess  # noqa: E402
 from tests.support.remote_peers import CassandraRowDataset, S3ObjectDataset, keep_list  # noqa: E402
 from tests.support.s3_server import S3Server  # noqa: E402
-from stoker.loader import Loader  # noqa: E402
-from stoker.storage import CassandraConnection, CassandraStorage, S3Storage, open_storage, upload_to_cassandra, upload_to_s3  # noqa: E402
 
 BATCH = 32
 
@@ -132,8 +133,11 @@ def run_store(name: str, rtt_ms: float, open_through: Callable[[int], tuple[Any,
             for loader, batches in runs.items():
                 result = measure(batches(), seconds)
                 rows.append({"store": name, "rtt_ms": rtt_ms, "loader": loader, **result})
-                print(f"{name:<10} {rtt_ms:>4.0f} ms  {loader:<28} {result['images_per_second']:>7.0f} img/s {result['megabytes_per_second']:>6.1f} MB/s  "
-                      f"p50 {result['p50_batch_ms']:>6.0f} ms  p99 {result['p99_batch_ms']:>6.0f} ms", flush=True)
+                print(
+                    f"{name:<10} {rtt_ms:>4.0f} ms  {loader:<28} {result['images_per_second']:>7.0f} img/s {result['megabytes_per_second']:>6.1f} MB/s  "
+                    f"p50 {result['p50_batch_ms']:>6.0f} ms  p99 {result['p99_batch_ms']:>6.0f} ms",
+                    flush=True,
+                )
     return rows
 
 
@@ -153,7 +157,9 @@ def main() -> None:
     rows: list[dict[str, Any]] = []
     with S3Server() as s3, CassandraServer(heap="1G") as cassandra:
         s3.create_bucket("bench")
-        connection = CassandraConnection(hosts=[cassandra.host], port=cassandra.port, keyspace="bench", username=cassandra.username, password=cassandra.password)
+        connection = CassandraConnection(
+            hosts=[cassandra.host], port=cassandra.port, keyspace="bench", username=cassandra.username, password=cassandra.password
+        )
         if "s3" in stores:
             upload_to_s3(source, "s3://bench/images", progress=False, **s3.options())
         if "cassandra" in stores and not args.heavy_tail_only:
@@ -178,16 +184,22 @@ def main() -> None:
         # are slow while others are not). Each variant gets a fresh proxy (the same slow
         # connections, by seed) and a fresh connection pool: cancelled requests close
         # connections, so a pool that served one variant would be culled for the next.
-        variants = {"stoker in order, no hedging (the paper's baseline)": (True, False),
-                    "stoker in order": (True, True), "stoker out of order": (False, True)}
+        variants = {
+            "stoker in order, no hedging (the paper's baseline)": (True, False),
+            "stoker in order": (True, True),
+            "stoker out of order": (False, True),
+        }
         for label, (in_order, hedge) in variants.items() if "s3" in stores else ():
             with ProxyProcess(s3.port, delay=0.025, slow_fraction=0.1, slow_factor=10, seed=1) as proxy:
                 with S3Storage("s3://bench/images", **{**s3.options(), "endpoint": f"http://127.0.0.1:{proxy.port}"}) as storage:
                     result = measure_steady(Loader(storage, batch_size=BATCH, seed=0, in_order=in_order, hedge=hedge), args.seconds)
             rows.append({"store": "s3 heavy tail", "rtt_ms": 50.0, "loader": label, **result})
-            print(f"s3 heavy tail 50 ms  {label:<52} {result['images_per_second']:>7.0f} img/s  "
-                  f"p50 {result['p50_batch_ms']:>6.0f} ms  p99 {result['p99_batch_ms']:>6.0f} ms  "
-                  f"epoch boundary {result['boundary_ms']:>5.0f} ms", flush=True)
+            print(
+                f"s3 heavy tail 50 ms  {label:<52} {result['images_per_second']:>7.0f} img/s  "
+                f"p50 {result['p50_batch_ms']:>6.0f} ms  p99 {result['p99_batch_ms']:>6.0f} ms  "
+                f"epoch boundary {result['boundary_ms']:>5.0f} ms",
+                flush=True,
+            )
     summarize(rows)
     if args.json:
         with open(args.json, "w") as file:
@@ -200,20 +212,28 @@ def summarize(rows: list[dict[str, Any]]) -> None:
 
     print("\nstore       RTT  stoker img/s  vs DataLoader  vs ConcurrentDataloader-style")
     for store, rtt in sorted({(row["store"], row["rtt_ms"]) for row in rows if row["store"] in ("s3", "cassandra")}):
-        ours, torch_loader, concurrent = (find(store, rtt, name) for name in ("stoker", "DataLoader 2 workers", "ConcurrentDataloader-style"))
+        ours, torch_loader, concurrent = (
+            find(store, rtt, name) for name in ("stoker", "DataLoader 2 workers", "ConcurrentDataloader-style")
+        )
         if ours and torch_loader and concurrent:
-            print(f"{store:<10} {rtt:>4.0f} {ours['images_per_second']:>13.0f} {ours['images_per_second'] / torch_loader['images_per_second']:>13.1f}x "
-                  f"{ours['images_per_second'] / concurrent['images_per_second']:>10.1f}x")
+            print(
+                f"{store:<10} {rtt:>4.0f} {ours['images_per_second']:>13.0f} {ours['images_per_second'] / torch_loader['images_per_second']:>13.1f}x "
+                f"{ours['images_per_second'] / concurrent['images_per_second']:>10.1f}x"
+            )
     baseline = find("s3 heavy tail", 50.0, "stoker in order, no hedging (the paper's baseline)")
     in_order, out_of_order = find("s3 heavy tail", 50.0, "stoker in order"), find("s3 heavy tail", 50.0, "stoker out of order")
     if baseline and out_of_order:
-        print(f"heavy tail at 50 ms: out of order {out_of_order['images_per_second'] / baseline['images_per_second']:.2f}x the throughput "
-              f"of in order without hedging (p99/p50 {baseline['p99_batch_ms'] / baseline['p50_batch_ms']:.2f})")
+        print(
+            f"heavy tail at 50 ms: out of order {out_of_order['images_per_second'] / baseline['images_per_second']:.2f}x the throughput "
+            f"of in order without hedging (p99/p50 {baseline['p99_batch_ms'] / baseline['p50_batch_ms']:.2f})"
+        )
     if in_order and out_of_order:
-        print(f"heavy tail at 50 ms, steady state: out of order p99/p50 {out_of_order['p99_batch_ms'] / out_of_order['p50_batch_ms']:.2f} "
-              f"(in order {in_order['p99_batch_ms'] / in_order['p50_batch_ms']:.2f}); "
-              f"throughput {out_of_order['images_per_second'] / in_order['images_per_second']:.2f}x in order; "
-              f"epoch boundary {out_of_order['boundary_ms']:.0f} ms out of order, {in_order['boundary_ms']:.0f} ms in order")
+        print(
+            f"heavy tail at 50 ms, steady state: out of order p99/p50 {out_of_order['p99_batch_ms'] / out_of_order['p50_batch_ms']:.2f} "
+            f"(in order {in_order['p99_batch_ms'] / in_order['p50_batch_ms']:.2f}); "
+            f"throughput {out_of_order['images_per_second'] / in_order['images_per_second']:.2f}x in order; "
+            f"epoch boundary {out_of_order['boundary_ms']:.0f} ms out of order, {in_order['boundary_ms']:.0f} ms in order"
+        )
 
 
 if __name__ == "__main__":

@@ -7,16 +7,15 @@ Run:  python benchmarks/s3_clients.py [--objects 1000] [--repeats 3]
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import argparse
 import asyncio
 import os
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, for tests.support
 
@@ -30,8 +29,12 @@ def boto3_threads(server: S3Server, keys: list[str]) -> None:
     from botocore.config import Config
 
     client = boto3.client(
-        "s3", endpoint_url=server.endpoint, aws_access_key_id=server.access_key, aws_secret_access_key=server.secret_key,
-        region_name=server.region, config=Config(max_pool_connections=IN_FLIGHT),
+        "s3",
+        endpoint_url=server.endpoint,
+        aws_access_key_id=server.access_key,
+        aws_secret_access_key=server.secret_key,
+        region_name=server.region,
+        config=Config(max_pool_connections=IN_FLIGHT),
     )
     with ThreadPoolExecutor(IN_FLIGHT) as pool:
         list(pool.map(lambda key: client.get_object(Bucket="clients", Key=key)["Body"].read(), keys))
@@ -43,8 +46,12 @@ def aiobotocore_async(server: S3Server, keys: list[str]) -> None:
 
     async def run() -> None:
         async with get_session().create_client(
-            "s3", endpoint_url=server.endpoint, aws_access_key_id=server.access_key, aws_secret_access_key=server.secret_key,
-            region_name=server.region, config=AioConfig(max_pool_connections=IN_FLIGHT),
+            "s3",
+            endpoint_url=server.endpoint,
+            aws_access_key_id=server.access_key,
+            aws_secret_access_key=server.secret_key,
+            region_name=server.region,
+            config=AioConfig(max_pool_connections=IN_FLIGHT),
         ) as client:
             slots = asyncio.Semaphore(IN_FLIGHT)
 

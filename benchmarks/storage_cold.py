@@ -123,10 +123,26 @@ def main() -> None:
         measure("dd sequential", dd, len(tar), everything, table)
         measure("shards sequential", lambda: sum(len(data) for _, data in tar.iter_sequential()), len(tar), everything, table)
         measure("small files shuffled", lambda: shuffled_reads(files, wanted, args.threads, args.batch), len(wanted), everything, table)
-        measure("shards shuffled", lambda: shuffled_reads(tar, [tar_keys[key] for key in wanted], args.threads, args.batch), len(wanted), everything, table)
-        measure("shards shuffled, no CRC", lambda: shuffled_reads(unverified, [tar_keys[key] for key in wanted], args.threads, args.batch), len(wanted), everything, table)
-        measure("LMDB py-lmdb shuffled", lambda: plain_lmdb_reads(database, wanted, args.threads, args.batch), len(wanted), everything, table)
-        measure("LMDB explicit shuffled", lambda: shuffled_reads(explicit, wanted, args.threads, args.batch), len(wanted), everything, table)
+        measure(
+            "shards shuffled",
+            lambda: shuffled_reads(tar, [tar_keys[key] for key in wanted], args.threads, args.batch),
+            len(wanted),
+            everything,
+            table,
+        )
+        measure(
+            "shards shuffled, no CRC",
+            lambda: shuffled_reads(unverified, [tar_keys[key] for key in wanted], args.threads, args.batch),
+            len(wanted),
+            everything,
+            table,
+        )
+        measure(
+            "LMDB py-lmdb shuffled", lambda: plain_lmdb_reads(database, wanted, args.threads, args.batch), len(wanted), everything, table
+        )
+        measure(
+            "LMDB explicit shuffled", lambda: shuffled_reads(explicit, wanted, args.threads, args.batch), len(wanted), everything, table
+        )
 
     rates = {name: (statistics.median(row[0] for row in rows), statistics.median(row[1] for row in rows)) for name, rows in table.items()}
     print(f"\ncache dropped with: {next(iter(table.values()))[0][2]}; medians of {args.rounds} rounds")
@@ -135,8 +151,12 @@ def main() -> None:
         print(f"{name:<26} {mb:>8.1f} {samples:>10.0f}")
     print(f"\nsequential shards / dd:                 {rates['shards sequential'][0] / rates['dd sequential'][0]:.2f}  (target >= 0.90)")
     print(f"shuffled shards / shuffled small files:  {rates['shards shuffled'][1] / rates['small files shuffled'][1]:.2f}x (target >= 5x)")
-    print(f"LMDB explicit / py-lmdb, shuffled:       {rates['LMDB explicit shuffled'][1] / rates['LMDB py-lmdb shuffled'][1]:.2f}x (target >= 1.5x)")
-    print(f"shards shuffled, CRC verified / not:     {rates['shards shuffled'][1] / rates['shards shuffled, no CRC'][1]:.3f} (target >= 0.97)")
+    print(
+        f"LMDB explicit / py-lmdb, shuffled:       {rates['LMDB explicit shuffled'][1] / rates['LMDB py-lmdb shuffled'][1]:.2f}x (target >= 1.5x)"
+    )
+    print(
+        f"shards shuffled, CRC verified / not:     {rates['shards shuffled'][1] / rates['shards shuffled, no CRC'][1]:.3f} (target >= 0.97)"
+    )
     for storage in (files, tar, unverified, explicit):
         storage.close()
     sys.exit(0)

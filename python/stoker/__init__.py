@@ -6,9 +6,9 @@ without the GIL.
 """
 
 from . import loader, observe, ops, pipeline, sampling, storage
+from ._native import __version__
 from .loader import Batch, Loader, TokenLoader
 from .observe import DataWaitMeter
-from ._native import __version__
 from .pipeline import Pipeline, PipelineBuilder
 
 __all__ = [

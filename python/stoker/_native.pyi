@@ -16,7 +16,6 @@ class BuildInfo(TypedDict):
 def build_info() -> BuildInfo:
     """Describe this build of the native core: version, optimization, CPU features."""
 
-
 class ImageTransform:
     """What to do to every image. Sizes are (height, width).
 

@@ -1,14 +1,14 @@
 """The `stoker` command.
 
-    stoker bench [PATH] [--batch-size 32] [--latency-ms 0] [--duration 20] [--json RUN.json]
-    stoker bench --scenario small-files|starvation|padding|pinned
-    stoker report RUN.json [--out DIR]
-    stoker convert SRC DST [--to shards|lmdb|objects] [--shard-size 256MB]
-        DST may be s3://bucket/prefix (objects or shards) or cassandra://host:port/keyspace
-    stoker split SRC -o SPLITS.json [--ratios train=0.8,val=0.1,test=0.1 | --folds K]
-        [--balance original|uniform|LABEL=WEIGHT,...] [--group-column COL] [--seed 0]
-    stoker inspect PATH [--json]
-    stoker index SHARD.tar [SHARD.tar ...]
+stoker bench [PATH] [--batch-size 32] [--latency-ms 0] [--duration 20] [--json RUN.json]
+stoker bench --scenario small-files|starvation|padding|pinned
+stoker report RUN.json [--out DIR]
+stoker convert SRC DST [--to shards|lmdb|objects] [--shard-size 256MB]
+    DST may be s3://bucket/prefix (objects or shards) or cassandra://host:port/keyspace
+stoker split SRC -o SPLITS.json [--ratios train=0.8,val=0.1,test=0.1 | --folds K]
+    [--balance original|uniform|LABEL=WEIGHT,...] [--group-column COL] [--seed 0]
+stoker inspect PATH [--json]
+stoker index SHARD.tar [SHARD.tar ...]
 """
 
 from __future__ import annotations
@@ -52,14 +52,22 @@ def _upload(arguments: argparse.Namespace) -> int:
             if to not in ("objects", "shards"):
                 raise ValueError(f"--to {to}: an S3 destination takes objects or shards")
             report = upload_to_s3(
-                source, arguments.destination, to=to, shard_size=arguments.shard_size,
-                concurrency=arguments.concurrency or 32, progress=not arguments.quiet,
+                source,
+                arguments.destination,
+                to=to,
+                shard_size=arguments.shard_size,
+                concurrency=arguments.concurrency or 32,
+                progress=not arguments.quiet,
             )
         else:
             metadata = read_metadata_csv(arguments.metadata) if arguments.metadata else None
             report = upload_to_cassandra(
-                source, arguments.destination, metadata=metadata, concurrency=arguments.concurrency or 8,
-                replication=arguments.replication, progress=not arguments.quiet,
+                source,
+                arguments.destination,
+                metadata=metadata,
+                concurrency=arguments.concurrency or 8,
+                replication=arguments.replication,
+                progress=not arguments.quiet,
             )
     print(f"wrote {report.samples} samples ({report.bytes / 1e6:.1f} MB new) to {report.destination}")
     return 0
@@ -111,8 +119,13 @@ def _split(arguments: argparse.Namespace) -> int:
     else:
         splits = split_samples(ids, labels, ratios=_parse_ratios(arguments.ratios), balance=balance, groups=groups, seed=arguments.seed)
     write_splits(
-        arguments.output, splits, source=arguments.source, seed=arguments.seed, balance=balance,
-        ratios=None if arguments.folds else _parse_ratios(arguments.ratios), folds=arguments.folds,
+        arguments.output,
+        splits,
+        source=arguments.source,
+        seed=arguments.seed,
+        balance=balance,
+        ratios=None if arguments.folds else _parse_ratios(arguments.ratios),
+        folds=arguments.folds,
         group_column=arguments.group_column,
     )
     for name, keys in splits.items():
@@ -196,8 +209,10 @@ def _bench(arguments: argparse.Namespace) -> int:
     print(f"{'loader':<32} {'images/s':>9} {'MB/s':>7} {'CPU':>6} {'peak RSS':>9} {'first batch':>12}")
     for row in results:
         megabytes = f"{row['megabytes_per_second']:>7.1f}" if "megabytes_per_second" in row else f"{'-':>7}"
-        print(f"{row['name']:<32} {row['images_per_second']:>9.0f} {megabytes} "
-              f"{row.get('cpu_percent', 0):>5.0f}% {row['peak_rss_mb']:>7.0f}MB {row['first_batch_seconds']:>11.2f}s")
+        print(
+            f"{row['name']:<32} {row['images_per_second']:>9.0f} {megabytes} "
+            f"{row.get('cpu_percent', 0):>5.0f}% {row['peak_rss_mb']:>7.0f}MB {row['first_batch_seconds']:>11.2f}s"
+        )
     for note in skipped:
         print(f"  not compared: {note}")
     print(f"\ndiagnosis: {ours.diagnosis['message']}")
@@ -229,7 +244,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="stoker", description="Keeps accelerators fed.")
     commands = parser.add_subparsers(dest="command", required=True)
     bench = commands.add_parser("bench", help="measure the Loader (and its peers) and name the bottleneck")
-    bench.add_argument("path", nargs="?", help="a dataset: a path, s3://bucket/prefix or cassandra://host/keyspace (default: generated JPEGs)")
+    bench.add_argument(
+        "path", nargs="?", help="a dataset: a path, s3://bucket/prefix or cassandra://host/keyspace (default: generated JPEGs)"
+    )
     bench.add_argument("--batch-size", type=int, default=32)
     bench.add_argument("--fetch-concurrency", type=int, default=None, help="batches fetched at once (4 local, 8 remote)")
     bench.add_argument("--decode-concurrency", type=int, default=None)
@@ -249,8 +266,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     convert = commands.add_parser("convert", help="a dataset to indexed tar shards, LMDB, an S3 bucket or Cassandra")
     convert.add_argument("source")
     convert.add_argument("destination", help="a folder, a .lmdb path, s3://bucket/prefix or cassandra://host:port/keyspace")
-    convert.add_argument("--to", choices=("shards", "lmdb", "objects"), default=None,
-                         help="default: lmdb when DST ends in .lmdb, objects for s3://, else shards")
+    convert.add_argument(
+        "--to",
+        choices=("shards", "lmdb", "objects"),
+        default=None,
+        help="default: lmdb when DST ends in .lmdb, objects for s3://, else shards",
+    )
     convert.add_argument("--shard-size", type=parse_size, default=256 << 20, help="default 256MB")
     convert.add_argument("--concurrency", type=int, default=None, help="writes in flight (default: 32 to S3, 8 to Cassandra)")
     convert.add_argument("--metadata", help="CSV of key,column,... written to Cassandra's metadata table")

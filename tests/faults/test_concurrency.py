@@ -94,7 +94,7 @@ def test_iterating_a_finished_epoch_starts_the_next_one() -> None:
     assert sorted(first) == sorted(second) == sorted(f"k{index}" for index in range(100))
     assert first != second  # a new epoch, a new order
     # A loop that breaks mid-epoch continues that epoch, not the next.
-    for batch in loader:
+    for _batch in loader:
         break
     assert loader.sampler.epoch == 2 and sum(len(batch) for batch in loader) == 90
 

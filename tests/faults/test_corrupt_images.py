@@ -39,7 +39,16 @@ def test_skip_replaces_deterministically_and_lists_every_bad_sample(tmp_path: Pa
     quarantine = tmp_path.parent / "quarantine.jsonl"
 
     def run() -> tuple[list[list[str]], list[bool], Loader]:
-        loader = Loader(FileStorage(tmp_path), batch_size=8, transform=TRANSFORM, seed=4, in_order=True, on_error="skip", max_bad_samples=3, quarantine=quarantine)
+        loader = Loader(
+            FileStorage(tmp_path),
+            batch_size=8,
+            transform=TRANSFORM,
+            seed=4,
+            in_order=True,
+            on_error="skip",
+            max_bad_samples=3,
+            quarantine=quarantine,
+        )
         keys, replaced = [], []
         for batch in loader:
             assert batch.valid.all() and len(batch) == min(8, 33 - batch.index * 8)

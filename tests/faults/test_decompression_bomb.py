@@ -12,7 +12,6 @@ from PIL import Image
 from stoker import Loader
 from stoker.ops import ImageDecodeError, ImageTransform, decode_batch, decode_image
 from stoker.storage import MemoryStorage
-
 from tests.images import encode, jpeg
 
 

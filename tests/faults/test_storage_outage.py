@@ -15,12 +15,21 @@ from collections.abc import Iterator
 import pytest
 
 from stoker import Loader
+from stoker.storage import (
+    CassandraConnection,
+    CassandraStorage,
+    MemoryStorage,
+    RemoteStorage,
+    RetryPolicy,
+    S3Storage,
+    StorageUnavailableError,
+    upload_to_cassandra,
+    upload_to_s3,
+)
+from tests.remote.conftest import dataset, unavailable
 from tests.support.cassandra_server import CassandraServer
 from tests.support.s3_server import S3Server
 from tests.support.server import ServerError, ServerProcess
-from stoker.storage import CassandraConnection, CassandraStorage, MemoryStorage, RemoteStorage, RetryPolicy, S3Storage, StorageUnavailableError, upload_to_cassandra, upload_to_s3
-
-from tests.remote.conftest import dataset, unavailable
 
 SAMPLES = 300
 
@@ -47,7 +56,9 @@ def store(request: pytest.FixtureRequest) -> Iterator[tuple[str, ServerProcess, 
 
 
 def connection(server: CassandraServer) -> CassandraConnection:
-    return CassandraConnection(hosts=[server.host], port=server.port, keyspace="outage", username=server.username, password=server.password, request_timeout=5)
+    return CassandraConnection(
+        hosts=[server.host], port=server.port, keyspace="outage", username=server.username, password=server.password, request_timeout=5
+    )
 
 
 def open_store(kind: str, server: ServerProcess, retry: RetryPolicy | None = None) -> RemoteStorage:

@@ -19,7 +19,14 @@ def test_batches_reach_the_cpu_device_intact() -> None:
     images = {f"k{index}": jpeg(64, 48, seed=index) for index in range(10)}
     images["k3"] = b"broken"
     storage = MemoryStorage(images, {key: index for index, key in enumerate(images)})
-    loader = Loader(storage, batch_size=4, transform=ImageTransform(resize=(16, 16), layout="CHW", dtype="float32"), shuffle=False, in_order=True, on_error="zero")
+    loader = Loader(
+        storage,
+        batch_size=4,
+        transform=ImageTransform(resize=(16, 16), layout="CHW", dtype="float32"),
+        shuffle=False,
+        in_order=True,
+        on_error="zero",
+    )
     moved = list(to_device(loader, "cpu"))
     assert [batch.host.index for batch in moved] == [0, 1, 2]
     for batch in moved:

@@ -27,7 +27,9 @@ class SlowStorage(MemoryStorage):
 
 
 def storage(count: int = 203) -> MemoryStorage:
-    return SlowStorage({f"k{index}": index.to_bytes(4, "little") for index in range(count)}, {f"k{index}": index % 5 for index in range(count)})
+    return SlowStorage(
+        {f"k{index}": index.to_bytes(4, "little") for index in range(count)}, {f"k{index}": index % 5 for index in range(count)}
+    )
 
 
 def test_one_epoch_delivers_every_sample_once_with_its_label() -> None:
@@ -127,7 +129,7 @@ def test_buffers_held_by_the_loop_are_never_overwritten(tmp_path: Path) -> None:
         held.append((batch.data, batch.data.copy()))
     assert all(np.array_equal(kept, copy) for kept, copy in held)
     loader = Loader(data, batch_size=4, transform=transform)
-    for batch in loader:
+    for _batch in loader:
         pass  # nothing held: buffers are recycled
     assert loader._pool is not None and loader._pool.allocated < 10
 

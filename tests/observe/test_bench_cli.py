@@ -59,10 +59,24 @@ def test_bench_prints_the_table_and_diagnosis_and_writes_a_run(tmp_path: Path, c
         pytest.skip("chromium not installed: the report page was not rendered (apt-get install chromium)")
     shot = tmp_path / "shot.png"
     subprocess.run(
-        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={shot}",
-         "--window-size=1000,1400", page.as_uri()],
-        capture_output=True, timeout=120, check=False,
+        [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            f"--screenshot={shot}",
+            "--window-size=1000,1400",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        timeout=120,
+        check=False,
     )
     pixels = np.asarray(Image.open(shot).convert("L"), dtype=np.float32)
     assert pixels.std() > 10, "the screenshot shows a page, not a blank"

@@ -69,7 +69,7 @@ def test_bad_samples_are_reported_by_name_and_the_rest_decode(images: list[bytes
 
 
 def test_single_image_errors_name_the_image(images: list[bytes]) -> None:
-    for label, data in _bad_inputs(images[0]).items():
+    for _label, data in _bad_inputs(images[0]).items():
         with pytest.raises(ImageDecodeError, match="'sample-42'"):
             decode_image(data, name="sample-42")
 

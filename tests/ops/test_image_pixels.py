@@ -176,7 +176,11 @@ def test_random_resized_crop_reads_only_inside_its_box(seed: int) -> None:
     ours = decode_image(data, transform, seed=seed)
     source = Image.fromarray(image)
     best = min(
-        (difference(ours, np.asarray(source.crop((left, top, left + 97, top + 77)).resize((50, 40), Image.BILINEAR))) for left in range(4) for top in range(4)),
+        (
+            difference(ours, np.asarray(source.crop((left, top, left + 97, top + 77)).resize((50, 40), Image.BILINEAR)))
+            for left in range(4)
+            for top in range(4)
+        ),
         key=lambda result: result[1],
     )
     assert best[0] <= 1 and best[1] <= 2, best

@@ -126,7 +126,7 @@ def test_slow_consumer_bounds_live_items() -> None:
     bound = 3 + (stage_buffer + concurrency) + (sink_size + concurrency) + 1
     peak = 0
     with pipeline.auto_stop():
-        for index in range(300):
+        for _index in range(300):
             item = pipeline.get()
             time.sleep(0.001)
             with _Tracked.lock:

@@ -52,7 +52,7 @@ def test_exception_in_the_consumer_stops_the_threads() -> None:
     pipeline = _endless_pipeline()
     with pytest.raises(ZeroDivisionError):
         for _ in pipeline:
-            1 / 0
+            _ = 1 / 0
     gc.collect()
     assert not _alive(pipeline)
 

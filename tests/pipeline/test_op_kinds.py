@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import os
 import multiprocessing
+import os
 from concurrent.futures import ProcessPoolExecutor
 
 import pytest
@@ -111,7 +111,10 @@ def test_generator_ops_are_refused_with_an_executor() -> None:
     def gen(item: int):
         yield item
 
-    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("forkserver")) as executor, pytest.raises(ValueError, match="generator"):
+    with (
+        ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("forkserver")) as executor,
+        pytest.raises(ValueError, match="generator"),
+    ):
         PipelineBuilder().add_source(range(3)).pipe(gen, executor=executor)
 
 

@@ -11,10 +11,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from stoker.storage import CassandraConnection, MemoryStorage
 from tests.support.cassandra_server import CassandraServer
 from tests.support.s3_server import S3Server
 from tests.support.server import ServerError
-from stoker.storage import CassandraConnection, MemoryStorage
 
 _names = itertools.count()
 

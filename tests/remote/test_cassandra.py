@@ -8,9 +8,9 @@ from dataclasses import replace
 
 import pytest
 
+from stoker.storage import CassandraConnection, CassandraStorage, RetryPolicy, StorageError, upload_to_cassandra
 from tests.support import LatencyProxy
 from tests.support.cassandra_server import CassandraServer
-from stoker.storage import CassandraConnection, CassandraStorage, RetryPolicy, StorageError, upload_to_cassandra
 
 from .conftest import dataset
 
@@ -25,9 +25,7 @@ def test_upload_then_read_every_sample_with_its_label_and_metadata(keyspace_conn
         assert dict(zip(storage.keys, storage.labels)) == dict(zip(source.keys, source.labels))
         assert storage.read_many(storage.keys) == source.read_many(storage.keys)
         session = storage._session
-        row = session.execute(
-            f"SELECT patient, site FROM {keyspace_connection.keyspace}.metadata WHERE id = %s", (storage._ids[0],)
-        ).one()
+        row = session.execute(f"SELECT patient, site FROM {keyspace_connection.keyspace}.metadata WHERE id = %s", (storage._ids[0],)).one()
         index = source.keys.index(storage.keys[0])
         assert (row.patient, row.site) == (metadata[storage.keys[0]]["patient"], metadata[storage.keys[0]]["site"])
         assert index >= 0

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cassandra_server import CassandraServer
-from tests.support.s3_server import S3Server
 from stoker.cli import main
 from stoker.sampling import read_split
 from stoker.storage import CassandraConnection, S3Storage
+from tests.support.cassandra_server import CassandraServer
+from tests.support.s3_server import S3Server
 
 from ..storage.conftest import make_folder
 
@@ -39,7 +39,12 @@ def test_convert_to_s3_then_bench_it(s3_server: S3Server, bucket: str, folder, m
 
 
 def test_convert_to_cassandra_with_metadata_then_split_by_patient(
-    cassandra_server: CassandraServer, keyspace_connection: CassandraConnection, folder, tmp_path: Path, monkeypatch, capsys  # type: ignore[no-untyped-def]
+    cassandra_server: CassandraServer,
+    keyspace_connection: CassandraConnection,
+    folder,
+    tmp_path: Path,
+    monkeypatch,
+    capsys,  # type: ignore[no-untyped-def]
 ) -> None:
     root, samples = folder
     monkeypatch.setenv("STOKER_CASSANDRA_USERNAME", cassandra_server.username)

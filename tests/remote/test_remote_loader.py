@@ -11,9 +11,18 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.support.s3_server import S3Server
 from stoker.loader import Loader
-from stoker.storage import CassandraConnection, CassandraStorage, MemoryStorage, RemoteStorage, S3Storage, SubsetStorage, upload_to_cassandra, upload_to_s3
+from stoker.storage import (
+    CassandraConnection,
+    CassandraStorage,
+    MemoryStorage,
+    RemoteStorage,
+    S3Storage,
+    SubsetStorage,
+    upload_to_cassandra,
+    upload_to_s3,
+)
+from tests.support.s3_server import S3Server
 
 from .conftest import dataset, unique
 

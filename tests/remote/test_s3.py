@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from stoker.storage import RetryPolicy, S3Storage, StorageError, upload_to_s3
 from tests.support import LatencyProxy
 from tests.support.s3_server import S3Server
-from stoker.storage import RetryPolicy, S3Storage, StorageError, upload_to_s3
 
 from .conftest import dataset
 
@@ -181,11 +181,20 @@ def test_image_text_shards_deliver_their_extra_members(s3_server: S3Server, buck
     shard = tmp_path / "shard-000000.tar"
     with webdataset.TarWriter(str(shard)) as writer:
         for index in range(9):
-            writer.write({"__key__": f"{index:04d}", "jpg": b"\xff\xd8\xff" + bytes([index]), "txt": f"caption {index}".encode(), "json": json.dumps({"n": index}).encode()})
+            writer.write(
+                {
+                    "__key__": f"{index:04d}",
+                    "jpg": b"\xff\xd8\xff" + bytes([index]),
+                    "txt": f"caption {index}".encode(),
+                    "json": json.dumps({"n": index}).encode(),
+                }
+            )
     client = s3_server.client()
     client.put_object(Bucket=bucket, Key="laion/shard-000000.tar", Body=shard.read_bytes())
     client.put_object(Bucket=bucket, Key="laion/shard-000000.tar.idx", Body=json.dumps(build_index(shard).to_json()).encode())
-    client.put_object(Bucket=bucket, Key="laion/dataset.json", Body=json.dumps({"format": "stoker.shards", "shards": [{"name": shard.name}]}).encode())
+    client.put_object(
+        Bucket=bucket, Key="laion/dataset.json", Body=json.dumps({"format": "stoker.shards", "shards": [{"name": shard.name}]}).encode()
+    )
     with S3Storage(f"s3://{bucket}/laion", **s3_server.options()) as storage:
         loader = Loader(storage, batch_size=4, decode=lambda data: data[3], extra=("txt", "json"), seed=1)
         seen = {key: (value, extra) for batch in loader for key, value, extra in zip(batch.keys, batch.data, batch.extra)}

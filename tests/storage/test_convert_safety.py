@@ -52,7 +52,11 @@ def test_an_interrupted_conversion_is_refused_then_resumes(tmp_path: Path) -> No
     inspect = subprocess.run([sys.executable, "-m", "stoker.cli", "inspect", str(destination)], capture_output=True, text=True)
     assert inspect.returncode != 0 and "partial conversion" in inspect.stderr
 
-    resumed = subprocess.run([sys.executable, "-m", "stoker.cli", "convert", str(root), str(destination), "--shard-size", "6000", "--quiet"], capture_output=True, text=True)
+    resumed = subprocess.run(
+        [sys.executable, "-m", "stoker.cli", "convert", str(root), str(destination), "--shard-size", "6000", "--quiet"],
+        capture_output=True,
+        text=True,
+    )
     assert resumed.returncode == 0, resumed.stderr
     assert f"{len(finished)} finished shards" in resumed.stderr
     with TarShardStorage(destination) as storage:
@@ -68,7 +72,9 @@ def test_a_resume_with_a_changed_shard_rewrites_from_there(tmp_path: Path, folde
         convert_storage(source, destination, shard_size=6000, progress=False)
     # Make it look interrupted, and damage the second shard.
     (destination / "dataset.json").unlink()
-    (destination / ".stoker-convert.json").write_text(json.dumps({"format": "stoker.convert", "source": FileStorage(root).describe(), "samples": len(samples), "shard_size": 6000}))
+    (destination / ".stoker-convert.json").write_text(
+        json.dumps({"format": "stoker.convert", "source": FileStorage(root).describe(), "samples": len(samples), "shard_size": 6000})
+    )
     second = destination / "shard-000001.tar"
     damaged = bytearray(second.read_bytes())
     damaged[700] ^= 0xFF

@@ -45,7 +45,7 @@ def test_concurrent_readers_and_writers_never_see_partial_entries(tmp_path: Path
     errors: list[str] = []
 
     def work(offset: int) -> None:
-        for round in range(20):
+        for _round in range(20):
             for index in range(offset, 64, 4):
                 name = f"s{index}"
                 got = cache.get(name)

@@ -20,7 +20,9 @@ webdataset = pytest.importorskip("webdataset")
 
 def _image(value: int, extension: str) -> bytes:
     buffer = io.BytesIO()
-    Image.fromarray(np.full((12, 16, 3), value, np.uint8)).save(buffer, {"jpg": "JPEG", "jpeg": "JPEG", "png": "PNG", "webp": "WEBP"}[extension.lower()])
+    Image.fromarray(np.full((12, 16, 3), value, np.uint8)).save(
+        buffer, {"jpg": "JPEG", "jpeg": "JPEG", "png": "PNG", "webp": "WEBP"}[extension.lower()]
+    )
     return buffer.getvalue()
 
 
@@ -33,10 +35,15 @@ def _write(path: Path, samples: list[dict]) -> Path:
 
 def test_mixed_extensions_read_per_sample(tmp_path: Path) -> None:
     extensions = ["jpg", "png", "jpeg", "JPEG", "PNG", "webp", "jpg"]
-    samples = [{"__key__": f"s{index}", extension: _image(10 * index, extension), "cls": str(index % 2).encode()} for index, extension in enumerate(extensions)]
+    samples = [
+        {"__key__": f"s{index}", extension: _image(10 * index, extension), "cls": str(index % 2).encode()}
+        for index, extension in enumerate(extensions)
+    ]
     shard = _write(tmp_path / "mixed.tar", samples)
     with TarShardStorage(shard) as storage:
-        assert storage.read_many(storage.keys) == [next(value for name, value in sample.items() if name not in ("__key__", "cls")) for sample in samples]
+        assert storage.read_many(storage.keys) == [
+            next(value for name, value in sample.items() if name not in ("__key__", "cls")) for sample in samples
+        ]
         assert storage.labels == [index % 2 for index in range(len(samples))]
         loader = Loader(storage, batch_size=3, transform=ImageTransform(resize=(16, 12)), shuffle=False)
         batches = list(loader)
@@ -47,16 +54,24 @@ def test_mixed_extensions_read_per_sample(tmp_path: Path) -> None:
 
 def test_labels_of_every_kind(tmp_path: Path) -> None:
     image = _image(50, "jpg")
-    text = _write(tmp_path / "text.tar", [{"__key__": f"t{index}", "jpg": image, "class": name.encode()} for index, name in enumerate(["dog", "cat", "dog", "emu"])])
+    text = _write(
+        tmp_path / "text.tar",
+        [{"__key__": f"t{index}", "jpg": image, "class": name.encode()} for index, name in enumerate(["dog", "cat", "dog", "emu"])],
+    )
     with TarShardStorage(text) as storage:
         assert storage.classes == ["cat", "dog", "emu"]
         assert list(storage.labels) == [1, 0, 1, 2]
-    floats = _write(tmp_path / "floats.tar", [{"__key__": f"f{index}", "jpg": image, "target": f"{index * 0.25}".encode()} for index in range(4)])
+    floats = _write(
+        tmp_path / "floats.tar", [{"__key__": f"f{index}", "jpg": image, "target": f"{index * 0.25}".encode()} for index in range(4)]
+    )
     with TarShardStorage(floats) as storage:
         assert list(storage.labels) == [0.0, 0.25, 0.5, 0.75]
         batch = next(iter(Loader(storage, batch_size=4, shuffle=False)))
         assert batch.labels.dtype == np.float64 and batch.labels.tolist() == [0.0, 0.25, 0.5, 0.75]
-    described = _write(tmp_path / "json.tar", [{"__key__": f"j{index}", "jpg": image, "json": json.dumps({"meta": {"label": index * 3}}).encode()} for index in range(3)])
+    described = _write(
+        tmp_path / "json.tar",
+        [{"__key__": f"j{index}", "jpg": image, "json": json.dumps({"meta": {"label": index * 3}}).encode()} for index in range(3)],
+    )
     with TarShardStorage(described, label_key="meta.label") as storage:
         assert list(storage.labels) == [0, 3, 6]
     with TarShardStorage(described) as storage:
@@ -71,7 +86,9 @@ def test_text_labels_use_the_manifest_class_list(tmp_path: Path) -> None:
     folder = tmp_path / "dataset"
     folder.mkdir()
     _write(folder / "shard-000000.tar", [{"__key__": "a", "jpg": image, "cls": b"zebra"}, {"__key__": "b", "jpg": image, "cls": b"ant"}])
-    (folder / "dataset.json").write_text(json.dumps({"format": "stoker.shards", "version": 1, "shards": [{"name": "shard-000000.tar"}], "classes": ["zebra", "ant"]}))
+    (folder / "dataset.json").write_text(
+        json.dumps({"format": "stoker.shards", "version": 1, "shards": [{"name": "shard-000000.tar"}], "classes": ["zebra", "ant"]})
+    )
     with TarShardStorage(folder) as storage:
         assert storage.classes == ["zebra", "ant"] and list(storage.labels) == [0, 1]
 
@@ -79,7 +96,12 @@ def test_text_labels_use_the_manifest_class_list(tmp_path: Path) -> None:
 def test_image_text_samples_through_the_loader(tmp_path: Path) -> None:
     # LAION-style: an image, its caption and its metadata per sample.
     samples = [
-        {"__key__": f"{index:05d}", "jpg": _image(index * 20, "jpg"), "txt": f"caption {index} ünïcode".encode(), "json": json.dumps({"width": index}).encode()}
+        {
+            "__key__": f"{index:05d}",
+            "jpg": _image(index * 20, "jpg"),
+            "txt": f"caption {index} ünïcode".encode(),
+            "json": json.dumps({"width": index}).encode(),
+        }
         for index in range(10)
     ]
     shard = _write(tmp_path / "laion.tar", samples)
@@ -152,7 +174,9 @@ def test_converting_a_folder_of_mixed_extensions(tmp_path: Path) -> None:
         samples[key] = _image(index * 30, extension)
         (root / key).write_bytes(samples[key])
     destination = tmp_path / "shards"
-    result = subprocess.run([sys.executable, "-m", "stoker.cli", "convert", str(root), str(destination), "--quiet"], capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "stoker.cli", "convert", str(root), str(destination), "--quiet"], capture_output=True, text=True
+    )
     assert result.returncode == 0, result.stderr
     with TarShardStorage(destination) as storage:
         assert sorted(storage.read_many(storage.keys)) == sorted(samples.values())

@@ -77,6 +77,7 @@ class LatencyProxy:
 
     def kill_connections(self) -> None:
         """Drop every open connection (both sides see a reset or end of stream)."""
+
         async def kill() -> None:
             for writer in list(self._writers):
                 writer.transport.abort()
@@ -89,6 +90,7 @@ class LatencyProxy:
         of arriving: the client has sent its request and sees the connection reset, so the fault
         hits a request in flight, deterministically (a timed `kill_connections` may find only idle
         connections, which a client reopens without noticing)."""
+
         async def arm() -> None:
             self._cuts_left += count
 

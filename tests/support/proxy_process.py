@@ -21,12 +21,32 @@ class ProxyProcess:
     """
 
     def __init__(
-        self, target_port: int, *, target_host: str = "127.0.0.1", delay: float = 0.0, jitter: float = 0.0,
-        slow_fraction: float = 0.0, slow_factor: float = 10.0, seed: int = 0,
+        self,
+        target_port: int,
+        *,
+        target_host: str = "127.0.0.1",
+        delay: float = 0.0,
+        jitter: float = 0.0,
+        slow_fraction: float = 0.0,
+        slow_factor: float = 10.0,
+        seed: int = 0,
     ) -> None:
         self.command = [
-            sys.executable, "-m", "tests.support.proxy_process", target_host, str(target_port), "--delay", str(delay),
-            "--jitter", str(jitter), "--slow-fraction", str(slow_fraction), "--slow-factor", str(slow_factor), "--seed", str(seed),
+            sys.executable,
+            "-m",
+            "tests.support.proxy_process",
+            target_host,
+            str(target_port),
+            "--delay",
+            str(delay),
+            "--jitter",
+            str(jitter),
+            "--slow-fraction",
+            str(slow_fraction),
+            "--slow-factor",
+            str(slow_factor),
+            "--seed",
+            str(seed),
         ]
         self.port = 0
         self._process: subprocess.Popen[str] | None = None
@@ -66,8 +86,13 @@ def _serve() -> None:
     parser.add_argument("--seed", type=int, default=0)
     arguments = parser.parse_args()
     with LatencyProxy(
-        arguments.target_host, arguments.target_port, delay=arguments.delay, jitter=arguments.jitter,
-        slow_fraction=arguments.slow_fraction, slow_factor=arguments.slow_factor, seed=arguments.seed,
+        arguments.target_host,
+        arguments.target_port,
+        delay=arguments.delay,
+        jitter=arguments.jitter,
+        slow_fraction=arguments.slow_fraction,
+        slow_factor=arguments.slow_factor,
+        seed=arguments.seed,
     ) as proxy:
         print(proxy.address[1], flush=True)
         sys.stdin.read()  # until the parent closes our stdin (or dies)

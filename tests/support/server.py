@@ -97,9 +97,7 @@ class ServerProcess:
         command = list(self._command())
         with open(self.log_path, "ab") as log:
             # A session of its own: Ctrl-C in the test run reaches us, and we stop it cleanly.
-            self._process = subprocess.Popen(
-                command, cwd=self.workdir, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-            )
+            self._process = subprocess.Popen(command, cwd=self.workdir, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         self._wait(self._ready, self.startup_timeout)
 
     def _wait(self, ready: Callable[[], bool], timeout: float) -> None:
@@ -145,7 +143,5 @@ class ServerProcess:
         self.start()
         return self
 
-    def __exit__(
-        self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
-    ) -> None:
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None) -> None:
         self.close()

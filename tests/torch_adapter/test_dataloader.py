@@ -9,7 +9,8 @@ import threading
 import pytest
 
 torch = pytest.importorskip("torch")
-from torch.utils.data import BatchSampler, DataLoader as TorchDataLoader, SubsetRandomSampler  # noqa: E402
+from torch.utils.data import BatchSampler, SubsetRandomSampler  # noqa: E402
+from torch.utils.data import DataLoader as TorchDataLoader  # noqa: E402
 
 from stoker import Loader  # noqa: E402
 from stoker.storage import MemoryStorage  # noqa: E402
@@ -43,7 +44,9 @@ def same(ours, theirs) -> None:  # type: ignore[no-untyped-def]
 @pytest.mark.parametrize("batch_size, drop_last", [(8, False), (8, True), (1, False), (103, False)])
 def test_shuffle_with_a_generator_matches_torch(batch_size: int, drop_last: bool) -> None:
     ours = DataLoader(Squares(), batch_size=batch_size, shuffle=True, drop_last=drop_last, generator=torch.Generator().manual_seed(5))
-    theirs = TorchDataLoader(Squares(), batch_size=batch_size, shuffle=True, drop_last=drop_last, generator=torch.Generator().manual_seed(5))
+    theirs = TorchDataLoader(
+        Squares(), batch_size=batch_size, shuffle=True, drop_last=drop_last, generator=torch.Generator().manual_seed(5)
+    )
     assert len(ours) == len(theirs)
     same(ours, theirs)
 
@@ -62,8 +65,10 @@ def test_the_global_rng_advances_as_under_torch() -> None:
 
 def test_sampler_batch_sampler_collate_and_no_batching() -> None:
     subset = [5, 3, 99, 0, 42, 7, 8]
-    same(DataLoader(Squares(), batch_size=3, sampler=SubsetRandomSampler(subset, generator=torch.Generator().manual_seed(1))),
-         TorchDataLoader(Squares(), batch_size=3, sampler=SubsetRandomSampler(subset, generator=torch.Generator().manual_seed(1))))
+    same(
+        DataLoader(Squares(), batch_size=3, sampler=SubsetRandomSampler(subset, generator=torch.Generator().manual_seed(1))),
+        TorchDataLoader(Squares(), batch_size=3, sampler=SubsetRandomSampler(subset, generator=torch.Generator().manual_seed(1))),
+    )
     batches = [[1, 2], [50, 3, 4], [0]]
     same(DataLoader(Squares(), batch_sampler=batches), TorchDataLoader(Squares(), batch_sampler=batches))
 

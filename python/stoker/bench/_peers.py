@@ -41,8 +41,12 @@ def run_torch(root: Path) -> tuple[float, int]:
     from torchvision import datasets, transforms
 
     started = time.perf_counter()
-    transform = transforms.Compose([transforms.Resize(256), transforms.CenterCrop(224), transforms.ToTensor(), transforms.Normalize(MEAN, STD)])
-    loader = torch.utils.data.DataLoader(datasets.ImageFolder(str(root), transform=transform), batch_size=BATCH, shuffle=True, num_workers=2)
+    transform = transforms.Compose(
+        [transforms.Resize(256), transforms.CenterCrop(224), transforms.ToTensor(), transforms.Normalize(MEAN, STD)]
+    )
+    loader = torch.utils.data.DataLoader(
+        datasets.ImageFolder(str(root), transform=transform), batch_size=BATCH, shuffle=True, num_workers=2
+    )
     first, count = None, 0
     for images, _ in loader:
         first = first or time.perf_counter() - started
@@ -85,7 +89,9 @@ def run_spdl(root: Path, decoder: str) -> tuple[float, int]:
             frames = spdl.io.decode_packets(packets, filter_desc="scale=w=341:h=256:flags=bilinear,crop=w=224:h=224,format=pix_fmts=rgb24")
             return _normalize_chw(spdl.io.to_numpy(spdl.io.convert_frames(frames)))
 
-    pipeline = PipelineBuilder().add_source(paths).pipe(load, concurrency=2).aggregate(BATCH).pipe(np.stack).add_sink(3).build(num_threads=2)
+    pipeline = (
+        PipelineBuilder().add_source(paths).pipe(load, concurrency=2).aggregate(BATCH).pipe(np.stack).add_sink(3).build(num_threads=2)
+    )
     first, count = None, 0
     with pipeline.auto_stop():
         for batch in pipeline:
@@ -126,7 +132,9 @@ def run_in_subprocess(name: str, root: Path, timeout: float = 1800) -> dict[str,
         RuntimeError: The method failed or delivered nothing; the message gives its first error
             line (a peer may log per-sample errors and go on) and how it ended.
     """
-    process = subprocess.run([sys.executable, "-m", "stoker.bench._peers", name, str(root)], capture_output=True, text=True, timeout=timeout)
+    process = subprocess.run(
+        [sys.executable, "-m", "stoker.bench._peers", name, str(root)], capture_output=True, text=True, timeout=timeout
+    )
     if process.returncode != 0:
         lines = process.stderr.strip().splitlines() or ["no output"]
         first_error = next((line.strip() for line in lines if re.match(r"\s*[\w.]+(Error|Exception): ", line)), None)
@@ -147,13 +155,17 @@ def _child(name: str, root: Path) -> None:
     seconds = time.perf_counter() - started
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
-    print(json.dumps({
-        "images_per_second": count / seconds,
-        "first_batch_seconds": first,
-        "peak_rss_mb": peak.megabytes,
-        "cpu_seconds_per_image": cpu / max(count, 1),
-        "cpu_percent": 100 * cpu / seconds,
-    }))
+    print(
+        json.dumps(
+            {
+                "images_per_second": count / seconds,
+                "first_batch_seconds": first,
+                "peak_rss_mb": peak.megabytes,
+                "cpu_seconds_per_image": cpu / max(count, 1),
+                "cpu_percent": 100 * cpu / seconds,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

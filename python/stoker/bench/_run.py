@@ -89,13 +89,21 @@ def run_loader(
 
     def bytes_read() -> int:
         return storage.stats()["bytes"] if remote else source.bytes_read  # type: ignore[attr-defined, union-attr]
-    transform = transform or ImageTransform(resize_shorter=256, center_crop=(224, 224), layout="CHW", dtype="float32", mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225])
+
+    transform = transform or ImageTransform(
+        resize_shorter=256, center_crop=(224, 224), layout="CHW", dtype="float32", mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225]
+    )
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     loader = Loader(
-        source, batch_size=batch_size, transform=transform, fetch_concurrency=fetch_concurrency,
-        decode_concurrency=decode_concurrency, stats_interval=0.1,
+        source,
+        batch_size=batch_size,
+        transform=transform,
+        fetch_concurrency=fetch_concurrency,
+        decode_concurrency=decode_concurrency,
+        stats_interval=0.1,
         # A benchmark measures on: bad samples are replaced, counted and reported in the diagnosis.
-        on_error="skip", max_bad_samples=None,
+        on_error="skip",
+        max_bad_samples=None,
     )
     usage_before = resource.getrusage(resource.RUSAGE_SELF)
     peak = PeakMemory().__enter__()
@@ -103,7 +111,15 @@ def run_loader(
     first_batch = None
     images = delivered_bytes = 0
     meter = None
-    bar = tqdm(total=duration, unit="s", desc="stoker bench", disable=not progress, file=sys.stderr, mininterval=0.5, bar_format="{l_bar}{bar}| {n:.0f}/{total:.0f} s")
+    bar = tqdm(
+        total=duration,
+        unit="s",
+        desc="stoker bench",
+        disable=not progress,
+        file=sys.stderr,
+        mininterval=0.5,
+        bar_format="{l_bar}{bar}| {n:.0f}/{total:.0f} s",
+    )
     epoch = 0
     stats = None
     # One timeline over all epochs: each epoch's samples shifted to run time and running totals.
@@ -128,11 +144,13 @@ def run_loader(
         assert stats is not None
         base = totals or [0] * len(stats.stages)
         for sample in stats.timeline:
-            timeline.append({
-                "time": epoch_started + sample["time"],
-                "items_out": [offset + count for offset, count in zip(base, sample["items_out"])],
-                "queue_length": sample["queue_length"],
-            })
+            timeline.append(
+                {
+                    "time": epoch_started + sample["time"],
+                    "items_out": [offset + count for offset, count in zip(base, sample["items_out"])],
+                    "queue_length": sample["queue_length"],
+                }
+            )
         totals = [offset + stage.items_out for offset, stage in zip(base, stats.stages)]
         epoch += 1
         if time.perf_counter() - started >= duration:

@@ -57,7 +57,9 @@ def padding() -> str:
     lines = [f"The padding tax: context {CONTEXT}, batch {BATCH} (efficiency = real tokens / positions)"]
     for name, lengths in (("Alpaca-like", alpaca_like_lengths(2000)), ("long documents", long_lengths(2000))):
         naive = naive_efficiency(lengths)
-        lines.append(f"\n{name}: {len(lengths)} documents, median {int(np.median(lengths))}, mean {lengths.mean():.0f}, max {lengths.max()}")
+        lines.append(
+            f"\n{name}: {len(lengths)} documents, median {int(np.median(lengths))}, mean {lengths.mean():.0f}, max {lengths.max()}"
+        )
         lines.append(f"  {'naive padding':<28} {100 * naive:6.1f}%")
         for label, options in (("greedy packing", {"strategy": "greedy"}), ("best-fit packing", {"strategy": "best_fit"})):
             efficiency, _ = packed_efficiency(lengths, **options)
@@ -140,7 +142,10 @@ def starvation() -> str:
     from ._run import run_loader
 
     storage = FileStorage(image_folder(1000))
-    lines = ["Decode workers vs CPU starvation (a training process busy on one core, or not)", f"  {'workers':>7} {'alone':>12} {'with training':>14}"]
+    lines = [
+        "Decode workers vs CPU starvation (a training process busy on one core, or not)",
+        f"  {'workers':>7} {'alone':>12} {'with training':>14}",
+    ]
     context = multiprocessing.get_context("forkserver")
     for workers in (1, 2, 4):
         alone = run_loader(storage, decode_concurrency=workers, duration=6, progress=False).images_per_second

@@ -90,7 +90,11 @@ class FailurePolicy:
             action = "raised"
             if self.on_error == "skip":
                 replacement = replace(slot)
-                action = f"replaced by {replacement!r}" if replacement is not None else f"zero-filled (no readable replacement in {REPLACEMENT_TRIES} tries)"
+                action = (
+                    f"replaced by {replacement!r}"
+                    if replacement is not None
+                    else f"zero-filled (no readable replacement in {REPLACEMENT_TRIES} tries)"
+                )
                 if replacement is None:
                     zero(slot)
             elif self.on_error == "zero":

@@ -83,7 +83,9 @@ class TooManyBadSamplesError(RuntimeError):
         self.count = count
         self.budget = budget
         self.failures = failures
-        super().__init__(f"{count} samples failed this epoch, more than max_bad_samples={budget}; the epoch stopped:\n{_listing(failures, count)}")
+        super().__init__(
+            f"{count} samples failed this epoch, more than max_bad_samples={budget}; the epoch stopped:\n{_listing(failures, count)}"
+        )
 
 
 class FailureLog:

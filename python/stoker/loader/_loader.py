@@ -36,10 +36,10 @@ from ..storage import Storage, StorageUnavailableError
 from ._arguments import as_storage, check_integer, check_number
 from ._batch import Batch
 from ._buffers import BufferPool, pinned_allocator
-from ._plan import BatchPlan, PlanSamples
 from ._decode import decode_payloads
 from ._failure_policy import FailurePolicy, replacement_candidates
 from ._failures import BadSample, OnError, SampleError, TooManyBadSamplesError
+from ._plan import BatchPlan, PlanSamples
 
 __all__ = ["Loader"]
 
@@ -325,7 +325,13 @@ class Loader:
         positions = plan.positions.tolist()
         out = self._pool.acquire() if self._pool is not None else None
         data, failed = self._decode_samples(payloads, positions, keys, out)
-        failed.update({slot: ("fetch", f"{type(payload).__name__}: {payload}") for slot, payload in enumerate(payloads) if isinstance(payload, Exception)})
+        failed.update(
+            {
+                slot: ("fetch", f"{type(payload).__name__}: {payload}")
+                for slot, payload in enumerate(payloads)
+                if isinstance(payload, Exception)
+            }
+        )
         extras: list[dict[str, Any]] = [{} for _ in keys]
         if self.extra:
             members = self.storage.try_read_members(plan.indices.tolist(), self.extra)
@@ -370,7 +376,9 @@ class Loader:
             extra=extras if self.extra else None,
         )
 
-    def _decode_samples(self, payloads: Sequence[bytes | Exception], positions: list[int], keys: list[str], out: np.ndarray | None) -> tuple[Any, dict[int, tuple[str, str]]]:
+    def _decode_samples(
+        self, payloads: Sequence[bytes | Exception], positions: list[int], keys: list[str], out: np.ndarray | None
+    ) -> tuple[Any, dict[int, tuple[str, str]]]:
         seeds = [self._augmentation_seed(position) for position in positions]
         return decode_payloads(payloads, keys=keys, seeds=seeds, transform=self.transform, decode=self.decode, out=out)
 
@@ -415,7 +423,9 @@ class Loader:
                 self._fetch, concurrency=self.fetch_concurrency, name="fetch", output_order=order, max_failures=self.max_failures
             )
         return (
-            builder.pipe(self._decode, concurrency=self.decode_concurrency, name="decode", output_order=order, max_failures=self.max_failures)
+            builder.pipe(
+                self._decode, concurrency=self.decode_concurrency, name="decode", output_order=order, max_failures=self.max_failures
+            )
             .add_sink(self.prefetch)
             .build(name="loader", stats_interval=self.stats_interval)
         )
@@ -443,7 +453,9 @@ class Loader:
         try:
             plan = self.sampler.plan_arrays()
             if len(plan[0]) == 0 and self.sampler.delivered_count > 0:
-                _logger.info("epoch %d is finished; starting epoch %d (call set_epoch to choose)", self.sampler.epoch, self.sampler.epoch + 1)
+                _logger.info(
+                    "epoch %d is finished; starting epoch %d (call set_epoch to choose)", self.sampler.epoch, self.sampler.epoch + 1
+                )
                 self.set_epoch(self.sampler.epoch + 1)
                 plan = self.sampler.plan_arrays()
             self._policy.start_epoch(len(plan[0]) + self.sampler.delivered_count)

@@ -93,7 +93,9 @@ def diagnose(
     }
     storage_line = ""
     if storage_facts and "bytes_read" in storage_facts and "bytes_delivered" in storage_facts:
-        storage_line = f" Storage: read {storage_facts['bytes_read'] / 1e6:.0f} MB for {storage_facts['bytes_delivered'] / 1e6:.0f} MB delivered."
+        storage_line = (
+            f" Storage: read {storage_facts['bytes_read'] / 1e6:.0f} MB for {storage_facts['bytes_delivered'] / 1e6:.0f} MB delivered."
+        )
     if stats.sample_failures:
         facts["sample_failures"] = dict(stats.sample_failures)
         listed = ", ".join(f"{kind} {count}" for kind, count in sorted(stats.sample_failures.items()))
@@ -110,7 +112,11 @@ def diagnose(
     bottleneck = max(working, key=lambda stage: stage.throughput / _capacity(stage) if _capacity(stage) > 0 else 0.0)
     busy, slots = bottleneck.busy_tasks_mean, bottleneck.concurrency
     downstream_waits = [stage for stage in working if stage is not bottleneck and stage.wait_input_seconds / elapsed > 0.2]
-    after = f"; {', '.join(stage.name for stage in downstream_waits)} wait{'s' if len(downstream_waits) == 1 else ''} for its output" if downstream_waits else ""
+    after = (
+        f"; {', '.join(stage.name for stage in downstream_waits)} wait{'s' if len(downstream_waits) == 1 else ''} for its output"
+        if downstream_waits
+        else ""
+    )
     loop = f"The training loop waits for data {100 * wait_fraction:.0f}% of the time."
     # CPU-bound when the stage's tasks spend their time computing (their threads' CPU time over
     # their wall time), or when the whole process saturates the cores.

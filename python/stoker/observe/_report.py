@@ -79,13 +79,13 @@ def write_report(run_file: str | Path, out_dir: str | Path | None = None) -> Pat
     rows = "".join(_row(result) for result in run["results"])
     diagnosis = run["diagnosis"]
     page = f"""<!doctype html>
-<html><head><meta charset="utf-8"><title>stoker bench: {html.escape(run.get('dataset', ''))}</title>
+<html><head><meta charset="utf-8"><title>stoker bench: {html.escape(run.get("dataset", ""))}</title>
 <style>body{{font-family:sans-serif;margin:2em;max-width:60em}}table{{border-collapse:collapse}}
 td,th{{border:1px solid #ccc;padding:4px 10px;text-align:right}}td:first-child,th:first-child{{text-align:left}}
 .diagnosis{{background:#fff4d6;border-left:4px solid #e0a000;padding:0.8em 1em}}</style></head>
 <body><h1>stoker bench</h1>
-<p>Dataset: {html.escape(run.get('dataset', ''))}; {run.get('cores', '?')} cores; batch size {run.get('batch_size', '?')}.</p>
-<h2>Diagnosis</h2><p class="diagnosis" id="diagnosis"><b>{html.escape(diagnosis['bottleneck'])}</b>: {html.escape(diagnosis['message'])}</p>
+<p>Dataset: {html.escape(run.get("dataset", ""))}; {run.get("cores", "?")} cores; batch size {run.get("batch_size", "?")}.</p>
+<h2>Diagnosis</h2><p class="diagnosis" id="diagnosis"><b>{html.escape(diagnosis["bottleneck"])}</b>: {html.escape(diagnosis["message"])}</p>
 <h2>Results</h2><table id="results"><tr><th>loader</th><th>images/s</th><th>MB/s</th><th>CPU</th><th>peak RSS</th><th>first batch</th></tr>{rows}</table>
 <h2>Over time</h2><img id="throughput" src="throughput.png" alt="items per second by stage">
 <img id="queues" src="queues.png" alt="queue occupancy by stage">

@@ -1,7 +1,6 @@
 """What happens to bytes: image decode and transform into batch memory, token sequence packing
 (both in the native core, GIL-free)."""
 
-from .packing import EfficiencyReport, PackedBatch, SequencePacker, as_token_array
 from .image import (
     BatchDecodeError,
     DecodedBatch,
@@ -13,6 +12,7 @@ from .image import (
     decode_image,
     sample_seeds,
 )
+from .packing import EfficiencyReport, PackedBatch, SequencePacker, as_token_array
 
 __all__ = [
     "BatchDecodeError",

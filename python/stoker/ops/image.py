@@ -18,7 +18,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .._native import ImageTransform, decode_batch_into, decode_image as _decode_image
+from .._native import ImageTransform, decode_batch_into
+from .._native import decode_image as _decode_image
 
 __all__ = [
     "BatchDecodeError",
@@ -98,9 +99,7 @@ def sample_seeds(seed: int, count: int) -> list[int]:
     return [((seed & _MASK64) * _SEED_MIX + index) & _MASK64 for index in range(count)]
 
 
-def decode_image(
-    data: Any, transform: ImageTransform | None = None, *, seed: int = 0, name: str | None = None
-) -> np.ndarray:
+def decode_image(data: Any, transform: ImageTransform | None = None, *, seed: int = 0, name: str | None = None) -> np.ndarray:
     """Decode and transform one image into a new array.
 
     Args:

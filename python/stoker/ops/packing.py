@@ -264,4 +264,9 @@ class SequencePacker:
         )
         self.documents_consumed = int(state["documents_consumed"])
         saved = state["report"]
-        self.report = EfficiencyReport(**{key: saved[key] for key in ("batches", "positions", "real_tokens", "per_batch", "documents", "empty_documents", "tokens_dropped")})
+        self.report = EfficiencyReport(
+            **{
+                key: saved[key]
+                for key in ("batches", "positions", "real_tokens", "per_batch", "documents", "empty_documents", "tokens_dropped")
+            }
+        )

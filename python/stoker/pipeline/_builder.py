@@ -74,9 +74,7 @@ class PipelineBuilder:
                 return f"{name}_{number}"
         raise AssertionError("unreachable")
 
-    def add_source(
-        self, source: Iterable[Any] | AsyncIterable[Any], *, name: str = "source", buffer_size: int = 16
-    ) -> PipelineBuilder:
+    def add_source(self, source: Iterable[Any] | AsyncIterable[Any], *, name: str = "source", buffer_size: int = 16) -> PipelineBuilder:
         """Set where items come from: any iterable (iterated in a worker thread, one item at a
         time) or async iterable (iterated on the event loop).
 
@@ -95,9 +93,7 @@ class PipelineBuilder:
         self._check_open("a source")
         if not (hasattr(source, "__iter__") or hasattr(source, "__aiter__")):
             raise TypeError(f"source must be an iterable or async iterable, got {type(source).__name__}")
-        self._stages.append(
-            StageSpec(name=name, kind=SOURCE, source=source, buffer_size=_positive("buffer_size", buffer_size))
-        )
+        self._stages.append(StageSpec(name=name, kind=SOURCE, source=source, buffer_size=_positive("buffer_size", buffer_size)))
         return self
 
     def pipe(
@@ -184,9 +180,7 @@ class PipelineBuilder:
     def disaggregate(self, *, name: str | None = None) -> PipelineBuilder:
         """Split every item (an iterable) into its elements. A non-iterable item is a failure."""
         self._check_open("disaggregate()")
-        self._stages.append(
-            StageSpec(name=self._unique_name(name or "disaggregate"), kind=DISAGGREGATE, buffer_size=2)
-        )
+        self._stages.append(StageSpec(name=self._unique_name(name or "disaggregate"), kind=DISAGGREGATE, buffer_size=2))
         return self
 
     def add_sink(self, buffer_size: int = 3) -> PipelineBuilder:

@@ -95,9 +95,7 @@ class _Engine:
         loop = asyncio.new_event_loop()
         self._loop = loop
         ready = threading.Event()
-        self._loop_thread = threading.Thread(
-            target=self._run_loop, args=(loop, ready), name=f"stoker-{self.name}-scheduler", daemon=True
-        )
+        self._loop_thread = threading.Thread(target=self._run_loop, args=(loop, ready), name=f"stoker-{self.name}-scheduler", daemon=True)
         self._loop_thread.start()
         ready.wait()
         with self.lock:
@@ -311,9 +309,7 @@ class _Engine:
             return _FAILED, error, perf_counter() - started
         return _VALUE, value, perf_counter() - started
 
-    def _complete(
-        self, stage: _Stage, job: _Job, outcome: int, value: Any, seconds: float
-    ) -> tuple[_Job | None, list[Any]]:
+    def _complete(self, stage: _Stage, job: _Job, outcome: int, value: Any, seconds: float) -> tuple[_Job | None, list[Any]]:
         """Hand a step's outcome to the stage; return the runner's next job and stages to start."""
         record = None
         abort = value.error if outcome == _FAILED and isinstance(value, AbortPipeline) else None

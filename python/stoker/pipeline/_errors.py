@@ -52,9 +52,7 @@ class PipelineFailureError(PipelineError):
         failures: The failures recorded in that stage, oldest first (up to the stage's record cap).
     """
 
-    def __init__(
-        self, stage: str, max_failures: int, failure_count: int, failures: list[FailureRecord]
-    ) -> None:
+    def __init__(self, stage: str, max_failures: int, failure_count: int, failures: list[FailureRecord]) -> None:
         self.stage = stage
         self.failure_count = failure_count
         self.max_failures = max_failures

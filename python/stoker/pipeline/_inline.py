@@ -94,9 +94,7 @@ class _InlineStage:
                 try:
                     self._pieces = iter(item)
                 except TypeError as error:
-                    record = FailureRecord(
-                        self.name, self.items_in - 1, _short_repr(item), "TypeError", str(error), ""
-                    )
+                    record = FailureRecord(self.name, self.items_in - 1, _short_repr(item), "TypeError", str(error), "")
                     self.failure_count += 1
                     self.failure_records.append(record)
                     failures.append(record)

@@ -103,9 +103,7 @@ class Pipeline(Generic[T]):
 
     def __iter__(self) -> Iterator[T]:
         if self._engine.stopped:
-            raise PipelineStoppedError(
-                f"pipeline {self.name} is stopped; a pipeline is one pass over its source, build a new one"
-            )
+            raise PipelineStoppedError(f"pipeline {self.name} is stopped; a pipeline is one pass over its source, build a new one")
         return self._iterate()
 
     def _iterate(self) -> Iterator[T]:

@@ -25,7 +25,9 @@ def op_kind(op: Callable[..., Any]) -> str:
 
     Callable objects are classified by their ``__call__``; ``functools.partial`` is unwrapped.
     """
-    for candidate in (op, getattr(op, "__call__", None)):
+    # The object, then its __call__ method (for callable instances); getattr, not callable():
+    # the method itself is what gets classified.
+    for candidate in (op, getattr(op, "__call__", None)):  # noqa: B004
         if candidate is None:
             continue
         if inspect.isasyncgenfunction(candidate):

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._buffer import _Buffer
 from ._errors import FailureRecord
-from ._spec import GENERATOR, ASYNC_GENERATOR, SOURCE, StageSpec
+from ._spec import ASYNC_GENERATOR, GENERATOR, SOURCE, StageSpec
 from ._stats import StageStats, _TaskTimeHistogram
 
 if TYPE_CHECKING:

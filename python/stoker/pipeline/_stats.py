@@ -172,8 +172,7 @@ class PipelineStats:
                 f"{stage.wait_output_seconds:>7.2f}s {stage.queue_length_mean:>4.1f}/{stage.queue_capacity:<4}"
             )
         lines.append(
-            f"consumer: {self.items_consumed} items in {self.elapsed_seconds:.2f}s, "
-            f"waited {self.consumer_wait_seconds:.2f}s for data"
+            f"consumer: {self.items_consumed} items in {self.elapsed_seconds:.2f}s, waited {self.consumer_wait_seconds:.2f}s for data"
         )
         if self.sample_failures:
             lines.append("bad samples: " + ", ".join(f"{kind} {count}" for kind, count in sorted(self.sample_failures.items())))

@@ -45,9 +45,7 @@ class _WorkerPool:
             if self._idle > 0:
                 self._idle -= 1
             elif len(self._threads) < self._max_threads:
-                thread = threading.Thread(
-                    target=self._work, name=f"{self._name}-{len(self._threads)}", daemon=True
-                )
+                thread = threading.Thread(target=self._work, name=f"{self._name}-{len(self._threads)}", daemon=True)
                 self._threads.append(thread)
                 thread.start()
         self._tasks.put((function, args))

@@ -169,7 +169,7 @@ class OutOfOrderPrefetcher:
             for sample in chunk:
                 request = _Request(sample, loop.create_future())
                 outstanding[id(request)] = request
-                request.result.add_done_callback(lambda _, key=id(request): outstanding.pop(key, None))
+                request.result.add_done_callback(lambda _, key=id(request): outstanding.pop(key, None))  # noqa: B008 - bound now, on purpose
                 if not self.in_order:
                     request.result.add_done_callback(lambda done: arrived.put_nowait(done.result()))
                 self._send(request)

@@ -66,7 +66,7 @@ class PositionSet:
         """A boolean array of ``size``: True at members."""
         result = np.zeros(size, dtype=bool)
         for start, end in self.ranges():
-            result[start:min(end, size)] = True
+            result[start : min(end, size)] = True
         return result
 
     def __len__(self) -> int:

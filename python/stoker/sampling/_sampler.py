@@ -53,7 +53,9 @@ class Sampler:
         ValueError: Bad sizes or rank.
     """
 
-    def __init__(self, num_samples: int, *, shuffle: bool = True, seed: int = 0, rank: int = 0, world_size: int = 1, pad: bool = True) -> None:
+    def __init__(
+        self, num_samples: int, *, shuffle: bool = True, seed: int = 0, rank: int = 0, world_size: int = 1, pad: bool = True
+    ) -> None:
         if num_samples < 1:
             raise ValueError(f"num_samples must be positive, got {num_samples}")
         if world_size < 1 or not 0 <= rank < world_size:
@@ -188,7 +190,12 @@ class Sampler:
         for saved in states:
             if saved.get("version") != 1:
                 raise ValueError(f"sampler state version {saved.get('version')} is not 1")
-            if (saved["num_samples"], saved["shuffle"], saved["seed"], saved["epoch"]) != (first["num_samples"], first["shuffle"], first["seed"], first["epoch"]):
+            if (saved["num_samples"], saved["shuffle"], saved["seed"], saved["epoch"]) != (
+                first["num_samples"],
+                first["shuffle"],
+                first["seed"],
+                first["epoch"],
+            ):
                 raise ValueError("the states come from different epochs or datasets")
         if first["num_samples"] != self.num_samples:
             raise ValueError(f"the state is for {first['num_samples']} samples, this storage has {self.num_samples}")

@@ -10,16 +10,11 @@ Network backends share `RemoteStorage`: retries (`RetryPolicy`), a local `Sample
 per-sample `fetch` for out-of-order prefetch.
 """
 
+from ._caffe import DatumLayout, encode_datum, parse_datum
 from ._cassandra import CassandraStorage, read_metadata_table, sample_id
 from ._cassandra_connection import CassandraConnection
-from ._disk_cache import SampleCache
-from ._remote import RemoteStorage
-from ._retry import RetryPolicy
-from ._s3 import S3Storage
-from ._subset import SubsetStorage
-from ._upload import read_metadata_csv, upload_to_cassandra, upload_to_s3
-from ._caffe import DatumLayout, encode_datum, parse_datum
 from ._convert import ConversionReport, convert_storage, shard_key
+from ._disk_cache import SampleCache
 from ._errors import CorruptSampleError, ShardError, StaleIndexError, StorageError, StorageUnavailableError
 from ._files import IMAGE_EXTENSIONS, FileStorage
 from ._inspect import format_report, inspect_storage
@@ -28,9 +23,14 @@ from ._memory import MemoryStorage
 from ._mixture import MixedStorage
 from ._open import open_storage, storage_format
 from ._protocol import ReadFailure, Storage
+from ._remote import RemoteStorage
+from ._retry import RetryPolicy
+from ._s3 import S3Storage
+from ._subset import SubsetStorage
 from ._tar import TarShardStorage
-from ._tokens import TokenFile, TokenShards, open_tokens, write_token_shards
 from ._tar_index import INDEX_FORMAT, INDEX_VERSION, ShardIndex, build_index, index_path, load_index, write_index
+from ._tokens import TokenFile, TokenShards, open_tokens, write_token_shards
+from ._upload import read_metadata_csv, upload_to_cassandra, upload_to_s3
 
 __all__ = [
     "INDEX_FORMAT",

@@ -124,7 +124,9 @@ class CassandraStorage(RemoteStorage):
                 sessions.append(session)
             self._session = sessions[0]
             self._open(keys)
-            self._routes = [(self._session, self._select)] + [(session, session.prepare(self._select.query_string)) for session in sessions[1:]]
+            self._routes = [(self._session, self._select)] + [
+                (session, session.prepare(self._select.query_string)) for session in sessions[1:]
+            ]
             self._next_route = itertools.cycle(self._routes)
         except BaseException:
             self.close()
@@ -192,11 +194,16 @@ def read_metadata_table(connection: str | CassandraConnection, columns: Sequence
         try:
             rows = list(session.execute(f"SELECT {', '.join(['key', *wanted])} FROM {table}"))
         except InvalidRequest as error:
-            present = [row.column_name for row in session.execute(
-                "SELECT column_name FROM system_schema.columns WHERE keyspace_name = %s AND table_name = %s",
-                (connection.keyspace, connection.metadata_table),
-            )]
-            raise StorageError(f"{connection.describe()}: cannot read {wanted} from {table} (its columns: {sorted(present)}): {error}") from error
+            present = [
+                row.column_name
+                for row in session.execute(
+                    "SELECT column_name FROM system_schema.columns WHERE keyspace_name = %s AND table_name = %s",
+                    (connection.keyspace, connection.metadata_table),
+                )
+            ]
+            raise StorageError(
+                f"{connection.describe()}: cannot read {wanted} from {table} (its columns: {sorted(present)}): {error}"
+            ) from error
     finally:
         cluster.shutdown()
     rows.sort(key=lambda row: row.key)

@@ -102,7 +102,13 @@ class CassandraConnection:
         }
         if parsed.username:
             settings["username"] = parsed.username
-        for name, key in (("data", "data_table"), ("metadata", "metadata_table"), ("ca", "ca_file"), ("cert", "cert_file"), ("key", "key_file")):
+        for name, key in (
+            ("data", "data_table"),
+            ("metadata", "metadata_table"),
+            ("ca", "ca_file"),
+            ("cert", "cert_file"),
+            ("key", "key_file"),
+        ):
             if name in options:
                 settings[key] = options[name]
         if "tls" in options:

@@ -98,7 +98,9 @@ def _prepare_destination(source: Storage, destination: Path, shard_size: int) ->
         return sorted(destination.glob("shard-*.tar"))
     if destination.exists() and any(destination.iterdir()):
         found = sorted(item.name for item in destination.iterdir())
-        raise StorageError(f"{destination} is not empty (it holds {', '.join(found[:5])}{', ...' if len(found) > 5 else ''}); choose a new or empty folder")
+        raise StorageError(
+            f"{destination} is not empty (it holds {', '.join(found[:5])}{', ...' if len(found) > 5 else ''}); choose a new or empty folder"
+        )
     destination.mkdir(parents=True, exist_ok=True)
     temporary = destination / f".{PARTIAL_MARKER}.tmp"
     temporary.write_text(json.dumps(marker))
@@ -162,7 +164,9 @@ def _write_shards(source: Storage, destination: Path, shard_size: int, progress:
             bar.update()
             if position < len(kept_keys):
                 if kept_keys[position] != member_key:
-                    raise StorageError(f"{destination}: the finished shards hold {kept_keys[position]!r} where the source now has {member_key!r}; the source changed, start again in a new folder")
+                    raise StorageError(
+                        f"{destination}: the finished shards hold {kept_keys[position]!r} where the source now has {member_key!r}; the source changed, start again in a new folder"
+                    )
                 continue
             if archive is None:
                 part = destination / f"shard-{len(shards):06d}.tar.part"
@@ -232,7 +236,9 @@ def _verify(written: Storage, expected: dict[str, tuple[int, int | float | None]
             raise StorageError(f"verification: sample {key!r} reads back different bytes or label")
 
 
-def convert_storage(source: Storage, destination: str | os.PathLike[str], *, to: str = "shards", shard_size: int = 256 << 20, progress: bool = True) -> ConversionReport:
+def convert_storage(
+    source: Storage, destination: str | os.PathLike[str], *, to: str = "shards", shard_size: int = 256 << 20, progress: bool = True
+) -> ConversionReport:
     """Write every sample of ``source`` to ``destination`` as tar shards or LMDB, then verify it.
 
     Args:

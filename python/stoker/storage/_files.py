@@ -42,7 +42,9 @@ class FileStorage(Storage):
         StorageError: A malformed manifest (naming the line) or an empty dataset.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, cache: bool = True, listing_threads: int = 8, max_concurrent_reads: int = 64) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], *, cache: bool = True, listing_threads: int = 8, max_concurrent_reads: int = 64
+    ) -> None:
         super().__init__(max_concurrent_reads)
         self.path = Path(path)
         if not self.path.exists():
@@ -123,7 +125,11 @@ class FileStorage(Storage):
         target = self._cache_file()
         temporary = target.with_suffix(f".{os.getpid()}.tmp")
         try:
-            temporary.write_text(json.dumps({"version": _LISTING_VERSION, "root": str(root), "classes": classes, "counts": counts, "keys": keys, "folders": folders}))
+            temporary.write_text(
+                json.dumps(
+                    {"version": _LISTING_VERSION, "root": str(root), "classes": classes, "counts": counts, "keys": keys, "folders": folders}
+                )
+            )
             temporary.replace(target)
         except OSError:
             temporary.unlink(missing_ok=True)  # a cache we cannot write is only slower

@@ -52,7 +52,9 @@ def format_report(report: dict[str, Any], top: int = 20) -> str:
     """The report as text, the largest ``top`` label groups listed."""
     lines = [f"{Path(report['path'])}: {report['format']}, {report['samples']} samples, {_size(report.get('bytes', 0))}"]
     if "shards" in report:
-        lines.append(f"  {report['shards']} shards of {_size(report['shard_bytes']['min'])} to {_size(report['shard_bytes']['max'])}; payload .{report['payload']}")
+        lines.append(
+            f"  {report['shards']} shards of {_size(report['shard_bytes']['min'])} to {_size(report['shard_bytes']['max'])}; payload .{report['payload']}"
+        )
     if "value_format" in report:
         lines.append(f"  values: {report['value_format']}")
     labels = report["labels"]

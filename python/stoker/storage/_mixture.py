@@ -33,7 +33,9 @@ class MixedStorage(Storage):
         ValueError: Missing or non-positive weights, or no sources.
     """
 
-    def __init__(self, sources: Mapping[str, Storage], weights: Mapping[str, float], *, num_samples: int | None = None, seed: int = 0) -> None:
+    def __init__(
+        self, sources: Mapping[str, Storage], weights: Mapping[str, float], *, num_samples: int | None = None, seed: int = 0
+    ) -> None:
         super().__init__()
         if not sources:
             raise ValueError("no sources to mix")

@@ -22,8 +22,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from ._disk_cache import SampleCache
-from ._protocol import OnError, Storage
 from ._errors import StorageError
+from ._protocol import OnError, Storage
 from ._retry import ErrorKind, RetryCounters, RetryPolicy, call_with_retries, first_line
 
 __all__ = ["RemoteStorage"]

@@ -58,7 +58,13 @@ class RetryPolicy:
     log_every: float = 10.0
 
     def __post_init__(self) -> None:
-        if (self.attempts is not None and self.attempts < 1) or self.base_delay < 0 or self.max_delay < 0 or self.deadline <= 0 or self.log_every <= 0:
+        if (
+            (self.attempts is not None and self.attempts < 1)
+            or self.base_delay < 0
+            or self.max_delay < 0
+            or self.deadline <= 0
+            or self.log_every <= 0
+        ):
             raise ValueError(f"invalid retry policy {self}")
         if self.open_deadline <= 0:
             raise ValueError(f"invalid retry policy {self}")
@@ -116,7 +122,11 @@ class RetryCounters:
             lasted = now - self._outage_since
         _logger.warning(
             "%s unreachable for %.0f s, retrying until each sample's deadline (%.0f s); last error: %s: %s",
-            self.store, lasted, policy.deadline, type(error).__name__, first_line(error),
+            self.store,
+            lasted,
+            policy.deadline,
+            type(error).__name__,
+            first_line(error),
         )
 
     def succeeded(self) -> None:

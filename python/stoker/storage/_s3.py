@@ -147,7 +147,11 @@ class S3Storage(RemoteStorage):
         try:
             # Counted with the reads: an unreachable endpoint is reported every few seconds.
             return await call_with_retries(
-                get, policy=self.retry.for_opening(), classify=self._classify, name=f"s3://{self.bucket}/{self.object_key(name)}", counters=self.counters
+                get,
+                policy=self.retry.for_opening(),
+                classify=self._classify,
+                name=f"s3://{self.bucket}/{self.object_key(name)}",
+                counters=self.counters,
             )
         except (FileNotFoundError, exceptions.NotFoundError):
             return None

@@ -83,8 +83,19 @@ def classify_s3_error(error: BaseException) -> ErrorKind:
     asking us to slow down; other server and network errors are worth a retry."""
     from obstore import exceptions
 
-    if isinstance(error, (FileNotFoundError, exceptions.NotFoundError, exceptions.PermissionDeniedError, exceptions.UnauthenticatedError,
-                          exceptions.InvalidPathError, exceptions.UnknownConfigurationKeyError, KeyError, ValueError)):
+    if isinstance(
+        error,
+        (
+            FileNotFoundError,
+            exceptions.NotFoundError,
+            exceptions.PermissionDeniedError,
+            exceptions.UnauthenticatedError,
+            exceptions.InvalidPathError,
+            exceptions.UnknownConfigurationKeyError,
+            KeyError,
+            ValueError,
+        ),
+    ):
         return "fatal"
     text = str(error)
     if "SlowDown" in text or "TooManyRequests" in text or "429" in text:

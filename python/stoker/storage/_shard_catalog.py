@@ -129,7 +129,9 @@ class ShardCatalog:
         return member, members[member]
 
 
-def _label_indices(raw: list[Label | None], classes: list[str] | None, shards: Sequence[ShardIndex]) -> tuple[list[str] | None, list[int | float | None]]:
+def _label_indices(
+    raw: list[Label | None], classes: list[str] | None, shards: Sequence[ShardIndex]
+) -> tuple[list[str] | None, list[int | float | None]]:
     """Text labels become class indices (the ``classes`` given, else the sorted names found);
     numbers stay as they are."""
     names = {label for label in raw if isinstance(label, str)}

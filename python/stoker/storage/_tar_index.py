@@ -171,7 +171,9 @@ def build_index(shard: Path, *, checksums: bool = True, label_key: str | None = 
                 if not member.isfile():
                     continue
                 if member.offset_data + member.size > size:
-                    raise ShardError(f"{shard}: truncated: member {member.name!r} ends at byte {member.offset_data + member.size}, the file has {size}")
+                    raise ShardError(
+                        f"{shard}: truncated: member {member.name!r} ends at byte {member.offset_data + member.size}, the file has {size}"
+                    )
                 key, extension = split_member(member.name)
                 position = position_of.get(key)
                 if position is None:
@@ -253,7 +255,9 @@ def parse_index(data: Any, shard: Path, source: str) -> ShardIndex:
     if not isinstance(data, dict) or data.get("format") != INDEX_FORMAT:
         raise ShardError(f"{source}: not a {INDEX_FORMAT} file")
     if data.get("version") not in READABLE_VERSIONS:
-        raise ShardError(f"{source}: index version {data.get('version')}, this stoker reads versions {READABLE_VERSIONS}; rebuild it with `stoker index`")
+        raise ShardError(
+            f"{source}: index version {data.get('version')}, this stoker reads versions {READABLE_VERSIONS}; rebuild it with `stoker index`"
+        )
     samples = data["samples"]
     return ShardIndex(
         shard=shard,
@@ -281,7 +285,9 @@ def validate(index: ShardIndex, source: Path) -> None:
     members (a long name is stored truncated in the header, so a prefix must match)."""
     size = os.stat(index.shard).st_size
     if size != index.size:
-        raise StaleIndexError(f"{source} describes {index.size} bytes but {index.shard} has {size}: the shard changed or is truncated; rebuild the index (stoker index)")
+        raise StaleIndexError(
+            f"{source} describes {index.size} bytes but {index.shard} has {size}: the shard changed or is truncated; rebuild the index (stoker index)"
+        )
     if not index.keys:
         return
     with open(index.shard, "rb") as file:
@@ -291,4 +297,6 @@ def validate(index: ShardIndex, source: Path) -> None:
             expected = f"{key}.{extension}" if extension else key
             found = _header_name(file, offset)
             if not found or not expected.startswith(found):
-                raise StaleIndexError(f"{source} says {expected!r} starts at byte {offset} of {index.shard}, but the tar header there names {found!r}; rebuild the index")
+                raise StaleIndexError(
+                    f"{source} says {expected!r} starts at byte {offset} of {index.shard}, but the tar header there names {found!r}; rebuild the index"
+                )

@@ -125,7 +125,9 @@ class TokenShards:
         return tokens, lengths
 
 
-def write_token_shards(documents: Iterable[np.ndarray], destination: str | os.PathLike[str], *, dtype: str = "uint32", shard_size: int = 256 << 20) -> int:
+def write_token_shards(
+    documents: Iterable[np.ndarray], destination: str | os.PathLike[str], *, dtype: str = "uint32", shard_size: int = 256 << 20
+) -> int:
     """Write tokenized documents as indexed tar shards, one ``doc_<n>.npy`` member each.
 
     Returns:

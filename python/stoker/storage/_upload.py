@@ -39,7 +39,7 @@ async def _bounded(limit: int, jobs: Any, run: Any) -> None:
         tasks.discard(task)
         slots.release()
         if not task.cancelled() and task.exception() is not None:
-            failures.append(task.exception()) 
+            failures.append(task.exception())
 
     try:
         for job in jobs:
@@ -108,7 +108,10 @@ def upload_to_s3(
         import obstore
 
         await call_with_retries(
-            lambda: obstore.put_async(store, object_key(name), data), policy=policy, classify=classify_s3_error, name=f"s3://{bucket}/{object_key(name)}"
+            lambda: obstore.put_async(store, object_key(name), data),
+            policy=policy,
+            classify=classify_s3_error,
+            name=f"s3://{bucket}/{object_key(name)}",
         )
 
     async def upload_objects() -> ConversionReport:
@@ -128,7 +131,7 @@ def upload_to_s3(
         samples = [[key, label] for key, label in zip(source.keys, source.labels)]
         manifest = {"format": OBJECTS_FORMAT, "version": 1, "classes": source.classes, "samples": samples}
         await put("dataset.json", json.dumps(manifest).encode())
-        return ConversionReport(url, "s3-objects", len(source), total, 0) 
+        return ConversionReport(url, "s3-objects", len(source), total, 0)
 
     async def upload_shards(folder: Path) -> ConversionReport:
         report = convert_storage(source, folder, to="shards", shard_size=shard_size, progress=progress)
@@ -141,7 +144,7 @@ def upload_to_s3(
 
         await _bounded(max(1, min(concurrency, 8)), files, one)
         await put("dataset.json", (folder / "dataset.json").read_bytes())
-        return ConversionReport(url, "s3-shards", report.samples, report.bytes, report.shards) 
+        return ConversionReport(url, "s3-shards", report.samples, report.bytes, report.shards)
 
     try:
         if to == "objects":
@@ -163,9 +166,13 @@ def create_schema(session: Any, connection: CassandraConnection, columns: list[s
     session.execute(f"CREATE TABLE IF NOT EXISTS {keyspace}.{connection.data_table} (id uuid PRIMARY KEY, label int, data blob)")
     session.execute(f"CREATE TABLE IF NOT EXISTS {keyspace}.{connection.metadata_table} (id uuid PRIMARY KEY, key text, label int)")
     session.execute(f"CREATE TABLE IF NOT EXISTS {keyspace}.dataset_info (name text PRIMARY KEY, value text)")
-    present = {row.column_name for row in session.execute(
-        "SELECT column_name FROM system_schema.columns WHERE keyspace_name = %s AND table_name = %s", (keyspace, connection.metadata_table)
-    )}
+    present = {
+        row.column_name
+        for row in session.execute(
+            "SELECT column_name FROM system_schema.columns WHERE keyspace_name = %s AND table_name = %s",
+            (keyspace, connection.metadata_table),
+        )
+    }
     for column in columns:
         if column not in present:
             session.execute(f"ALTER TABLE {keyspace}.{connection.metadata_table} ADD {column} text")
@@ -240,10 +247,8 @@ def upload_to_cassandra(
 
         with _progress(len(source), f"rows -> {connection.describe()}", progress) as bar:
             asyncio.run(_bounded(concurrency, pending(), one))
-        session.execute(
-            f"INSERT INTO {keyspace}.dataset_info (name, value) VALUES ('classes', %s)", (json.dumps(source.classes),)
-        )
-        return ConversionReport(connection.describe(), "cassandra", len(source), total, 0) 
+        session.execute(f"INSERT INTO {keyspace}.dataset_info (name, value) VALUES ('classes', %s)", (json.dumps(source.classes),))
+        return ConversionReport(connection.describe(), "cassandra", len(source), total, 0)
     finally:
         cluster.shutdown()
 

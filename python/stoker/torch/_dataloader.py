@@ -157,7 +157,9 @@ def _check_arguments(batch_size: Any, num_workers: Any, prefetch_factor: Any, ti
     if prefetch_factor is not None and (not isinstance(prefetch_factor, int) or prefetch_factor < 1):
         raise ValueError(f"prefetch_factor option should be a positive integer, got {prefetch_factor!r}")
     if prefetch_factor is not None and num_workers == 0:
-        raise ValueError("prefetch_factor option could only be specified in multiprocessing. let num_workers > 0 to enable multiprocessing, otherwise set prefetch_factor to None.")
+        raise ValueError(
+            "prefetch_factor option could only be specified in multiprocessing. let num_workers > 0 to enable multiprocessing, otherwise set prefetch_factor to None."
+        )
     if not isinstance(timeout, (int, float)) or timeout < 0:
         raise ValueError(f"timeout option should be non-negative, got {timeout!r}")
     if multiprocessing and num_workers == 0:

@@ -115,7 +115,10 @@ class MapStyleIteration(Iterator[Any]):
             chunk = max(1, -(-len(indices) // workers))
             parts = [indices[start : start + chunk] for start in range(0, len(indices), chunk)]
             seeds = [item_seed(self.base_seed, index) for index in indices]
-            chunks = [self._executor.submit(_fetch_in_process, part, seeds[start : start + chunk]) for start, part in zip(range(0, len(indices), chunk), parts)]
+            chunks = [
+                self._executor.submit(_fetch_in_process, part, seeds[start : start + chunk])
+                for start, part in zip(range(0, len(indices), chunk), parts)
+            ]
             return self._collator.submit(self._collate, chunks, True)
         futures: list[Future[Any]] = []
         for position, index in enumerate(indices):
@@ -182,7 +185,9 @@ class MapStyleIteration(Iterator[Any]):
                 initargs=(self.dataset, loader.worker_init_fn),
             )
         else:
-            self._executor = ThreadPoolExecutor(loader.num_workers, thread_name_prefix="stoker-torch-fetch", initializer=_thread_initializer(loader.worker_init_fn))
+            self._executor = ThreadPoolExecutor(
+                loader.num_workers, thread_name_prefix="stoker-torch-fetch", initializer=_thread_initializer(loader.worker_init_fn)
+            )
         self._collator = ThreadPoolExecutor(max(1, loader.prefetch_factor * loader.num_workers), thread_name_prefix="stoker-torch-collate")
 
     def close(self) -> None:

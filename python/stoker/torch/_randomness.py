@@ -34,9 +34,11 @@ def _same(before: tuple[Any, ...], after: tuple[Any, ...]) -> bool:
     if numpy_before is None or numpy_after is None:
         return numpy_before is numpy_after
     numpy = sys.modules["numpy"]
-    return bool(numpy.array_equal(numpy_before["state"]["key"], numpy_after["state"]["key"])) and all(
-        numpy_before[name] == numpy_after[name] for name in ("has_gauss", "gauss")
-    ) and numpy_before["state"]["pos"] == numpy_after["state"]["pos"]
+    return (
+        bool(numpy.array_equal(numpy_before["state"]["key"], numpy_after["state"]["key"]))
+        and all(numpy_before[name] == numpy_after[name] for name in ("has_gauss", "gauss"))
+        and numpy_before["state"]["pos"] == numpy_after["state"]["pos"]
+    )
 
 
 def draws_from_global_rng(call: Callable[[], Any]) -> tuple[Any, bool]:
