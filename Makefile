@@ -1,11 +1,12 @@
 # Two entry points, both from a fresh clone:
 #   make bench   create .venv, install stoker (release build) and its peers, run `stoker bench`
-#   make test    create .venv with the dev extras, install, run the Rust and Python tests
+#   make test    create .venv with the dev group, install, run the static checks (ruff, mypy,
+#                stubtest, rustfmt, clippy), then the Rust and Python tests
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: bench test install install-dev rust-test python-test clean
+.PHONY: bench test check install install-dev rust-test python-test clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -15,7 +16,16 @@ install: $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[bench]'
 
 install-dev: $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[lmdb,remote,report]' --group dev
+
+check: install-dev
+	$(BIN)/ruff check python tests benchmarks
+	$(BIN)/ruff format --check python tests benchmarks
+	$(BIN)/mypy
+	$(BIN)/python -m mypy.stubtest stoker._native
+	cargo fmt --check
+	cargo clippy --quiet --all-targets -- -D warnings
+	cargo clippy --quiet --all-targets --features python -- -D warnings
 
 bench: install
 	$(BIN)/stoker bench
@@ -26,7 +36,7 @@ rust-test:
 python-test: install-dev
 	$(BIN)/python -m pytest
 
-test: rust-test python-test
+test: check rust-test python-test
 
 clean:
 	rm -rf $(VENV) target .pytest_cache

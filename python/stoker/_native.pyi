@@ -2,20 +2,33 @@
 
 import os
 from collections.abc import Sequence
-from typing import TypedDict
+from typing import Any, TypedDict, final
 
 import numpy as np
 
+__all__ = [
+    "__version__",
+    "build_info",
+    "ImageTransform",
+    "decode_image",
+    "decode_batch_into",
+    "read_ranges",
+    "crc32",
+    "list_tree",
+    "TokenPacker",
+]
+
 __version__: str
 
-class BuildInfo(TypedDict):
+class _BuildInfo(TypedDict):
     version: str
     optimized: bool
     target_features: list[str]
 
-def build_info() -> BuildInfo:
+def build_info() -> _BuildInfo:
     """Describe this build of the native core: version, optimization, CPU features."""
 
+@final
 class ImageTransform:
     """What to do to every image. Sizes are (height, width).
 
@@ -26,15 +39,15 @@ class ImageTransform:
     89,478,485) is refused before any pixel memory is allocated.
     """
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         *,
         resize_shorter: int | None = None,
         resize: tuple[int, int] | None = None,
         center_crop: int | tuple[int, int] | Sequence[int] | None = None,
         random_resized_crop: int | tuple[int, int] | Sequence[int] | None = None,
-        scale: tuple[float, float] = (0.08, 1.0),
-        ratio: tuple[float, float] = (3.0 / 4.0, 4.0 / 3.0),
+        scale: tuple[float, float] = ...,  # (0.08, 1.0)
+        ratio: tuple[float, float] = ...,  # (3/4, 4/3)
         flip_probability: float = 0.0,
         grayscale: bool = False,
         dct_scaling: bool = False,
@@ -42,8 +55,8 @@ class ImageTransform:
         dtype: str = "uint8",
         mean: Sequence[float] | None = None,
         std: Sequence[float] | None = None,
-        max_pixels: int = 89478485,
-    ) -> None: ...
+        max_pixels: int = ...,  # 89_478_485
+    ) -> ImageTransform: ...
     @property
     def max_pixels(self) -> int: ...
     @property
@@ -83,17 +96,18 @@ def list_tree(
 ) -> list[tuple[list[str], list[tuple[str, int]]]]:
     """Per folder: (sorted files relative to base with a matching extension, [(folder, mtime_ns)])."""
 
+@final
 class TokenPacker:
     """Packs documents into rows (see stoker.ops.packing.SequencePacker)."""
 
-    def __init__(
-        self, context: int, strategy: str = "best_fit", window: int = 1024, long_documents: str = "split", split_across_rows: bool = False
-    ) -> None: ...
+    def __new__(
+        cls, context: int, strategy: str = "best_fit", window: int = 1024, long_documents: str = "split", split_across_rows: bool = False
+    ) -> TokenPacker: ...
     def push_many(self, tokens: np.ndarray, lengths: np.ndarray, first_document: int) -> None: ...
     def finish(self) -> None: ...
     @property
     def ready_rows(self) -> int: ...
-    def take_batch(self, rows: int, pad_id: int) -> dict[str, object] | None: ...
+    def take_batch(self, rows: int, pad_id: int) -> dict[str, Any] | None: ...
     def state(self) -> dict[str, object]: ...
     def restore(self, state: dict[str, object], fetch: object) -> None: ...
     @property

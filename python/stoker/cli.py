@@ -104,7 +104,7 @@ def _split(arguments: argparse.Namespace) -> int:
         with open_storage(arguments.source) as storage:
             ids = list(storage.keys)
             classes = storage.classes
-            labels = [classes[label] if classes and label is not None else label for label in storage.labels]
+            labels = [classes[label] if classes and isinstance(label, int) else label for label in storage.labels]
         if arguments.group_column:
             if not arguments.metadata:
                 raise ValueError("--group-column needs --metadata CSV for a source without a metadata table")

@@ -35,7 +35,19 @@ pub enum FailurePolicy {
     Compact,
 }
 
-/// Decode `inputs` into `buffer`, sample `i` into slot `i` of `sample_len` values.
+/// The slots of a batch buffer and how to fill them.
+#[derive(Debug, Clone, Copy)]
+pub struct BatchLayout {
+    /// Values per sample (height x width x channels).
+    pub sample_len: usize,
+    /// Every sample's output (width, height).
+    pub size: (usize, usize),
+    pub policy: FailurePolicy,
+    /// Threads decoding this batch (1: the calling thread only).
+    pub threads: usize,
+}
+
+/// Decode `inputs` into `buffer`, sample `i` into slot `i` of `layout.sample_len` values.
 ///
 /// Returns one entry per input: `None` on success, the error otherwise. With
 /// `FailurePolicy::Compact` the successful samples then occupy the first slots, in input order.
@@ -45,11 +57,9 @@ pub fn decode_batch(
     spec: &TransformSpec,
     output_spec: &OutputSpec,
     buffer: BatchBuffer<'_>,
-    sample_len: usize,
-    size: (usize, usize),
-    policy: FailurePolicy,
-    threads: usize,
+    layout: BatchLayout,
 ) -> Vec<Option<ImageError>> {
+    let BatchLayout { sample_len, size, policy, threads } = layout;
     let threads = threads.clamp(1, inputs.len().max(1));
     let mut errors: Vec<Option<ImageError>> = vec![None; inputs.len()];
     macro_rules! run {
@@ -57,9 +67,7 @@ pub fn decode_batch(
             let slice = $slice;
             let work = |index: usize, slot: &mut [_], error: &mut Option<ImageError>| {
                 let mut slot = Slot::$variant(slot);
-                if let Err(failure) =
-                    transform::transform_into(inputs[index], spec, output_spec, seeds[index], Some(size), &mut slot)
-                {
+                if let Err(failure) = transform::transform_into(inputs[index], spec, output_spec, seeds[index], Some(size), &mut slot) {
                     slot.fill_zero();
                     *error = Some(failure);
                 }

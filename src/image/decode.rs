@@ -209,9 +209,7 @@ fn cmyk_to_rgb(cmyk: &[u8]) -> Vec<u8> {
 
 /// ITU-R 601-2 luma, as Pillow's `convert("L")`.
 pub fn rgb_to_gray(rgb: &[u8]) -> Vec<u8> {
-    rgb.chunks_exact(3)
-        .map(|p| ((p[0] as u32 * 19595 + p[1] as u32 * 38470 + p[2] as u32 * 7471 + 0x8000) >> 16) as u8)
-        .collect()
+    rgb.chunks_exact(3).map(|p| ((p[0] as u32 * 19595 + p[1] as u32 * 38470 + p[2] as u32 * 7471 + 0x8000) >> 16) as u8).collect()
 }
 
 fn gray_to_rgb(gray: &[u8]) -> Vec<u8> {
@@ -274,9 +272,7 @@ fn decode_webp(data: &[u8], gray: bool) -> ImageResult<Raw> {
     // `pixels.len()` bytes to `pixels` (it checks that `height` rows of `stride` bytes fit before
     // writing); both buffers outlive the call and do not overlap. Alpha, if any, is dropped, as
     // Pillow's convert("RGB") does. An animated file is refused (null).
-    let written = unsafe {
-        libwebp_sys::WebPDecodeRGBInto(data.as_ptr(), data.len(), pixels.as_mut_ptr(), pixels.len(), stride_int)
-    };
+    let written = unsafe { libwebp_sys::WebPDecodeRGBInto(data.as_ptr(), data.len(), pixels.as_mut_ptr(), pixels.len(), stride_int) };
     if written.is_null() {
         return Err(webp_error("libwebp could not decode it (truncated or corrupt data, or an animation)"));
     }

@@ -10,10 +10,18 @@ use super::error::{ImageError, ImageResult, MAX_PIXELS};
 pub enum Crop {
     None,
     /// torchvision CenterCrop: taken after the resize; zero padding where it exceeds the image.
-    Center { width: usize, height: usize },
+    Center {
+        width: usize,
+        height: usize,
+    },
     /// torchvision RandomResizedCrop: a random area fraction in `scale` and aspect ratio in
     /// `ratio` of the decoded image, resized to `width` x `height`.
-    RandomResized { width: usize, height: usize, scale: (f64, f64), ratio: (f64, f64) },
+    RandomResized {
+        width: usize,
+        height: usize,
+        scale: (f64, f64),
+        ratio: (f64, f64),
+    },
 }
 
 /// What to do to every image.
@@ -146,7 +154,13 @@ pub fn shorter_side_size(width: usize, height: usize, size: usize) -> (usize, us
 }
 
 /// torchvision RandomResizedCrop.get_params: (left, top, width, height) in source pixels.
-fn random_resized_box(width: usize, height: usize, scale: (f64, f64), ratio: (f64, f64), rng: &mut SampleRng) -> (usize, usize, usize, usize) {
+fn random_resized_box(
+    width: usize,
+    height: usize,
+    scale: (f64, f64),
+    ratio: (f64, f64),
+    rng: &mut SampleRng,
+) -> (usize, usize, usize, usize) {
     let area = (width * height) as f64;
     let log_ratio = (ratio.0.ln(), ratio.1.ln());
     for _ in 0..10 {

@@ -78,9 +78,7 @@ pub fn write(pixels: &[u8], placement: &Placement, spec: &OutputSpec, slot: &mut
         }
         Slot::F16(out) => {
             let (scale, offset) = affine(spec);
-            place(pixels, placement, spec.layout, out, |channel, value| {
-                f16::from_f32(value as f32 * scale[channel] + offset[channel])
-            })
+            place(pixels, placement, spec.layout, out, |channel, value| f16::from_f32(value as f32 * scale[channel] + offset[channel]))
         }
     }
 }

@@ -147,13 +147,7 @@ fn resize_region(
 }
 
 /// Resample `region` of `image`, reading whatever pixels of `image` the filter reaches.
-fn resize_within(
-    image: &decode::Decoded,
-    region: (f64, f64, f64, f64),
-    width: usize,
-    height: usize,
-    target: &mut [u8],
-) -> ImageResult<()> {
+fn resize_within(image: &decode::Decoded, region: (f64, f64, f64, f64), width: usize, height: usize, target: &mut [u8]) -> ImageResult<()> {
     let channels = image.channels;
     let (left, top, region_width, region_height) = region;
     let is_whole_pixels = left.fract() == 0.0 && top.fract() == 0.0;
@@ -169,17 +163,12 @@ fn resize_within(
     }
     let pixel_type = if channels == 1 { PixelType::U8 } else { PixelType::U8x3 };
     let resize_error = |error: &dyn std::fmt::Display| ImageError::Transform(format!("resize failed: {error}"));
-    let source = ImageRef::new(image.width as u32, image.height as u32, &image.pixels, pixel_type)
-        .map_err(|error| resize_error(&error))?;
-    let mut target = Image::from_slice_u8(width as u32, height as u32, target, pixel_type)
-        .map_err(|error| resize_error(&error))?;
+    let source = ImageRef::new(image.width as u32, image.height as u32, &image.pixels, pixel_type).map_err(|error| resize_error(&error))?;
+    let mut target = Image::from_slice_u8(width as u32, height as u32, target, pixel_type).map_err(|error| resize_error(&error))?;
     // Bilinear convolution with the support widened by the scale factor: Pillow's (and so
     // torchvision's antialias=True) resize.
-    let options = ResizeOptions::new()
-        .resize_alg(ResizeAlg::Convolution(FilterType::Bilinear))
-        .crop(left, top, region_width, region_height);
-    RESIZER
-        .with(|resizer| resizer.borrow_mut().resize(&source, &mut target, &options))
-        .map_err(|error| resize_error(&error))?;
+    let options =
+        ResizeOptions::new().resize_alg(ResizeAlg::Convolution(FilterType::Bilinear)).crop(left, top, region_width, region_height);
+    RESIZER.with(|resizer| resizer.borrow_mut().resize(&source, &mut target, &options)).map_err(|error| resize_error(&error))?;
     Ok(())
 }

@@ -255,7 +255,13 @@ impl Packer {
         self.open = open.iter().map(&mut build).collect::<Result<_, _>>()?;
         self.pending = pending
             .iter()
-            .map(|segment| Ok(Pending { document: segment.document, start: segment.start, tokens: tokens(segment.document, segment.start, segment.length)? }))
+            .map(|segment| {
+                Ok(Pending {
+                    document: segment.document,
+                    start: segment.start,
+                    tokens: tokens(segment.document, segment.start, segment.length)?,
+                })
+            })
             .collect::<Result<_, String>>()?;
         self.counters = counters;
         Ok(())

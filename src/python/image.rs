@@ -9,7 +9,7 @@ use pyo3::types::{PyBool, PyString};
 
 use half::f16;
 
-use crate::image::batch::{self, BatchBuffer, FailurePolicy};
+use crate::image::batch::{self, BatchBuffer, BatchLayout, FailurePolicy};
 use crate::image::error::DEFAULT_MAX_PIXELS;
 use crate::image::geometry::{Crop, TransformSpec};
 use crate::image::output::{Layout, OutputSpec, Slot};
@@ -115,15 +115,7 @@ impl ImageTransform {
             (None, Some((width, height))) => Crop::RandomResized { width, height, scale, ratio },
             (None, None) => Crop::None,
         };
-        let spec = TransformSpec {
-            resize_shorter,
-            resize: pair(resize),
-            crop,
-            flip_probability,
-            gray: grayscale,
-            dct_scaling,
-            max_pixels,
-        };
+        let spec = TransformSpec { resize_shorter, resize: pair(resize), crop, flip_probability, gray: grayscale, dct_scaling, max_pixels };
         spec.validate().map_err(|error| PyValueError::new_err(error.to_string()))?;
         let layout = match layout {
             "HWC" => Layout::Hwc,
@@ -134,11 +126,7 @@ impl ImageTransform {
             "uint8" => DType::U8,
             "float32" => DType::F32,
             "float16" => DType::F16,
-            other => {
-                return Err(PyValueError::new_err(format!(
-                    "dtype must be \"uint8\", \"float32\" or \"float16\", got {other:?}"
-                )))
-            }
+            other => return Err(PyValueError::new_err(format!("dtype must be \"uint8\", \"float32\" or \"float16\", got {other:?}"))),
         };
         let channels = if grayscale { 1 } else { 3 };
         let per_channel = |name: &str, values: Option<Vec<f32>>, default: f32| -> PyResult<[f32; 3]> {
@@ -175,7 +163,11 @@ impl ImageTransform {
     /// Number of channels in the output (1 for grayscale, else 3).
     #[getter]
     fn channels(&self) -> usize {
-        if self.spec.gray { 1 } else { 3 }
+        if self.spec.gray {
+            1
+        } else {
+            3
+        }
     }
 
     /// "uint8", "float32" or "float16".
@@ -218,9 +210,8 @@ pub fn decode_image<'py>(
     seed: u64,
 ) -> PyResult<Bound<'py, PyUntypedArray>> {
     let bytes: &[u8] = &data;
-    let (width, height, _) = py
-        .detach(|| transform::output_shape(bytes, &transform.spec, seed))
-        .map_err(|error| PyValueError::new_err(error.to_string()))?;
+    let (width, height, _) =
+        py.detach(|| transform::output_shape(bytes, &transform.spec, seed)).map_err(|error| PyValueError::new_err(error.to_string()))?;
     let shape = transform.shape(width, height);
     macro_rules! fill {
         ($type:ty, $variant:ident) => {{
@@ -228,10 +219,8 @@ pub fn decode_image<'py>(
             {
                 let mut writable = array.readwrite();
                 let slice = writable.as_slice_mut().map_err(|error| PyValueError::new_err(error.to_string()))?;
-                py.detach(|| {
-                    transform::transform_into(bytes, &transform.spec, &transform.output, seed, None, &mut Slot::$variant(slice))
-                })
-                .map_err(|error| PyValueError::new_err(error.to_string()))?;
+                py.detach(|| transform::transform_into(bytes, &transform.spec, &transform.output, seed, None, &mut Slot::$variant(slice)))
+                    .map_err(|error| PyValueError::new_err(error.to_string()))?;
             }
             array.into_any().cast_into::<PyUntypedArray>().map_err(PyErr::from)
         }};
@@ -259,9 +248,7 @@ pub fn decode_batch_into(
     threads: usize,
 ) -> PyResult<Vec<Option<String>>> {
     let Some((width, height)) = transform.spec.fixed_output_size() else {
-        return Err(PyValueError::new_err(
-            "a batch needs one output size: give the transform a crop or an exact resize",
-        ));
+        return Err(PyValueError::new_err("a batch needs one output size: give the transform a crop or an exact resize"));
     };
     if seeds.len() != inputs.len() {
         return Err(PyValueError::new_err(format!("{} seeds for {} inputs", seeds.len(), inputs.len())));
@@ -289,15 +276,11 @@ pub fn decode_batch_into(
     let sample_len: usize = sample_shape.iter().product();
     let slices: Vec<&[u8]> = inputs.iter().map(|bytes| &**bytes).collect();
     let policy = if compact { FailurePolicy::Compact } else { FailurePolicy::ZeroFill };
-    let wrong_dtype = || {
-        PyTypeError::new_err(format!("out has dtype {dtype_name}; the transform writes {}", transform.dtype.name()))
-    };
+    let wrong_dtype = || PyTypeError::new_err(format!("out has dtype {dtype_name}; the transform writes {}", transform.dtype.name()));
     macro_rules! run {
         ($type:ty, $variant:ident) => {{
             let array = out.cast::<PyArrayDyn<$type>>().map_err(|_| wrong_dtype())?;
-            let mut writable = array
-                .try_readwrite()
-                .map_err(|error| PyValueError::new_err(format!("out is not writable: {error}")))?;
+            let mut writable = array.try_readwrite().map_err(|error| PyValueError::new_err(format!("out is not writable: {error}")))?;
             let slice = writable.as_slice_mut().map_err(|error| PyValueError::new_err(error.to_string()))?;
             py.detach(|| {
                 batch::decode_batch(
@@ -306,10 +289,7 @@ pub fn decode_batch_into(
                     &transform.spec,
                     &transform.output,
                     BatchBuffer::$variant(slice),
-                    sample_len,
-                    (width, height),
-                    policy,
-                    threads,
+                    BatchLayout { sample_len, size: (width, height), policy, threads },
                 )
             })
         }};

@@ -49,9 +49,7 @@ impl TokenPacker {
             "truncate" => LongDocuments::Truncate,
             "drop" => LongDocuments::Drop,
             other => {
-                return Err(PyValueError::new_err(format!(
-                    "long_documents must be \"split\", \"truncate\" or \"drop\", got {other:?}"
-                )))
+                return Err(PyValueError::new_err(format!("long_documents must be \"split\", \"truncate\" or \"drop\", got {other:?}")))
             }
         };
         let config = Config { context, strategy, long_documents, split_across_rows };
@@ -60,7 +58,13 @@ impl TokenPacker {
 
     /// Add documents: `tokens` holds them back to back, `lengths` their sizes; they get ids
     /// `first_document`, `first_document + 1`, ...
-    fn push_many(&self, py: Python<'_>, tokens: PyReadonlyArray1<'_, u32>, lengths: PyReadonlyArray1<'_, u64>, first_document: u64) -> PyResult<()> {
+    fn push_many(
+        &self,
+        py: Python<'_>,
+        tokens: PyReadonlyArray1<'_, u32>,
+        lengths: PyReadonlyArray1<'_, u64>,
+        first_document: u64,
+    ) -> PyResult<()> {
         let tokens = tokens.as_slice()?;
         let lengths = lengths.as_slice()?;
         let total: u64 = lengths.iter().sum();

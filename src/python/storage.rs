@@ -35,6 +35,9 @@ fn to_python_error(error: std::io::Error) -> PyErr {
 /// Walk each folder of `folders` (in parallel, GIL released) for files whose lower-cased names
 /// end in one of `extensions`. Returns, per folder, (sorted file paths relative to `base`,
 /// [(folder, mtime_ns) of every folder visited]).
+/// One folder's listing as Python receives it: (files, [(folder, mtime in ns)]).
+type FolderListing = (Vec<OsString>, Vec<(OsString, i64)>);
+
 #[pyfunction]
 #[pyo3(signature = (folders, base, extensions, threads=8))]
 pub fn list_tree(
@@ -43,10 +46,8 @@ pub fn list_tree(
     base: PathBuf,
     extensions: Vec<String>,
     threads: usize,
-) -> PyResult<Vec<(Vec<OsString>, Vec<(OsString, i64)>)>> {
-    let listings = py
-        .detach(|| listing::walk_all(&folders, &base, &extensions, threads))
-        .map_err(to_python_error)?;
+) -> PyResult<Vec<FolderListing>> {
+    let listings = py.detach(|| listing::walk_all(&folders, &base, &extensions, threads)).map_err(to_python_error)?;
     Ok(listings.into_iter().map(|listing| (listing.files, listing.folders)).collect())
 }
 
@@ -66,8 +67,6 @@ pub fn read_ranges<'py>(
         return Err(PyValueError::new_err("max_read must be positive"));
     }
     let requests: Vec<Request> = ranges.into_iter().map(|(offset, length)| Request { offset, length }).collect();
-    let buffers = py
-        .detach(|| read::read_ranges(&path, &requests, max_gap, max_read))
-        .map_err(to_python_error)?;
+    let buffers = py.detach(|| read::read_ranges(&path, &requests, max_gap, max_read)).map_err(to_python_error)?;
     Ok(buffers.iter().map(|buffer| PyBytes::new(py, buffer)).collect())
 }

@@ -75,7 +75,7 @@ mod tests {
         for name in ["b.JPG", "a.jpg", "deep/c.png", "notes.txt"] {
             fs::write(class.join(name), b"x").unwrap();
         }
-        let listings = walk_all(&[class.clone()], &base, &[".jpg".into(), ".png".into()], 2).unwrap();
+        let listings = walk_all(std::slice::from_ref(&class), &base, &[".jpg".into(), ".png".into()], 2).unwrap();
         let files: Vec<String> = listings[0].files.iter().map(|file| file.to_string_lossy().into_owned()).collect();
         assert_eq!(files, vec!["cats/a.jpg", "cats/b.JPG", "cats/deep/c.png"]);
         assert_eq!(listings[0].folders.len(), 2);

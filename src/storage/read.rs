@@ -20,12 +20,7 @@ pub fn read_ranges(path: &Path, requests: &[Request], max_gap: u64, max_read: u6
             let size = file.metadata().map(|metadata| metadata.len()).unwrap_or(0);
             return Err(io::Error::new(
                 error.kind(),
-                format!(
-                    "{}: cannot read {} bytes at offset {} (file has {size} bytes): {error}",
-                    path.display(),
-                    read.length,
-                    read.offset
-                ),
+                format!("{}: cannot read {} bytes at offset {} (file has {size} bytes): {error}", path.display(), read.length, read.offset),
             ));
         }
         if let [(index, 0)] = read.serves[..] {

@@ -84,11 +84,12 @@ def run_loader(
     from tqdm import tqdm
 
     # Network storage is measured as it is (its own latency); local storage may get a delay.
-    remote = getattr(storage, "is_remote", False) and latency_seconds == 0
-    source = storage if remote else LatencyStorage(storage, latency_seconds)
+    remote = storage.is_remote and latency_seconds == 0
+    delayed = None if remote else LatencyStorage(storage, latency_seconds)
+    source: Storage = delayed if delayed is not None else storage
 
     def bytes_read() -> int:
-        return storage.stats()["bytes"] if remote else source.bytes_read  # type: ignore[attr-defined, union-attr]
+        return delayed.bytes_read if delayed is not None else storage.stats()["bytes"]
 
     transform = transform or ImageTransform(
         resize_shorter=256, center_crop=(224, 224), layout="CHW", dtype="float32", mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225]

@@ -25,7 +25,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -164,10 +164,8 @@ class Loader:
         self.decode = decode
         self.drop_last = drop_last
         self.in_order = in_order
-        remote = bool(getattr(storage, "is_remote", False))
+        remote = storage.is_remote
         self.sample_prefetch = remote if sample_prefetch is None else sample_prefetch
-        if self.sample_prefetch and not hasattr(storage, "fetch_index"):
-            raise ValueError(f"sample_prefetch needs a storage with an async fetch_index; {storage.describe()} has none")
         self.fetch_concurrency = fetch_concurrency or (8 if remote else 4)
         self.ramp_every = ramp_every
         self.stall_patience = stall_patience
@@ -213,9 +211,8 @@ class Loader:
 
     def _sync_storage_epoch(self) -> None:
         # A mixture draws its samples per epoch: keys and labels change with it.
-        set_storage_epoch = getattr(self.storage, "set_epoch", None)
-        if set_storage_epoch is not None and getattr(self.storage, "epoch", None) != self.sampler.epoch:
-            set_storage_epoch(self.sampler.epoch)
+        if self.storage.changes_per_epoch and self.storage.epoch != self.sampler.epoch:
+            self.storage.set_epoch(self.sampler.epoch)
             self._keys = self.storage.keys
             self._labels = label_array(self.storage.labels)
 
@@ -281,7 +278,7 @@ class Loader:
         # and padding flag ride along as its "label".
         samples = PlanSamples(positions[:count], indices[:count], padding[:count], self._keys)
         self.prefetcher = OutOfOrderPrefetcher(
-            self.storage.fetch_index,  # type: ignore[attr-defined]
+            self.storage.fetch_index,
             samples,
             batch_size=self.batch_size,
             max_batches=self.fetch_concurrency,
@@ -414,7 +411,7 @@ class Loader:
 
     def _build(self, plan: tuple[np.ndarray, np.ndarray, np.ndarray]) -> Pipeline[Any]:
         """The epoch's pipeline over ``plan`` (the sampler's `plan_arrays`)."""
-        order = "input" if self.in_order else "completion"
+        order: Literal["input", "completion"] = "input" if self.in_order else "completion"
         builder = PipelineBuilder()
         if self.sample_prefetch:
             builder.add_source(self._prefetched_batches(plan), name="fetch", buffer_size=max(1, self.prefetch))

@@ -300,6 +300,7 @@ class _Engine:
                 job.generator = spec.op(job.item)  # type: ignore[misc]
                 value = await job.generator.__anext__()
             elif spec.executor is not None:
+                assert spec.op is not None  # a stage with an executor is a sync op
                 value = await asyncio.get_running_loop().run_in_executor(spec.executor, spec.op, job.item)
             else:
                 value = await spec.op(job.item)  # type: ignore[misc]

@@ -21,6 +21,7 @@ records which positions it delivered, for the sampler's exact resume.
 from __future__ import annotations
 
 import asyncio
+import functools
 import statistics
 import time
 from collections import deque
@@ -169,7 +170,7 @@ class OutOfOrderPrefetcher:
             for sample in chunk:
                 request = _Request(sample, loop.create_future())
                 outstanding[id(request)] = request
-                request.result.add_done_callback(lambda _, key=id(request): outstanding.pop(key, None))  # noqa: B008 - bound now, on purpose
+                request.result.add_done_callback(functools.partial(_forget, outstanding, id(request)))
                 if not self.in_order:
                     request.result.add_done_callback(lambda done: arrived.put_nowait(done.result()))
                 self._send(request)
@@ -229,3 +230,8 @@ class OutOfOrderPrefetcher:
             for request in list(outstanding.values()):
                 for copy in request.copies:
                     copy.cancel()
+
+
+def _forget(outstanding: dict[int, Any], key: int, _done: object) -> None:
+    """Drop a finished request from the outstanding table (a future's done callback)."""
+    outstanding.pop(key, None)

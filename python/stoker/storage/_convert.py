@@ -25,7 +25,7 @@ from pathlib import Path
 
 from ._caffe import encode_datum
 from ._errors import StorageError
-from ._lmdb import CLASSES_FILE, LmdbStorage
+from ._lmdb import CLASSES_FILE, LmdbStorage, import_lmdb
 from ._protocol import Storage
 from ._tar import DATASET_FORMAT, PARTIAL_MARKER, TarShardStorage
 from ._tar_index import build_index, load_index, write_index
@@ -55,7 +55,7 @@ def shard_key(key: str) -> tuple[str, str]:
     return (f"{folder}/{stem}" if folder else stem), extension.lower()
 
 
-def _progress(total: int, description: str, enabled: bool):  # type: ignore[no-untyped-def]
+def _progress(total: int, description: str, enabled: bool):
     from tqdm import tqdm
 
     return tqdm(total=total, unit="sample", desc=description, disable=not enabled, file=sys.stderr, dynamic_ncols=True)
@@ -189,14 +189,14 @@ def _write_shards(source: Storage, destination: Path, shard_size: int, progress:
 
 
 def _write_lmdb(source: Storage, destination: Path, progress: bool) -> ConversionReport:
-    import lmdb
+    lmdb = import_lmdb()
 
     if destination.exists():
         kind = "a file" if destination.is_file() else "a folder"
         raise StorageError(f"{destination} already exists ({kind}); an LMDB is written to a new path")
     part = destination.with_name(destination.name + ".part")
     shutil.rmtree(part, ignore_errors=True)
-    estimate = sum(os.path.getsize(source.path_of(key)) for key in source.keys) if hasattr(source, "path_of") else 1 << 30  # type: ignore[attr-defined]
+    estimate = sum(os.path.getsize(source.path_of(key)) for key in source.keys) if hasattr(source, "path_of") else 1 << 30
     environment = lmdb.open(str(part), map_size=int(estimate * 1.5) + (64 << 20), subdir=True, writemap=False)
     expected: dict[str, tuple[int, int | float | None]] = {}
     total = 0
@@ -204,6 +204,10 @@ def _write_lmdb(source: Storage, destination: Path, progress: bool) -> Conversio
         with _progress(len(source), f"lmdb -> {destination}", progress) as bar:
             transaction = environment.begin(write=True)
             for count, ((key, data), label) in enumerate(zip(source.iter_sequential(), source.labels), start=1):
+                if isinstance(label, float):
+                    raise StorageError(
+                        f"{key}: label {label} is a float; an LMDB of Caffe Datums holds integer labels (convert to shards instead)"
+                    )
                 transaction.put(key.encode("utf-8", "surrogateescape"), encode_datum(data, label))
                 expected[key] = (zlib.crc32(data), label)
                 total += len(data)
@@ -223,16 +227,18 @@ def _write_lmdb(source: Storage, destination: Path, progress: bool) -> Conversio
     return ConversionReport(destination, "lmdb", len(expected), total, 0)
 
 
-def _verify(written: Storage, expected: dict[str, tuple[int, int | float | None]], key_of, classes: list[str] | None) -> None:  # type: ignore[no-untyped-def]
+def _verify(written: Storage, expected: dict[str, tuple[int, int | float | None]], key_of, classes: list[str] | None) -> None:
     """Every written sample reads back with the source's bytes and label (a label read back
     as a class name is compared by name)."""
     if len(written) != len(expected):
         raise StorageError(f"verification: wrote {len(expected)} samples, read back {len(written)}")
     for (key, data), label in zip(written.iter_sequential(), written.labels):
         crc, expected_label = expected[key_of(key)]
-        if written.classes is not None and classes is not None and label is not None and expected_label is not None:
-            label, expected_label = written.classes[int(label)], classes[int(expected_label)]
-        if zlib.crc32(data) != crc or label != expected_label:
+        found: object = label
+        wanted: object = expected_label
+        if written.classes is not None and classes is not None and isinstance(label, int) and isinstance(expected_label, int):
+            found, wanted = written.classes[label], classes[expected_label]  # compared by name
+        if zlib.crc32(data) != crc or found != wanted:
             raise StorageError(f"verification: sample {key!r} reads back different bytes or label")
 
 

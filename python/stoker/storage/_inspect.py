@@ -34,7 +34,9 @@ def inspect_storage(path: str | os.PathLike[str]) -> dict[str, Any]:
         counts = Counter(storage.labels)
         names = storage.classes
         report["labels"] = {
-            ("(none)" if label is None else names[label] if names and 0 <= label < len(names) else str(label)): count
+            (
+                "(none)" if label is None else names[label] if names and isinstance(label, int) and 0 <= label < len(names) else str(label)
+            ): count
             for label, count in sorted(counts.items(), key=lambda item: (item[0] is None, item[0]))
         }
     return report

@@ -18,6 +18,7 @@ import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -96,7 +97,7 @@ class LmdbStorage(Storage):
         max_concurrent_reads: int = 16,
     ) -> None:
         super().__init__(max_concurrent_reads)
-        import lmdb
+        lmdb = import_lmdb()
 
         if mode not in ("explicit", "lmdb") or value_format not in ("raw", "caffe", "auto") or on_stale not in ("rebuild", "error"):
             raise ValueError(f"bad mode {mode!r}, value_format {value_format!r} or on_stale {on_stale!r}")
@@ -108,7 +109,7 @@ class LmdbStorage(Storage):
         self.max_gap = max_gap
         self.max_read = max_read
         try:
-            self._env = lmdb.open(str(self.path), subdir=subdir, readonly=True, lock=False, readahead=False, max_readers=512)
+            self._env: Any = lmdb.open(str(self.path), subdir=subdir, readonly=True, lock=False, readahead=False, max_readers=512)
         except lmdb.Error as error:
             raise StorageError(f"{self.path}: cannot open as LMDB ({error})") from error
         self.index_path = Path(index_path) if index_path else self._default_index_path()
@@ -259,3 +260,16 @@ class LmdbStorage(Storage):
         if self._env is not None:
             self._env.close()
             self._env = None
+
+
+def import_lmdb() -> Any:
+    """py-lmdb, or an ImportError saying how to get it.
+
+    Raises:
+        ImportError: py-lmdb is not installed.
+    """
+    try:
+        import lmdb
+    except ImportError as error:
+        raise ImportError("LMDB storage needs py-lmdb: pip install 'stoker[lmdb]'") from error
+    return lmdb

@@ -52,6 +52,14 @@ class Storage(ABC):
     """
 
     classes: list[str] | None = None
+    is_remote: bool = False
+    """True for network storage: the Loader then fetches per sample, out of order (the Cassandra
+    paper's incremental prefetch), with more batches in flight."""
+    changes_per_epoch: bool = False
+    """True when `set_epoch` changes the samples (a mixture's draw): the Loader then calls it and
+    reads `keys` and `labels` again at every epoch."""
+    epoch: int | None = None
+    """The epoch `set_epoch` last started, where the samples change per epoch."""
     _FAILURES_KEPT = 1000
 
     def __init__(self, max_concurrent_reads: int = 16) -> None:
@@ -198,6 +206,28 @@ class Storage(ABC):
         if len(results) != len(indices):
             raise StorageError(f"{self.describe()}: read {len(results)} samples for {len(indices)} requested")
         return results
+
+    async def fetch_index(self, index: int) -> bytes:
+        """The bytes of the sample at position ``index``, for async code (the Loader's sample
+        prefetch). Local storage reads on its I/O threads; network storage overrides this with
+        its own concurrent, retried requests.
+
+        Raises:
+            StorageError: The sample cannot be read; the error names it.
+        """
+        loop = asyncio.get_running_loop()
+        data = await loop.run_in_executor(self._io_threads(), lambda: self.read_indices([index])[0])
+        assert data is not None  # read_indices raises rather than return None under "raise"
+        return data
+
+    def set_epoch(self, epoch: int) -> None:  # noqa: B027 - a hook: most storages ignore epochs
+        """Start epoch ``epoch``. Only storages whose samples change per epoch (see
+        `changes_per_epoch`) do anything here."""
+
+    def stats(self) -> dict[str, int]:
+        """Counters of what the storage did (network storage: requests, bytes, retries...);
+        empty where nothing is counted."""
+        return {}
 
     def try_read_members(self, indices: Sequence[int], extensions: Sequence[str]) -> list[dict[str, Any] | Exception]:
         """Other members of each sample (WebDataset's ``.txt``, ``.json``...), decoded; an

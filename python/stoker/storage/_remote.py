@@ -158,7 +158,7 @@ class RemoteStorage(Storage):
         return self._loop
 
     def _read_indices(self, indices: Sequence[int]) -> list[bytes | Exception]:
-        return self.run(self._gather(indices))  # type: ignore[no-any-return]
+        return self.run(self._gather(indices))
 
     def close(self) -> None:
         """Stop the event-loop thread and release connections. Idempotent."""

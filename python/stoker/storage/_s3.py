@@ -199,7 +199,7 @@ class S3Storage(RemoteStorage):
             name_of=lambda number, key: f"s3://{self.bucket}/{self.object_key(self.shards[number].shard.name)}#{key}",
         )
         self.classes = self.catalog.classes
-        self._keys, self._labels, self._where = self.catalog.keys, self.catalog.labels, self.catalog.where  # type: ignore[assignment]
+        self._keys, self._labels, self._where = self.catalog.keys, self.catalog.labels, self.catalog.where
         self.layout = "shards"
         if self.payload is None:
             counts = self.catalog.payload_counts()
@@ -256,7 +256,7 @@ class S3Storage(RemoteStorage):
         """
         if self.layout != "shards":
             raise StorageError(f"{self.url}: one object per sample has no other members to read; extra members need tar shards")
-        return self.run(self._gather_members(indices, list(extensions)))  # type: ignore[no-any-return]
+        return self.run(self._gather_members(indices, list(extensions)))
 
     async def _gather_members(self, indices: Sequence[int], extensions: list[str]) -> list[dict[str, Any] | Exception]:
         async def one(index: int) -> dict[str, Any]:

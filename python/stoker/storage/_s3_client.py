@@ -60,7 +60,10 @@ def open_s3_store(
     credential_provider = None
     profile = profile or (None if "AWS_ACCESS_KEY_ID" in os.environ or "access_key_id" in config else os.environ.get("AWS_PROFILE"))
     if profile and "access_key_id" not in config:
-        import boto3
+        try:
+            import boto3
+        except ImportError as error:
+            raise ImportError(f"credentials from the AWS profile {profile!r} need boto3: pip install 'stoker[aws-profiles]'") from error
         from obstore.auth.boto3 import Boto3CredentialProvider
 
         credential_provider = Boto3CredentialProvider(boto3.Session(profile_name=profile))

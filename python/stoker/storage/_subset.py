@@ -37,7 +37,7 @@ class SubsetStorage(Storage):
         labels = base.labels
         self._labels = [labels[position] for position in positions]
         self.classes = base.classes
-        self.is_remote = getattr(base, "is_remote", False)
+        self.is_remote = base.is_remote
 
     def describe(self) -> str:
         return f"{len(self._keys)} samples of {self.base.describe()}"
@@ -47,4 +47,4 @@ class SubsetStorage(Storage):
 
     async def fetch_index(self, index: int) -> bytes:
         """The sample at ``index`` of the subset, through the base's async fetch."""
-        return await self.base.fetch_index(self._positions[index])  # type: ignore[attr-defined]
+        return await self.base.fetch_index(self._positions[index])

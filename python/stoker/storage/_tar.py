@@ -124,7 +124,7 @@ class TarShardStorage(Storage):
         )
         self.classes = self.catalog.classes
         self._keys = self.catalog.keys
-        self._labels = self.catalog.labels  # type: ignore[assignment]
+        self._labels = self.catalog.labels
         self._where = self.catalog.where
         self._index_of = {key: index for index, key in enumerate(self._keys)}
         counts = self.catalog.payload_counts()
@@ -205,10 +205,11 @@ class TarShardStorage(Storage):
             for slot, index, members in readable:
                 parts = data[cursor : cursor + len(members)]
                 cursor += len(members)
-                failed = next((part for part in parts if isinstance(part, Exception)), None)
-                if failed is None:
-                    failed = next((error for member, part in zip(members, parts) if (error := self._corruption(index, member, part))), None)  # type: ignore[arg-type]
-                results[slot] = failed if failed is not None else parts  # type: ignore[assignment]
+                failed: Exception | None = next((part for part in parts if isinstance(part, Exception)), None)
+                for member, part in zip(members, parts):
+                    if failed is None and isinstance(part, bytes):
+                        failed = self._corruption(index, member, part)
+                results[slot] = failed if failed is not None else [part for part in parts if isinstance(part, bytes)]
         return results
 
     def _corruption(self, index: int, member: str, data: bytes) -> Exception | None:

@@ -119,7 +119,7 @@ class TokenShards:
         return [np.load(io.BytesIO(data), allow_pickle=False) for data in self.storage.read_many(keys)]  # type: ignore[arg-type]
 
     def chunk(self, first: int, count: int) -> tuple[np.ndarray, np.ndarray]:
-        documents = self.documents(range(first, min(len(self), first + count)))  # type: ignore[arg-type]
+        documents = self.documents(range(first, min(len(self), first + count)))
         lengths = np.array([len(document) for document in documents], dtype=np.int64)
         tokens = np.concatenate(documents) if documents else np.zeros(0, np.uint32)
         return tokens, lengths

@@ -38,8 +38,9 @@ async def _bounded(limit: int, jobs: Any, run: Any) -> None:
     def finished(task: asyncio.Task[Any]) -> None:
         tasks.discard(task)
         slots.release()
-        if not task.cancelled() and task.exception() is not None:
-            failures.append(task.exception())
+        exception = None if task.cancelled() else task.exception()
+        if exception is not None:
+            failures.append(exception)
 
     try:
         for job in jobs:

@@ -14,7 +14,7 @@ from ..loader import Loader
 __all__ = ["LoaderDataset"]
 
 
-class LoaderDataset(IterableDataset):  # type: ignore[type-arg]
+class LoaderDataset(IterableDataset):
     """Yields ``(data, labels)`` tensors per batch, sharing the Loader's batch memory.
 
     Use it with ``batch_size=None`` and ``num_workers=0``: the Loader already batches, and its

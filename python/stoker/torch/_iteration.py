@@ -33,7 +33,8 @@ def _fetch(dataset: Any, index: Any) -> Any:
     try:
         return dataset[index]
     except Exception as error:
-        error.add_note(f"(raised by dataset[{index!r}] in stoker.torch.DataLoader)")
+        if hasattr(error, "add_note"):  # Python 3.11+: the traceback then names the item
+            error.add_note(f"(raised by dataset[{index!r}] in stoker.torch.DataLoader)")
         raise
 
 
@@ -56,7 +57,7 @@ class MapStyleIteration(Iterator[Any]):
     def __init__(self, loader: DataLoader) -> None:
         self.loader = loader
         self.dataset = loader.dataset
-        self._index_iterator = iter(loader.batch_sampler if loader.batch_sampler is not None else loader.sampler)  # type: ignore[arg-type]
+        self._index_iterator = iter(loader.batch_sampler if loader.batch_sampler is not None else loader.sampler)
         # torch draws the shared base seed when the iteration starts, after creating (not yet
         # running) the sampler's iterator: the global RNG or the generator advances as there.
         self.base_seed = int(torch.empty((), dtype=torch.int64).random_(generator=loader.generator).item())
