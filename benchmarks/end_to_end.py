@@ -26,6 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from stoker.bench import require_optimized_core  # noqa: E402
 from stoker.bench._peers import BATCH, PEERS, run_in_subprocess  # noqa: E402
 
 
@@ -86,6 +87,7 @@ def print_integrity_cost(root: Path, repeats: int) -> None:
 
 
 def main() -> None:
+    require_optimized_core()
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--count", type=int, default=3000)
     parser.add_argument("--repeats", type=int, default=3)

@@ -16,8 +16,11 @@ import time
 
 import numpy as np
 
+from stoker.bench import require_optimized_core
+
 
 def main() -> None:
+    require_optimized_core()
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=200)
     args = parser.parse_args()

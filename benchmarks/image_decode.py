@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from stoker.bench import image_folder  # noqa: E402
+from stoker.bench import image_folder, require_optimized_core  # noqa: E402
 from stoker.ops import ImageTransform, allocate_batch, decode_batch, decode_image  # noqa: E402
 
 
@@ -201,6 +201,7 @@ def webp(images: list[bytes], repeats: int) -> dict[str, float]:
 
 
 def main() -> None:
+    require_optimized_core()
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--count", type=int, default=1000, help="500x375 JPEGs (cached in ~/.cache/stoker)")
     parser.add_argument("--repeats", type=int, default=3)

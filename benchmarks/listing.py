@@ -14,6 +14,7 @@ import os
 import time
 from pathlib import Path
 
+from stoker.bench import require_optimized_core  # noqa: E402
 from stoker.storage import IMAGE_EXTENSIONS, FileStorage
 from stoker.storage._cache import cache_dir
 
@@ -41,6 +42,7 @@ def torchvision_style(root: Path) -> int:
 
 
 def main() -> None:
+    require_optimized_core()
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--classes", type=int, default=1000)
     parser.add_argument("--per-class", type=int, default=1000)

@@ -20,6 +20,7 @@ import time
 
 import numpy as np
 
+from stoker.bench import require_optimized_core  # noqa: E402
 from stoker.bench._scenarios import alpaca_like_lengths, long_lengths, naive_efficiency, packed_efficiency
 from stoker.ops import SequencePacker
 
@@ -45,6 +46,7 @@ def speed(document_lengths: np.ndarray, total_tokens: int, **options: object) ->
 
 
 def main() -> None:
+    require_optimized_core()
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--documents", type=int, default=2000)
     parser.add_argument("--speed-tokens", type=int, default=50_000_000)

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from stoker.bench import require_optimized_core  # noqa: E402
 from stoker.pipeline import PipelineBuilder
 
 _PAYLOAD = os.urandom(1 << 20)
@@ -120,6 +121,7 @@ ENGINES = {"stoker": run_stoker, "spdl": run_spdl, "bare pool": run_bare}
 
 
 def main() -> None:
+    require_optimized_core()
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--items", type=int, default=20_000, help="items for scenario a (b uses a tenth)")
     parser.add_argument("--repeats", type=int, default=3)

@@ -16,6 +16,7 @@ import random
 import statistics
 import time
 
+from stoker.bench import require_optimized_core  # noqa: E402
 from stoker.sampling import OutOfOrderPrefetcher
 
 
@@ -47,6 +48,7 @@ async def measure(in_order: bool, batches: int, batch_size: int, max_batches: in
 
 
 def main() -> None:
+    require_optimized_core()
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--batches", type=int, default=300)
     parser.add_argument("--batch-size", type=int, default=32)

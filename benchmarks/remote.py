@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from stoker.bench import image_folder  # noqa: E402
+from stoker.bench import image_folder, require_optimized_core  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, for tests.support
 
@@ -142,6 +142,7 @@ def run_store(name: str, rtt_ms: float, open_through: Callable[[int], tuple[Any,
 
 
 def main() -> None:
+    require_optimized_core()
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--images", type=int, default=2048)
     parser.add_argument("--rtt-ms", default="0,20,50,150")

@@ -24,6 +24,9 @@ from tests.support.s3_server import S3Server  # noqa: E402
 IN_FLIGHT = 64
 
 
+from stoker.bench import require_optimized_core  # noqa: E402
+
+
 def boto3_threads(server: S3Server, keys: list[str]) -> None:
     import boto3
     from botocore.config import Config
@@ -86,6 +89,7 @@ def obstore_async(server: S3Server, keys: list[str]) -> None:
 
 
 def main() -> None:
+    require_optimized_core()
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--objects", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=3)

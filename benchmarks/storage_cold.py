@@ -34,6 +34,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from stoker.bench import require_optimized_core  # noqa: E402
 from stoker.bench._scenarios import drop_caches
 from stoker.storage import FileStorage, LmdbStorage, Storage, TarShardStorage, convert_storage
 from stoker.storage._cache import cache_dir
@@ -91,6 +92,7 @@ def measure(name: str, run: Callable[[], int], samples: int, paths: Sequence[Pat
 
 
 def main() -> None:
+    require_optimized_core()
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--small", type=int, default=50_000)
     parser.add_argument("--large", type=int, default=10_000)

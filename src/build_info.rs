@@ -5,7 +5,7 @@
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// Whether this binary was compiled with optimizations (a debug core is about 10x slower, and
-/// benchmarks refuse to report numbers from it).
+/// `stoker bench` and `benchmarks/` refuse to report numbers from it: `stoker.bench.require_optimized_core`).
 pub fn is_optimized() -> bool {
     !cfg!(debug_assertions)
 }

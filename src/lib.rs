@@ -1,8 +1,9 @@
 //! stoker's native core.
 //!
 //! The pure-Rust modules hold the hot loops and are tested with `cargo test`, which needs no
-//! Python. The `python` feature adds the PyO3 bindings (`python.rs`) that maturin builds into
-//! the `stoker._native` extension module.
+//! Python. The `python` feature adds the PyO3 bindings (the `python/` module, one file per
+//! concern: image, packing, storage) that maturin builds into the `stoker._native` extension
+//! module.
 
 pub mod build_info;
 pub mod image;

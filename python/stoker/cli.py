@@ -164,8 +164,10 @@ def _index(arguments: argparse.Namespace) -> int:
 def _bench(arguments: argparse.Namespace) -> int:
     import os
 
-    from .bench import image_folder, run_loader
+    from .bench import image_folder, require_optimized_core, run_loader
     from .bench._peers import available_peers, run_in_subprocess
+
+    require_optimized_core()
     from .bench._scenarios import SCENARIOS
 
     if arguments.scenario:

@@ -1,5 +1,6 @@
 //! Python bindings of the packer: `TokenPacker`.
 
+use std::collections::VecDeque;
 use std::sync::Mutex;
 
 use numpy::{PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1};
@@ -175,24 +176,26 @@ impl TokenPacker {
         let ready: Vec<Vec<Segment>> = ready.into_iter().map(segments_from_python).collect();
         let open: Vec<Vec<Segment>> = open.into_iter().map(segments_from_python).collect();
         let pending = segments_from_python(pending);
-        let mut failure: Option<PyErr> = None;
-        let result = self.lock()?.restore(&ready, &open, &pending, counters, |document, start, length| {
-            let tokens: PyResult<Vec<u32>> = fetch.call1((document, start, length)).and_then(|value| value.extract::<Vec<u32>>());
-            match tokens {
-                Ok(tokens) if tokens.len() == length as usize => Ok(tokens),
-                Ok(tokens) => Err(format!("document {document}: fetch gave {} tokens for a piece of {length}", tokens.len())),
-                Err(error) => {
-                    let message = error.to_string();
-                    failure = Some(error);
-                    Err(message)
-                }
+        // Every piece's tokens first, calling Python without the packer's lock held (a `fetch`
+        // that reads storage may take long, or call back into this packer), in the order
+        // `restore` asks for them: the ready rows, the open rows, then the pending pieces.
+        let mut fetched: VecDeque<Vec<u32>> = VecDeque::new();
+        for segment in ready.iter().chain(open.iter()).flatten().chain(pending.iter()) {
+            let (document, start, length) = (segment.document, segment.start, segment.length);
+            let tokens: Vec<u32> = fetch.call1((document, start, length))?.extract()?;
+            if tokens.len() != length as usize {
+                return Err(PyValueError::new_err(format!(
+                    "document {document}: fetch gave {} tokens for a piece of {length}",
+                    tokens.len()
+                )));
             }
-        });
-        match (result, failure) {
-            (Ok(()), _) => Ok(()),
-            (Err(_), Some(error)) => Err(error),
-            (Err(message), None) => Err(PyValueError::new_err(message)),
+            fetched.push_back(tokens);
         }
+        self.lock()?
+            .restore(&ready, &open, &pending, counters, |document, _, _| {
+                fetched.pop_front().ok_or_else(|| format!("document {document}: no fetched tokens left for this piece"))
+            })
+            .map_err(PyValueError::new_err)
     }
 
     /// Counters: documents, empty_documents, tokens_in, tokens_dropped, rows, tokens_packed.

@@ -1,4 +1,5 @@
-//! Python bindings of explicit I/O: `read_ranges`.
+//! Python bindings of explicit I/O and listing: `read_ranges` (coalesced positional reads),
+//! `crc32`, `list_tree` (a parallel folder walk).
 
 use std::ffi::OsString;
 use std::path::PathBuf;

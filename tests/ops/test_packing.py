@@ -117,6 +117,27 @@ def test_restore_refuses_other_settings_and_changed_documents() -> None:
         SequencePacker(CONTEXT, BATCH, window=100).load_state_dict(state, fetch=lambda number: docs[number][:1])
 
 
+def test_a_fetch_that_looks_at_the_packer_does_not_deadlock() -> None:
+    # The native packer's lock is not held while Python's fetch runs: a fetch may read the
+    # packer (progress logging, say) without hanging the restore.
+    from stoker._native import TokenPacker
+
+    docs = documents(60, seed=4)
+    packer = SequencePacker(CONTEXT, BATCH, window=30)
+    for document in docs:
+        packer.add(document)
+    native_state = packer.state_dict()["packer"]
+    restored = TokenPacker(CONTEXT, "best_fit", 30)
+    looked = []
+
+    def fetch(document: int, start: int, length: int) -> list[int]:
+        looked.append(restored.ready_rows)  # takes the packer's lock
+        return list(docs[document][start : start + length])
+
+    restored.restore(native_state, fetch)
+    assert looked and restored.ready_rows == packer._packer.ready_rows
+
+
 def test_same_input_same_rows() -> None:
     order = list(range(300))
     random.Random(7).shuffle(order)

@@ -95,10 +95,20 @@ def test_stop_before_start_never_starts() -> None:
 
 
 def test_stop_from_another_thread_wakes_the_consumer(caplog: pytest.LogCaptureFixture) -> None:
-    release = threading.Event()
-    pipeline = PipelineBuilder().add_source(range(3)).pipe(lambda x: release.wait(30)).add_sink(2).build()
+    release, entered = threading.Event(), threading.Event()
+
+    def stuck(item: int) -> None:
+        entered.set()
+        release.wait(30)
+
+    pipeline = PipelineBuilder().add_source(range(3)).pipe(stuck).add_sink(2).build()
     pipeline.start()
-    stopper = threading.Timer(0.2, pipeline.stop, kwargs={"timeout": 0.2})
+
+    def stop_once_stuck() -> None:  # an event, not a guess at how long starting takes
+        entered.wait(30)
+        pipeline.stop(timeout=0.2)
+
+    stopper = threading.Thread(target=stop_once_stuck)
     stopper.start()
     with pytest.raises(PipelineStoppedError):
         pipeline.get()
@@ -119,8 +129,19 @@ def test_get_timeout() -> None:
 
 
 def test_keyboard_interrupt_while_iterating_stops_the_threads() -> None:
-    pipeline = PipelineBuilder().add_source(range(1000)).pipe(lambda x: time.sleep(0.5), concurrency=2).add_sink(2).build()
-    timer = threading.Timer(0.3, _thread.interrupt_main)
+    entered = threading.Event()
+
+    def slow(item: int) -> None:
+        entered.set()
+        time.sleep(0.5)
+
+    pipeline = PipelineBuilder().add_source(range(1000)).pipe(slow, concurrency=2).add_sink(2).build()
+
+    def interrupt_once_running() -> None:
+        entered.wait(30)
+        _thread.interrupt_main()
+
+    timer = threading.Thread(target=interrupt_once_running)
     timer.start()
     with pytest.raises(KeyboardInterrupt):
         for _ in pipeline:  # blocked waiting for the first item when the interrupt lands
@@ -169,11 +190,16 @@ def test_keyboard_interrupt_in_a_real_process_exits_cleanly() -> None:
         """
         import os, signal, threading, time
         from stoker.pipeline import PipelineBuilder
+        running = threading.Event()
         def slow(item):
+            running.set()
             time.sleep(0.05)
             return item
         pipeline = PipelineBuilder().add_source(range(10**9)).pipe(slow, concurrency=4).add_sink(2).build()
-        threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+        def interrupt():
+            running.wait(30)
+            os.kill(os.getpid(), signal.SIGINT)
+        threading.Thread(target=interrupt, daemon=True).start()
         try:
             for item in pipeline:
                 pass
