@@ -13,7 +13,10 @@ from __future__ import annotations
 
 from collections import deque
 from time import perf_counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._runner import StageRunner
 
 
 class _Buffer:
@@ -46,10 +49,15 @@ class _Buffer:
         self.items: deque[Any] = deque()
         self.reserved = 0
         self.closed = False
-        self.producer: Any = None
-        self.consumer: Any = None
+        self.producer: StageRunner | None = None  # the stage that fills it
+        self.consumer: StageRunner | None = None  # the stage that takes from it (None: the sink)
         self._area = 0.0
         self._last_change = perf_counter()
+
+    def start_clock(self, at: float) -> None:
+        """Measure the mean length from ``at`` (the pipeline's start) on."""
+        self._area = 0.0
+        self._last_change = at
 
     def can_reserve(self) -> bool:
         """Whether one more slot can be promised."""

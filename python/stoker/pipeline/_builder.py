@@ -9,17 +9,7 @@ from typing import Any, Literal
 
 from ._engine import _Engine
 from ._pipeline import Pipeline
-from ._spec import (
-    AGGREGATE,
-    ASYNC_GENERATOR,
-    DISAGGREGATE,
-    GENERATOR,
-    PIPE,
-    SOURCE,
-    StageSpec,
-    op_kind,
-    op_name,
-)
+from ._spec import OpKind, StageKind, StageSpec, op_kind, op_name
 
 __all__ = ["PipelineBuilder"]
 
@@ -93,7 +83,7 @@ class PipelineBuilder:
         self._check_open("a source")
         if not (hasattr(source, "__iter__") or hasattr(source, "__aiter__")):
             raise TypeError(f"source must be an iterable or async iterable, got {type(source).__name__}")
-        self._stages.append(StageSpec(name=name, kind=SOURCE, source=source, buffer_size=_positive("buffer_size", buffer_size)))
+        self._stages.append(StageSpec(name=name, kind=StageKind.SOURCE, source=source, buffer_size=_positive("buffer_size", buffer_size)))
         return self
 
     def pipe(
@@ -138,13 +128,13 @@ class PipelineBuilder:
         if max_failures is not None and (not isinstance(max_failures, int) or max_failures < 0):
             raise ValueError(f"max_failures must be None or a non-negative integer, got {max_failures!r}")
         kind = op_kind(op)
-        if executor is not None and kind in (GENERATOR, ASYNC_GENERATOR):
+        if executor is not None and kind in (OpKind.GENERATOR, OpKind.ASYNC_GENERATOR):
             raise ValueError("generator ops cannot run in an executor: generators cannot be pickled")
         size = _positive("buffer_size", buffer_size) if buffer_size is not None else max(2, 2 * concurrency)
         self._stages.append(
             StageSpec(
                 name=self._unique_name(name or op_name(op)),
-                kind=PIPE,
+                kind=StageKind.PIPE,
                 op=op,
                 op_kind=kind,
                 concurrency=concurrency,
@@ -169,7 +159,7 @@ class PipelineBuilder:
         self._stages.append(
             StageSpec(
                 name=self._unique_name(name or f"aggregate_{num_items}"),
-                kind=AGGREGATE,
+                kind=StageKind.AGGREGATE,
                 batch_size=num_items,
                 drop_last=drop_last,
                 buffer_size=2,
@@ -180,7 +170,7 @@ class PipelineBuilder:
     def disaggregate(self, *, name: str | None = None) -> PipelineBuilder:
         """Split every item (an iterable) into its elements. A non-iterable item is a failure."""
         self._check_open("disaggregate()")
-        self._stages.append(StageSpec(name=self._unique_name(name or "disaggregate"), kind=DISAGGREGATE, buffer_size=2))
+        self._stages.append(StageSpec(name=self._unique_name(name or "disaggregate"), kind=StageKind.DISAGGREGATE, buffer_size=2))
         return self
 
     def add_sink(self, buffer_size: int = 3) -> PipelineBuilder:

@@ -16,13 +16,15 @@ import logging
 import threading
 import traceback
 from collections import deque
+from enum import Enum
 from time import perf_counter, thread_time
 from typing import Any
 
 from ._buffer import _Buffer
 from ._errors import AbortPipeline, FailureRecord, PipelineFailureError, PipelineStoppedError
 from ._inline import _InlineStage, _short_repr
-from ._spec import ASYNC_GENERATOR, GENERATOR, SOURCE, StageSpec
+from ._runner import StageRunner
+from ._spec import OpKind, StageKind, StageSpec
 from ._stage import _Job, _Stage
 from ._stats import PipelineStats
 
@@ -33,7 +35,13 @@ _TRACEBACKS_LOGGED = 20
 # Samples kept for the timeline (at the default interval, about an hour).
 _TIMELINE_SAMPLES = 14_400
 
-_VALUE, _DONE, _FAILED = 0, 1, 2
+
+class _Outcome(Enum):
+    """What one step of an op gave: a value, the end of its outputs, or an error."""
+
+    VALUE = "value"
+    DONE = "done"
+    FAILED = "failed"
 
 
 class _Engine:
@@ -60,7 +68,7 @@ class _Engine:
         self.consumer_wait = 0.0
         self.items_consumed = 0
         self.timeline: deque[dict[str, Any]] = deque(maxlen=_TIMELINE_SAMPLES)
-        self._pending: deque[Any] = deque()
+        self._pending: deque[StageRunner | None] = deque()
         self._num_threads = num_threads
         self._sample_interval = sample_interval
         self._report_interval = report_interval
@@ -69,7 +77,7 @@ class _Engine:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: threading.Thread | None = None
         self._loop_tasks: set[asyncio.Task[Any]] = set()
-        self.stages: list[Any] = []
+        self.stages: list[StageRunner] = []
         upstream: _Buffer | None = None
         for spec in specs:
             stage = _InlineStage(spec, self, upstream) if spec.runs_inline else _Stage(spec, self, upstream)  # type: ignore[arg-type]
@@ -78,7 +86,7 @@ class _Engine:
         # The last stage's queue is the sink the consumer reads.
         self.sink: _Buffer = upstream  # type: ignore[assignment]
         last = self.stages[-1]
-        self.sink.capacity = sink_size + (0 if last.spec.runs_inline else last.concurrency)
+        self.sink.capacity = sink_size + (0 if last.spec.runs_inline else last.spec.concurrency)
 
     # ---- lifecycle ------------------------------------------------------------------------
 
@@ -88,7 +96,7 @@ class _Engine:
 
         self.started_at = perf_counter()
         for stage in self.stages:
-            stage.output._last_change = self.started_at
+            stage.output.start_clock(self.started_at)
         with self.lock:
             self._record_sample()  # the timeline starts at zero, however short the run
         self._pool = _WorkerPool(self._num_threads, f"stoker-{self.name}-worker")
@@ -168,7 +176,7 @@ class _Engine:
 
     # ---- waking stages ---------------------------------------------------------------------
 
-    def wake(self, stage: Any) -> None:
+    def wake(self, stage: StageRunner | None) -> None:
         """Note that ``stage`` (None: the consumer) may be able to act. Call under the lock."""
         if stage is None:
             self._pending.append(None)
@@ -176,11 +184,11 @@ class _Engine:
             stage.wake_pending = True
             self._pending.append(stage)
 
-    def drain(self) -> list[Any]:
+    def drain(self) -> list[_Stage]:
         """Act on every woken stage; return the stages that need a new runner. Under the lock."""
-        starts = []
+        starts: list[_Stage] = []
         pending = self._pending
-        failures: list[tuple[Any, FailureRecord]] = []
+        failures: list[tuple[StageRunner, FailureRecord]] = []
         while pending:
             stage = pending.popleft()
             if stage is None:
@@ -191,6 +199,7 @@ class _Engine:
                 for record in stage.process():
                     failures.append((stage, record))
                 continue
+            assert isinstance(stage, _Stage)
             stage.check_end()
             if stage.runners < stage.concurrency and stage.has_work():
                 stage.runners += 1
@@ -200,7 +209,7 @@ class _Engine:
             self._check_budget(stage)
         return starts
 
-    def start_runners(self, stages: list[Any]) -> None:
+    def start_runners(self, stages: list[_Stage]) -> None:
         """Start one runner per entry, outside the lock."""
         for stage in stages:
             if stage.spec.runs_on_loop:
@@ -260,43 +269,43 @@ class _Engine:
             stage.runners -= 1
         return job
 
-    def _execute(self, stage: _Stage, job: _Job) -> tuple[int, Any, float]:
+    def _execute(self, stage: _Stage, job: _Job) -> tuple[_Outcome, Any, float]:
         started = perf_counter()
         cpu_started = thread_time()
         try:
-            if stage.spec.kind == SOURCE:
+            if stage.spec.kind == StageKind.SOURCE:
                 if stage.iterator is None:
                     stage.iterator = iter(stage.spec.source)
                 value = next(stage.iterator)
             elif job.generator is not None:
                 value = next(job.generator)
-            elif stage.spec.op_kind == GENERATOR:
+            elif stage.spec.op_kind == OpKind.GENERATOR:
                 job.generator = stage.spec.op(job.item)  # type: ignore[misc]
                 value = next(job.generator)
             else:
                 value = stage.spec.op(job.item)  # type: ignore[misc]
         except StopIteration:
-            value, outcome = None, _DONE
+            value, outcome = None, _Outcome.DONE
         except Exception as error:
-            value, outcome = error, _FAILED
+            value, outcome = error, _Outcome.FAILED
         else:
-            outcome = _VALUE
+            outcome = _Outcome.VALUE
         # CPU time of the op's own thread: near its wall time for CPU-bound work, near zero for
         # work that waits (I/O, sleeps). The diagnosis tells the two apart with it.
         stage.task_cpu_seconds += thread_time() - cpu_started
         return outcome, value, perf_counter() - started
 
-    async def _execute_async(self, stage: _Stage, job: _Job) -> tuple[int, Any, float]:
+    async def _execute_async(self, stage: _Stage, job: _Job) -> tuple[_Outcome, Any, float]:
         spec = stage.spec
         started = perf_counter()
         try:
-            if spec.kind == SOURCE:
+            if spec.kind == StageKind.SOURCE:
                 if stage.iterator is None:
                     stage.iterator = spec.source.__aiter__()
                 value = await stage.iterator.__anext__()
             elif job.generator is not None:
                 value = await job.generator.__anext__()
-            elif spec.op_kind == ASYNC_GENERATOR:
+            elif spec.op_kind == OpKind.ASYNC_GENERATOR:
                 job.generator = spec.op(job.item)  # type: ignore[misc]
                 value = await job.generator.__anext__()
             elif spec.executor is not None:
@@ -305,34 +314,34 @@ class _Engine:
             else:
                 value = await spec.op(job.item)  # type: ignore[misc]
         except (StopAsyncIteration, StopIteration):
-            return _DONE, None, perf_counter() - started
+            return _Outcome.DONE, None, perf_counter() - started
         except Exception as error:
-            return _FAILED, error, perf_counter() - started
-        return _VALUE, value, perf_counter() - started
+            return _Outcome.FAILED, error, perf_counter() - started
+        return _Outcome.VALUE, value, perf_counter() - started
 
-    def _complete(self, stage: _Stage, job: _Job, outcome: int, value: Any, seconds: float) -> tuple[_Job | None, list[Any]]:
+    def _complete(self, stage: _Stage, job: _Job, outcome: _Outcome, value: Any, seconds: float) -> tuple[_Job | None, list[Any]]:
         """Hand a step's outcome to the stage; return the runner's next job and stages to start."""
         record = None
-        abort = value.error if outcome == _FAILED and isinstance(value, AbortPipeline) else None
+        abort = value.error if outcome == _Outcome.FAILED and isinstance(value, AbortPipeline) else None
         with self.lock:
             stage.task_times.record(seconds)
             next_job: _Job | None = None
-            if outcome == _VALUE:
+            if outcome == _Outcome.VALUE:
                 stage.emit(job, value)
                 if job.generator is not None and stage.continue_generator(job):
                     next_job = job
                 elif job.generator is None:
                     stage.finish(job)
-            elif outcome == _DONE:
-                if stage.spec.kind == SOURCE:
+            elif outcome == _Outcome.DONE:
+                if stage.spec.kind == StageKind.SOURCE:
                     stage.exhausted = True
                 stage.finish(job)
             elif abort is not None:
-                if stage.spec.kind == SOURCE:
+                if stage.spec.kind == StageKind.SOURCE:
                     stage.exhausted = True
                 stage.finish(job)
             else:
-                if stage.spec.kind == SOURCE:
+                if stage.spec.kind == StageKind.SOURCE:
                     stage.exhausted = True
                     self.source_error = value
                 else:
@@ -347,7 +356,7 @@ class _Engine:
         elif record is not None:
             self._log_failure(stage, record, value)
             self._check_budget(stage)
-        elif outcome == _FAILED:
+        elif outcome == _Outcome.FAILED:
             _logger.error("pipeline %s: source %r failed", self.name, stage.name, exc_info=value)
         return next_job, starts
 
@@ -370,7 +379,7 @@ class _Engine:
         else:
             _logger.error("pipeline %s: %s", self.name, record.describe())
 
-    def _check_budget(self, stage: Any) -> None:
+    def _check_budget(self, stage: StageRunner) -> None:
         budget = stage.spec.max_failures
         if budget is not None and stage.failure_count > budget:
             self.fail(PipelineFailureError(stage.name, budget, stage.failure_count, stage.failure_records))

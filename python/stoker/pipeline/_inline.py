@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._buffer import _Buffer
 from ._errors import FailureRecord
-from ._spec import AGGREGATE, StageSpec
+from ._spec import StageKind, StageSpec
 from ._stats import StageStats, _TaskTimeHistogram
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ class _InlineStage:
         if self.finished or self.engine.stopping:
             return []
         failures: list[FailureRecord] = []
-        if self.spec.kind == AGGREGATE:
+        if self.spec.kind == StageKind.AGGREGATE:
             self._aggregate()
         else:
             self._disaggregate(failures)

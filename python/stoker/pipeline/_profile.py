@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
-from ._spec import AGGREGATE, DISAGGREGATE, PIPE, StageSpec
+from ._spec import StageKind, StageSpec
 
 if TYPE_CHECKING:
     from ._builder import PipelineBuilder
@@ -69,7 +69,7 @@ def _run_alone(spec: StageSpec, inputs: Sequence[Any], concurrency: int) -> tupl
 
 
 def _regroup(spec: StageSpec, items: list[Any]) -> list[Any]:
-    if spec.kind == AGGREGATE:
+    if spec.kind == StageKind.AGGREGATE:
         size = spec.batch_size
         groups = [items[start : start + size] for start in range(0, len(items), size)]
         if groups and spec.drop_last and len(groups[-1]) < size:
@@ -111,10 +111,10 @@ def profile_pipeline(
     items = list(itertools.islice(source, num_items))
     results = []
     for spec in stages[1:]:
-        if spec.kind in (AGGREGATE, DISAGGREGATE):
+        if spec.kind in (StageKind.AGGREGATE, StageKind.DISAGGREGATE):
             items = _regroup(spec, items)
             continue
-        assert spec.kind == PIPE
+        assert spec.kind == StageKind.PIPE
         rates: dict[int, float] = {}
         failures: dict[int, int] = {}
         outputs_at: dict[int, list[Any]] = {}

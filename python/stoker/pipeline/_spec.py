@@ -6,21 +6,34 @@ import inspect
 from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
-# How an op is called, decided once when the stage is added.
-FUNCTION = "function"
-ASYNC_FUNCTION = "async function"
-GENERATOR = "generator"
-ASYNC_GENERATOR = "async generator"
 
-SOURCE = "source"
-PIPE = "pipe"
-AGGREGATE = "aggregate"
-DISAGGREGATE = "disaggregate"
+class OpKind(str, Enum):
+    """How an op is called, decided once when the stage is added."""
+
+    FUNCTION = "function"
+    ASYNC_FUNCTION = "async function"
+    GENERATOR = "generator"
+    ASYNC_GENERATOR = "async generator"
+
+    @property
+    def is_generator(self) -> bool:
+        """The op yields any number of outputs per input."""
+        return self in (OpKind.GENERATOR, OpKind.ASYNC_GENERATOR)
 
 
-def op_kind(op: Callable[..., Any]) -> str:
+class StageKind(str, Enum):
+    """What a stage does (its value is what stats and reports show)."""
+
+    SOURCE = "source"
+    PIPE = "pipe"
+    AGGREGATE = "aggregate"
+    DISAGGREGATE = "disaggregate"
+
+
+def op_kind(op: Callable[..., Any]) -> OpKind:
     """Classify an op as a function, async function, generator or async generator.
 
     Callable objects are classified by their ``__call__``; ``functools.partial`` is unwrapped.
@@ -31,12 +44,12 @@ def op_kind(op: Callable[..., Any]) -> str:
         if candidate is None:
             continue
         if inspect.isasyncgenfunction(candidate):
-            return ASYNC_GENERATOR
+            return OpKind.ASYNC_GENERATOR
         if inspect.iscoroutinefunction(candidate):
-            return ASYNC_FUNCTION
+            return OpKind.ASYNC_FUNCTION
         if inspect.isgeneratorfunction(candidate):
-            return GENERATOR
-    return FUNCTION
+            return OpKind.GENERATOR
+    return OpKind.FUNCTION
 
 
 def op_name(op: Callable[..., Any]) -> str:
@@ -51,23 +64,23 @@ class StageSpec:
 
     Attributes:
         name: Unique name, used in stats, logs and errors.
-        kind: SOURCE, PIPE, AGGREGATE or DISAGGREGATE.
-        op: The op for a PIPE stage.
-        op_kind: How ``op`` is called (FUNCTION, ASYNC_FUNCTION, GENERATOR, ASYNC_GENERATOR).
+        kind: StageKind.SOURCE, StageKind.PIPE, StageKind.AGGREGATE or StageKind.DISAGGREGATE.
+        op: The op for a StageKind.PIPE stage.
+        op_kind: How ``op`` is called (OpKind.FUNCTION, OpKind.ASYNC_FUNCTION, OpKind.GENERATOR, OpKind.ASYNC_GENERATOR).
         concurrency: Tasks the stage may run at once.
         ordered: Whether outputs keep input order.
         max_failures: Failures tolerated before the pipeline stops (None: unlimited).
-        executor: Where a PIPE op runs, when not in the pipeline's own thread pool.
+        executor: Where a StageKind.PIPE op runs, when not in the pipeline's own thread pool.
         buffer_size: Finished items the stage's output queue holds.
-        source: The iterable or async iterable of a SOURCE stage.
-        batch_size: Items per list of an AGGREGATE stage.
-        drop_last: Whether an AGGREGATE stage drops its last, short list.
+        source: The iterable or async iterable of a StageKind.SOURCE stage.
+        batch_size: Items per list of an StageKind.AGGREGATE stage.
+        drop_last: Whether an StageKind.AGGREGATE stage drops its last, short list.
     """
 
     name: str
-    kind: str
+    kind: StageKind
     op: Callable[..., Any] | None = None
-    op_kind: str = FUNCTION
+    op_kind: OpKind = OpKind.FUNCTION
     concurrency: int = 1
     ordered: bool = False
     max_failures: int | None = None
@@ -79,12 +92,12 @@ class StageSpec:
 
     @property
     def runs_inline(self) -> bool:
-        """AGGREGATE and DISAGGREGATE only move items; they run inside the engine's lock."""
-        return self.kind in (AGGREGATE, DISAGGREGATE)
+        """AGGREGATE and StageKind.DISAGGREGATE only move items; they run inside the engine's lock."""
+        return self.kind in (StageKind.AGGREGATE, StageKind.DISAGGREGATE)
 
     @property
     def runs_on_loop(self) -> bool:
         """Async ops, async sources and executor stages are driven by the event loop."""
-        if self.kind == SOURCE:
+        if self.kind == StageKind.SOURCE:
             return hasattr(self.source, "__aiter__")
-        return self.executor is not None or self.op_kind in (ASYNC_FUNCTION, ASYNC_GENERATOR)
+        return self.executor is not None or self.op_kind in (OpKind.ASYNC_FUNCTION, OpKind.ASYNC_GENERATOR)

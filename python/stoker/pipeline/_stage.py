@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._buffer import _Buffer
 from ._errors import FailureRecord
-from ._spec import ASYNC_GENERATOR, GENERATOR, SOURCE, StageSpec
+from ._spec import OpKind, StageKind, StageSpec
 from ._stats import StageStats, _TaskTimeHistogram
 
 if TYPE_CHECKING:
@@ -53,7 +53,7 @@ class _Stage:
         self.engine = engine
         self.concurrency = spec.concurrency
         self.ordered = spec.ordered and spec.concurrency > 1
-        self.is_generator = spec.op_kind in (GENERATOR, ASYNC_GENERATOR)
+        self.is_generator = spec.op_kind in (OpKind.GENERATOR, OpKind.ASYNC_GENERATOR)
         self.input = input_buffer
         # Reservations count toward capacity, so the queue holds buffer_size finished items
         # while every task slot still has room for its result.
@@ -90,7 +90,7 @@ class _Stage:
     # ---- deciding what may run -------------------------------------------------------------
 
     def _input_available(self) -> bool:
-        if self.spec.kind == SOURCE:
+        if self.spec.kind == StageKind.SOURCE:
             return not self.exhausted
         return bool(self.input.items)  # type: ignore[union-attr]
 
@@ -133,7 +133,7 @@ class _Stage:
         self._account_busy()
         self.output.reserved += 1
         item = None
-        if self.spec.kind != SOURCE:
+        if self.spec.kind != StageKind.SOURCE:
             item = self.input.pop()  # type: ignore[union-attr]
             self.engine.wake(self.input.producer)  # type: ignore[union-attr]
             self.items_in += 1
@@ -158,7 +158,7 @@ class _Stage:
     def emit(self, job: _Job, value: Any) -> None:
         """Put one result out, in completion order or held for input order."""
         self.items_out += 1
-        if self.spec.kind == SOURCE:
+        if self.spec.kind == StageKind.SOURCE:
             self.items_in += 1
         if not self.ordered:
             self.output.reserved -= 1
@@ -221,7 +221,7 @@ class _Stage:
         """Close the output once the input is done and nothing is in flight."""
         if self.finished:
             return
-        if self.spec.kind == SOURCE:
+        if self.spec.kind == StageKind.SOURCE:
             upstream_done = self.exhausted
         else:
             upstream_done = self.input.closed and not self.input.items  # type: ignore[union-attr]
