@@ -30,17 +30,58 @@ from .storage import (
     write_index,
 )
 
-_UNITS = {"": 1, "B": 1, "KB": 1 << 10, "K": 1 << 10, "MB": 1 << 20, "M": 1 << 20, "GB": 1 << 30, "G": 1 << 30}
+# Sizes are binary, as `du -h` and most storage tools mean them: 1 MB = 1 MiB = 2**20 bytes.
+_UNITS = {
+    **{unit: 1 for unit in ("", "B")},
+    **{unit: 1 << 10 for unit in ("K", "KB", "KIB")},
+    **{unit: 1 << 20 for unit in ("M", "MB", "MIB")},
+    **{unit: 1 << 30 for unit in ("G", "GB", "GIB")},
+    **{unit: 1 << 40 for unit in ("T", "TB", "TIB")},
+}
 
 
 def parse_size(text: str) -> int:
-    """``"256MB"`` -> 268435456."""
-    stripped = text.strip().upper()
-    number = stripped.rstrip("KMGB")
+    """``"256MB"`` -> 268435456 (units are binary: KB, MB, GB, TB, or KiB, MiB, GiB, TiB).
+
+    Raises:
+        argparse.ArgumentTypeError: Not a size; the message shows what one looks like.
+    """
+    stripped = text.strip().upper().replace(" ", "")
+    number = stripped.rstrip("KMGTIB")
     unit = stripped[len(number) :]
-    if not number or unit not in _UNITS:
-        raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 256MB)")
-    return int(float(number) * _UNITS[unit])
+    try:
+        value = float(number)
+    except ValueError:
+        value = -1.0
+    if unit not in _UNITS or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text}: expected a size like 256MB or 1.5GiB")
+    return int(value * _UNITS[unit])
+
+
+class _HelpWithDefaults(argparse.ArgumentDefaultsHelpFormatter):
+    """Every option's help ends with its default, unless it has none (None, a flag) or already
+    says it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if action.default is None or action.default is False or action.default == argparse.SUPPRESS or "default" in text:
+            return text
+        if not action.option_strings:
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    from . import _native
+
+    try:
+        package = version("stoker")
+    except PackageNotFoundError:
+        package = "unknown"
+    build = _native.build_info()
+    return f"stoker {package} (native core {build['version']}, {'optimized' if build['optimized'] else 'DEBUG'} build)"
 
 
 def _upload(arguments: argparse.Namespace) -> int:
@@ -244,14 +285,16 @@ def _report(arguments: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="stoker", description="Keeps accelerators fed.")
+    parser.add_argument("--version", action="version", version=_version())
     commands = parser.add_subparsers(dest="command", required=True)
-    bench = commands.add_parser("bench", help="measure the Loader (and its peers) and name the bottleneck")
+    defaults = {"formatter_class": _HelpWithDefaults}
+    bench = commands.add_parser("bench", help="measure the Loader (and its peers) and name the bottleneck", **defaults)
     bench.add_argument(
         "path", nargs="?", help="a dataset: a path, s3://bucket/prefix or cassandra://host/keyspace (default: generated JPEGs)"
     )
-    bench.add_argument("--batch-size", type=int, default=32)
+    bench.add_argument("--batch-size", type=int, default=32, help="samples per batch")
     bench.add_argument("--fetch-concurrency", type=int, default=None, help="batches fetched at once (4 local, 8 remote)")
-    bench.add_argument("--decode-concurrency", type=int, default=None)
+    bench.add_argument("--decode-concurrency", type=int, default=None, help="batches decoded at once (default: the cores)")
     bench.add_argument("--latency-ms", type=float, default=0.0, help="delay added to every storage read")
     bench.add_argument("--step-ms", type=float, default=0.0, help="simulated training step after each batch")
     bench.add_argument("--duration", type=float, default=20.0, help="seconds of measurement")
@@ -261,11 +304,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     bench.add_argument("--scenario", choices=("small-files", "starvation", "padding", "pinned"), help="run one of the papers' experiments")
     bench.add_argument("--quiet", action="store_true", help="no progress bar")
     bench.set_defaults(run=_bench)
-    report = commands.add_parser("report", help="plots and an HTML page from a `stoker bench --json` run")
+    report = commands.add_parser("report", **defaults, help="plots and an HTML page from a `stoker bench --json` run")
     report.add_argument("run_file", metavar="RUN.json")
     report.add_argument("--out", help="folder for the report (default: next to RUN.json)")
     report.set_defaults(run=_report)
-    convert = commands.add_parser("convert", help="a dataset to indexed tar shards, LMDB, an S3 bucket or Cassandra")
+    convert = commands.add_parser("convert", **defaults, help="a dataset to indexed tar shards, LMDB, an S3 bucket or Cassandra")
     convert.add_argument("source")
     convert.add_argument("destination", help="a folder, a .lmdb path, s3://bucket/prefix or cassandra://host:port/keyspace")
     convert.add_argument(
@@ -274,28 +317,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=None,
         help="default: lmdb when DST ends in .lmdb, objects for s3://, else shards",
     )
-    convert.add_argument("--shard-size", type=parse_size, default=256 << 20, help="default 256MB")
+    convert.add_argument("--shard-size", type=parse_size, default="256MB", help="start a new shard past this size")
     convert.add_argument("--concurrency", type=int, default=None, help="writes in flight (default: 32 to S3, 8 to Cassandra)")
     convert.add_argument("--metadata", help="CSV of key,column,... written to Cassandra's metadata table")
     convert.add_argument("--replication", type=int, default=1, help="replication factor of a new Cassandra keyspace")
     convert.add_argument("--quiet", action="store_true", help="no progress bar")
     convert.set_defaults(run=_convert)
-    split = commands.add_parser("split", help="train/val/test lists or k folds of sample ids, seeded, balanced, groups whole")
+    split = commands.add_parser("split", **defaults, help="train/val/test lists or k folds of sample ids, seeded, balanced, groups whole")
     split.add_argument("source", help="cassandra://host:port/keyspace (its metadata table) or any dataset")
     split.add_argument("-o", "--output", required=True, help="the splits file (JSON) to write")
-    split.add_argument("--ratios", default="train=0.8,val=0.1,test=0.1")
+    split.add_argument("--ratios", default="train=0.8,val=0.1,test=0.1", help="split names and shares")
     split.add_argument("--folds", type=int, default=None, help="k-fold cross-validation instead of ratios")
     split.add_argument("--balance", default="original", help="original, uniform, or LABEL=WEIGHT,...")
-    split.add_argument("--label-column", default="label")
+    split.add_argument("--label-column", default="label", help="the metadata column balanced on")
     split.add_argument("--group-column", default=None, help="keep all rows with one value of this column in one split")
     split.add_argument("--metadata", help="CSV of key,column,... (groups for a source without a metadata table)")
-    split.add_argument("--seed", type=int, default=0)
+    split.add_argument("--seed", type=int, default=0, help="seeds the shuffle; the same seed gives the same splits")
     split.set_defaults(run=_split)
-    inspect = commands.add_parser("inspect", help="format, sample count, shards, sizes, label histogram")
+    inspect = commands.add_parser("inspect", **defaults, help="format, sample count, shards, sizes, label histogram")
     inspect.add_argument("path")
-    inspect.add_argument("--json", action="store_true")
+    inspect.add_argument("--json", action="store_true", help="print the report as JSON")
     inspect.set_defaults(run=_inspect)
-    index = commands.add_parser("index", help="write the sidecar index of existing WebDataset shards")
+    index = commands.add_parser("index", **defaults, help="write the sidecar index of existing WebDataset shards")
     index.add_argument("shards", nargs="+")
     index.add_argument("--no-checksums", action="store_true", help="skip CRC-32s (indexing reads less)")
     index.add_argument("--label-key", help="take labels from this field of each sample's .json (a.b reaches inside)")
@@ -303,6 +346,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     arguments = parser.parse_args(argv)
     try:
         return arguments.run(arguments)
+    except BrokenPipeError:
+        # The reader went away (`stoker inspect ... | head`): stop quietly, as Unix tools do.
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except (StorageError, FileNotFoundError, PermissionError, ValueError, ImportError) as error:
         print(f"stoker {arguments.command}: {error}", file=sys.stderr)
         return 1

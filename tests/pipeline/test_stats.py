@@ -46,6 +46,7 @@ def test_slow_consumer_shows_as_stages_waiting_on_output() -> None:
     stage = pipeline.stats().stages[1]
     assert stage.wait_output_seconds > stage.wait_input_seconds
     assert stage.queue_length_mean > 1.0  # the sink stays nearly full
+    assert stage.queue_length_mean <= stage.queue_capacity, "a queue's mean never exceeds what it can hold"
 
 
 def test_stats_are_plain_data_and_a_table() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import resource
 import sys
@@ -111,7 +112,6 @@ def run_loader(
     started = time.perf_counter()
     first_batch = None
     images = delivered_bytes = 0
-    meter = None
     bar = tqdm(
         total=duration,
         unit="s",
@@ -123,13 +123,17 @@ def run_loader(
     )
     epoch = 0
     stats = None
+    # The diagnosis reads the longest epoch: the last one may be a few batches cut short by the
+    # clock, whose stats would say nothing about the steady state.
+    longest = None
+    # One meter over every epoch: the loop's data wait over the whole run.
+    meter = DataWaitMeter(loader, verbose=False)
     # One timeline over all epochs: each epoch's samples shifted to run time and running totals.
     timeline: list[dict[str, Any]] = []
     totals: list[int] | None = None
     while True:
         epoch_started = time.perf_counter() - started
         loader.set_epoch(epoch)
-        meter = DataWaitMeter(loader)
         for batch in meter:
             if first_batch is None:
                 first_batch = time.perf_counter() - started
@@ -143,6 +147,8 @@ def run_loader(
                 break
         stats = loader.stats()
         assert stats is not None
+        if longest is None or stats.elapsed_seconds > longest.elapsed_seconds:
+            longest = stats
         base = totals or [0] * len(stats.stages)
         for sample in stats.timeline:
             timeline.append(
@@ -162,9 +168,13 @@ def run_loader(
     usage = resource.getrusage(resource.RUSAGE_SELF)
     cpu_seconds = (usage.ru_utime - usage_before.ru_utime) + (usage.ru_stime - usage_before.ru_stime)
     cpu_fraction = cpu_seconds / (seconds * cores)
-    assert stats is not None and meter is not None
+    assert stats is not None and longest is not None
     facts = {"bytes_read": bytes_read(), "bytes_delivered": delivered_bytes}
-    verdict = diagnose(stats, cpu_fraction=cpu_fraction, cores=cores, meter=meter.report(), storage_facts=facts)
+    # Bad samples are counted over the whole run, not the chosen epoch.
+    longest = dataclasses.replace(longest, sample_failures=stats.sample_failures)
+    verdict = diagnose(
+        longest, cpu_fraction=cpu_fraction, cores=cores, meter=meter.report(), storage_facts=facts, training_step=step_seconds > 0
+    )
     return RunResult(
         name=name,
         images=images,

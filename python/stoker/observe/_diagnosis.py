@@ -17,16 +17,55 @@ from typing import Any
 from ..pipeline import PipelineStats, StageStats
 from ._meter import DataWaitReport
 
-__all__ = ["Diagnosis", "diagnose"]
+__all__ = ["Diagnosis", "StageState", "diagnose"]
 
 # Share of wall time the consumer may wait before data is called the bottleneck.
 _LOOP_WAIT_THRESHOLD = 0.10
-# Share of all cores in use that counts as CPU-bound.
-_CPU_BOUND = 0.85
-# Share of a stage's task time spent on its thread's CPU that makes the stage CPU-bound: waiting
-# work (I/O, sleeps, remote calls) stays near 0, computing stays well above this even when the
-# machine is shared.
-_COMPUTE_SHARE = 0.3
+# Share of all cores in use that counts as the machine being saturated.
+_CPU_SATURATED = 0.85
+# Share of its running time a stage's tasks spend on the CPU for the stage to count as
+# computing rather than waiting (I/O, sleeps, remote calls stay near 0; decoding near 1).
+_COMPUTING = 0.6
+# Share of its task slots a stage must keep busy to be called saturated.
+_SATURATED_SLOTS = 0.8
+
+
+@dataclass(frozen=True)
+class StageState:
+    """One stage in the terms the verdict uses, all shares in 0..1.
+
+    Attributes:
+        name: The stage.
+        kind: ``source`` or ``pipe``.
+        concurrency: Task slots.
+        utilization: Share of its slots busy on average (busy tasks / concurrency): how close
+            the stage runs to its capacity.
+        compute_share: Share of its tasks' running time spent on the CPU (None: not measured).
+        wait_input: Share of the run with a free slot and nothing to take (upstream is slower).
+        wait_output: Share of the run with results ready and no room downstream.
+    """
+
+    name: str
+    kind: str
+    concurrency: int
+    utilization: float
+    compute_share: float | None
+    wait_input: float
+    wait_output: float
+
+    @classmethod
+    def of(cls, stage: StageStats, elapsed: float) -> StageState:
+        total = stage.task_time.total
+        return cls(
+            name=stage.name,
+            kind=str(stage.kind),
+            concurrency=stage.concurrency,
+            utilization=min(1.0, stage.busy_tasks_mean / stage.concurrency) if stage.concurrency else 0.0,
+            # Only sync ops report thread CPU time; zero CPU over real work means "not measured".
+            compute_share=min(1.0, stage.task_cpu_seconds / total) if total > 0 and stage.task_cpu_seconds > 0 else None,
+            wait_input=stage.wait_input_seconds / elapsed,
+            wait_output=stage.wait_output_seconds / elapsed,
+        )
 
 
 @dataclass(frozen=True)
@@ -37,7 +76,7 @@ class Diagnosis:
         bottleneck: The stage name, or ``"training loop"`` when the loader keeps up.
         kind: ``"cpu"``, ``"latency"``, ``"starved"`` or ``"compute"``.
         message: One or two sentences for a person.
-        facts: Supporting numbers (per-stage capacity and use, waits, CPU, storage facts).
+        facts: Supporting numbers (per-stage state, waits, CPU, storage facts).
     """
 
     bottleneck: str
@@ -49,11 +88,6 @@ class Diagnosis:
         return asdict(self)
 
 
-def _capacity(stage: StageStats) -> float:
-    mean = stage.task_time.mean
-    return stage.concurrency / mean if mean > 0 else float("inf")
-
-
 def diagnose(
     stats: PipelineStats,
     *,
@@ -61,103 +95,126 @@ def diagnose(
     cores: int = 1,
     meter: DataWaitReport | None = None,
     storage_facts: dict[str, Any] | None = None,
+    training_step: bool = True,
 ) -> Diagnosis:
-    """Name the bottleneck of a finished (or running) pipeline.
+    """Name the bottleneck of a finished (or running) pipeline: exactly one verdict, from one
+    model of each stage (`StageState`) and of the machine.
+
+    1. With a training step, a loop that waits for data less than 10% of the time is
+       compute-bound: the loader keeps up. Without one (the loader measured alone), the loop can
+       never be the bottleneck: the loader's slowest stage is named.
+    2. Otherwise the stage running closest to its capacity (the highest share of busy slots) is
+       the bottleneck, and its kind decides the knob: its tasks mostly computing (or the
+       machine's cores saturated) is CPU-bound, with advice that depends on whether cores are
+       free; its slots full while it waits is latency-bound (raise concurrency); neither is
+       starved (look upstream or at output order).
 
     Args:
         stats: The pipeline's stats.
         cpu_fraction: Process CPU time / (wall time x cores), 0..1, if measured.
         cores: Cores available.
         meter: The training loop's data-wait report, if it was metered.
-        storage_facts: Extra facts to report (bytes read vs used, cache hit rate...).
+        storage_facts: ``bytes_read`` and ``bytes_delivered`` (and any other facts to report).
+        training_step: Whether the consumer does work of its own between batches.
     """
     elapsed = max(stats.elapsed_seconds, 1e-9)
-    wait_fraction = meter.wait_fraction if meter is not None else stats.consumer_wait_seconds / elapsed
-    working = [stage for stage in stats.stages if stage.kind in ("source", "pipe") and stage.task_time.count > 0]
+    wait_fraction = meter.wait_fraction if meter is not None and meter.steps else stats.consumer_wait_seconds / elapsed
+    states = [StageState.of(stage, elapsed) for stage in stats.stages if stage.kind in ("source", "pipe") and stage.task_time.count > 0]
     facts: dict[str, Any] = {
         "data_wait_fraction": wait_fraction,
         "cpu_fraction": cpu_fraction,
         "cores": cores,
-        "stages": {
-            stage.name: {
-                "capacity_per_second": _capacity(stage),
-                "throughput_per_second": stage.throughput,
-                "busy_slots": stage.busy_tasks_mean,
-                "concurrency": stage.concurrency,
-                "wait_input_fraction": stage.wait_input_seconds / elapsed,
-                "wait_output_fraction": stage.wait_output_seconds / elapsed,
-            }
-            for stage in working
-        },
+        "training_step": training_step,
+        "stages": {state.name: asdict(state) for state in states},
         **(storage_facts or {}),
     }
-    storage_line = ""
-    if storage_facts and "bytes_read" in storage_facts and "bytes_delivered" in storage_facts:
-        storage_line = (
-            f" Storage: read {storage_facts['bytes_read'] / 1e6:.0f} MB for {storage_facts['bytes_delivered'] / 1e6:.0f} MB delivered."
-        )
-    if stats.sample_failures:
-        facts["sample_failures"] = dict(stats.sample_failures)
-        listed = ", ".join(f"{kind} {count}" for kind, count in sorted(stats.sample_failures.items()))
-        storage_line += f" Bad samples: {sum(stats.sample_failures.values())} ({listed}); the Loader lists them in loader.failures."
-    if wait_fraction < _LOOP_WAIT_THRESHOLD or not working:
+    notes = _notes(stats, storage_facts, facts)
+    if not states or (training_step and wait_fraction < _LOOP_WAIT_THRESHOLD):
         return Diagnosis(
             "training loop",
             "compute",
             f"compute-bound: the training loop waited for data only {100 * wait_fraction:.0f}% of the time; the loader keeps up, "
-            f"so speed comes from the model side.{storage_line}",
+            f"so speed comes from the model side.{notes}",
             facts,
         )
-    # The stage running closest to its capacity (throughput / capacity nearest 1).
-    bottleneck = max(working, key=lambda stage: stage.throughput / _capacity(stage) if _capacity(stage) > 0 else 0.0)
-    busy, slots = bottleneck.busy_tasks_mean, bottleneck.concurrency
-    downstream_waits = [stage for stage in working if stage is not bottleneck and stage.wait_input_seconds / elapsed > 0.2]
-    after = (
-        f"; {', '.join(stage.name for stage in downstream_waits)} wait{'s' if len(downstream_waits) == 1 else ''} for its output"
-        if downstream_waits
-        else ""
-    )
-    loop = f"The training loop waits for data {100 * wait_fraction:.0f}% of the time."
-    # CPU-bound when the stage's tasks spend their time computing (their threads' CPU time over
-    # their wall time), or when the whole process saturates the cores.
-    total = bottleneck.task_time.total
-    compute_share = bottleneck.task_cpu_seconds / total if total > 0 else 0.0
-    facts["bottleneck_compute_share"] = compute_share
-    process_saturated = cpu_fraction is not None and cpu_fraction >= _CPU_BOUND
-    if compute_share >= _COMPUTE_SHARE or process_saturated:
+    bottleneck = max(states, key=lambda state: state.utilization)
+    facts["bottleneck"] = asdict(bottleneck)
+    return _verdict(bottleneck, states, cpu_fraction, cores, wait_fraction, training_step, notes, facts)
+
+
+def _verdict(
+    stage: StageState,
+    states: list[StageState],
+    cpu_fraction: float | None,
+    cores: int,
+    wait_fraction: float,
+    training_step: bool,
+    notes: str,
+    facts: dict[str, Any],
+) -> Diagnosis:
+    busy = stage.utilization * stage.concurrency
+    waiting = [other.name for other in states if other is not stage and other.wait_input > 0.2]
+    after = f"; {', '.join(waiting)} wait{'s' if len(waiting) == 1 else ''} for its output" if waiting else ""
+    loop = f" The training loop waits for data {100 * wait_fraction:.0f}% of the time." if training_step else ""
+    cpu = f"the process uses {100 * cpu_fraction:.0f}% of {cores} cores" if cpu_fraction is not None else f"{cores} cores"
+    saturated = cpu_fraction is not None and cpu_fraction >= _CPU_SATURATED
+    computing = stage.compute_share is not None and stage.compute_share >= _COMPUTING
+    share = f"its tasks spend {100 * (stage.compute_share or 0):.0f}% of their time on the CPU"
+    if computing and not saturated and stage.concurrency < cores:
         return Diagnosis(
-            bottleneck.name,
+            stage.name,
             "cpu",
-            f"{bottleneck.name} is CPU-bound: its tasks compute {100 * compute_share:.0f}% of the time they run, "
-            f"{busy:.1f} of {slots} running on {cores} cores (the process uses {100 * (cpu_fraction or 0):.0f}% of them){after}. "
-            f"More concurrency will not help: do less work per sample (smaller images, a cheaper transform) or add cores. "
-            f"{loop}{storage_line}",
+            f"{stage.name} is CPU-bound with cores to spare: {share}, {busy:.1f} of {stage.concurrency} slots busy, and {cpu}"
+            f"{after}. Raise {stage.name} concurrency to {cores} (one task per core).{loop}{notes}",
             facts,
         )
-    if bottleneck.kind == "source" and compute_share < _COMPUTE_SHARE:
-        # A source that waits, not computes: for a Loader over network storage this is the
-        # per-sample prefetcher, whose depth is the batches of requests in flight.
+    if computing or saturated:
         return Diagnosis(
-            bottleneck.name,
-            "latency",
-            f"{bottleneck.name} (the source) is latency-bound: it waits on I/O while the CPU is at "
-            f"{100 * (cpu_fraction or 0):.0f}%{after}; read further ahead (a Loader over network storage: raise "
-            f"fetch_concurrency, the batches of requests in flight, or the storage's max_in_flight). {loop}{storage_line}",
+            stage.name,
+            "cpu",
+            f"{stage.name} is CPU-bound: {share}, and {cpu}{after}. More concurrency will not help: do less work per sample "
+            f"(smaller images, a cheaper transform) or add cores.{loop}{notes}",
             facts,
         )
-    if busy >= 0.8 * slots:
+    if stage.utilization >= _SATURATED_SLOTS and stage.kind == "source":
+        # A source that waits: for a Loader over network storage, the per-sample prefetcher,
+        # whose depth is the batches of requests in flight.
         return Diagnosis(
-            bottleneck.name,
+            stage.name,
             "latency",
-            f"{bottleneck.name} is latency-bound: {busy:.1f} of {slots} tasks in flight on average while the CPU is at "
-            f"{100 * (cpu_fraction or 0):.0f}%{after}; raise {bottleneck.name} concurrency (try {2 * slots}). {loop}{storage_line}",
+            f"{stage.name} (the source) is latency-bound: it waits on I/O while {cpu}{after}; read further ahead (a Loader over "
+            f"network storage: raise fetch_concurrency, the batches of requests in flight, or the storage's max_in_flight).{loop}{notes}",
+            facts,
+        )
+    if stage.utilization >= _SATURATED_SLOTS:
+        return Diagnosis(
+            stage.name,
+            "latency",
+            f"{stage.name} is latency-bound: {busy:.1f} of {stage.concurrency} slots busy while its tasks wait (on the CPU "
+            f"{100 * (stage.compute_share or 0):.0f}% of their time) and {cpu}{after}; raise {stage.name} concurrency "
+            f"(try {2 * stage.concurrency}).{loop}{notes}",
             facts,
         )
     return Diagnosis(
-        bottleneck.name,
+        stage.name,
         "starved",
-        f"{bottleneck.name} is the slowest stage but only {busy:.1f} of its {slots} slots are busy: it is starved by the stage "
-        f"before it or by output order (a slow item holding back the rest); look upstream or allow out-of-order output. "
-        f"{loop}{storage_line}",
+        f"{stage.name} runs closest to its capacity, yet only {busy:.1f} of its {stage.concurrency} slots are busy: the loader is "
+        f"held back before it or by output order (a slow item holding back the rest); look upstream, or allow out-of-order "
+        f"output.{loop}{notes}",
         facts,
     )
+
+
+def _notes(stats: PipelineStats, storage_facts: dict[str, Any] | None, facts: dict[str, Any]) -> str:
+    """The storage and bad-sample sentences appended to every verdict."""
+    notes = ""
+    if storage_facts and "bytes_read" in storage_facts and "bytes_delivered" in storage_facts:
+        notes += (
+            f" Storage: read {storage_facts['bytes_read'] / 1e6:,.0f} MB from storage to deliver "
+            f"{storage_facts['bytes_delivered'] / 1e6:,.0f} MB of decoded batches."
+        )
+    if stats.sample_failures:
+        facts["sample_failures"] = dict(stats.sample_failures)
+        listed = ", ".join(f"{kind} {count}" for kind, count in sorted(stats.sample_failures.items()))
+        notes += f" Bad samples: {sum(stats.sample_failures.values())} ({listed}); the Loader lists them in loader.failures."
+    return notes

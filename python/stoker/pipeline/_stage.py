@@ -282,7 +282,7 @@ class _Stage:
             busy_tasks_mean=busy / elapsed if elapsed > 0 else 0.0,
             wait_input_seconds=self._wait_input + self._waited("input", now),
             wait_output_seconds=self._wait_output + self._waited("output", now),
-            queue_capacity=self.output.capacity - self.concurrency,
+            queue_capacity=self.output.capacity,  # finished items it may hold: buffer_size + concurrency
             queue_length=len(self.output.items),
             queue_length_mean=self.output.mean_length(started),
             elapsed_seconds=elapsed,

@@ -154,7 +154,7 @@ def _write_shards(source: Storage, destination: Path, shard_size: int, progress:
         shards.append({"name": final.name, "samples": samples_in_shard, "bytes": final.stat().st_size})
         archive, part, samples_in_shard = None, None, 0
 
-    with _progress(len(source), f"shards -> {destination}", progress) as bar:
+    with _progress(len(source), f"writing shards to {destination}", progress) as bar:
         for position, ((key, data), label) in enumerate(zip(source.iter_sequential(), source.labels)):
             member_key, extension = shard_key(key)
             if member_key in expected:
@@ -201,7 +201,7 @@ def _write_lmdb(source: Storage, destination: Path, progress: bool) -> Conversio
     expected: dict[str, tuple[int, int | float | None]] = {}
     total = 0
     try:
-        with _progress(len(source), f"lmdb -> {destination}", progress) as bar:
+        with _progress(len(source), f"writing LMDB {destination}", progress) as bar:
             transaction = environment.begin(write=True)
             for count, ((key, data), label) in enumerate(zip(source.iter_sequential(), source.labels), start=1):
                 if isinstance(label, float):

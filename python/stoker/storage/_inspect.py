@@ -43,8 +43,9 @@ def inspect_storage(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 def _size(count: float) -> str:
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if count < 1024 or unit == "TB":
+    """Bytes in binary units, named as such (1 MiB = 2**20 bytes)."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if count < 1024 or unit == "TiB":
             return f"{count:.1f} {unit}" if unit != "B" else f"{int(count)} B"
         count /= 1024
     raise AssertionError

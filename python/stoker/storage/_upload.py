@@ -118,7 +118,7 @@ def upload_to_s3(
     async def upload_objects() -> ConversionReport:
         done = await existing_sizes()
         total = 0
-        with _progress(len(source), f"objects -> {url}", progress) as bar:
+        with _progress(len(source), f"uploading objects to {url}", progress) as bar:
 
             async def one(item: tuple[str, bytes]) -> None:
                 nonlocal total
@@ -246,7 +246,7 @@ def upload_to_cassandra(
                 else:
                     yield key, data
 
-        with _progress(len(source), f"rows -> {connection.describe()}", progress) as bar:
+        with _progress(len(source), f"writing rows to {connection.describe()}", progress) as bar:
             asyncio.run(_bounded(concurrency, pending(), one))
         session.execute(f"INSERT INTO {keyspace}.dataset_info (name, value) VALUES ('classes', %s)", (json.dumps(source.classes),))
         return ConversionReport(connection.describe(), "cassandra", len(source), total, 0)
