@@ -287,8 +287,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="stoker", description="Keeps accelerators fed.")
     parser.add_argument("--version", action="version", version=_version())
     commands = parser.add_subparsers(dest="command", required=True)
-    defaults = {"formatter_class": _HelpWithDefaults}
-    bench = commands.add_parser("bench", help="measure the Loader (and its peers) and name the bottleneck", **defaults)
+    bench = commands.add_parser(
+        "bench", help="measure the Loader (and its peers) and name the bottleneck", formatter_class=_HelpWithDefaults
+    )
     bench.add_argument(
         "path", nargs="?", help="a dataset: a path, s3://bucket/prefix or cassandra://host/keyspace (default: generated JPEGs)"
     )
@@ -304,11 +305,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     bench.add_argument("--scenario", choices=("small-files", "starvation", "padding", "pinned"), help="run one of the papers' experiments")
     bench.add_argument("--quiet", action="store_true", help="no progress bar")
     bench.set_defaults(run=_bench)
-    report = commands.add_parser("report", **defaults, help="plots and an HTML page from a `stoker bench --json` run")
+    report = commands.add_parser(
+        "report", formatter_class=_HelpWithDefaults, help="plots and an HTML page from a `stoker bench --json` run"
+    )
     report.add_argument("run_file", metavar="RUN.json")
     report.add_argument("--out", help="folder for the report (default: next to RUN.json)")
     report.set_defaults(run=_report)
-    convert = commands.add_parser("convert", **defaults, help="a dataset to indexed tar shards, LMDB, an S3 bucket or Cassandra")
+    convert = commands.add_parser(
+        "convert", formatter_class=_HelpWithDefaults, help="a dataset to indexed tar shards, LMDB, an S3 bucket or Cassandra"
+    )
     convert.add_argument("source")
     convert.add_argument("destination", help="a folder, a .lmdb path, s3://bucket/prefix or cassandra://host:port/keyspace")
     convert.add_argument(
@@ -323,7 +328,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     convert.add_argument("--replication", type=int, default=1, help="replication factor of a new Cassandra keyspace")
     convert.add_argument("--quiet", action="store_true", help="no progress bar")
     convert.set_defaults(run=_convert)
-    split = commands.add_parser("split", **defaults, help="train/val/test lists or k folds of sample ids, seeded, balanced, groups whole")
+    split = commands.add_parser(
+        "split", formatter_class=_HelpWithDefaults, help="train/val/test lists or k folds of sample ids, seeded, balanced, groups whole"
+    )
     split.add_argument("source", help="cassandra://host:port/keyspace (its metadata table) or any dataset")
     split.add_argument("-o", "--output", required=True, help="the splits file (JSON) to write")
     split.add_argument("--ratios", default="train=0.8,val=0.1,test=0.1", help="split names and shares")
@@ -334,11 +341,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     split.add_argument("--metadata", help="CSV of key,column,... (groups for a source without a metadata table)")
     split.add_argument("--seed", type=int, default=0, help="seeds the shuffle; the same seed gives the same splits")
     split.set_defaults(run=_split)
-    inspect = commands.add_parser("inspect", **defaults, help="format, sample count, shards, sizes, label histogram")
+    inspect = commands.add_parser("inspect", formatter_class=_HelpWithDefaults, help="format, sample count, shards, sizes, label histogram")
     inspect.add_argument("path")
     inspect.add_argument("--json", action="store_true", help="print the report as JSON")
     inspect.set_defaults(run=_inspect)
-    index = commands.add_parser("index", **defaults, help="write the sidecar index of existing WebDataset shards")
+    index = commands.add_parser("index", formatter_class=_HelpWithDefaults, help="write the sidecar index of existing WebDataset shards")
     index.add_argument("shards", nargs="+")
     index.add_argument("--no-checksums", action="store_true", help="skip CRC-32s (indexing reads less)")
     index.add_argument("--label-key", help="take labels from this field of each sample's .json (a.b reaches inside)")
