@@ -110,7 +110,7 @@ def main() -> None:
     for name, runs in results.items():
         if not runs:
             continue
-        medians[name] = {key: statistics.median(run[key] for run in runs) for key in runs[0]}
+        medians[name] = {key: statistics.median(run[key] for run in runs) for key in runs[0] if key != "arrivals"}
         row = medians[name]
         print(
             f"{name:<32} {row['images_per_second']:>9.0f} {row['first_batch_seconds']:>11.2f}s {row['peak_rss_mb']:>7.0f}MB {row['cpu_seconds_per_image'] * 1e3:>8.2f}ms"

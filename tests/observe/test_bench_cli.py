@@ -47,7 +47,7 @@ def test_bench_prints_the_table_and_diagnosis_and_writes_a_run(tmp_path: Path, c
     page = tmp_path / "report" / "index.html"
     parser = _Sources()
     parser.feed(page.read_text())
-    assert {"diagnosis", "results", "throughput", "queues"} <= parser.ids
+    assert {"diagnosis", "results", "peers", "samples", "busy", "wait"} <= parser.ids
     for source in parser.sources:
         with Image.open(page.parent / source) as image:  # every referenced PNG exists and decodes
             image.load()

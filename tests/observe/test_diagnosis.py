@@ -146,3 +146,13 @@ def test_bad_samples_reach_the_diagnosis() -> None:
     result = run_loader(MemoryStorage(samples), duration=0.5, progress=False)
     assert result.diagnosis["facts"]["sample_failures"] == {"decode: replaced": result.stats["sample_failures"]["decode: replaced"]}
     assert "Bad samples:" in result.diagnosis["message"] and "loader.failures" in result.diagnosis["message"]
+
+
+def test_windowed_rates_smooth_a_steady_stream() -> None:
+    from stoker.observe._report import windowed_rate
+
+    times = [index * 0.1 for index in range(51)]  # a batch of 32 every 100 ms, for 5 s
+    totals = [32 * index for index in range(51)]
+    out_times, rates = windowed_rate(times, totals)
+    assert out_times[0] >= 1.0 and out_times[-1] == times[-1]
+    assert all(abs(rate - 320) < 1e-6 for rate in rates), "no spikes from batch granularity"

@@ -15,43 +15,59 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ._run import thin
+
 __all__ = ["PEERS", "available_peers", "run_in_subprocess"]
 
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 BATCH = 32
 
 
-def run_stoker(root: Path) -> tuple[float, int]:
+class Arrivals:
+    """When each batch arrived: (seconds since the start, images so far), and the totals."""
+
+    def __init__(self) -> None:
+        self.started = time.perf_counter()
+        self.count = 0
+        self.times: list[tuple[float, int]] = []
+
+    def add(self, images: int) -> None:
+        self.count += images
+        self.times.append((time.perf_counter() - self.started, self.count))
+
+    @property
+    def first(self) -> float:
+        """Seconds to the first batch (0 when none came)."""
+        return self.times[0][0] if self.times else 0.0
+
+
+def run_stoker(root: Path) -> Arrivals:
     from ..loader import Loader
     from ..ops import ImageTransform
     from ..storage import FileStorage
 
-    started = time.perf_counter()
+    arrivals = Arrivals()
     transform = ImageTransform(resize_shorter=256, center_crop=(224, 224), layout="CHW", dtype="float32", mean=MEAN, std=STD)
     loader = Loader(FileStorage(root), batch_size=BATCH, transform=transform, seed=0)
-    first, count = None, 0
     for batch in loader:
-        first = first or time.perf_counter() - started
-        count += len(batch)
-    return first or 0.0, count
+        arrivals.add(len(batch))
+    return arrivals
 
 
-def run_torch(root: Path) -> tuple[float, int]:
+def run_torch(root: Path) -> Arrivals:
     import torch
     from torchvision import datasets, transforms
 
-    started = time.perf_counter()
+    arrivals = Arrivals()
     transform = transforms.Compose(
         [transforms.Resize(256), transforms.CenterCrop(224), transforms.ToTensor(), transforms.Normalize(MEAN, STD)]
     )
     loader = torch.utils.data.DataLoader(
         datasets.ImageFolder(str(root), transform=transform), batch_size=BATCH, shuffle=True, num_workers=2
     )
-    first, count = None, 0
     for images, _ in loader:
-        first = first or time.perf_counter() - started
-        count += len(images)
-    return first or 0.0, count
+        arrivals.add(len(images))
+    return arrivals
 
 
 def _normalize_chw(array: Any) -> Any:
@@ -61,13 +77,13 @@ def _normalize_chw(array: Any) -> Any:
     return (chw - np.array(MEAN, np.float32)[:, None, None]) / np.array(STD, np.float32)[:, None, None]
 
 
-def run_spdl(root: Path, decoder: str) -> tuple[float, int]:
+def run_spdl(root: Path, decoder: str) -> Arrivals:
     import cv2
     import numpy as np
     from spdl.pipeline import PipelineBuilder
 
     cv2.setNumThreads(1)
-    started = time.perf_counter()
+    arrivals = Arrivals()
     paths = sorted(str(path) for path in root.glob("*/*.jpg"))
     if decoder == "simplejpeg":
         import simplejpeg
@@ -92,12 +108,10 @@ def run_spdl(root: Path, decoder: str) -> tuple[float, int]:
     pipeline = (
         PipelineBuilder().add_source(paths).pipe(load, concurrency=2).aggregate(BATCH).pipe(np.stack).add_sink(3).build(num_threads=2)
     )
-    first, count = None, 0
     with pipeline.auto_stop():
         for batch in pipeline:
-            first = first or time.perf_counter() - started
-            count += len(batch)
-    return first or 0.0, count
+            arrivals.add(len(batch))
+    return arrivals
 
 
 PEERS = {
@@ -125,7 +139,7 @@ def available_peers() -> dict[str, str | None]:
     return reasons
 
 
-def run_in_subprocess(name: str, root: Path, timeout: float = 1800) -> dict[str, float]:
+def run_in_subprocess(name: str, root: Path, timeout: float = 1800) -> dict[str, Any]:
     """Run one method in a fresh process; its measurements as a dict.
 
     Raises:
@@ -149,7 +163,8 @@ def _child(name: str, root: Path) -> None:
 
     started = time.perf_counter()
     with PeakMemory() as peak:
-        first, count = PEERS[name](root)
+        arrivals = PEERS[name](root)
+    count = arrivals.count
     if count == 0:  # e.g. every sample failed inside a pipeline that logs and drops them
         sys.exit("delivered no images")
     seconds = time.perf_counter() - started
@@ -159,10 +174,11 @@ def _child(name: str, root: Path) -> None:
         json.dumps(
             {
                 "images_per_second": count / seconds,
-                "first_batch_seconds": first,
+                "first_batch_seconds": arrivals.first,
                 "peak_rss_mb": peak.megabytes,
                 "cpu_seconds_per_image": cpu / max(count, 1),
                 "cpu_percent": 100 * cpu / seconds,
+                "arrivals": thin(arrivals.times),
             }
         )
     )

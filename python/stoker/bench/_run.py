@@ -59,6 +59,8 @@ class RunResult:
     data_wait_fraction: float
     stats: dict[str, Any] = field(default_factory=dict)
     diagnosis: dict[str, Any] = field(default_factory=dict)
+    arrivals: list[tuple[float, int]] = field(default_factory=list)
+    """(seconds since the start, images delivered so far) at each batch, for plots over time."""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -131,6 +133,9 @@ def run_loader(
     # One timeline over all epochs: each epoch's samples shifted to run time and running totals.
     timeline: list[dict[str, Any]] = []
     totals: list[int] | None = None
+    busy_totals: list[float] | None = None
+    wait_total = 0.0
+    arrivals: list[tuple[float, int]] = []  # (seconds since start, images delivered so far)
     while True:
         epoch_started = time.perf_counter() - started
         loader.set_epoch(epoch)
@@ -139,6 +144,7 @@ def run_loader(
                 first_batch = time.perf_counter() - started
             images += len(batch)
             delivered_bytes += batch.data.nbytes
+            arrivals.append((time.perf_counter() - started, images))
             if step_seconds:
                 time.sleep(step_seconds)
             elapsed = time.perf_counter() - started
@@ -150,15 +156,21 @@ def run_loader(
         if longest is None or stats.elapsed_seconds > longest.elapsed_seconds:
             longest = stats
         base = totals or [0] * len(stats.stages)
+        busy_base = busy_totals or [0.0] * len(stats.stages)
         for sample in stats.timeline:
             timeline.append(
                 {
                     "time": epoch_started + sample["time"],
                     "items_out": [offset + count for offset, count in zip(base, sample["items_out"])],
                     "queue_length": sample["queue_length"],
+                    "busy_seconds": [offset + busy for offset, busy in zip(busy_base, sample["busy_seconds"])],
+                    "consumer_wait": wait_total + sample["consumer_wait"],
                 }
             )
         totals = [offset + stage.items_out for offset, stage in zip(base, stats.stages)]
+        if stats.timeline:
+            busy_totals = timeline[-1]["busy_seconds"]
+            wait_total = timeline[-1]["consumer_wait"]
         epoch += 1
         if time.perf_counter() - started >= duration:
             break
@@ -186,5 +198,15 @@ def run_loader(
         first_batch_seconds=first_batch or 0.0,
         data_wait_fraction=meter.report().wait_fraction,
         stats={**stats.as_dict(), "timeline": timeline},
+        arrivals=thin(arrivals),
         diagnosis=verdict.as_dict(),
     )
+
+
+def thin(arrivals: list[tuple[float, int]], points: int = 2000) -> list[tuple[float, int]]:
+    """At most about ``points`` of ``arrivals`` (evenly spaced, the last kept), for run files."""
+    if len(arrivals) <= points:
+        return arrivals
+    step = len(arrivals) / points
+    kept = [arrivals[int(index * step)] for index in range(points)]
+    return kept if kept[-1] == arrivals[-1] else [*kept, arrivals[-1]]

@@ -1,48 +1,114 @@
-"""`stoker report RUN.json`: plots of per-stage throughput and queue occupancy over time, and an
-HTML page with the results table and the diagnosis."""
+"""`stoker report RUN.json`: an HTML page with the results table, the diagnosis, and four plots a
+person can read at a glance:
+
+- ``samples.png``: samples per second over time for each loader, over a 1 s window;
+- ``busy.png``: how close each stage of stoker's Loader runs to its capacity (share of its task
+  slots busy, 1 s window);
+- ``wait.png``: the share of time the training loop waited for data (1 s window);
+- ``peers.png``: the loaders side by side (samples per second).
+"""
 
 from __future__ import annotations
 
 import html
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 __all__ = ["write_report"]
 
+# The window every rate over time is measured on: long enough to smooth batch arrivals, short
+# enough to show a stall.
+_WINDOW_SECONDS = 1.0
 
-def _series(stats: dict[str, Any]) -> tuple[list[str], list[float], list[list[float]], list[list[float]]]:
-    """(stage names, times, throughput per stage, queue length per stage) from a timeline."""
-    names = [stage["name"] for stage in stats["stages"]]
-    timeline = stats.get("timeline", [])
+
+def windowed_rate(times: Sequence[float], totals: Sequence[float], window: float = _WINDOW_SECONDS) -> tuple[list[float], list[float]]:
+    """(times, rates): the growth of a cumulative series ``totals`` per second over the trailing
+    ``window`` seconds, at every sample at least one window into the run."""
+    out_times: list[float] = []
+    rates: list[float] = []
+    start = 0
+    for index, now in enumerate(times):
+        while start < index and times[start] < now - window:
+            start += 1
+        # The sample just before the window's start anchors it.
+        anchor = max(0, start - 1)
+        span = now - times[anchor]
+        if now < window or span <= 0:
+            continue
+        out_times.append(now)
+        rates.append((totals[index] - totals[anchor]) / span)
+    return out_times, rates
+
+
+def _loader_series(results: list[dict[str, Any]]) -> list[tuple[str, list[float], list[float]]]:
+    """Per loader: (name, times, samples per second) from its batch arrivals."""
+    series = []
+    for result in results:
+        arrivals = result.get("arrivals") or []
+        if len(arrivals) > 1:
+            times, rates = windowed_rate([time for time, _ in arrivals], [count for _, count in arrivals])
+            series.append((str(result["name"]), times, rates))
+    return series
+
+
+def _stage_series(stats: dict[str, Any]) -> tuple[list[tuple[str, list[float], list[float]]], tuple[list[float], list[float]]]:
+    """Per task-running stage: (name, times, share of slots busy); and the consumer's data-wait share."""
+    timeline = [sample for sample in stats.get("timeline", []) if "busy_seconds" in sample]
     times = [sample["time"] for sample in timeline]
-    rates: list[list[float]] = [[] for _ in names]
-    queues: list[list[float]] = [[] for _ in names]
-    for previous, sample in zip(timeline, timeline[1:]):
-        span = max(sample["time"] - previous["time"], 1e-9)
-        for index in range(len(names)):
-            rates[index].append((sample["items_out"][index] - previous["items_out"][index]) / span)
-    for sample in timeline:
-        for index in range(len(names)):
-            queues[index].append(sample["queue_length"][index])
-    return names, times, rates, queues
+    busy = []
+    for index, stage in enumerate(stats.get("stages", [])):
+        if stage["kind"] not in ("source", "pipe"):
+            continue
+        stage_times, rates = windowed_rate(times, [sample["busy_seconds"][index] for sample in timeline])
+        busy.append((stage["name"], stage_times, [min(1.0, rate / max(1, stage["concurrency"])) for rate in rates]))
+    wait = windowed_rate(times, [sample["consumer_wait"] for sample in timeline])
+    return busy, (wait[0], [min(1.0, share) for share in wait[1]])
 
 
-def _plot(path: Path, title: str, ylabel: str, times: list[float], series: list[list[float]], names: list[str]) -> None:
+def _lines(path: Path, title: str, ylabel: str, series: list[tuple[str, list[float], list[float]]], *, share: bool = False) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, axes = plt.subplots(figsize=(8, 3.6), dpi=100)
-    for name, values in zip(names, series):
-        if values:
-            axes.plot(times[-len(values) :], values, label=name, linewidth=1.4)
+    figure, axes = plt.subplots(figsize=(8, 3.4), dpi=100)
+    for name, times, values in series:
+        axes.plot(times, [100 * value for value in values] if share else values, label=name, linewidth=1.6)
     axes.set_title(title)
-    axes.set_xlabel("seconds")
+    axes.set_xlabel("seconds into the run")
     axes.set_ylabel(ylabel)
+    if share:
+        axes.set_ylim(0, 105)
+    else:
+        axes.set_ylim(bottom=0)
     axes.grid(alpha=0.3)
-    axes.legend(loc="upper right", fontsize=8)
+    if series:
+        axes.legend(loc="lower right", fontsize=8)
+    else:
+        axes.text(0.5, 0.5, "not enough samples (a run shorter than the 1 s window)", ha="center", transform=axes.transAxes)
+    figure.tight_layout()
+    figure.savefig(path)
+    plt.close(figure)
+
+
+def _bars(path: Path, results: list[dict[str, Any]]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = [str(result["name"]) for result in results]
+    rates = [float(result["images_per_second"]) for result in results]
+    figure, axes = plt.subplots(figsize=(8, 0.6 + 0.5 * len(names)), dpi=100)
+    colors = ["#e07000" if name.startswith("stoker") else "#6a8caf" for name in names]
+    axes.barh(names[::-1], rates[::-1], color=colors[::-1])
+    for index, rate in enumerate(rates[::-1]):
+        axes.text(rate, index, f" {rate:,.0f}", va="center", fontsize=9)
+    axes.set_xlabel("samples per second (higher is better)")
+    axes.set_xlim(0, max(rates) * 1.18 if rates else 1)
+    axes.set_title("Loaders side by side, same data, same output")
     figure.tight_layout()
     figure.savefig(path)
     plt.close(figure)
@@ -58,7 +124,8 @@ def _row(result: dict[str, Any]) -> str:
 
 
 def write_report(run_file: str | Path, out_dir: str | Path | None = None) -> Path:
-    """Write ``throughput.png``, ``queues.png`` and ``index.html`` for a `stoker bench --json` run.
+    """Write ``samples.png``, ``busy.png``, ``wait.png``, ``peers.png`` and ``index.html`` for a
+    `stoker bench --json` run.
 
     Returns:
         The HTML page's path.
@@ -73,9 +140,23 @@ def write_report(run_file: str | Path, out_dir: str | Path | None = None) -> Pat
         raise ValueError(f"{source}: not a stoker bench run (format {run.get('format')!r})")
     target = Path(out_dir) if out_dir else source.with_suffix("")
     target.mkdir(parents=True, exist_ok=True)
-    names, times, rates, queues = _series(run["stats"])
-    _plot(target / "throughput.png", "Items per second by stage", "items/s", times, rates, names)
-    _plot(target / "queues.png", "Output queue occupancy by stage", "items waiting", times, queues, names)
+    busy, wait = _stage_series(run["stats"])
+    _lines(target / "samples.png", "Samples per second, by loader (1 s window)", "samples/s", _loader_series(run["results"]))
+    _lines(
+        target / "busy.png",
+        "How busy each stage of stoker's Loader is (share of its task slots, 1 s window)",
+        "% of slots busy",
+        busy,
+        share=True,
+    )
+    _lines(
+        target / "wait.png",
+        "Time the training loop waited for data (1 s window)",
+        "% of time waiting",
+        [("stoker.Loader", *wait)],
+        share=True,
+    )
+    _bars(target / "peers.png", run["results"])
     rows = "".join(_row(result) for result in run["results"])
     diagnosis = run["diagnosis"]
     page = f"""<!doctype html>
@@ -87,8 +168,11 @@ td,th{{border:1px solid #ccc;padding:4px 10px;text-align:right}}td:first-child,t
 <p>Dataset: {html.escape(run.get("dataset", ""))}; {run.get("cores", "?")} cores; batch size {run.get("batch_size", "?")}.</p>
 <h2>Diagnosis</h2><p class="diagnosis" id="diagnosis"><b>{html.escape(diagnosis["bottleneck"])}</b>: {html.escape(diagnosis["message"])}</p>
 <h2>Results</h2><table id="results"><tr><th>loader</th><th>images/s</th><th>MB/s</th><th>CPU</th><th>peak RSS</th><th>first batch</th></tr>{rows}</table>
-<h2>Over time</h2><img id="throughput" src="throughput.png" alt="items per second by stage">
-<img id="queues" src="queues.png" alt="queue occupancy by stage">
+<h2>Side by side</h2><img id="peers" src="peers.png" alt="samples per second of each loader">
+<h2>Over time</h2><img id="samples" src="samples.png" alt="samples per second of each loader over time">
+<p>A stage near 100% of its slots is the one to give more concurrency or cheaper work; one far below is waiting on another.</p>
+<img id="busy" src="busy.png" alt="share of each stage's task slots busy over time">
+<img id="wait" src="wait.png" alt="share of time the training loop waited for data">
 </body></html>"""
     page_path = target / "index.html"
     page_path.write_text(page)

@@ -454,6 +454,8 @@ class _Engine:
                 "time": now - (self.started_at or now),
                 "items_out": [stage.items_out for stage in self.stages],
                 "queue_length": [len(stage.output.items) for stage in self.stages],
+                "busy_seconds": [stage.busy_seconds(now) for stage in self.stages],
+                "consumer_wait": self.consumer_wait,
             }
         )
 

@@ -117,6 +117,10 @@ class _InlineStage:
             self._wait_output += now - self._blocked_since
             self._blocked_since = None
 
+    def busy_seconds(self, now: float) -> float:
+        """Inline stages run no tasks (they move items inside the engine's lock)."""
+        return 0.0
+
     def snapshot(self, started: float) -> StageStats:
         now = perf_counter()
         elapsed = (self.engine.ended_at or now) - started

@@ -26,6 +26,10 @@ class StageRunner(Protocol):
     failure_records: list[FailureRecord]
     wake_pending: bool
 
+    def busy_seconds(self, now: float) -> float:
+        """Task-seconds run so far."""
+        ...
+
     def snapshot(self, started: float) -> StageStats:
         """The stage's stats so far, measured from ``started``."""
         ...

@@ -264,6 +264,11 @@ class _Stage:
     def _waited(self, state: str, now: float) -> float:
         return now - self._state_since if self._state == state else 0.0
 
+    def busy_seconds(self, now: float) -> float:
+        """Task-seconds run so far (the integral of tasks in flight): its growth over an interval,
+        divided by the interval and the concurrency, is the share of slots busy then."""
+        return self._busy_area + self.in_flight * max(0.0, now - self._last_event)
+
     def snapshot(self, started: float) -> StageStats:
         now = perf_counter()
         end = self.engine.ended_at or now

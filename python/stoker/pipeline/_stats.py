@@ -139,8 +139,10 @@ class PipelineStats:
         elapsed_seconds: Seconds since the pipeline started.
         consumer_wait_seconds: Time the consumer spent waiting for the next item.
         items_consumed: Items the consumer took.
-        timeline: Periodic samples ``{"time", "items_out": [...], "queue_length": [...]}``,
-            one list entry per stage, for plots of throughput and occupancy over time.
+        timeline: Periodic samples ``{"time", "items_out": [...], "queue_length": [...],
+            "busy_seconds": [...], "consumer_wait"}``, one list entry per stage (cumulative
+            counts, task-seconds and consumer wait), for plots of throughput, how busy each
+            stage is, and the consumer's data wait over time.
         sample_failures: Bad samples by stage and what was done, as a user of the pipeline
             (the Loader) counted them, e.g. ``{"decode: replaced": 2}``.
     """
