@@ -12,11 +12,25 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-install: $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[bench]'
+# What an install depends on: a change here rebuilds; otherwise a second `make` starts at once.
+BUILD_INPUTS := pyproject.toml Cargo.toml Cargo.lock $(wildcard src/*.rs src/*/*.rs)
 
-install-dev: $(BIN)/python
+install: $(VENV)/.installed-bench
+install-dev: $(VENV)/.installed-dev
+
+$(VENV)/.installed-bench: $(BIN)/python $(BUILD_INPUTS)
+	@echo "== building stoker's native core (Rust, optimized): 3-6 minutes the first time, seconds after =="
+	$(BIN)/python -m pip install --quiet -e .
+	@echo "== installing what stoker bench compares against: PyTorch + torchvision (about 1 GB, mostly CUDA"
+	@echo "   libraries), SPDL, OpenCV, simplejpeg, and the S3/Cassandra/LMDB backends: a few minutes the first time =="
+	$(BIN)/python -m pip install --progress-bar on -e '.[bench]'
+	$(BIN)/python -c "import stoker._native"  # the install really worked
+	@touch $@
+
+$(VENV)/.installed-dev: $(BIN)/python $(BUILD_INPUTS)
+	@echo "== building stoker's native core and installing the test tools: a few minutes the first time =="
 	$(BIN)/python -m pip install --quiet -e '.[lmdb,remote,report]' --group dev
+	@touch $@
 
 check: install-dev
 	$(BIN)/ruff check python tests benchmarks

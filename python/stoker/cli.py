@@ -218,8 +218,7 @@ def _bench(arguments: argparse.Namespace) -> int:
         root = arguments.path
         dataset = arguments.path
     else:
-        print(f"{arguments.images} natural-looking JPEGs (500x375) from stoker's cache (made on first use) ...", file=sys.stderr)
-        root = str(image_folder(arguments.images))
+        root = str(image_folder(arguments.images, progress=not arguments.quiet))
         dataset = f"{arguments.images} generated JPEGs 500x375 ({root})"
     with open_storage(root) as storage:
         ours = run_loader(
@@ -235,12 +234,20 @@ def _bench(arguments: argparse.Namespace) -> int:
     results = [{key: value for key, value in ours.as_dict().items() if key not in ("stats", "diagnosis")}]
     skipped = []
     if not arguments.no_peers and not arguments.path:
-        for name, reason in available_peers().items():
-            if name == "stoker.Loader":
-                continue
+        peers = {name: reason for name, reason in available_peers().items() if name != "stoker.Loader"}
+        runnable = [name for name, reason in peers.items() if not reason]
+        if runnable and not arguments.quiet:
+            print(
+                f"stoker.Loader: {ours.images_per_second:,.0f} images/s. Now the peers, each over the whole dataset in its own "
+                f"process: {', '.join(runnable)} ...",
+                file=sys.stderr,
+            )
+        for name, reason in peers.items():
             if reason:
                 skipped.append(f"{name} ({reason})")
                 continue
+            if not arguments.quiet:
+                print(f"  running {name} ...", file=sys.stderr)
             try:
                 results.append({"name": name, **run_in_subprocess(name, Path(root))})
             except RuntimeError as error:  # its message starts with the peer's name

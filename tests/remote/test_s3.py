@@ -112,10 +112,13 @@ def test_reads_survive_killed_connections(s3_server: S3Server, bucket: str) -> N
         with S3Storage(f"s3://{bucket}/d", retry=patient, max_in_flight=16, **options) as storage:
             expected = source.read_many(source.keys)
             for _ in range(3):
+                before = storage.stats()["retries"]
                 proxy.cut_responses(5)
                 assert storage.read_many(source.keys) == expected
-                assert proxy.cuts_left == 0
-            assert storage.stats()["retries"] >= 15
+                assert proxy.cuts_left == 0, "every cut landed on a reply in flight"
+                # Each cut fails a request, which is retried (the HTTP client may also quietly
+                # resend one it had not finished writing, so not one retry per cut exactly).
+                assert storage.stats()["retries"] > before
 
 
 def test_the_local_cache_serves_the_second_read(s3_server: S3Server, bucket: str, tmp_path: Path) -> None:
