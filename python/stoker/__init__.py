@@ -5,7 +5,7 @@ concurrency and bounded queues, run by one scheduler thread and a pool of thread
 without the GIL.
 """
 
-from . import loader, observe, ops, pipeline, sampling, storage
+from . import device, loader, observe, ops, pipeline, sampling, storage
 from ._native import __version__
 from .loader import Batch, Loader, TokenLoader
 from .observe import DataWaitMeter
@@ -19,6 +19,7 @@ __all__ = [
     "PipelineBuilder",
     "TokenLoader",
     "__version__",
+    "device",
     "loader",
     "observe",
     "ops",

@@ -77,3 +77,13 @@ def test_bad_token_files_are_named(tmp_path: Path) -> None:
 def test_token_ids_must_fit_the_shard_dtype(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="document 1: token ids must be integers in 0..65535"):
         write_token_shards([np.arange(3), np.array([70000])], tmp_path / "out", dtype="uint16")
+
+
+def test_a_token_file_converts_to_shards_as_readme_says(tmp_path: Path) -> None:
+    documents = [np.arange(length, dtype=np.uint16) + length for length in (3, 0, 2000, 7)]
+    np.concatenate(documents).tofile(tmp_path / "train.bin")
+    np.save(tmp_path / "train.bin.offsets.npy", np.cumsum([0] + [len(document) for document in documents]).astype(np.int64))
+    flat = open_tokens(tmp_path / "train.bin")
+    assert [document.tolist() for document in flat] == [document.tolist() for document in documents]
+    assert write_token_shards(flat, tmp_path / "shards") == 4
+    assert [document.tolist() for document in open_tokens(tmp_path / "shards")] == [document.tolist() for document in documents]

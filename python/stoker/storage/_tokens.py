@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import io
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -95,6 +95,12 @@ class TokenFile:
         data = _native.read_ranges(self.path, [self._range(index, index + 1) for index in indices])
         return [np.frombuffer(chunk, dtype=self.dtype) for chunk in data]
 
+    def __iter__(self) -> Iterator[np.ndarray]:
+        """Every document in order, read a chunk at a time (so `write_token_shards` takes it)."""
+        for first in range(0, len(self), 1024):
+            tokens, lengths = self.chunk(first, min(1024, len(self) - first))
+            yield from np.split(tokens, np.cumsum(lengths)[:-1]) if len(lengths) else []
+
     def chunk(self, first: int, count: int) -> tuple[np.ndarray, np.ndarray]:
         """Documents ``first .. first + count - 1`` as (tokens back to back, lengths): one read."""
         end = min(len(self), first + count)
@@ -117,6 +123,12 @@ class TokenShards:
     def documents(self, indices: Sequence[int]) -> list[np.ndarray]:
         keys = [self.storage.keys[index] for index in indices]
         return [np.load(io.BytesIO(data), allow_pickle=False) for data in self.storage.read_many(keys)]  # type: ignore[arg-type]
+
+    def __iter__(self) -> Iterator[np.ndarray]:
+        """Every document in order, read a chunk at a time (so `write_token_shards` takes it)."""
+        for first in range(0, len(self), 1024):
+            tokens, lengths = self.chunk(first, min(1024, len(self) - first))
+            yield from np.split(tokens, np.cumsum(lengths)[:-1]) if len(lengths) else []
 
     def chunk(self, first: int, count: int) -> tuple[np.ndarray, np.ndarray]:
         documents = self.documents(range(first, min(len(self), first + count)))
