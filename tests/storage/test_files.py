@@ -102,3 +102,13 @@ def test_a_permission_error_names_the_sample_and_file(folder, monkeypatch: pytes
         storage.read(victim)
     assert victim in str(caught.value) and "Permission denied" in str(caught.value)
     assert str(root) in str(caught.value)
+
+
+def test_an_unknown_key_under_skip_is_a_recorded_failure(folder) -> None:
+    root, samples = folder
+    with FileStorage(root) as storage:
+        known = sorted(samples)[0]
+        with pytest.raises(KeyError, match="no sample with key 'missing'"):
+            storage.read_many(["missing"])
+        assert storage.read_many(["missing", known], on_error="skip") == [None, samples[known][0]]
+        assert storage.failure_count == 1 and storage.failures[0].key == "missing"
