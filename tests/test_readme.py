@@ -22,9 +22,10 @@ _BLOCK = re.compile(r"(<!-- readme-test: skip \(([^)]*)\) -->\n)?```python\n(.*?
 def _snippets() -> list[tuple[str, str | None, str]]:
     """(a name from its first lines, the skip reason or None, the code) for every Python block."""
     found = []
-    for number, match in enumerate(_BLOCK.finditer(README.read_text()), start=1):
+    text = README.read_text()
+    for number, match in enumerate(_BLOCK.finditer(text), start=1):
         code = match.group(3)
-        line = README.read_text()[: match.start(3)].count("\n") + 1
+        line = text[: match.start(3)].count("\n") + 1
         found.append((f"README line {line} (snippet {number})", match.group(2), code))
     return found
 

@@ -67,11 +67,18 @@ def _stage_series(stats: dict[str, Any]) -> tuple[list[tuple[str, list[float], l
     return busy, (wait[0], [min(1.0, share) for share in wait[1]])
 
 
-def _lines(path: Path, title: str, ylabel: str, series: list[tuple[str, list[float], list[float]]], *, share: bool = False) -> None:
+def _pyplot() -> Any:
+    """matplotlib's pyplot on the file-only Agg backend (no display needed)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _lines(path: Path, title: str, ylabel: str, series: list[tuple[str, list[float], list[float]]], *, share: bool = False) -> None:
+    plt = _pyplot()
 
     figure, axes = plt.subplots(figsize=(8, 3.4), dpi=100)
     for name, times, values in series:
@@ -94,10 +101,7 @@ def _lines(path: Path, title: str, ylabel: str, series: list[tuple[str, list[flo
 
 
 def _bars(path: Path, results: list[dict[str, Any]]) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = _pyplot()
 
     names = [str(result["name"]) for result in results]
     rates = [float(result["images_per_second"]) for result in results]

@@ -28,7 +28,7 @@ from ._errors import StorageError
 from ._lmdb import CLASSES_FILE, LmdbStorage, import_lmdb
 from ._protocol import Storage
 from ._tar import DATASET_FORMAT, PARTIAL_MARKER, TarShardStorage
-from ._tar_index import build_index, load_index, write_index
+from ._tar_index import build_index, write_index
 
 __all__ = ["ConversionReport", "convert_storage", "shard_key"]
 
@@ -117,14 +117,15 @@ def _kept_shards(finished: list[Path]) -> tuple[list[dict], list[str]]:
         if path.name != f"shard-{number:06d}.tar":
             break
         try:
-            index = load_index(path)
-            with TarShardStorage([path], verify=True) as shard:
+            # Its own index (never one built now, which would hold no CRC-32s to check against).
+            with TarShardStorage([path], verify=True, missing_index="error") as shard:
                 for _ in shard.iter_sequential():
                     pass
+                shard_keys = list(shard.keys)
         except (OSError, ValueError):
             break
-        shards.append({"name": path.name, "samples": len(index.keys), "bytes": path.stat().st_size})
-        keys.extend(index.keys)
+        shards.append({"name": path.name, "samples": len(shard_keys), "bytes": path.stat().st_size})
+        keys.extend(shard_keys)
     for stale in finished[len(shards) :]:
         stale.unlink()
         stale.with_name(stale.name + ".idx").unlink(missing_ok=True)

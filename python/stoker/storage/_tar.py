@@ -199,7 +199,8 @@ class TarShardStorage(Storage):
                     continue
                 readable.append((slot, index, [member for member, _ in found]))
                 spans.extend(span for _, span in found)
-                names.extend(f"{self._keys[index]}.{member}" for member, _ in found)
+                key = self._keys[index]
+                names.extend(key if extension is None else f"{key}.{member}" for extension, (member, _) in zip(extensions, found))
             data = read_spans(shard.shard, spans, names, max_gap=self.max_gap, max_read=self.max_read, error_type=ShardError)
             cursor = 0
             for slot, index, members in readable:

@@ -103,7 +103,6 @@ class DataLoader:
         self.auto_collation = batch_sampler is not None or batch_size is not None
         self.collate_fn = collate_fn or (default_collate if self.auto_collation else default_convert)
         self._collate_given = collate_fn
-        self._sampler_given = (sampler, batch_sampler, shuffle)
         self.iterable = isinstance(dataset, IterableDataset)
         if self.iterable:
             if sampler is not None or batch_sampler is not None or shuffle:
