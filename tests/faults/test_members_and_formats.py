@@ -1,0 +1,93 @@
+"""The ways a sample can fail that WebDataset conventions add: a missing or corrupted extra member,
+a corrupt WebP, a JSON label that is not JSON. Each bad sample is named, counted in the
+Loader's failures and stats, never delivered; bad input at open is one clear error."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import tarfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from stoker import Loader
+from stoker.loader import SampleError
+from stoker.ops import ImageTransform
+from stoker.storage import ShardError, TarShardStorage, build_index, write_index
+
+TRANSFORM = ImageTransform(resize=(8, 8))
+
+
+def _image(value: int, kind: str = "PNG") -> bytes:
+    buffer = io.BytesIO()
+    Image.fromarray(np.full((8, 8, 3), value, np.uint8)).save(buffer, kind)
+    return buffer.getvalue()
+
+
+def _shard(path: Path, samples: list[dict[str, bytes]]) -> Path:
+    with tarfile.open(path, "w", format=tarfile.PAX_FORMAT) as archive:
+        for number, members in enumerate(samples):
+            for extension, data in members.items():
+                info = tarfile.TarInfo(f"s{number:03d}.{extension}")
+                info.size = len(data)
+                archive.addfile(info, io.BytesIO(data))
+    write_index(build_index(path, checksums=True))
+    return path
+
+
+def _flip_inside(path: Path, member: str) -> None:
+    """Flip one byte of ``member``'s data in place (same size, same headers)."""
+    with tarfile.open(path) as archive:
+        info = archive.getmember(member)
+    data = bytearray(path.read_bytes())
+    data[info.offset_data] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def test_missing_and_corrupted_extra_members_are_named_counted_and_replaced(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    samples = [{"png": _image(index), "txt": f"caption {index}".encode()} for index in range(24)]
+    del samples[5]["txt"]
+    shard = _shard(tmp_path / "shard.tar", samples)
+    _flip_inside(shard, "s011.txt")
+    with TarShardStorage(shard) as storage:
+        with pytest.raises(SampleError, match=r"s005.*no 'txt' member|s011.*CRC-32"):
+            list(Loader(storage, batch_size=8, transform=TRANSFORM, extra=("txt",), seed=1))
+        loader = Loader(storage, batch_size=8, transform=TRANSFORM, extra=("txt",), seed=1, on_error="skip", max_bad_samples=None)
+        with caplog.at_level(logging.WARNING, logger="stoker.loader"):
+            batches = list(loader)
+    failures = {failure.key: failure for failure in loader.failures}
+    assert sorted(failures) == ["s005", "s011"]
+    assert "no 'txt' member" in failures["s005"].reason and "CRC-32 mismatch" in failures["s011"].reason
+    assert all(failure.stage == "fetch" and failure.action.startswith("replaced") for failure in failures.values())
+    stats = loader.stats()
+    assert stats is not None and sum(stats.sample_failures.values()) == 2
+    assert "2 bad sample(s)" in caplog.text, "the end-of-epoch warning names them"
+    delivered = [(key, extra["txt"]) for batch in batches for key, extra in zip(batch.keys, batch.extra or [])]
+    assert all(key not in failures for key, _ in delivered), "a bad sample is never delivered"
+    assert all(text == f"caption {int(key[1:])}" for key, text in delivered), "every caption is its own sample's"
+    assert sum(batch.replaced.sum() for batch in batches) == 2
+
+
+def test_a_corrupt_webp_is_a_named_decode_failure(tmp_path: Path) -> None:
+    samples = [{"webp": _image(index * 10, "WEBP"), "cls": b"0"} for index in range(12)]
+    samples[3]["webp"] = samples[3]["webp"][:40]  # a truncated file
+    with TarShardStorage(_shard(tmp_path / "shard.tar", samples)) as storage:
+        loader = Loader(storage, batch_size=4, transform=TRANSFORM, on_error="zero", max_bad_samples=None, shuffle=False)
+        batches = list(loader)
+    [failure] = loader.failures
+    assert failure.key == "s003" and failure.stage == "decode" and "WebP" in failure.reason
+    invalid = [key for batch in batches for key, valid in zip(batch.keys, batch.valid) if not valid]
+    assert invalid == ["s003"], "the zero-filled slot is marked invalid, the rest is real data"
+
+
+def test_a_json_label_that_is_not_json_names_the_member(tmp_path: Path) -> None:
+    samples = [{"png": _image(1), "json": json.dumps({"label": 2}).encode()}, {"png": _image(2), "json": b"{not json"}]
+    shard = _shard(tmp_path / "shard.tar", samples)
+    with pytest.raises(ShardError, match=r"s001\.json.*not valid JSON"):
+        TarShardStorage(shard, label_key="label")
+    with TarShardStorage(shard) as storage:  # without label_key the member is never parsed
+        assert len(storage) == 2
