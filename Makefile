@@ -6,11 +6,17 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: bench test check install install-dev rust-test python-test clean
+.PHONY: bench test check build-tools install install-dev rust-test python-test clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+
+# libjpeg-turbo (vendored in the turbojpeg-sys crate) builds with CMake, and its x86-64 SIMD with NASM.
+build-tools:
+	@command -v cmake >/dev/null 2>&1 || { echo "stoker's build needs CMake: apt-get install cmake (or your platform's package)"; exit 1; }
+	@if [ "$$(uname -m)" = x86_64 ] && ! command -v nasm >/dev/null 2>&1; then \
+		echo "stoker's build needs NASM for libjpeg-turbo's SIMD: apt-get install nasm (or your platform's package)"; exit 1; fi
 
 # What an install depends on: a change here rebuilds; otherwise a second `make` starts at once.
 BUILD_INPUTS := pyproject.toml Cargo.toml Cargo.lock $(wildcard src/*.rs src/*/*.rs)
@@ -18,7 +24,7 @@ BUILD_INPUTS := pyproject.toml Cargo.toml Cargo.lock $(wildcard src/*.rs src/*/*
 install: $(VENV)/.installed-bench
 install-dev: $(VENV)/.installed-dev
 
-$(VENV)/.installed-bench: $(BIN)/python $(BUILD_INPUTS)
+$(VENV)/.installed-bench: $(BIN)/python $(BUILD_INPUTS) | build-tools
 	@echo "== building stoker's native core (Rust, optimized): 3-6 minutes the first time, seconds after =="
 	$(BIN)/python -m pip install --quiet -e .
 	@echo "== installing what stoker bench compares against: PyTorch + torchvision (about 1 GB, mostly CUDA"
@@ -27,7 +33,7 @@ $(VENV)/.installed-bench: $(BIN)/python $(BUILD_INPUTS)
 	$(BIN)/python -c "import stoker._native"  # the install really worked
 	@touch $@
 
-$(VENV)/.installed-dev: $(BIN)/python $(BUILD_INPUTS)
+$(VENV)/.installed-dev: $(BIN)/python $(BUILD_INPUTS) | build-tools
 	@echo "== building stoker's native core and installing the test tools: a few minutes the first time =="
 	$(BIN)/python -m pip install --quiet -e '.[lmdb,remote,report]' --group dev
 	@touch $@

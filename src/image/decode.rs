@@ -1,18 +1,13 @@
-//! Decoding JPEG and PNG bytes into upright 8-bit RGB or grayscale pixels.
+//! Decoding JPEG, PNG and WebP bytes into upright 8-bit RGB or grayscale pixels.
 //!
-//! JPEG goes through zune-jpeg 0.4 (SIMD IDCT and colour conversion; the fastest full-size decoder
-//! we measured that builds with cargo alone: 0.93 ms for a 500x375 photo against 1.05 ms for
-//! zune-jpeg 0.5 and 1.9 ms for jpeg-decoder; libjpeg-turbo needs NASM for its SIMD). When the caller will shrink the image by 2x or more,
-//! jpeg-decoder's DCT-domain scaling decodes at 1/2, 1/4 or 1/8 size directly, which skips most
-//! of the IDCT work. PNG goes through the `png` crate, expanded to 8 bits per channel.
+//! JPEG goes through libjpeg-turbo (`jpeg.rs`), which can also shrink in the DCT domain and decode
+//! only a region; PNG through the `png` crate, expanded to 8 bits per channel; WebP through
+//! libwebp.
 
 use std::io::Cursor;
 
-use zune_core::colorspace::ColorSpace;
-use zune_core::options::DecoderOptions;
-use zune_jpeg::JpegDecoder;
-
 use super::error::{ImageError, ImageResult, MAX_PIXELS};
+use super::jpeg::{self, Region};
 use super::orientation;
 
 /// An 8-bit image, channels interleaved (1: gray, 3: RGB), rows top to bottom.
@@ -56,6 +51,8 @@ pub struct Header {
     pub width: usize,
     pub height: usize,
     pub orientation: u8,
+    /// A JPEG's header as stored, for decoding it.
+    pub jpeg: Option<jpeg::JpegInfo>,
 }
 
 fn check_size(width: usize, height: usize, limit: u64) -> ImageResult<()> {
@@ -68,10 +65,6 @@ fn check_size(width: usize, height: usize, limit: u64) -> ImageResult<()> {
     Ok(())
 }
 
-fn jpeg_error(detail: impl ToString) -> ImageError {
-    ImageError::Corrupt { format: "JPEG", detail: detail.to_string() }
-}
-
 fn png_error(detail: impl ToString) -> ImageError {
     ImageError::Corrupt { format: "PNG", detail: detail.to_string() }
 }
@@ -80,25 +73,16 @@ fn webp_error(detail: impl ToString) -> ImageError {
     ImageError::Corrupt { format: "WebP", detail: detail.to_string() }
 }
 
-fn zune_options(gray: bool) -> DecoderOptions {
-    DecoderOptions::default()
-        .jpeg_set_out_colorspace(if gray { ColorSpace::Luma } else { ColorSpace::RGB })
-        .set_max_width(1 << 16)
-        .set_max_height(1 << 16)
-        // Strict mode rejects files that libjpeg and Pillow accept (e.g. trailing garbage).
-        .set_strict_mode(false)
-}
-
 /// Read the header: format, upright size and EXIF orientation, without decoding pixels.
 pub fn read_header(data: &[u8], max_pixels: u64) -> ImageResult<Header> {
     let format = sniff(data)?;
+    let mut jpeg_info = None;
     let (width, height, orientation) = match format {
         Format::Jpeg => {
-            let mut decoder = JpegDecoder::new_with_options(data, zune_options(false));
-            decoder.decode_headers().map_err(jpeg_error)?;
-            let (width, height) = decoder.dimensions().ok_or_else(|| jpeg_error("no frame header"))?;
-            let orientation = decoder.exif().map_or(1, |exif| orientation::read_orientation(exif));
-            (width, height, orientation)
+            let info = jpeg::info(data)?;
+            jpeg_info = Some(info);
+            let orientation = jpeg::exif_segment(data).map_or(1, orientation::read_orientation);
+            (info.width, info.height, orientation)
         }
         Format::Png => {
             let reader = png::Decoder::new(Cursor::new(data)).read_info().map_err(png_error)?;
@@ -112,108 +96,104 @@ pub fn read_header(data: &[u8], max_pixels: u64) -> ImageResult<Header> {
     };
     check_size(width, height, max_pixels)?;
     let (width, height) = if orientation::swaps_axes(orientation) { (height, width) } else { (width, height) };
-    Ok(Header { format, width, height, orientation })
+    Ok(Header { format, width, height, orientation, jpeg: jpeg_info })
 }
 
-/// Decode to upright pixels. `shrink` (1, 2, 4 or 8) asks a JPEG decoder to produce an image
-/// that many times smaller per side through DCT scaling; other formats ignore it (check the
-/// returned size).
+/// Decode to upright pixels. `shrink` (1, 2, 4 or 8) asks the JPEG decoder for an image that
+/// many times smaller per side through DCT scaling; other formats ignore it (check the returned
+/// size).
 pub fn decode(data: &[u8], gray: bool, shrink: usize) -> ImageResult<Decoded> {
-    decode_with_header(data, &read_header(data, MAX_PIXELS)?, gray, shrink, Vec::new())
+    let header = read_header(data, MAX_PIXELS)?;
+    Ok(decode_with_header(data, &header, gray, shrink, None, Vec::new())?.image)
+}
+
+/// Decoded pixels that may be a part of the (shrunk) image: `image` starts at (`left`, `top`)
+/// of an upright image of `full_width` x `full_height`.
+#[derive(Debug)]
+pub struct DecodedPart {
+    pub image: Decoded,
+    pub left: usize,
+    pub top: usize,
+    pub full_width: usize,
+    pub full_height: usize,
 }
 
 /// `decode` for a caller that already read the header, reusing `buffer`'s allocation for the
-/// pixels when the codec allows (a hot loop then allocates nothing per image).
-pub fn decode_with_header(data: &[u8], header: &Header, gray: bool, shrink: usize, buffer: Vec<u8>) -> ImageResult<Decoded> {
+/// pixels when the codec allows (a hot loop then allocates nothing per image). `wanted`, in
+/// pixels of the upright image shrunk by `shrink`, limits a JPEG decode to the iMCU columns and
+/// the rows around it; the part returned contains it (other formats and rotated JPEGs decode
+/// whole).
+pub fn decode_with_header(
+    data: &[u8],
+    header: &Header,
+    gray: bool,
+    shrink: usize,
+    wanted: Option<Region>,
+    buffer: Vec<u8>,
+) -> ImageResult<DecodedPart> {
+    let mut origin = (0, 0);
     let (pixels, width, height, channels) = match header.format {
-        Format::Jpeg if shrink > 1 => decode_jpeg_scaled(data, gray, shrink)?,
-        Format::Jpeg => decode_jpeg(data, gray, buffer)?,
+        Format::Jpeg => {
+            check_complete_jpeg(data)?;
+            let info = match header.jpeg {
+                Some(info) => info,
+                None => jpeg::info(data)?,
+            };
+            let shrink = if info.can_scale() { shrink } else { 1 };
+            let (scaled_width, scaled_height) = jpeg::scaled_size(&info, shrink);
+            // A region is given in upright pixels; only an unrotated image maps it as it is.
+            let region = wanted.filter(|_| header.orientation <= 1 && info.can_crop()).map(|wanted| {
+                let column = info.column_width(shrink);
+                let left = (wanted.left.min(scaled_width.saturating_sub(1)) / column) * column;
+                let top = wanted.top.min(scaled_height.saturating_sub(1));
+                let right = (wanted.left + wanted.width).clamp(left + 1, scaled_width);
+                let bottom = (wanted.top + wanted.height).clamp(top + 1, scaled_height);
+                Region { left, top, width: right - left, height: bottom - top }
+            });
+            if let Some(region) = region {
+                origin = (region.left, region.top);
+            }
+            let pixels = jpeg::decode(data, gray, shrink, region, buffer)?;
+            let (full_width, full_height) =
+                if orientation::swaps_axes(header.orientation) { (scaled_height, scaled_width) } else { (scaled_width, scaled_height) };
+            return Ok(finish(pixels, header.orientation, origin, (full_width, full_height)));
+        }
         Format::Png => decode_png(data, gray)?,
         Format::WebP => decode_webp(data, gray)?,
     };
-    let (pixels, width, height) = orientation::apply(pixels, width, height, channels, header.orientation);
-    Ok(Decoded { width, height, channels, pixels })
+    let full_size = if orientation::swaps_axes(header.orientation) { (height, width) } else { (width, height) };
+    Ok(finish((pixels, width, height, channels), header.orientation, origin, full_size))
+}
+
+fn finish(raw: Raw, orientation: u8, origin: (usize, usize), full_size: (usize, usize)) -> DecodedPart {
+    let (pixels, width, height, channels) = raw;
+    let (pixels, width, height) = orientation::apply(pixels, width, height, channels, orientation);
+    DecodedPart {
+        image: Decoded { width, height, channels, pixels },
+        left: origin.0,
+        top: origin.1,
+        full_width: full_size.0,
+        full_height: full_size.1,
+    }
 }
 
 type Raw = (Vec<u8>, usize, usize, usize);
 
-/// A JPEG must end with its end-of-image marker (trailing bytes after it are tolerated). zune-jpeg,
-/// like libjpeg, fills a truncated scan with gray and carries on; a loader must not train on that.
+/// A JPEG must end with its end-of-image marker (trailing bytes after it are tolerated): a cheap
+/// check that refuses a truncated file before any pixel is decoded (libjpeg would fill the rest
+/// of the scan with gray and warn; a loader must not train on that).
 /// The marker cannot occur inside entropy-coded data (0xFF is stuffed there as 0xFF 0x00).
 fn check_complete_jpeg(data: &[u8]) -> ImageResult<()> {
     if data.windows(2).rev().any(|pair| pair == [0xFF, 0xD9]) {
         Ok(())
     } else {
-        Err(jpeg_error("truncated: no end-of-image marker"))
+        Err(jpeg::jpeg_error("truncated: no end-of-image marker"))
     }
-}
-
-fn decode_jpeg(data: &[u8], gray: bool, mut pixels: Vec<u8>) -> ImageResult<Raw> {
-    check_complete_jpeg(data)?;
-    let mut decoder = JpegDecoder::new_with_options(data, zune_options(gray));
-    decoder.decode_headers().map_err(jpeg_error)?;
-    let (width, height) = decoder.dimensions().ok_or_else(|| jpeg_error("no frame header"))?;
-    check_size(width, height, MAX_PIXELS)?;
-    let size = decoder.output_buffer_size().ok_or_else(|| jpeg_error("no output size"))?;
-    // A grayscale JPEG stays one channel whatever colourspace was asked for.
-    let channels = size / (width * height);
-    if size != width * height * channels || !(channels == 1 || channels == 3) {
-        return Err(jpeg_error(format!("decoder output of {size} bytes for {width}x{height}")));
-    }
-    pixels.resize(size, 0);
-    decoder.decode_into(&mut pixels).map_err(jpeg_error)?;
-    Ok(match (gray, channels) {
-        (true, 3) => (rgb_to_gray(&pixels), width, height, 1),
-        (false, 1) => (gray_to_rgb(&pixels), width, height, 3),
-        _ => (pixels, width, height, channels),
-    })
-}
-
-fn decode_jpeg_scaled(data: &[u8], gray: bool, shrink: usize) -> ImageResult<Raw> {
-    check_complete_jpeg(data)?;
-    let mut decoder = jpeg_decoder::Decoder::new(data);
-    decoder.read_info().map_err(jpeg_error)?;
-    let info = decoder.info().ok_or_else(|| jpeg_error("no frame header"))?;
-    check_size(info.width as usize, info.height as usize, MAX_PIXELS)?;
-    let wanted_width = (info.width as usize).div_ceil(shrink) as u16;
-    let wanted_height = (info.height as usize).div_ceil(shrink) as u16;
-    let (width, height) = decoder.scale(wanted_width, wanted_height).map_err(jpeg_error)?;
-    let raw = decoder.decode().map_err(jpeg_error)?;
-    let format = decoder.info().ok_or_else(|| jpeg_error("no frame header"))?.pixel_format;
-    let (width, height) = (width as usize, height as usize);
-    let pixels = match format {
-        jpeg_decoder::PixelFormat::L8 => raw,
-        jpeg_decoder::PixelFormat::L16 => raw.chunks_exact(2).map(|pair| pair[0]).collect(),
-        jpeg_decoder::PixelFormat::RGB24 => raw,
-        jpeg_decoder::PixelFormat::CMYK32 => cmyk_to_rgb(&raw),
-    };
-    let channels = pixels.len() / (width * height);
-    Ok(match (gray, channels) {
-        (true, 3) => (rgb_to_gray(&pixels), width, height, 1),
-        (false, 1) => (gray_to_rgb(&pixels), width, height, 3),
-        _ => (pixels, width, height, channels),
-    })
-}
-
-/// Adobe CMYK JPEGs store inverted ink values; R = (255 - C)(255 - K) / 255 on true ink values.
-fn cmyk_to_rgb(cmyk: &[u8]) -> Vec<u8> {
-    let mut rgb = Vec::with_capacity(cmyk.len() / 4 * 3);
-    for pixel in cmyk.chunks_exact(4) {
-        let k = pixel[3] as u32;
-        for &ink in &pixel[..3] {
-            rgb.push(((ink as u32 * k + 127) / 255) as u8);
-        }
-    }
-    rgb
 }
 
 /// ITU-R 601-2 luma, as Pillow's `convert("L")`.
 pub fn rgb_to_gray(rgb: &[u8]) -> Vec<u8> {
     rgb.chunks_exact(3).map(|p| ((p[0] as u32 * 19595 + p[1] as u32 * 38470 + p[2] as u32 * 7471 + 0x8000) >> 16) as u8).collect()
-}
-
-fn gray_to_rgb(gray: &[u8]) -> Vec<u8> {
-    gray.iter().flat_map(|&value| [value, value, value]).collect()
 }
 
 fn decode_png(data: &[u8], gray: bool) -> ImageResult<Raw> {

@@ -4,6 +4,7 @@ pub mod batch;
 pub mod decode;
 pub mod error;
 pub mod geometry;
+pub mod jpeg;
 pub mod orientation;
 pub mod output;
 pub mod transform;

@@ -9,6 +9,7 @@ use fast_image_resize::{FilterType, PixelType, ResizeAlg, ResizeOptions, Resizer
 use super::decode::{self, Format};
 use super::error::{ImageError, ImageResult};
 use super::geometry::{self, Plan, TransformSpec};
+use super::jpeg::{Region, CUT_EDGE};
 use super::output::{self, OutputSpec, Placement, Slot};
 
 thread_local! {
@@ -66,14 +67,20 @@ pub fn transform_into(
         slot.fill_zero();
         return Ok((plan.out_width, plan.out_height));
     }
-    let shrink = if spec.dct_scaling && header.format == Format::Jpeg { dct_shrink(&plan) } else { 1 };
-    let (decode_buffer, mut resized) = SCRATCH.with(|scratch| std::mem::take(&mut *scratch.borrow_mut()));
-    let image = decode::decode_with_header(data, &header, spec.gray, shrink, decode_buffer)?;
+    let is_jpeg = header.format == Format::Jpeg;
+    let shrink = if spec.dct_scaling && is_jpeg { dct_shrink(&plan) } else { 1 };
     // The decoded image may be smaller than the header's size (DCT scaling): scale the region.
-    let scale_x = image.width as f64 / header.width as f64;
-    let scale_y = image.height as f64 / header.height as f64;
+    let scale_x = header.width.div_ceil(shrink) as f64 / header.width as f64;
+    let scale_y = header.height.div_ceil(shrink) as f64 / header.height as f64;
     let (left, top, width, height) = plan.source;
-    let region = (left * scale_x, top * scale_y, width * scale_x, height * scale_y);
+    let scaled = (left * scale_x, top * scale_y, width * scale_x, height * scale_y);
+    let wanted = is_jpeg.then(|| needed_pixels(scaled, (target_width, target_height), plan.crop_first));
+    let (decode_buffer, mut resized) = SCRATCH.with(|scratch| std::mem::take(&mut *scratch.borrow_mut()));
+    let part = decode::decode_with_header(data, &header, spec.gray, shrink, wanted, decode_buffer)?;
+    // Where the region lies in the decoded part (the whole image, or the rows and iMCU columns
+    // around the region).
+    let region = (scaled.0 - part.left as f64, scaled.1 - part.top as f64, scaled.2, scaled.3);
+    let image = part.image;
     let direct = matches!(slot, Slot::U8(_))
         && output_spec.layout == output::Layout::Hwc
         && !plan.flip
@@ -101,6 +108,25 @@ pub fn transform_into(
     output::write(&resized, &placement, output_spec, slot);
     SCRATCH.with(|scratch| *scratch.borrow_mut() = (image.pixels, resized));
     Ok((plan.out_width, plan.out_height))
+}
+
+/// The pixels a resize of `region` (in decoded-image pixels) to `target` size reads: the region
+/// itself when it is cut out first, else widened by the filter's reach (its support, the
+/// downscale factor, each side), plus a pixel for rounding and the cut edge, whose pixels a
+/// partial decode may give differently (`jpeg::CUT_EDGE`).
+fn needed_pixels(region: (f64, f64, f64, f64), target: (usize, usize), crop_first: bool) -> Region {
+    let (left, top, width, height) = region;
+    let edge = 1.0 + CUT_EDGE as f64;
+    let reach = |size: f64, target: usize| if crop_first { edge } else { (size / target as f64).max(1.0).ceil() + edge };
+    let (reach_x, reach_y) = (reach(width, target.0), reach(height, target.1));
+    let region_left = (left - reach_x).floor().max(0.0);
+    let region_top = (top - reach_y).floor().max(0.0);
+    Region {
+        left: region_left as usize,
+        top: region_top as usize,
+        width: ((left + width + reach_x).ceil() - region_left) as usize,
+        height: ((top + height + reach_y).ceil() - region_top) as usize,
+    }
 }
 
 thread_local! {
@@ -171,4 +197,60 @@ fn resize_within(image: &decode::Decoded, region: (f64, f64, f64, f64), width: u
         ResizeOptions::new().resize_alg(ResizeAlg::Convolution(FilterType::Bilinear)).crop(left, top, region_width, region_height);
     RESIZER.with(|resizer| resizer.borrow_mut().resize(&source, &mut target, &options)).map_err(|error| resize_error(&error))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::image::error::DEFAULT_MAX_PIXELS;
+    use crate::image::geometry::Crop;
+    use crate::image::jpeg::tests::encode_test_jpeg;
+
+    /// The output of `spec` computed from a whole-image decode: what `transform_into` must give
+    /// when it decodes only the needed region.
+    fn from_whole_image(data: &[u8], spec: &TransformSpec, seed: u64) -> Vec<u8> {
+        let header = decode::read_header(data, DEFAULT_MAX_PIXELS).unwrap();
+        let plan = geometry::plan(spec, header.width, header.height, seed).unwrap();
+        let shrink = if spec.dct_scaling { dct_shrink(&plan) } else { 1 };
+        let part = decode::decode_with_header(data, &header, false, shrink, None, Vec::new()).unwrap();
+        let scale_x = part.image.width as f64 / header.width as f64;
+        let scale_y = part.image.height as f64 / header.height as f64;
+        let (left, top, width, height) = plan.source;
+        let region = (left * scale_x, top * scale_y, width * scale_x, height * scale_y);
+        let mut out = vec![0u8; plan.out_width * plan.out_height * 3];
+        resize_region(&part.image, region, plan.crop_first, plan.out_width, plan.out_height, &mut out).unwrap();
+        out
+    }
+
+    #[test]
+    fn region_decoding_changes_no_output_pixel() {
+        let data = encode_test_jpeg(517, 389);
+        let output_spec = OutputSpec { layout: output::Layout::Hwc, mean: [0.0; 3], std: [1.0; 3] };
+        let center = TransformSpec {
+            resize_shorter: Some(256),
+            resize: None,
+            crop: Crop::Center { width: 224, height: 224 },
+            flip_probability: 0.0,
+            gray: false,
+            dct_scaling: false,
+            max_pixels: DEFAULT_MAX_PIXELS,
+        };
+        let random = TransformSpec {
+            resize_shorter: None,
+            crop: Crop::RandomResized { width: 64, height: 48, scale: (0.08, 1.0), ratio: (0.75, 4.0 / 3.0) },
+            ..center
+        };
+        let small_center = TransformSpec { resize_shorter: Some(60), crop: Crop::Center { width: 48, height: 48 }, ..center };
+        for spec in [center, random, small_center] {
+            for dct_scaling in [false, true] {
+                let spec = TransformSpec { dct_scaling, ..spec };
+                for seed in 0..40 {
+                    let (width, height) = spec.fixed_output_size().unwrap();
+                    let mut out = vec![0u8; width * height * 3];
+                    transform_into(&data, &spec, &output_spec, seed, None, &mut Slot::U8(&mut out)).unwrap();
+                    assert!(out == from_whole_image(&data, &spec, seed), "{spec:?}, seed {seed}");
+                }
+            }
+        }
+    }
 }

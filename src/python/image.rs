@@ -87,7 +87,7 @@ impl ImageTransform {
     #[pyo3(signature = (
         *, resize_shorter=None, resize=None, center_crop=None, random_resized_crop=None,
         scale=(0.08, 1.0), ratio=(3.0 / 4.0, 4.0 / 3.0), flip_probability=0.0, grayscale=false,
-        dct_scaling=false, layout="HWC", dtype="uint8", mean=None, std=None, max_pixels=DEFAULT_MAX_PIXELS
+        dct_scaling=true, layout="HWC", dtype="uint8", mean=None, std=None, max_pixels=DEFAULT_MAX_PIXELS
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(

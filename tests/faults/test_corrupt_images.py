@@ -6,12 +6,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from stoker import Loader
 from stoker.loader import SampleError, TooManyBadSamplesError
-from stoker.ops import ImageTransform
+from stoker.ops import ImageTransform, decode_image
 from stoker.storage import FileStorage
+from tests.images import jpeg
 
 from .conftest import BAD_FILES, make_images
 
@@ -175,3 +177,24 @@ def test_skip_with_nothing_readable_to_replace_zero_fills_and_says_so(tmp_path: 
     assert [failure.action for failure in loader.failures] == ["zero-filled (no readable replacement in 16 tries)"] * 4
     stats = loader.stats()
     assert stats is not None and stats.sample_failures == {"decode: zero-filled (no readable replacement in 16 tries)": 4}
+
+
+def test_a_jpeg_cut_short_but_closed_is_refused_where_pillow_fills_it_with_gray(tmp_path: Path) -> None:
+    # The scan ends halfway, then an end-of-image marker: libjpeg warns and fills the rest with
+    # gray, and Pillow returns that image. A loader must not train on it.
+    good = jpeg(seed=1)
+    cut = good[: len(good) // 2] + b"\xff\xd9"
+    with pytest.raises(ValueError, match="corrupt JPEG: premature end of data segment"):
+        decode_image(cut)
+    make_images(tmp_path, bad={"c0/cut.jpg": cut})
+    loader = Loader(FileStorage(tmp_path), batch_size=8, transform=TRANSFORM, seed=0)
+    with pytest.raises(SampleError, match=r"c0/cut\.jpg.*premature end") as caught:
+        epoch_of(loader)
+    assert [failure.key for failure in caught.value.failures] == ["c0/cut.jpg"]
+
+
+def test_stray_bytes_before_a_marker_lose_no_pixel_and_are_accepted() -> None:
+    # Common in real datasets (ImageNet has such files): libjpeg warns, every pixel is intact.
+    good = jpeg(seed=2)
+    padded = good[:-2] + b"\x00\x00\x00" + good[-2:]
+    assert np.array_equal(decode_image(padded), decode_image(good))
