@@ -1,18 +1,23 @@
-"""JPEG folder -> batches of 32 normalized 3x224x224 float32 images, end to end, one run:
-stoker.Loader vs PyTorch DataLoader (2 workers, torchvision ImageFolder + transforms) vs SPDL
-pipelines (simplejpeg + OpenCV decode; spdl.io decode), each in its own process so peak RSS and
-CPU time are its own.
+"""JPEG folder -> batches of 32 x 3x224x224 (Resize(256) + CenterCrop(224)), end to end, one run:
+stoker.Loader vs PyTorch DataLoader (2 and 4 workers, torchvision's ImageFolder and transforms),
+SPDL pipelines (simplejpeg + OpenCV INTER_LINEAR and INTER_AREA; spdl.io when FFmpeg's libraries
+load) and the bare ceiling, a ThreadPoolExecutor(2) running simplejpeg + OpenCV INTER_LINEAR.
+Each method runs in its own process, so peak RSS and CPU time are its own, into the same output:
 
-Reported: images/s, time to first batch (from constructing the loader, listing included), peak
-RSS, CPU seconds per image. Targets (the Loader issue): >= 2.5x DataLoader and >= 1.6x the best
-SPDL variant; RSS <= 0.5x DataLoader; first batch from a 1,000,000-sample listing in <= 1 s
-(measured separately on the listing benchmark's tree, which it makes if missing).
+- uint8 CHW batches (the headline: normalization belongs on the accelerator);
+- float32 CHW normalized on the CPU (the second table).
 
-Integrity: the same images as tar shards, read by the Loader with CRC-32 verification on (the
-default) and off, alternating in one process; the ratio is what verification costs end to end
-(target: under 3%).
+Two image sets: ImageNet-like (500x375, about 45 KB) and camera-like (2048x1536, about 1 MB),
+where decoding at reduced size pays. images/s counts from the first batch to the last (start-up is
+the first-batch column). Rounds are interleaved and each method's median is shown.
 
-Run:  python benchmarks/end_to_end.py [--count 3000] [--repeats 3] [--integrity-only]
+Targets (the image-path issue), uint8, ImageNet-like: stoker >= 1.2x the bare ThreadPool ceiling,
+>= 3x the better DataLoader, >= 1.8x the best SPDL setup.
+
+Also: what CRC-32 verification of shards costs end to end (target: under 3%), and the first batch
+from a 1,000,000-sample listing (target <= 1 s).
+
+Run:  python benchmarks/end_to_end.py [--count 3000] [--large-count 300] [--repeats 3] [--integrity-only]
 """
 
 from __future__ import annotations
@@ -26,15 +31,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from stoker.bench import require_optimized_core  # noqa: E402
-from stoker.bench._peers import BATCH, PEERS, run_in_subprocess  # noqa: E402
-
-
-def image_folder(count: int) -> Path:
-    """The generated JPEGs as an ImageFolder of 10 classes, made once in stoker's cache."""
-    from stoker.bench import image_folder as make_folder
-
-    return make_folder(count)
+from stoker.bench import image_folder, require_optimized_core  # noqa: E402
+from stoker.bench._compare import compare, format_ratios, format_table  # noqa: E402
+from stoker.bench._peers import BATCH  # noqa: E402
 
 
 def first_batch_from_a_million() -> float:
@@ -58,7 +57,7 @@ def first_batch_from_a_million() -> float:
 def integrity_cost(root: Path, repeats: int) -> dict[bool, float]:
     """Images/s of the Loader over shards of ``root``, CRC verification on and off (medians)."""
     from stoker import Loader
-    from stoker.bench._peers import MEAN, STD
+    from stoker.bench._peer_loaders import MEAN, STD
     from stoker.ops import ImageTransform
     from stoker.storage import FileStorage, TarShardStorage, convert_storage
 
@@ -86,46 +85,38 @@ def print_integrity_cost(root: Path, repeats: int) -> None:
     )
 
 
+def folder_bytes(root: Path) -> float:
+    """Mean file size in KB."""
+    sizes = [path.stat().st_size for path in root.glob("*/*.jpg")]
+    return sum(sizes) / len(sizes) / 1e3
+
+
 def main() -> None:
     require_optimized_core()
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--count", type=int, default=3000)
+    parser.add_argument("--count", type=int, default=3000, help="500x375 JPEGs")
+    parser.add_argument("--large-count", type=int, default=300, help="2048x1536 JPEGs (0: skip the set)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--integrity-only", action="store_true", help="only the CRC verification on/off comparison")
     args = parser.parse_args()
-    root = image_folder(args.count)
+    root = image_folder(args.count, progress=True)
     if args.integrity_only:
         print_integrity_cost(root, args.repeats)
         return
-    results: dict[str, list[dict]] = {name: [] for name in PEERS}
-    for _ in range(args.repeats):
-        for name in PEERS:
-            try:
-                results[name].append(run_in_subprocess(name, root))
-            except RuntimeError as error:
-                print(f"skipped: {error}", file=sys.stderr)
-    print(f"\n{args.count} JPEGs 500x375 -> {BATCH} x 3x224x224 float32, {os.cpu_count()} cores, median of {args.repeats}")
-    print(f"{'method':<32} {'images/s':>9} {'first batch':>12} {'peak RSS':>9} {'CPU s/img':>10}")
-    medians = {}
-    for name, runs in results.items():
-        if not runs:
-            continue
-        medians[name] = {key: statistics.median(run[key] for run in runs) for key in runs[0] if key != "arrivals"}
-        row = medians[name]
+    sets = [(f"{args.count} JPEGs 500x375", root)]
+    if args.large_count:
+        sets.append((f"{args.large_count} JPEGs 2048x1536", image_folder(args.large_count, 2048, 1536, quality=(95, 97), progress=True)))
+    for label, folder in sets:
+        comparison = compare(folder, repeats=args.repeats)
         print(
-            f"{name:<32} {row['images_per_second']:>9.0f} {row['first_batch_seconds']:>11.2f}s {row['peak_rss_mb']:>7.0f}MB {row['cpu_seconds_per_image'] * 1e3:>8.2f}ms"
+            f"\n== {label}, about {folder_bytes(folder):.0f} KB each -> {BATCH} x 3x224x224; {os.cpu_count()} cores; median of {args.repeats}"
         )
-    ours = medians["stoker.Loader"]
-    if "PyTorch DataLoader (2 workers)" in medians:
-        torch_row = medians["PyTorch DataLoader (2 workers)"]
-        print(
-            f"\nstoker / DataLoader: {ours['images_per_second'] / torch_row['images_per_second']:.2f}x images/s (target 2.5x), "
-            f"RSS {ours['peak_rss_mb'] / torch_row['peak_rss_mb']:.2f}x (target <= 0.5x)"
-        )
-    spdl = [medians[name] for name in medians if name.startswith("SPDL")]
-    if spdl:
-        best = max(row["images_per_second"] for row in spdl)
-        print(f"stoker / best SPDL: {ours['images_per_second'] / best:.2f}x (target 1.6x)")
+        for output, title in (("uint8", "uint8 CHW (headline)"), ("float32", "float32 CHW, normalized on the CPU")):
+            rows = comparison.rows.get(output, {})
+            print(format_table(rows, f"{title}: images/s from the first batch to the last"))
+            print(format_ratios(rows))
+        for note in comparison.left_out:
+            print(f"  left out: {note}")
     print_integrity_cost(root, args.repeats)
     print(f"first batch from a 1,000,000-sample listing: {first_batch_from_a_million():.2f}s (target <= 1 s)")
 

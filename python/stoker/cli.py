@@ -18,6 +18,7 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from .storage import (
     StorageError,
@@ -206,7 +207,8 @@ def _bench(arguments: argparse.Namespace) -> int:
     import os
 
     from .bench import image_folder, require_optimized_core, run_loader
-    from .bench._peers import available_peers, run_in_subprocess
+    from .bench._compare import compare, format_ratios, format_table
+    from .ops import ImageTransform
 
     require_optimized_core()
     from .bench._scenarios import SCENARIOS
@@ -219,11 +221,14 @@ def _bench(arguments: argparse.Namespace) -> int:
         dataset = arguments.path
     else:
         root = str(image_folder(arguments.images, progress=not arguments.quiet))
-        dataset = f"{arguments.images} generated JPEGs 500x375 ({root})"
+        dataset = f"{arguments.images} generated JPEGs 500x375, about 45 KB each ({root})"
+    # The headline output: uint8 CHW batches (normalization belongs on the accelerator).
+    transform = ImageTransform(resize_shorter=256, center_crop=(224, 224), layout="CHW")
     with open_storage(root) as storage:
         ours = run_loader(
             storage,
             batch_size=arguments.batch_size,
+            transform=transform,
             fetch_concurrency=arguments.fetch_concurrency,
             decode_concurrency=arguments.decode_concurrency,
             latency_seconds=arguments.latency_ms / 1e3,
@@ -231,40 +236,28 @@ def _bench(arguments: argparse.Namespace) -> int:
             duration=arguments.duration,
             progress=not arguments.quiet,
         )
-    results = [{key: value for key, value in ours.as_dict().items() if key not in ("stats", "diagnosis")}]
-    skipped = []
-    if not arguments.no_peers and not arguments.path:
-        peers = {name: reason for name, reason in available_peers().items() if name != "stoker.Loader"}
-        runnable = [name for name, reason in peers.items() if not reason]
-        if runnable and not arguments.quiet:
-            print(
-                f"stoker.Loader: {ours.images_per_second:,.0f} images/s. Now the peers, each over the whole dataset in its own "
-                f"process: {', '.join(runnable)} ...",
-                file=sys.stderr,
-            )
-        for name, reason in peers.items():
-            if reason:
-                skipped.append(f"{name} ({reason})")
-                continue
-            if not arguments.quiet:
-                print(f"  running {name} ...", file=sys.stderr)
-            try:
-                results.append({"name": name, **run_in_subprocess(name, Path(root))})
-            except RuntimeError as error:  # its message starts with the peer's name
-                skipped.append(str(error))
-            except OSError as error:
-                skipped.append(f"{name} ({error})")
+    diagnosed = {key: value for key, value in ours.as_dict().items() if key not in ("stats", "diagnosis")}
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    print(f"\nstoker bench: {dataset}; batch {arguments.batch_size}; {cores} cores")
-    print(f"{'loader':<32} {'images/s':>9} {'MB/s':>7} {'CPU':>6} {'peak RSS':>9} {'first batch':>12}")
-    for row in results:
-        megabytes = f"{row['megabytes_per_second']:>7.1f}" if "megabytes_per_second" in row else f"{'-':>7}"
-        print(
-            f"{row['name']:<32} {row['images_per_second']:>9.0f} {megabytes} "
-            f"{row.get('cpu_percent', 0):>5.0f}% {row['peak_rss_mb']:>7.0f}MB {row['first_batch_seconds']:>11.2f}s"
-        )
-    for note in skipped:
-        print(f"  not compared: {note}")
+    print(f"\nstoker bench: {dataset}; Resize(256) + CenterCrop(224); batch {arguments.batch_size}; {cores} cores")
+    print(
+        f"diagnosed run (stoker.Loader in this process, {ours.seconds:.0f} s, uint8 CHW): {ours.images_per_second:,.0f} images/s, "
+        f"{ours.megabytes_per_second:.1f} MB/s read, CPU {ours.cpu_percent:.0f}%, peak RSS {ours.peak_rss_mb:.0f} MB, "
+        f"first batch {ours.first_batch_seconds:.2f} s"
+    )
+    results = [diagnosed]
+    float_results: list[dict[str, Any]] = []
+    if not arguments.no_peers and not arguments.path:
+        if not arguments.quiet:
+            print("Now each method over the whole dataset in its own process, into uint8 then float32 batches:", file=sys.stderr)
+        comparison = compare(Path(root), progress=not arguments.quiet)
+        for output, title in (("uint8", "uint8 CHW batches (the headline)"), ("float32", "float32 CHW, normalized on the CPU")):
+            rows = comparison.rows.get(output, {})
+            print(format_table(rows, f"\n{title}: images/s from the first batch to the last"))
+            print(format_ratios(rows))
+        for note in comparison.left_out:
+            print(f"  not compared: {note}")
+        results = [{"name": name, "output": "uint8", **row} for name, row in comparison.rows.get("uint8", {}).items()] or results
+        float_results = [{"name": name, "output": "float32", **row} for name, row in comparison.rows.get("float32", {}).items()]
     print(f"\ndiagnosis: {ours.diagnosis['message']}")
     if arguments.json:
         run = {
@@ -274,6 +267,8 @@ def _bench(arguments: argparse.Namespace) -> int:
             "cores": cores,
             "batch_size": arguments.batch_size,
             "results": results,
+            "float32_results": float_results,
+            "diagnosed_run": diagnosed,
             "diagnosis": ours.diagnosis,
             "stats": ours.stats,
         }

@@ -93,6 +93,19 @@ thread_local! {
     static DECOMPRESSOR: RefCell<Decompressor> = RefCell::new(Decompressor::new());
 }
 
+/// Run `work` with this thread's decompressor. A failed call can leave libjpeg inside a header
+/// (a marker read but not consumed, e.g. after garbage), which would fail the next, good image
+/// on this thread with the same error: after any error the decompressor is replaced.
+fn with_decompressor<T>(work: impl FnOnce(tj::tjhandle) -> ImageResult<T>) -> ImageResult<T> {
+    DECOMPRESSOR.with(|cell| {
+        let result = work(cell.borrow().handle()?);
+        if result.is_err() {
+            *cell.borrow_mut() = Decompressor::new();
+        }
+        result
+    })
+}
+
 pub fn jpeg_error(detail: impl ToString) -> ImageError {
     ImageError::Corrupt { format: "JPEG", detail: detail.to_string() }
 }
@@ -158,7 +171,7 @@ fn read_header(handle: tj::tjhandle, data: &[u8]) -> ImageResult<JpegInfo> {
 
 /// The header of `data`.
 pub fn info(data: &[u8]) -> ImageResult<JpegInfo> {
-    DECOMPRESSOR.with(|decompressor| read_header(decompressor.borrow().handle()?, data))
+    with_decompressor(|handle| read_header(handle, data))
 }
 
 /// Size of the image decoded at `1 / shrink` scale: libjpeg's `TJSCALED`, rounding up.
@@ -178,9 +191,7 @@ pub fn decode(
     region: Option<Region>,
     mut pixels: Vec<u8>,
 ) -> ImageResult<(Vec<u8>, usize, usize, usize)> {
-    DECOMPRESSOR.with(|decompressor| {
-        let decompressor = decompressor.borrow();
-        let handle = decompressor.handle()?;
+    with_decompressor(|handle| {
         let info = read_header(handle, data)?;
         let shrink = if info.can_scale() { shrink } else { 1 };
         let factor = tj::tjscalingfactor { num: 1, denom: shrink as c_int };
@@ -332,6 +343,17 @@ pub(crate) mod tests {
                     assert_eq!(part_row, full_row, "shrink {shrink}, region {region:?}, row {row}");
                 }
             }
+        }
+    }
+
+    #[test]
+    fn a_failed_image_does_not_fail_the_next_one_on_its_thread() {
+        let good = encode_test_jpeg(40, 30);
+        for bad in [&b"\xff\xd8\xff broken"[..], &good[..good.len() / 3]] {
+            let _ = info(bad); // fails for garbage; a truncated file's header reads fine
+            assert!(decode(bad, false, 1, None, Vec::new()).is_err());
+            assert_eq!(info(&good).unwrap().width, 40);
+            assert_eq!(decode(&good, false, 1, None, Vec::new()).unwrap().1, 40);
         }
     }
 

@@ -198,3 +198,13 @@ def test_stray_bytes_before_a_marker_lose_no_pixel_and_are_accepted() -> None:
     good = jpeg(seed=2)
     padded = good[:-2] + b"\x00\x00\x00" + good[-2:]
     assert np.array_equal(decode_image(padded), decode_image(good))
+
+
+def test_a_corrupt_jpeg_does_not_fail_the_good_ones_after_it_on_its_thread() -> None:
+    # libjpeg can be left inside a header after garbage; the next image must not inherit that.
+    good = jpeg(80, 60, seed=3)
+    transform = ImageTransform(resize=(16, 16))
+    for bad in (b"\xff\xd8\xff broken", good[: len(good) // 3], b"\xff\xd8\xff\xc0\x00\x11" + b"\x00" * 20):
+        with pytest.raises(ValueError, match="JPEG"):
+            decode_image(bad, transform)
+        assert decode_image(good, transform).shape == (16, 16, 3)

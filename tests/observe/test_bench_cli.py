@@ -106,6 +106,6 @@ def test_bench_on_a_dead_s3_endpoint_fails_clearly(capsys, monkeypatch) -> None:
 def test_a_peer_that_delivers_nothing_fails_instead_of_showing_zero(monkeypatch, tmp_path) -> None:  # type: ignore[no-untyped-def]
     from stoker.bench import _peers
 
-    monkeypatch.setitem(_peers.PEERS, "empty", lambda root: _peers.Arrivals())
+    monkeypatch.setitem(_peers.PEERS, "empty", lambda root, output: _peers.Arrivals())
     with pytest.raises(SystemExit, match="delivered no images"):
-        _peers._child("empty", tmp_path)
+        _peers._child("empty", "uint8", tmp_path)

@@ -60,11 +60,13 @@ def encode_jpeg(pixels: np.ndarray, quality: int, **options: object) -> bytes:
     return buffer.getvalue()
 
 
-def iter_jpegs(count: int, width: int = 500, height: int = 375, seed: int = 0) -> Iterator[bytes]:
-    """``count`` natural-looking JPEGs, quality 80-95, reproducible from ``seed``, one at a time."""
+def iter_jpegs(count: int, width: int = 500, height: int = 375, seed: int = 0, quality: tuple[int, int] = (80, 95)) -> Iterator[bytes]:
+    """``count`` natural-looking JPEGs, of a quality drawn in ``quality`` (inclusive; 80-95 is
+    about 45 KB at 500x375, 95-97 about 1 MB at 2048x1536, like a camera's), reproducible from
+    ``seed``, one at a time."""
     rng = np.random.default_rng(seed)
     for _ in range(count):
-        yield encode_jpeg(natural_image(rng, width, height), int(rng.integers(80, 96)))
+        yield encode_jpeg(natural_image(rng, width, height), int(rng.integers(quality[0], quality[1] + 1)))
 
 
 def make_jpegs(count: int, width: int = 500, height: int = 375, seed: int = 0) -> list[bytes]:
@@ -72,15 +74,28 @@ def make_jpegs(count: int, width: int = 500, height: int = 375, seed: int = 0) -
     return list(iter_jpegs(count, width, height, seed))
 
 
-def image_folder(count: int, width: int = 500, height: int = 375, classes: int = 10, seed: int = 0, *, progress: bool = False) -> Path:
-    """An ImageFolder of ``count`` generated JPEGs in stoker's cache, made once (about 40 ms an
-    image: 2,000 take a minute and a half); ``progress`` shows a bar while making them."""
-    root = cache_dir("bench", f"folder-{count}-{width}x{height}-{classes}-seed{seed}")
+def image_folder(
+    count: int,
+    width: int = 500,
+    height: int = 375,
+    classes: int = 10,
+    seed: int = 0,
+    *,
+    quality: tuple[int, int] = (80, 95),
+    progress: bool = False,
+) -> Path:
+    """An ImageFolder of ``count`` generated JPEGs (see `iter_jpegs`) in stoker's cache, made
+    once (about 40 ms an image at 500x375: 2,000 take a minute and a half); ``progress`` shows a
+    bar while making them."""
+    name = f"folder-{count}-{width}x{height}-{classes}-seed{seed}"
+    if quality != (80, 95):
+        name += f"-q{quality[0]}-{quality[1]}"
+    root = cache_dir("bench", name)
     if (root / ".complete").exists():
         return root
     from tqdm import tqdm
 
-    images = iter_jpegs(count, width, height, seed)
+    images = iter_jpegs(count, width, height, seed, quality)
     bar = tqdm(images, total=count, unit="image", desc="generating JPEGs (once; cached)", disable=not progress, file=sys.stderr)
     for index, data in enumerate(bar):
         folder = root / f"class_{index % classes:03d}"

@@ -1,0 +1,174 @@
+"""The loaders `stoker bench` and `benchmarks/end_to_end.py` compare, each written as a competent
+user of it would: resize the shorter side to 256, center crop 224, batches of 32, in one of two
+outputs every method produces alike:
+
+- ``uint8``: contiguous (32, 3, 224, 224) uint8 batches, the headline (normalization belongs on
+  the accelerator, one fused op over the batch);
+- ``float32``: the same, normalized with ImageNet's mean and std on the CPU.
+
+Each function runs one epoch over an ImageFolder and records when each batch arrived.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+BATCH = 32
+OUTPUTS = ("uint8", "float32")
+
+
+class Arrivals:
+    """When each batch arrived: (seconds since the start, images so far), and the totals."""
+
+    def __init__(self) -> None:
+        self.started = time.perf_counter()
+        self.count = 0
+        self.times: list[tuple[float, int]] = []
+
+    def add(self, images: int) -> None:
+        self.count += images
+        self.times.append((time.perf_counter() - self.started, self.count))
+
+    @property
+    def first(self) -> float:
+        """Seconds to the first batch (0 when none came)."""
+        return self.times[0][0] if self.times else 0.0
+
+    @property
+    def steady_rate(self) -> float:
+        """Images per second from the first batch to the last: the throughput once started,
+        without the imports and worker start-up that `first` already reports."""
+        if len(self.times) < 2:
+            return self.count / max(self.first, 1e-9)
+        (first_time, first_count), (last_time, last_count) = self.times[0], self.times[-1]
+        return (last_count - first_count) / max(last_time - first_time, 1e-9)
+
+
+def image_paths(root: Path) -> list[str]:
+    return sorted(str(path) for path in root.glob("*/*.jpg"))
+
+
+def shorter_side(width: int, height: int, size: int = 256) -> tuple[int, int]:
+    """torchvision's Resize(int) output (width, height)."""
+    return (size, int(size * height / width)) if width <= height else (int(size * width / height), size)
+
+
+def finish_batch(images: list[Any], output: str) -> Any:
+    """HxWx3 uint8 crops to one contiguous (N, 3, H, W) batch of the asked output."""
+    import numpy as np
+
+    batch = np.ascontiguousarray(np.stack(images).transpose(0, 3, 1, 2))
+    if output == "uint8":
+        return batch
+    mean = np.array(MEAN, np.float32)[None, :, None, None]
+    std = np.array(STD, np.float32)[None, :, None, None]
+    return (batch.astype(np.float32) / 255.0 - mean) / std
+
+
+def run_stoker(root: Path, output: str) -> Arrivals:
+    from ..loader import Loader
+    from ..ops import ImageTransform
+    from ..storage import FileStorage
+
+    arrivals = Arrivals()
+    if output == "float32":
+        transform = ImageTransform(resize_shorter=256, center_crop=(224, 224), layout="CHW", dtype="float32", mean=MEAN, std=STD)
+    else:
+        transform = ImageTransform(resize_shorter=256, center_crop=(224, 224), layout="CHW")
+    loader = Loader(FileStorage(root), batch_size=BATCH, transform=transform, seed=0)
+    for batch in loader:
+        arrivals.add(len(batch))
+    return arrivals
+
+
+def run_torch(root: Path, output: str, workers: int) -> Arrivals:
+    """torchvision's ImageFolder recipe (PIL decode, antialiased Resize, CenterCrop)."""
+    import torch
+    from torchvision import datasets, transforms
+
+    arrivals = Arrivals()
+    to_output = [transforms.PILToTensor()] if output == "uint8" else [transforms.ToTensor(), transforms.Normalize(MEAN, STD)]
+    transform = transforms.Compose([transforms.Resize(256), transforms.CenterCrop(224), *to_output])
+    loader = torch.utils.data.DataLoader(
+        datasets.ImageFolder(str(root), transform=transform),
+        batch_size=BATCH,
+        shuffle=True,
+        num_workers=workers,
+        persistent_workers=False,
+        prefetch_factor=2,
+    )
+    for images, _ in loader:
+        arrivals.add(len(images))
+    return arrivals
+
+
+def simplejpeg_opencv(interpolation_name: str) -> Callable[[str], Any]:
+    """Read, decode with simplejpeg (libjpeg-turbo), resize with OpenCV, center crop: HxWx3."""
+    import cv2
+    import simplejpeg
+
+    cv2.setNumThreads(1)  # the loader's threads are the parallelism; OpenCV's own would fight them
+    interpolation = getattr(cv2, interpolation_name)
+
+    def load(path: str) -> Any:
+        with open(path, "rb") as file:
+            array = simplejpeg.decode_jpeg(file.read(), colorspace="RGB")
+        size = shorter_side(array.shape[1], array.shape[0])
+        array = cv2.resize(array, size, interpolation=interpolation)
+        top, left = int(round((size[1] - 224) / 2.0)), int(round((size[0] - 224) / 2.0))
+        return array[top : top + 224, left : left + 224]
+
+    return load
+
+
+def spdl_io_decoder() -> Callable[[str], Any]:
+    """Decode and resize inside FFmpeg through spdl.io (bilinear, widened when shrinking)."""
+    import spdl.io
+
+    def load(path: str) -> Any:
+        # Both generated sets are 4:3 (500x375, 2048x1536): Resize(256) gives 341x256.
+        packets = spdl.io.demux_image(path)
+        frames = spdl.io.decode_packets(packets, filter_desc="scale=w=341:h=256:flags=bilinear,crop=w=224:h=224,format=pix_fmts=rgb24")
+        return spdl.io.to_numpy(spdl.io.convert_frames(frames))
+
+    return load
+
+
+def run_spdl(root: Path, output: str, decoder: str) -> Arrivals:
+    """SPDL's pipeline as its docs build one: a concurrent load stage, aggregate, collate."""
+    from spdl.pipeline import PipelineBuilder
+
+    arrivals = Arrivals()
+    load = spdl_io_decoder() if decoder == "spdl.io" else simplejpeg_opencv(decoder)
+    builder: Any = PipelineBuilder()  # typed where spdl is installed, unknown where not
+    pipeline = (
+        builder.add_source(image_paths(root))
+        .pipe(load, concurrency=2)
+        .aggregate(BATCH)
+        .pipe(lambda images: finish_batch(images, output))
+        .add_sink(3)
+        .build(num_threads=2)
+    )
+    with pipeline.auto_stop():
+        for batch in pipeline:
+            arrivals.add(len(batch))
+    return arrivals
+
+
+def run_thread_pool(root: Path, output: str) -> Arrivals:
+    """The bare ceiling: a ThreadPoolExecutor(2) mapping simplejpeg + OpenCV INTER_LINEAR
+    (aliased, the cheapest resize) over each batch's paths; no pipeline, no sampler."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    arrivals = Arrivals()
+    load = simplejpeg_opencv("INTER_LINEAR")
+    paths = image_paths(root)
+    with ThreadPoolExecutor(2) as pool:
+        for start in range(0, len(paths), BATCH):
+            finish_batch(list(pool.map(load, paths[start : start + BATCH])), output)
+            arrivals.add(len(paths[start : start + BATCH]))
+    return arrivals
