@@ -8,8 +8,9 @@ Each method runs in its own process, so peak RSS and CPU time are its own, into 
 - float32 CHW normalized on the CPU (the second table).
 
 Two image sets: ImageNet-like (500x375, about 45 KB) and camera-like (2048x1536, about 1 MB),
-where decoding at reduced size pays. images/s counts from the first batch to the last (start-up is
-the first-batch column). Rounds are interleaved and each method's median is shown.
+where decoding at reduced size pays. images/s is one epoch from building the loader (after its
+imports) to its last batch; CPU is counted over the same span, worker processes included. Rounds
+are interleaved and each method's median is shown.
 
 Targets (the image-path issue), uint8, ImageNet-like: stoker >= 1.2x the bare ThreadPool ceiling,
 >= 3x the better DataLoader, >= 1.8x the best SPDL setup.
@@ -113,7 +114,7 @@ def main() -> None:
         )
         for output, title in (("uint8", "uint8 CHW (headline)"), ("float32", "float32 CHW, normalized on the CPU")):
             rows = comparison.rows.get(output, {})
-            print(format_table(rows, f"{title}: images/s from the first batch to the last"))
+            print(format_table(rows, f"{title}: images/s over the epoch, start-up included"))
             print(format_ratios(rows))
         for note in comparison.left_out:
             print(f"  left out: {note}")

@@ -252,7 +252,7 @@ def _bench(arguments: argparse.Namespace) -> int:
         comparison = compare(Path(root), progress=not arguments.quiet)
         for output, title in (("uint8", "uint8 CHW batches (the headline)"), ("float32", "float32 CHW, normalized on the CPU")):
             rows = comparison.rows.get(output, {})
-            print(format_table(rows, f"\n{title}: images/s from the first batch to the last"))
+            print(format_table(rows, f"\n{title}: images/s over the epoch, start-up included"))
             print(format_ratios(rows))
         for note in comparison.left_out:
             print(f"  not compared: {note}")

@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import json
 import re
-import resource
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,6 +18,7 @@ from ._peer_loaders import (
     OUTPUTS,
     STD,
     Arrivals,
+    process_cpu_seconds,
     run_spdl,
     run_stoker,
     run_thread_pool,
@@ -69,9 +68,10 @@ def run_in_subprocess(name: str, root: Path, output: str = "uint8", timeout: flo
     """Run one method over one epoch of ``root`` in a fresh process; its measurements as a dict.
 
     Returns:
-        ``images_per_second`` (steady: first batch to last), ``first_batch_seconds`` (from the
-        process's start of work: imports, workers and listing included), ``peak_rss_mb``,
-        ``cpu_seconds_per_image``, ``cpu_percent`` and thinned ``arrivals``.
+        ``images_per_second`` (the epoch, from building the loader to its last batch: start-up
+        included, imports not), ``first_batch_seconds``, ``peak_rss_mb``,
+        ``cpu_seconds_per_image`` and ``cpu_percent`` (over the same span, workers included)
+        and thinned ``arrivals``.
 
     Raises:
         RuntimeError: The method failed or delivered nothing; the message gives its first error
@@ -94,18 +94,16 @@ def run_in_subprocess(name: str, root: Path, output: str = "uint8", timeout: flo
 def _child(name: str, output: str, root: Path) -> None:
     from ._memory import PeakMemory
 
-    started = time.perf_counter()
     with PeakMemory() as peak:
         arrivals = PEERS[name](root, output)
     if arrivals.count == 0:  # e.g. every sample failed inside a pipeline that logs and drops them
         sys.exit("delivered no images")
-    seconds = time.perf_counter() - started
-    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    seconds = arrivals.times[-1][0]
+    cpu = process_cpu_seconds() - arrivals.cpu_at_start
     print(
         json.dumps(
             {
-                "images_per_second": arrivals.steady_rate,
+                "images_per_second": arrivals.rate,
                 "first_batch_seconds": arrivals.first,
                 "peak_rss_mb": peak.megabytes,
                 "cpu_seconds_per_image": cpu / arrivals.count,
