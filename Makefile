@@ -35,7 +35,7 @@ $(VENV)/.installed-bench: $(BIN)/python $(BUILD_INPUTS) | build-tools
 
 $(VENV)/.installed-dev: $(BIN)/python $(BUILD_INPUTS) | build-tools
 	@echo "== building stoker's native core and installing the test tools: a few minutes the first time =="
-	$(BIN)/python -m pip install --quiet -e '.[lmdb,remote,report]' --group dev
+	$(BIN)/python -m pip install --quiet -e '.[lmdb,remote,report,parquet]' --group dev
 	@touch $@
 
 check: install-dev

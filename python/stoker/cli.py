@@ -3,7 +3,7 @@
 stoker bench [PATH] [--batch-size 32] [--latency-ms 0] [--duration 20] [--json RUN.json]
 stoker bench --scenario small-files|starvation|padding|pinned
 stoker report RUN.json [--out DIR]
-stoker convert SRC DST [--to shards|lmdb|objects] [--shard-size 256MB]
+stoker convert SRC DST [--to shards|lmdb|parquet|objects] [--shard-size 256MB] [--row-group-size 32MB]
     DST may be s3://bucket/prefix (objects or shards) or cassandra://host:port/keyspace
 stoker split SRC -o SPLITS.json [--ratios train=0.8,val=0.1,test=0.1 | --folds K]
     [--balance original|uniform|LABEL=WEIGHT,...] [--group-column COL] [--seed 0]
@@ -179,10 +179,18 @@ def _split(arguments: argparse.Namespace) -> int:
 def _convert(arguments: argparse.Namespace) -> int:
     if "://" in arguments.destination:
         return _upload(arguments)
-    to = arguments.to or ("lmdb" if arguments.destination.rstrip("/").endswith(".lmdb") else "shards")
+    destination = arguments.destination.rstrip("/")
+    to = arguments.to or ("lmdb" if destination.endswith(".lmdb") else "parquet" if destination.endswith(".parquet") else "shards")
     with open_storage(arguments.source) as source:
-        report = convert_storage(source, arguments.destination, to=to, shard_size=arguments.shard_size, progress=not arguments.quiet)
-    shards = f" in {report.shards} shards" if report.format == "shards" else ""
+        report = convert_storage(
+            source,
+            arguments.destination,
+            to=to,
+            shard_size=arguments.shard_size,
+            row_group_size=arguments.row_group_size,
+            progress=not arguments.quiet,
+        )
+    shards = f" in {report.shards} {'files' if report.format == 'parquet' else 'shards'}" if report.format in ("shards", "parquet") else ""
     print(f"wrote {report.samples} samples ({report.bytes / 1e6:.1f} MB){shards} to {report.destination}; verified")
     return 0
 
@@ -314,17 +322,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     report.add_argument("--out", help="folder for the report (default: next to RUN.json)")
     report.set_defaults(run=_report)
     convert = commands.add_parser(
-        "convert", formatter_class=_HelpWithDefaults, help="a dataset to indexed tar shards, LMDB, an S3 bucket or Cassandra"
+        "convert", formatter_class=_HelpWithDefaults, help="a dataset to indexed tar shards, LMDB, Parquet, an S3 bucket or Cassandra"
     )
     convert.add_argument("source")
     convert.add_argument("destination", help="a folder, a .lmdb path, s3://bucket/prefix or cassandra://host:port/keyspace")
     convert.add_argument(
         "--to",
-        choices=("shards", "lmdb", "objects"),
+        choices=("shards", "lmdb", "parquet", "objects"),
         default=None,
-        help="default: lmdb when DST ends in .lmdb, objects for s3://, else shards",
+        help="default: lmdb when DST ends in .lmdb, parquet when it ends in .parquet, objects for s3://, else shards",
     )
-    convert.add_argument("--shard-size", type=parse_size, default="256MB", help="start a new shard past this size")
+    convert.add_argument("--shard-size", type=parse_size, default="256MB", help="start a new shard (or Parquet file) past this size")
+    convert.add_argument("--row-group-size", type=parse_size, default="32MB", help="Parquet: payload bytes per row group")
     convert.add_argument("--concurrency", type=int, default=None, help="writes in flight (default: 32 to S3, 8 to Cassandra)")
     convert.add_argument("--metadata", help="CSV of key,column,... written to Cassandra's metadata table")
     convert.add_argument("--replication", type=int, default=1, help="replication factor of a new Cassandra keyspace")

@@ -26,8 +26,15 @@ class SlowStorage(MemoryStorage):
         return super()._read_indices(indices)
 
 
-def storage(count: int = 203) -> MemoryStorage:
-    return SlowStorage(
+class BlockedStorage(SlowStorage):
+    """Samples in blocks of 17 (as a shard or row group would hold them): for shuffle="block"."""
+
+    def block_sizes(self) -> list[int]:
+        return [min(17, len(self) - start) for start in range(0, len(self), 17)]
+
+
+def storage(count: int = 203, blocks: bool = False) -> MemoryStorage:
+    return (BlockedStorage if blocks else SlowStorage)(
         {f"k{index}": index.to_bytes(4, "little") for index in range(count)}, {f"k{index}": index % 5 for index in range(count)}
     )
 
@@ -50,14 +57,14 @@ def test_out_of_order_delivery_happens_and_in_order_is_kept() -> None:
     assert in_order == sorted(in_order)
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_resume_at_random_points_out_of_order(seed: int) -> None:
-    data = storage()
+@pytest.mark.parametrize("seed, shuffle", [(0, True), (1, True), (2, True), (0, "block"), (1, "block")])
+def test_resume_at_random_points_out_of_order(seed: int, shuffle: bool | str) -> None:
+    data = storage(blocks=shuffle == "block")
     generator = random.Random(seed)
     delivered: list[str] = []
     state = None
     for _ in range(4):
-        loader = Loader(data, batch_size=6, seed=9, fetch_concurrency=6)
+        loader = Loader(data, batch_size=6, seed=9, fetch_concurrency=6, shuffle=shuffle, shuffle_window=2)
         if state is not None:
             loader.load_state_dict(json.loads(json.dumps(state)))
         stop_after = generator.randint(1, 10)
@@ -66,19 +73,20 @@ def test_resume_at_random_points_out_of_order(seed: int) -> None:
             if count == stop_after:
                 break  # batches in flight are abandoned
         state = loader.state_dict()
-    loader = Loader(data, batch_size=6, seed=9)
+    loader = Loader(data, batch_size=6, seed=9, shuffle=shuffle, shuffle_window=2)
     loader.load_state_dict(state)
     for batch in loader:
         delivered.extend(batch.keys)
     assert Counter(delivered) == Counter(f"k{index}" for index in range(203))
 
 
-def test_elastic_resume_from_two_ranks_to_three() -> None:
-    data = storage(211)
+@pytest.mark.parametrize("shuffle", [True, "block"])
+def test_elastic_resume_from_two_ranks_to_three(shuffle: bool | str) -> None:
+    data = storage(211, blocks=shuffle == "block")
     delivered: list[str] = []
     states = []
     for rank, stop_after in ((0, 5), (1, 9)):
-        loader = Loader(data, batch_size=5, rank=rank, world_size=2, seed=4)
+        loader = Loader(data, batch_size=5, rank=rank, world_size=2, seed=4, shuffle=shuffle)
         for count, batch in enumerate(loader, start=1):
             delivered.extend(key for key, padding in zip(batch.keys, batch.padding) if not padding)
             if count == stop_after:
@@ -86,7 +94,7 @@ def test_elastic_resume_from_two_ranks_to_three() -> None:
         states.append(loader.state_dict())
     counts = []
     for rank in range(3):
-        loader = Loader(data, batch_size=5, rank=rank, world_size=3, seed=4)
+        loader = Loader(data, batch_size=5, rank=rank, world_size=3, seed=4, shuffle=shuffle)
         loader.load_state_dict(states)
         batches = list(loader)
         counts.append(sum(len(batch) for batch in batches))
@@ -221,3 +229,10 @@ def test_token_loader_resumes_exactly_with_the_packer_state(tmp_path: Path) -> N
     assert rows == expected
     tokens = np.concatenate([np.array(batch)[np.array(batch) != 0] for batch in expected]) if expected else []
     assert sorted(tokens.tolist()) == sorted(flat[flat != 0].tolist()), "every token once"
+
+
+def test_block_shuffle_needs_a_storage_with_blocks() -> None:
+    with pytest.raises(ValueError, match="has no blocks to shuffle by"):
+        Loader(storage(), batch_size=4, shuffle="block")
+    with pytest.raises(ValueError, match='shuffle must be True, False or "block"'):
+        Loader(storage(blocks=True), batch_size=4, shuffle="blocks")

@@ -63,7 +63,11 @@ class Loader:
             (``("txt", "json")`` for LAION-style image-text shards): `Batch.extra` holds them
             per sample, ``txt`` as text, ``json`` parsed, others as bytes. A sample lacking one
             is a bad sample (``on_error``). Tar shards, local or on S3.
-        shuffle, seed, rank, world_size, pad: The `Sampler`'s; ``pad=False`` drops the uneven
+        shuffle: True: a uniform shuffle per epoch; ``"block"``: the block shuffle (each rank
+            reads a few of the storage's blocks at a time, shuffled together: for object stores
+            and Parquet; see `stoker.sampling.block_order`); False: storage order.
+        shuffle_window: With ``shuffle="block"``, blocks per rank shuffled together.
+        seed, rank, world_size, pad: The `Sampler`'s; ``pad=False`` drops the uneven
             tail instead of padding ranks to equal counts.
         drop_last: Drop this rank's last, short batch.
         in_order: Deliver batches in sampler order (a slow batch then holds the others back).
@@ -119,7 +123,8 @@ class Loader:
         transform: ImageTransform | None = None,
         decode: Callable[[bytes], Any] | None = None,
         extra: Sequence[str] = (),
-        shuffle: bool = True,
+        shuffle: bool | Literal["block"] = True,
+        shuffle_window: int = 8,
         seed: int = 0,
         rank: int = 0,
         world_size: int = 1,
@@ -145,6 +150,7 @@ class Loader:
         for name, value in (("fetch_concurrency", fetch_concurrency), ("decode_concurrency", decode_concurrency)):
             check_integer(name, value, optional=True)
         check_integer("prefetch", prefetch, minimum=0)
+        check_integer("shuffle_window", shuffle_window)
         check_integer("ramp_every", ramp_every)
         check_integer("seed", seed, minimum=0)
         check_integer("world_size", world_size)
@@ -175,7 +181,16 @@ class Loader:
         self.prefetch = prefetch
         self.max_failures = max_failures
         self.stats_interval = stats_interval
-        self.sampler = Sampler(len(storage), shuffle=shuffle, seed=seed, rank=rank, world_size=world_size, pad=pad)
+        self.sampler = Sampler(
+            len(storage),
+            shuffle=bool(shuffle),
+            seed=seed,
+            rank=rank,
+            world_size=world_size,
+            pad=pad,
+            blocks=_shuffle_blocks(storage, shuffle),
+            window=shuffle_window,
+        )
         self.extra = _check_extra(extra, storage)
         self._labels = label_array(storage.labels)
         self._keys = storage.keys
@@ -505,3 +520,23 @@ def _check_extra(extra: Sequence[str], storage: Storage) -> tuple[str, ...]:
     if extra:
         storage.try_read_members([], extra)  # raises for storage with one payload per sample
     return extra
+
+
+def _shuffle_blocks(storage: Storage, shuffle: Any) -> list[int] | None:
+    """The block sizes a ``shuffle="block"`` Sampler needs, or None for the other shuffles.
+
+    Raises:
+        ValueError: ``shuffle`` is not True, False or "block", or the storage has no blocks or
+            changes its samples per epoch.
+    """
+    if shuffle is True or shuffle is False:
+        return None
+    if shuffle != "block":
+        raise ValueError(f'shuffle must be True, False or "block", got {shuffle!r}')
+    blocks = storage.block_sizes()
+    if blocks is None or storage.changes_per_epoch:
+        raise ValueError(
+            f'{storage.describe()} has no blocks to shuffle by (shuffle="block" needs shards, Parquet row groups or '
+            "another storage with block_sizes()); use shuffle=True"
+        )
+    return blocks

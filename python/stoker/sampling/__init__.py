@@ -1,7 +1,8 @@
-"""Order: deterministic shuffles per epoch, rank sharding with equal counts, exact resume, and
+"""Order: deterministic shuffles per epoch (uniform, or by storage blocks), rank sharding with equal counts, exact resume, and
 out-of-order incremental prefetch for high-latency storage, and seeded train/val/test splits and
 k-fold folds."""
 
+from ._block_order import block_order, shuffle_quality
 from ._prefetch import FetchedSample, OutOfOrderPrefetcher
 from ._ranges import PositionSet
 from ._sampler import SamplePlan, Sampler
@@ -14,8 +15,10 @@ __all__ = [
     "PositionSet",
     "SamplePlan",
     "Sampler",
+    "block_order",
     "k_folds",
     "read_split",
+    "shuffle_quality",
     "split_samples",
     "write_splits",
 ]

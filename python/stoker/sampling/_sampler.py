@@ -7,6 +7,10 @@ another has run out hangs distributed training): with ``pad=True`` the short ran
 from the start of the order and those are flagged as padding; with ``pad=False`` the tail that
 does not divide evenly is left out of this epoch. Nothing is ever silently unequal.
 
+With ``blocks`` (the storage's runs of consecutive samples: shards, Parquet row groups), the
+shuffle is the block shuffle of `block_order` instead: each rank reads a few blocks at a time,
+which is what object stores and columnar files need. Resume works the same for both.
+
 Exact resume: the sampler is told which positions were *delivered* to the training loop (not
 merely fetched), possibly out of order. Its state is (seed, epoch, delivered positions as ranges).
 Continuing with the same world size needs this rank's state; continuing with another world size
@@ -17,12 +21,14 @@ order, are dealt again over the new ranks.
 from __future__ import annotations
 
 import threading
+import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from ._block_order import block_order, block_starts
 from ._ranges import PositionSet
 
 __all__ = ["Sampler", "SamplePlan"]
@@ -43,18 +49,31 @@ class Sampler:
 
     Args:
         num_samples: Samples in the storage.
-        shuffle: Permute per epoch (a uniform global shuffle); else storage order.
+        shuffle: Permute per epoch (a uniform global shuffle, or the block shuffle when
+            ``blocks`` is given); else storage order.
         seed: Seeds every epoch's permutation together with the epoch number.
         rank: This process's rank.
         world_size: Number of ranks.
         pad: Equalize counts by repeating samples (flagged), else drop the uneven tail.
+        blocks: Samples in each storage block, in storage order (``Storage.block_sizes()``):
+            shuffle by blocks (see `block_order`). None: the uniform shuffle.
+        window: Blocks per rank whose samples are shuffled together (the block shuffle only).
 
     Raises:
-        ValueError: Bad sizes or rank.
+        ValueError: Bad sizes or rank, or blocks that do not cover ``num_samples``.
     """
 
     def __init__(
-        self, num_samples: int, *, shuffle: bool = True, seed: int = 0, rank: int = 0, world_size: int = 1, pad: bool = True
+        self,
+        num_samples: int,
+        *,
+        shuffle: bool = True,
+        seed: int = 0,
+        rank: int = 0,
+        world_size: int = 1,
+        pad: bool = True,
+        blocks: Sequence[int] | None = None,
+        window: int = 8,
     ) -> None:
         if num_samples < 1:
             raise ValueError(f"num_samples must be positive, got {num_samples}")
@@ -67,6 +86,15 @@ class Sampler:
         self.world_size = world_size
         self.pad = pad
         self.epoch = 0
+        if blocks is not None and int(block_starts(blocks)[-1]) != num_samples:
+            raise ValueError(f"the blocks hold {int(block_starts(blocks)[-1])} samples, not {num_samples}")
+        if window < 1:
+            raise ValueError(f"window must be positive, got {window}")
+        self.blocks = None if blocks is None else [int(size) for size in blocks]
+        self.window = window
+        # The world size the block order is laid out for: this one, or the saved run's after an
+        # elastic resume (the positions in the states refer to that run's order).
+        self._order_ranks = world_size
         # Guards the delivery record: the training loop marks while a checkpoint thread reads.
         self._lock = threading.RLock()
         self._delivered = PositionSet()
@@ -81,12 +109,23 @@ class Sampler:
             self._delivered = PositionSet()
             self._padding_delivered = 0
             self._excluded = None
+            self._order_ranks = self.world_size
+
+    @property
+    def scheme(self) -> str:
+        """``"sequential"``, ``"uniform"`` or ``"block"``: how `order` is drawn."""
+        return "sequential" if not self.shuffle else "uniform" if self.blocks is None else "block"
 
     def order(self) -> np.ndarray:
         """The epoch's global order: storage indices by position."""
         if not self.shuffle:
             return np.arange(self.num_samples, dtype=np.int64)
+        if self.blocks is not None:
+            return block_order(self.blocks, seed=self.seed, epoch=self.epoch, window=self.window, ranks=self._order_ranks)
         return np.random.default_rng([self.seed, self.epoch]).permutation(self.num_samples)
+
+    def _blocks_digest(self) -> int | None:
+        return None if self.blocks is None else zlib.crc32(np.asarray(self.blocks, np.int64).tobytes())
 
     def _remaining_positions(self) -> np.ndarray:
         """Positions of this epoch still to deliver by the whole world (in order)."""
@@ -166,6 +205,10 @@ class Sampler:
             "delivered": [list(span) for span in self._delivered.ranges()],
             "padding_delivered": self._padding_delivered,
             "excluded": [list(span) for span in excluded],
+            "scheme": self.scheme,
+            "window": self.window,
+            "order_ranks": self._order_ranks,
+            "blocks_crc": self._blocks_digest(),
         }
 
     def load_state_dict(self, state: dict[str, Any] | Sequence[dict[str, Any]]) -> None:
@@ -199,6 +242,12 @@ class Sampler:
                 raise ValueError("the states come from different epochs or datasets")
         if first["num_samples"] != self.num_samples:
             raise ValueError(f"the state is for {first['num_samples']} samples, this storage has {self.num_samples}")
+        saved_scheme = first.get("scheme", "uniform" if first["shuffle"] else "sequential")
+        if first["shuffle"] and saved_scheme != ("uniform" if self.blocks is None else "block"):
+            raise ValueError(f"the state comes from a {saved_scheme} shuffle; this sampler uses a {self.scheme} shuffle")
+        if saved_scheme == "block" and (first["blocks_crc"], first["window"]) != (self._blocks_digest(), self.window):
+            raise ValueError("the state comes from another block layout or window; resume with the same storage and window")
+        self._order_ranks = int(first["order_ranks"] if "order_ranks" in first else first["world_size"])
         self.shuffle, self.seed, self.epoch = first["shuffle"], first["seed"], first["epoch"]
         if isinstance(state, dict):
             if state["world_size"] != self.world_size or state["rank"] != self.rank:

@@ -4,6 +4,7 @@
 - `TarShardStorage`: WebDataset-compatible tar shards with sidecar indexes, random access,
   coalesced reads.
 - `LmdbStorage`: LMDB (py-lmdb or Caffe) through a persisted offset index and explicit reads.
+- `ParquetStorage`: Parquet files (Hugging Face's layout), row groups read whole and cached.
 - `S3Storage`: S3-compatible object stores (objects or shards by ranged GETs), via obstore.
 - `CassandraStorage`: Cassandra/ScyllaDB rows, many requests in flight.
 Network backends share `RemoteStorage`: retries (`RetryPolicy`), a local `SampleCache`, async
@@ -22,6 +23,7 @@ from ._lmdb import LmdbStorage
 from ._memory import MemoryStorage
 from ._mixture import MixedStorage
 from ._open import open_storage, storage_format
+from ._parquet import ParquetStorage
 from ._protocol import ReadFailure, Storage
 from ._remote import RemoteStorage
 from ._retry import RetryPolicy
@@ -45,6 +47,7 @@ __all__ = [
     "LmdbStorage",
     "MemoryStorage",
     "MixedStorage",
+    "ParquetStorage",
     "ReadFailure",
     "RemoteStorage",
     "RetryPolicy",

@@ -1,4 +1,4 @@
-"""`stoker convert`: a folder or manifest (or any storage) into indexed tar shards or LMDB.
+"""`stoker convert`: a folder or manifest (or any storage) into indexed tar shards, LMDB or Parquet.
 
 Nothing half-written ever looks complete: a shard is written as ``.part``, indexed, then renamed;
 every output sample is read back and checked against the source's CRC-32, and only then is
@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ._caffe import encode_datum
+from ._convert_parquet import finish_parquet, write_parquet
 from ._errors import StorageError
 from ._lmdb import CLASSES_FILE, LmdbStorage, import_lmdb
 from ._protocol import Storage
@@ -243,16 +244,40 @@ def _verify(written: Storage, expected: dict[str, tuple[int, int | float | None]
             raise StorageError(f"verification: sample {key!r} reads back different bytes or label")
 
 
+def _write_parquet(source: Storage, destination: Path, file_bytes: int, row_group_bytes: int, progress: bool) -> ConversionReport:
+    from ._parquet import ParquetStorage, import_pyarrow
+
+    import_pyarrow()
+    with _progress(len(source), f"writing Parquet to {destination}", progress) as bar:
+        samples, total, files, expected = write_parquet(
+            source, destination, file_bytes=file_bytes, row_group_bytes=row_group_bytes, progress_bar=bar
+        )
+    part = destination.with_name(destination.name + ".part")
+    with ParquetStorage(part, key_column="key") as written:
+        _verify(written, expected, lambda key: key, source.classes)
+    finish_parquet(destination)
+    return ConversionReport(destination, "parquet", samples, total, files)
+
+
 def convert_storage(
-    source: Storage, destination: str | os.PathLike[str], *, to: str = "shards", shard_size: int = 256 << 20, progress: bool = True
+    source: Storage,
+    destination: str | os.PathLike[str],
+    *,
+    to: str = "shards",
+    shard_size: int = 256 << 20,
+    row_group_size: int = 32 << 20,
+    progress: bool = True,
 ) -> ConversionReport:
-    """Write every sample of ``source`` to ``destination`` as tar shards or LMDB, then verify it.
+    """Write every sample of ``source`` to ``destination`` as tar shards, LMDB or Parquet, then
+    verify it.
 
     Args:
         source: Any storage (e.g. `FileStorage` over an ImageFolder).
-        destination: A new or empty folder (shards), or a new path (LMDB).
-        to: ``"shards"`` or ``"lmdb"`` (Caffe ``Datum`` values: encoded bytes plus label).
-        shard_size: Start a new shard past this many bytes.
+        destination: A new or empty folder (shards), or a new path (LMDB, Parquet).
+        to: ``"shards"``, ``"lmdb"`` (Caffe ``Datum`` values: encoded bytes plus label) or
+            ``"parquet"`` (Hugging Face's layout: ``image``, ``label``, ``key`` columns).
+        shard_size: Start a new shard (or Parquet file) past this many bytes.
+        row_group_size: Parquet only: bytes of payload per row group (the block a read fetches).
         progress: Show a progress bar on stderr.
 
     An interrupted conversion to shards resumes when called again with the same source and
@@ -268,4 +293,6 @@ def convert_storage(
         return _write_shards(source, target, shard_size, progress)
     if to == "lmdb":
         return _write_lmdb(source, target, progress)
-    raise ValueError(f'to must be "shards" or "lmdb", got {to!r}')
+    if to == "parquet":
+        return _write_parquet(source, target, shard_size, row_group_size, progress)
+    raise ValueError(f'to must be "shards", "lmdb" or "parquet", got {to!r}')

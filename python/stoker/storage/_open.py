@@ -16,7 +16,8 @@ __all__ = ["open_storage", "storage_format"]
 
 
 def storage_format(path: str | os.PathLike[str]) -> str:
-    """``"lmdb"``, ``"shards"``, ``"folder"`` or ``"manifest"`` for what ``path`` holds.
+    """``"lmdb"``, ``"shards"``, ``"parquet"``, ``"folder"`` or ``"manifest"`` for what ``path``
+    holds (a folder with ``*.parquet`` files at its top or in ``data/`` is ``"parquet"``).
 
     Raises:
         FileNotFoundError: Nothing at ``path`` (a glob pattern matching nothing counts).
@@ -24,7 +25,7 @@ def storage_format(path: str | os.PathLike[str]) -> str:
     """
     text = str(path)
     if any(character in text for character in "*?["):
-        return "shards"
+        return "parquet" if text.lower().endswith(".parquet") else "shards"
     location = Path(path)
     if not location.exists():
         raise FileNotFoundError(f"{location}: no such file or folder")
@@ -33,15 +34,21 @@ def storage_format(path: str | os.PathLike[str]) -> str:
             return "lmdb"
         if (location / "dataset.json").exists() or (location / PARTIAL_MARKER).exists() or any(location.glob("*.tar")):
             return "shards"
+        # Only the top and Hugging Face's data/ folder are looked at: a walk of a million-file
+        # ImageFolder here would cost what its cached listing saves.
+        if any(location.glob("*.parquet")) or any(location.glob("data/*.parquet")):
+            return "parquet"
         return "folder"
     suffix = location.suffix.lower()
     if suffix == ".tar":
         return "shards"
     if suffix == ".mdb":
         return "lmdb"
+    if suffix == ".parquet":
+        return "parquet"
     if suffix in (".csv", ".tsv", ".txt"):
         return "manifest"
-    raise StorageError(f"{location}: not a dataset stoker knows (a folder, a manifest, tar shards or LMDB)")
+    raise StorageError(f"{location}: not a dataset stoker knows (a folder, a manifest, tar shards, LMDB or Parquet)")
 
 
 def open_storage(path: str | os.PathLike[str], **options: Any) -> Storage:
@@ -61,4 +68,8 @@ def open_storage(path: str | os.PathLike[str], **options: Any) -> Storage:
         return LmdbStorage(path, **options)
     if kind == "shards":
         return TarShardStorage(path, **options)
+    if kind == "parquet":
+        from ._parquet import ParquetStorage
+
+        return ParquetStorage(path, **options)
     return FileStorage(path, **options)

@@ -220,6 +220,12 @@ class Storage(ABC):
         assert data is not None  # read_indices raises rather than return None under "raise"
         return data
 
+    def block_sizes(self) -> list[int] | None:
+        """Samples in each block, in storage order: the runs of consecutive samples that one
+        large read serves (shards, Parquet row groups), for the block shuffle
+        (``Loader(shuffle="block")``). None where the storage has no such blocks."""
+        return None
+
     def set_epoch(self, epoch: int) -> None:  # noqa: B027 - a hook: most storages ignore epochs
         """Start epoch ``epoch``. Only storages whose samples change per epoch (see
         `changes_per_epoch`) do anything here."""

@@ -117,6 +117,11 @@ class S3Storage(RemoteStorage):
         """The full object key of ``name`` under the prefix."""
         return f"{self.prefix}/{name}" if self.prefix else name
 
+    def block_sizes(self) -> list[int] | None:
+        """Samples per shard (tar shards: a shard is one block of the block shuffle); None for
+        one object per sample."""
+        return self.catalog.block_sizes() if self.catalog is not None else None
+
     def describe(self) -> str:
         return self.url
 

@@ -109,6 +109,27 @@ class ShardCatalog:
             counts[str(extension)] = counts.get(str(extension), 0) + 1
         return counts
 
+    def block_sizes(self, block_bytes: int | None = None) -> list[int]:
+        """Samples per block, in order: each shard whole, or with ``block_bytes`` runs of a
+        shard's consecutive samples whose members span at most that many bytes of it (a
+        sample larger than that is a block of its own). Empty shards hold no block."""
+        sizes: list[int] = []
+        for shard in self.shards:
+            count, block_start = 0, 0
+            for members in shard.members:
+                extents = list(members.values())
+                start = min((offset for offset, _ in extents), default=0)
+                end = max((offset + size for offset, size in extents), default=start)
+                if count and block_bytes is not None and end - block_start > block_bytes:
+                    sizes.append(count)
+                    count = 0
+                if count == 0:
+                    block_start = start
+                count += 1
+            if count:
+                sizes.append(count)
+        return sizes
+
     def span(self, index: int, extension: str | None = None) -> tuple[str, tuple[int, int]]:
         """(member, (offset, size)) of sample ``index``'s payload, or of its member ``extension``
         (any case).

@@ -150,6 +150,10 @@ class TarShardStorage(Storage):
                 _logger.warning("cannot save the index of %s (%s); it is kept in memory", shard, error)
         return index
 
+    def block_sizes(self) -> list[int]:
+        """Samples per shard (a shard is one block of the block shuffle)."""
+        return self.catalog.block_sizes()
+
     def describe(self) -> str:
         return f"tar shards {self.source}"
 
