@@ -67,6 +67,7 @@ class LatencyProxy:
         self.address: tuple[str, int] = (listen_host, 0)
         self.connections = 0
         self._cuts_left = 0
+        self._cut_after = 0
 
     def start(self) -> tuple[str, int]:
         """Start listening; returns (host, port) to connect to."""
@@ -85,14 +86,16 @@ class LatencyProxy:
 
         asyncio.run_coroutine_threadsafe(kill(), self._loop).result()
 
-    def cut_responses(self, count: int) -> None:
-        """Make the next ``count`` chunks coming back from the target end their connections instead
-        of arriving: the client has sent its request and sees the connection reset, so the fault
-        hits a request in flight, deterministically (a timed `kill_connections` may find only idle
-        connections, which a client reopens without noticing)."""
+    def cut_responses(self, count: int, *, after_bytes: int = 0) -> None:
+        """Make the next ``count`` responses from the target end their connections: the client
+        has sent its request and sees the connection reset, so the fault hits a request in
+        flight, deterministically (a timed `kill_connections` may find only idle connections,
+        which a client reopens without noticing). With ``after_bytes``, the cut comes once that
+        many bytes have come back on the connection: a large body cut short mid-read."""
 
         async def arm() -> None:
             self._cuts_left += count
+            self._cut_after = after_bytes
 
         asyncio.run_coroutine_threadsafe(arm(), self._loop).result()
 
@@ -158,11 +161,15 @@ class LatencyProxy:
         cut: tuple[asyncio.StreamWriter, ...] = (),
     ) -> None:
         loop = asyncio.get_running_loop()
-        queue: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue()
+        queue: asyncio.Queue[tuple[float, bytes | None]] = asyncio.Queue()
 
         async def deliver() -> None:
             while True:
                 due, data = await queue.get()
+                if data is None:  # the cut, after the bytes before it arrived
+                    for end in cut:
+                        end.transport.abort()
+                    return
                 if not data:
                     if writer.can_write_eof():
                         writer.write_eof()
@@ -175,14 +182,18 @@ class LatencyProxy:
 
         delivering = asyncio.ensure_future(deliver())
         last_due = 0.0
+        passed = 0  # bytes of this connection's responses let through
         try:
             while True:
                 data = await reader.read(65536)
-                if data and cut and self._cuts_left > 0:
+                if data and cut and self._cuts_left > 0 and passed + len(data) > self._cut_after:
                     self._cuts_left -= 1
-                    for end in cut:
-                        end.transport.abort()
+                    if passed < self._cut_after:
+                        queue.put_nowait((last_due, data[: self._cut_after - passed]))
+                    queue.put_nowait((last_due, None))
+                    await delivering
                     return
+                passed += len(data)
                 factor = self._random.lognormvariate(0, self.jitter) if self.jitter else 1.0
                 # Bytes keep their order: a chunk is never due before the one ahead of it.
                 last_due = max(last_due, loop.time() + delay * factor)

@@ -65,7 +65,8 @@ class Loader:
             is a bad sample (``on_error``). Tar shards, local or on S3.
         shuffle: True: a uniform shuffle per epoch; ``"block"``: the block shuffle (each rank
             reads a few of the storage's blocks at a time, shuffled together: for object stores
-            and Parquet; see `stoker.sampling.block_order`); False: storage order.
+            and Parquet; see `stoker.sampling.block_order`), and the storage streams whole
+            blocks (`Storage.stream_blocks`); False: storage order.
         shuffle_window: With ``shuffle="block"``, blocks per rank shuffled together.
         seed, rank, world_size, pad: The `Sampler`'s; ``pad=False`` drops the uneven
             tail instead of padding ranks to equal counts.
@@ -539,4 +540,5 @@ def _shuffle_blocks(storage: Storage, shuffle: Any) -> list[int] | None:
             f'{storage.describe()} has no blocks to shuffle by (shuffle="block" needs shards, Parquet row groups or '
             "another storage with block_sizes()); use shuffle=True"
         )
+    storage.stream_blocks()
     return blocks

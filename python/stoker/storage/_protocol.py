@@ -226,6 +226,10 @@ class Storage(ABC):
         (``Loader(shuffle="block")``). None where the storage has no such blocks."""
         return None
 
+    def stream_blocks(self) -> None:  # noqa: B027 - a hook: storage read locally ignores it
+        """Read whole blocks from now on, where that pays (object stores): called by
+        ``Loader(shuffle="block")``, whose order reads a few blocks at a time."""
+
     def set_epoch(self, epoch: int) -> None:  # noqa: B027 - a hook: most storages ignore epochs
         """Start epoch ``epoch``. Only storages whose samples change per epoch (see
         `changes_per_epoch`) do anything here."""

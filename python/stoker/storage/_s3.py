@@ -9,7 +9,9 @@ retries every backend alike, and names the key when it gives up.
 
 Layout under ``s3://bucket/prefix``:
 - ``dataset.json`` of format ``stoker.shards``: tar shards with ``.idx`` sidecars (as written by
-  `stoker convert --to shards`), each sample one ranged GET.
+  `stoker convert --to shards`), each sample one ranged GET; or, block streaming
+  (`stream_blocks`, turned on by ``Loader(shuffle="block")``), one ranged GET per block of up to
+  ``block_bytes`` of consecutive samples, shared by all of them.
 - ``dataset.json`` of format ``stoker.objects``: the keys, labels and classes of one object per
   sample (as written by `stoker convert` to ``s3://``), so opening needs no listing.
 - neither: every image object under the prefix, listed; the first folder is the class.
@@ -29,6 +31,9 @@ from collections.abc import Sequence
 from pathlib import PurePosixPath
 from typing import Any
 
+import numpy as np
+
+from ._block_reads import BlockReader
 from ._disk_cache import SampleCache
 from ._errors import StorageError
 from ._files import IMAGE_EXTENSIONS
@@ -36,7 +41,7 @@ from ._remote import RemoteStorage
 from ._retry import ErrorKind, RetryPolicy, call_with_retries, first_line
 from ._s3_client import classify_s3_error, open_s3_store, parse_s3_url
 from ._shard_catalog import IMAGE_EXTENSIONS as SHARD_IMAGE_EXTENSIONS
-from ._shard_catalog import ShardCatalog, decode_member
+from ._shard_catalog import ShardBlock, ShardCatalog, decode_member
 from ._tar_index import ShardIndex, parse_index
 
 __all__ = ["OBJECTS_FORMAT", "S3Storage"]
@@ -57,6 +62,9 @@ class S3Storage(RemoteStorage):
         image_extensions: The preference list for that choice.
         verify: Check each shard sample against the CRC-32 in its index, where it has them.
         cache_dir, cache_bytes: A local cache of fetched samples at most ``cache_bytes`` large.
+        block_bytes: Shards only: the blocks of the block shuffle and of block streaming are runs
+            of a shard's samples spanning at most this many bytes.
+        block_cache_bytes: Bytes of blocks kept in memory while block streaming.
         timeout, connect_timeout: Per request (seconds).
         max_in_flight, retry: See `RemoteStorage`.
 
@@ -80,6 +88,8 @@ class S3Storage(RemoteStorage):
         verify: bool = True,
         cache_dir: str | os.PathLike[str] | None = None,
         cache_bytes: int = 10 << 30,
+        block_bytes: int = 32 << 20,
+        block_cache_bytes: int = 1 << 30,
         timeout: float = 30.0,
         connect_timeout: float = 5.0,
         max_in_flight: int = 256,
@@ -107,6 +117,11 @@ class S3Storage(RemoteStorage):
         self.image_extensions = tuple(image_extensions)
         self.catalog: ShardCatalog | None = None
         self.verify = verify
+        self.block_bytes = block_bytes
+        self.block_cache_bytes = block_cache_bytes
+        self._blocks: list[ShardBlock] = []
+        self._block_of = np.zeros(0, np.int64)
+        self._block_reader: BlockReader | None = None
         try:
             self.run(self._open())
         except BaseException:
@@ -118,9 +133,40 @@ class S3Storage(RemoteStorage):
         return f"{self.prefix}/{name}" if self.prefix else name
 
     def block_sizes(self) -> list[int] | None:
-        """Samples per shard (tar shards: a shard is one block of the block shuffle); None for
-        one object per sample."""
-        return self.catalog.block_sizes() if self.catalog is not None else None
+        """Samples per block (tar shards: runs of a shard spanning at most ``block_bytes``);
+        None for one object per sample."""
+        return [block.samples for block in self._blocks] if self.layout == "shards" else None
+
+    def stream_blocks(self) -> None:
+        """Read shards a block at a time from now on: the first sample asked for from a block
+        fetches the whole block in one ranged GET, and its other samples are served from memory
+        (see `BlockReader`). `Loader(shuffle="block")` turns this on. One object per sample is
+        read as before."""
+        if self.layout == "shards" and self._block_reader is None:
+            self._block_reader = BlockReader(self._fetch_block, self._own_loop, self.block_cache_bytes)
+
+    async def _fetch_block(self, number: int) -> bytes:
+        import obstore
+
+        block = self._blocks[number]
+        key = self.object_key(self.shards[block.shard].shard.name)
+        length = block.end - block.start
+
+        async def get() -> bytes:
+            data = bytes(await obstore.get_range_async(self.store, key, start=block.start, length=length))
+            if len(data) != length:  # a response cut short: worth another try
+                raise ConnectionError(f"got {len(data)} of {length} bytes")
+            return data
+
+        name = f"s3://{self.bucket}/{key} bytes {block.start}-{block.end - 1}"
+        return await call_with_retries(get, policy=self.retry, classify=self._classify, name=name, counters=self.counters)
+
+    def stats(self) -> dict[str, int]:
+        """`RemoteStorage.stats`, and ``block_fetches`` while block streaming."""
+        counts = super().stats()
+        if self._block_reader is not None:
+            counts["block_fetches"] = self._block_reader.fetches
+        return counts
 
     def describe(self) -> str:
         return self.url
@@ -206,6 +252,8 @@ class S3Storage(RemoteStorage):
         self.classes = self.catalog.classes
         self._keys, self._labels, self._where = self.catalog.keys, self.catalog.labels, self.catalog.where
         self.layout = "shards"
+        self._blocks = self.catalog.blocks(self.block_bytes)
+        self._block_of = np.repeat(np.arange(len(self._blocks)), [block.samples for block in self._blocks])
         if self.payload is None:
             counts = self.catalog.payload_counts()
             self.payload = max(counts, key=counts.__getitem__) if counts else "jpg"
@@ -244,7 +292,12 @@ class S3Storage(RemoteStorage):
             number, position = self._where[index]
             shard = self.shards[number]
             member, (offset, size) = self.catalog.span(index, extension)
-            data = bytes(await obstore.get_range_async(self.store, self.object_key(shard.shard.name), start=offset, length=size))
+            if self._block_reader is not None:
+                number = int(self._block_of[index])
+                start = offset - self._blocks[number].start
+                data = (await self._block_reader.block(number))[start : start + size]
+            else:
+                data = bytes(await obstore.get_range_async(self.store, self.object_key(shard.shard.name), start=offset, length=size))
             corrupt = shard.corruption(position, member, data, self.sample_name(index)) if self.verify else None
             if corrupt is not None:
                 raise corrupt

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ._errors import ShardError
 from ._tar_index import LABEL_EXTENSIONS, Label, ShardIndex, label_member, parse_label
 
-__all__ = ["IMAGE_EXTENSIONS", "ShardCatalog", "decode_member"]
+__all__ = ["IMAGE_EXTENSIONS", "ShardBlock", "ShardCatalog", "decode_member"]
 
 IMAGE_EXTENSIONS = ("jpg", "jpeg", "png", "webp")
 """The members a read returns by default, first present wins (any case)."""
@@ -37,6 +38,16 @@ def decode_member(extension: str, data: bytes) -> Any:
     if kind in LABEL_EXTENSIONS:
         return parse_label(data)
     return data
+
+
+@dataclass(frozen=True)
+class ShardBlock:
+    """A run of one shard's consecutive samples read as one range: bytes [start, end)."""
+
+    shard: int
+    start: int
+    end: int
+    samples: int
 
 
 class ShardCatalog:
@@ -109,26 +120,31 @@ class ShardCatalog:
             counts[str(extension)] = counts.get(str(extension), 0) + 1
         return counts
 
-    def block_sizes(self, block_bytes: int | None = None) -> list[int]:
-        """Samples per block, in order: each shard whole, or with ``block_bytes`` runs of a
-        shard's consecutive samples whose members span at most that many bytes of it (a
-        sample larger than that is a block of its own). Empty shards hold no block."""
-        sizes: list[int] = []
-        for shard in self.shards:
-            count, block_start = 0, 0
+    def blocks(self, block_bytes: int | None = None) -> list[ShardBlock]:
+        """The blocks, in sample order: each shard whole, or with ``block_bytes`` runs of a
+        shard's consecutive samples whose members span at most that many bytes of it (a sample
+        larger than that is a block of its own). Empty shards hold no block."""
+        blocks: list[ShardBlock] = []
+        for number, shard in enumerate(self.shards):
+            count, block_start, block_end = 0, 0, 0
             for members in shard.members:
                 extents = list(members.values())
                 start = min((offset for offset, _ in extents), default=0)
                 end = max((offset + size for offset, size in extents), default=start)
-                if count and block_bytes is not None and end - block_start > block_bytes:
-                    sizes.append(count)
+                if count and block_bytes is not None and max(end, block_end) - block_start > block_bytes:
+                    blocks.append(ShardBlock(number, block_start, block_end, count))
                     count = 0
                 if count == 0:
-                    block_start = start
+                    block_start, block_end = start, end
                 count += 1
+                block_start, block_end = min(block_start, start), max(block_end, end)
             if count:
-                sizes.append(count)
-        return sizes
+                blocks.append(ShardBlock(number, block_start, block_end, count))
+        return blocks
+
+    def block_sizes(self, block_bytes: int | None = None) -> list[int]:
+        """Samples per block of `blocks`."""
+        return [block.samples for block in self.blocks(block_bytes)]
 
     def span(self, index: int, extension: str | None = None) -> tuple[str, tuple[int, int]]:
         """(member, (offset, size)) of sample ``index``'s payload, or of its member ``extension``

@@ -1,0 +1,76 @@
+"""Block streaming: a sample is read by fetching the whole block it lies in, once, and serving
+every other sample of that block from memory.
+
+One request per sample is request-bound for small samples on an object store (4-16 KB at 50 ms
+round trip); MosaicML Streaming, LitData and WebDataset read whole shards or chunks instead. With
+the block shuffle (`stoker.sampling.block_order`) a rank reads a few blocks at a time, so each
+block is fetched about once per epoch. Fetches run on the storage's own event loop (whatever loop
+the sample was asked from), one per block however many samples wait on it, and blocks are kept in
+an in-memory cache bounded in bytes, least recently used first out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+
+__all__ = ["BlockReader"]
+
+
+class BlockReader:
+    """Whole blocks, fetched once each and shared by the samples in them.
+
+    Args:
+        fetch: One block's bytes, with its own retries (a coroutine function of the block number).
+        loop: The event loop fetches run on (the storage's own).
+        capacity: Bytes of blocks kept in memory.
+    """
+
+    def __init__(self, fetch: Callable[[int], Awaitable[bytes]], loop: Callable[[], asyncio.AbstractEventLoop], capacity: int) -> None:
+        self._fetch = fetch
+        self._loop = loop
+        self.capacity = capacity
+        self._blocks: OrderedDict[int, bytes] = OrderedDict()
+        self._size = 0
+        self._pending: dict[int, concurrent.futures.Future[bytes]] = {}
+        self._lock = threading.Lock()
+        self.fetches = 0
+
+    async def block(self, number: int) -> bytes:
+        """Block ``number``'s bytes, from memory or fetched (joined to a fetch in flight).
+
+        Raises:
+            Exception: The fetch's error (after its retries); the next call fetches again.
+        """
+        with self._lock:
+            data = self._blocks.get(number)
+            if data is not None:
+                self._blocks.move_to_end(number)
+                return data
+            future = self._pending.get(number)
+            if future is None:
+                future = asyncio.run_coroutine_threadsafe(self._fetch_and_keep(number), self._loop())
+                self._pending[number] = future
+        # Shielded: a sample whose wait is cancelled (a hedged request that lost) must not
+        # cancel the fetch the block's other samples wait on.
+        return await asyncio.shield(asyncio.wrap_future(future))
+
+    async def _fetch_and_keep(self, number: int) -> bytes:
+        try:
+            data = await self._fetch(number)
+        except BaseException:
+            with self._lock:
+                self._pending.pop(number, None)
+            raise
+        with self._lock:
+            self._pending.pop(number, None)
+            self.fetches += 1
+            self._blocks[number] = data
+            self._size += len(data)
+            while self._size > self.capacity and len(self._blocks) > 1:
+                _, evicted = self._blocks.popitem(last=False)
+                self._size -= len(evicted)
+        return data
