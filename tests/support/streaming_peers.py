@@ -1,0 +1,86 @@
+"""The loaders of `benchmarks/streaming.py`, each run for one epoch in its own process (so peak RSS
+and the peers' shared memory are their own), printing one JSON line.
+
+    python -m tests.support.streaming_peers METHOD URL ENDPOINT CACHE_DIR
+
+- ``stoker``: `Loader` over `S3Storage`, uniform shuffle, one ranged GET per sample.
+- ``stoker-block``: the same with ``shuffle="block"``: one GET per block, shuffled by blocks.
+- ``mosaicml``: MosaicML Streaming's `StreamingDataset` (its defaults: ``py1e`` shuffle,
+  predownload) over MDS shards written by its ``MDSWriter``, in a PyTorch DataLoader with 2
+  workers, a fresh local cache.
+
+Each records every batch's arrival and the storage index and label of every sample, so that the
+parent computes the same shuffle-quality numbers for all of them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Iterator
+
+BATCH = 32
+BLOCK_BYTES = 8 << 20
+
+
+def stoker_batches(url: str, endpoint: str, block: bool) -> Iterator[tuple[list[bytes], list[int], list[int]]]:
+    from stoker.loader import Loader
+    from stoker.storage import S3Storage
+
+    storage = S3Storage(url, endpoint=endpoint, block_bytes=BLOCK_BYTES)
+    loader = Loader(storage, batch_size=BATCH, shuffle="block" if block else True, seed=0)
+    for batch in loader:
+        yield batch.data, [storage.index_of(key) for key in batch.keys], batch.labels.tolist()
+
+
+def mosaicml_batches(url: str, cache: str) -> Iterator[tuple[list[bytes], list[int], list[int]]]:
+    import torch
+    from streaming import StreamingDataset
+
+    dataset = StreamingDataset(remote=url, local=cache, shuffle=True, shuffle_seed=0, batch_size=BATCH)
+    loader = torch.utils.data.DataLoader(dataset, batch_size=BATCH, num_workers=2, collate_fn=lambda samples: samples)
+    for samples in loader:
+        yield [sample["data"] for sample in samples], [sample["index"] for sample in samples], [sample["label"] for sample in samples]
+
+
+def main() -> None:
+    method, url, endpoint, cache = sys.argv[1:5]
+    os.environ["S3_ENDPOINT_URL"] = os.environ["AWS_ENDPOINT_URL"] = endpoint  # MosaicML's (boto3) endpoint override
+    if method == "mosaicml":
+        batches = mosaicml_batches(url, cache)
+    else:
+        batches = stoker_batches(url, endpoint, block=method == "stoker-block")
+    from stoker.bench._memory import PeakMemory
+
+    started = time.perf_counter()
+    first = 0.0
+    samples = payload = 0
+    order: list[int] = []
+    labels: list[int] = []
+    with PeakMemory() as peak:
+        for data, indices, batch_labels in batches:
+            first = first or time.perf_counter() - started
+            samples += len(data)
+            payload += sum(len(item) for item in data)
+            order.extend(int(index) for index in indices)
+            labels.extend(int(label) for label in batch_labels)
+    seconds = time.perf_counter() - started
+    print(
+        json.dumps(
+            {
+                "samples_per_second": samples / seconds,
+                "megabytes_per_second": payload / seconds / 1e6,
+                "first_batch_seconds": first,
+                "peak_rss_mb": peak.megabytes,  # this process and its workers
+                "samples": samples,
+                "order": order,
+                "labels": labels,
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
