@@ -52,9 +52,14 @@ def storage_format(path: str | os.PathLike[str]) -> str:
 
 
 def open_storage(path: str | os.PathLike[str], **options: Any) -> Storage:
-    """Open whatever dataset is at ``path`` (a local path, ``s3://bucket/prefix`` or
-    ``cassandra://hosts/keyspace``); ``options`` go to the backend's constructor."""
+    """Open whatever dataset is at ``path`` (a local path, ``s3://bucket/prefix``,
+    ``s3://bucket/path/*.parquet`` or ``cassandra://hosts/keyspace``); ``options`` go to the
+    backend's constructor."""
     text = str(path)
+    if text.startswith("s3://") and (text.lower().endswith(".parquet") or any(character in text for character in "*?[")):
+        from ._s3_parquet import open_s3_parquet
+
+        return open_s3_parquet(text, **options)
     if text.startswith("s3://"):
         from ._s3 import S3Storage
 

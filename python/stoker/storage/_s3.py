@@ -262,6 +262,7 @@ class S3Storage(RemoteStorage):
         import obstore
 
         names: list[str] = []
+        parquet: list[str] = []
         base = f"{self.prefix}/" if self.prefix else ""
         try:
             async for chunk in obstore.list(self.store, self.prefix or None, chunk_size=1000):
@@ -269,8 +270,13 @@ class S3Storage(RemoteStorage):
                     relative = meta["path"][len(base) :]
                     if relative.lower().endswith(IMAGE_EXTENSIONS):
                         names.append(relative)
+                    elif relative.lower().endswith(".parquet"):
+                        parquet.append(relative)
         except Exception as error:
             raise StorageError(f"{self.url}: cannot list the objects ({type(error).__name__}: {error})") from error
+        if not names and parquet:
+            folder = parquet[0].rsplit("/", 1)[0] + "/" if "/" in parquet[0] else ""
+            raise StorageError(f"{self.url}: holds Parquet files; open them with open_storage('{self.url}/{folder}*.parquet')")
         if not names:
             raise StorageError(f"{self.url}: no dataset.json and no image objects under this prefix")
         names.sort()
