@@ -19,6 +19,7 @@ once from the pipeline's threads).
 from __future__ import annotations
 
 import glob
+import io
 import os
 import threading
 from collections import OrderedDict
@@ -135,7 +136,7 @@ class ParquetStorage(Storage):
         key_column: str | None = None,
         cache_bytes: int = 512 << 20,
         max_concurrent_reads: int = 16,
-        opener: Callable[[str], IO[bytes]] | None = None,
+        opener: Callable[[str], IO[bytes] | io.RawIOBase] | None = None,
         names: Sequence[str] | None = None,
     ) -> None:
         super().__init__(max_concurrent_reads)
@@ -143,7 +144,7 @@ class ParquetStorage(Storage):
         self.path = str(path)
         if opener is None:
             self.names = [str(file) for file in parquet_files(path)]
-            self._open: Callable[[str], IO[bytes]] = lambda name: open(name, "rb")  # noqa: SIM115 - closed by the reader
+            self._open: Callable[[str], IO[bytes] | io.RawIOBase] = lambda name: open(name, "rb")  # noqa: SIM115 - closed by the reader
         else:
             self.names, self._open = list(names or ()), opener
         self._cache = _RowGroupCache(cache_bytes)
