@@ -31,8 +31,8 @@ import numpy as np
 
 from ..ops.image import ImageTransform, allocate_batch
 from ..pipeline import AbortPipeline, Pipeline, PipelineBuilder, PipelineStats
-from ..sampling import FetchedSample, OutOfOrderPrefetcher, Sampler
-from ..storage import Storage, StorageUnavailableError
+from ..sampling import EpochWarmup, FetchedSample, OutOfOrderPrefetcher, Sampler
+from ..storage import RemoteStorage, Storage, StorageUnavailableError
 from ._arguments import as_storage, check_integer, check_number
 from ._batch import Batch
 from ._buffers import BufferPool, pinned_allocator
@@ -178,6 +178,12 @@ class Loader:
         self.stall_patience = stall_patience
         self.hedge = hedge
         self.prefetcher: OutOfOrderPrefetcher | None = None
+        # Network storage: the next epoch's first samples are requested before this one ends.
+        self._warmup = (
+            EpochWarmup(storage.fetch_index, storage.event_loop)
+            if isinstance(storage, RemoteStorage) and not storage.changes_per_epoch
+            else None
+        )
         self.decode_concurrency = decode_concurrency or os.cpu_count() or 1
         self.prefetch = prefetch
         self.max_failures = max_failures
@@ -293,8 +299,9 @@ class Loader:
         # The prefetcher's "key" is the storage index (what fetch_index takes); the sample's name
         # and padding flag ride along as its "label".
         samples = PlanSamples(positions[:count], indices[:count], padding[:count], self._keys)
+        fetch = self._warmup.fetcher(self.sampler.epoch) if self._warmup is not None else self.storage.fetch_index
         self.prefetcher = OutOfOrderPrefetcher(
-            self.storage.fetch_index,
+            fetch,
             samples,
             batch_size=self.batch_size,
             max_batches=self.fetch_concurrency,
@@ -304,8 +311,16 @@ class Loader:
             hedge=self.hedge,
             # Slow start once per job: a later epoch starts at the depth the last one reached.
             start_batches=self.prefetcher.ramp_level if self.prefetcher is not None else 1,
+            on_all_requested=self._warm_next_epoch if self._warmup is not None else None,
         )
         return self._as_jobs(self.prefetcher)
+
+    def _warm_next_epoch(self) -> None:
+        """Request the next epoch's first batches (as many as are in flight now) while this
+        epoch's last requests are out, so its first batch does not wait a round trip."""
+        assert self._warmup is not None and self.prefetcher is not None
+        count = self.prefetcher.ramp_level * self.batch_size
+        self._warmup.start(self.sampler.epoch + 1, self.sampler.next_epoch_indices(count).tolist())
 
     async def _as_jobs(self, prefetcher: OutOfOrderPrefetcher) -> Any:
         number = 0

@@ -3,12 +3,14 @@ out-of-order incremental prefetch for high-latency storage, and seeded train/val
 k-fold folds."""
 
 from ._block_order import block_order, shuffle_quality
+from ._epoch_warmup import EpochWarmup
 from ._prefetch import FetchedSample, OutOfOrderPrefetcher
 from ._ranges import PositionSet
 from ._sampler import SamplePlan, Sampler
 from ._split import SPLITS_FORMAT, k_folds, read_split, split_samples, write_splits
 
 __all__ = [
+    "EpochWarmup",
     "SPLITS_FORMAT",
     "FetchedSample",
     "OutOfOrderPrefetcher",

@@ -76,6 +76,9 @@ class OutOfOrderPrefetcher:
             of the same job may start where the last one's ramp ended).
         hedge: Send stalled requests again when no batch can be requested instead (False: wait,
             as the paper's in-order baseline does).
+        on_all_requested: Called once, on the event loop, when the last sample has been
+            requested (the Loader then requests the next epoch's first samples, so an epoch
+            boundary does not wait a round trip).
     """
 
     HEDGE_BUDGET = 0.1
@@ -92,6 +95,7 @@ class OutOfOrderPrefetcher:
         stall_patience: float = 0.05,
         start_batches: int = 1,
         hedge: bool = True,
+        on_all_requested: Callable[[], None] | None = None,
     ) -> None:
         if batch_size < 1 or max_batches < 1 or ramp_every < 1 or stall_patience <= 0 or start_batches < 1:
             raise ValueError("batch_size, max_batches, ramp_every, stall_patience and start_batches must be positive")
@@ -104,6 +108,7 @@ class OutOfOrderPrefetcher:
         self.stall_patience = stall_patience
         self.start_batches = min(start_batches, max_batches)
         self.hedge = hedge
+        self.on_all_requested = on_all_requested
         self.ramp_level = self.start_batches  # batches in flight the ramp has reached
         self.delivered: list[int] = []
         self.requested_batches = 0
@@ -178,6 +183,9 @@ class OutOfOrderPrefetcher:
             if self.in_order:
                 requested.append(batch)
             self.requested_batches += 1
+            if next_sample >= len(self.samples) and self.on_all_requested is not None:
+                callback, self.on_all_requested = self.on_all_requested, None
+                callback()
 
         def unstick(waiting_for: Sequence[_Request]) -> None:
             can_request = next_sample < len(self.samples) and self.requested_batches - consumed < self.max_batches

@@ -155,6 +155,22 @@ class Sampler:
         padding = np.concatenate([np.zeros(len(mine), bool), np.ones(len(padding_positions), bool)])
         return positions, order[positions].astype(np.int64), padding
 
+    def next_epoch_indices(self, count: int) -> np.ndarray:
+        """The storage indices of this rank's first ``count`` samples of the next epoch (nothing
+        delivered yet), without changing this sampler: what to request ahead of an epoch boundary."""
+        upcoming = Sampler(
+            self.num_samples,
+            shuffle=self.shuffle,
+            seed=self.seed,
+            rank=self.rank,
+            world_size=self.world_size,
+            pad=self.pad,
+            blocks=self.blocks,
+            window=self.window,
+        )
+        upcoming.set_epoch(self.epoch + 1)
+        return upcoming.plan_arrays()[1][:count]
+
     def plan(self) -> list[SamplePlan]:
         """`plan_arrays` as a list of `SamplePlan`."""
         positions, indices, padding = self.plan_arrays()

@@ -15,6 +15,7 @@ A backend provides `_request` (one attempt at one sample's bytes, a coroutine) a
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import weakref
 from abc import abstractmethod
@@ -147,6 +148,11 @@ class RemoteStorage(Storage):
         """Run ``coroutine`` on the storage's own event-loop thread and wait for its result."""
         return asyncio.run_coroutine_threadsafe(coroutine, self._own_loop()).result()
 
+    def event_loop(self) -> asyncio.AbstractEventLoop:
+        """The storage's own event loop (a thread, started on first use): it outlives any one
+        pipeline, so requests made ahead of an epoch boundary run on it."""
+        return self._own_loop()
+
     def _own_loop(self) -> asyncio.AbstractEventLoop:
         if self._loop is None:
             with self._lock:
@@ -165,6 +171,9 @@ class RemoteStorage(Storage):
         loop, thread = self._loop, self._loop_thread
         self._loop = self._loop_thread = None
         if loop is not None and thread is not None:
+            # Requests still running (made ahead of an epoch that never came) end first.
+            with contextlib.suppress(Exception):
+                asyncio.run_coroutine_threadsafe(_cancel_other_tasks(), loop).result(timeout=5)
             loop.call_soon_threadsafe(loop.stop)
             thread.join(10)
             loop.close()
@@ -180,3 +189,11 @@ class RemoteStorage(Storage):
             "given_up": self.counters.given_up,
             "cache_hits": self.cache.hits if self.cache is not None else 0,
         }
+
+
+async def _cancel_other_tasks() -> None:
+    """Cancel every task of the running loop but this one, and wait for them to end."""
+    others = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+    for task in others:
+        task.cancel()
+    await asyncio.gather(*others, return_exceptions=True)
