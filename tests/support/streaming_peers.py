@@ -1,13 +1,20 @@
 """The loaders of `benchmarks/streaming.py`, each run for one epoch in its own process (so peak RSS
 and the peers' shared memory are their own), printing one JSON line.
 
-    python -m tests.support.streaming_peers METHOD URL ENDPOINT CACHE_DIR
+    python -m tests.support.streaming_peers METHOD URL ENDPOINT CACHE_DIR [STEP_MS]
+
+With STEP_MS, each batch is followed by a training step of that many milliseconds (a sleep, as a
+GPU step leaves the CPU to the loader), and the result says how close the run came to the bound
+the steps alone set (``upper_bound_fraction``: steps' time / wall time).
 
 - ``stoker``: `Loader` over `S3Storage`, uniform shuffle, one ranged GET per sample.
 - ``stoker-block``: the same with ``shuffle="block"``: one GET per block, shuffled by blocks.
 - ``mosaicml``: MosaicML Streaming's `StreamingDataset` (its defaults: ``py1e`` shuffle,
   predownload) over MDS shards written by its ``MDSWriter``, in a PyTorch DataLoader with 2
   workers, a fresh local cache.
+- ``litdata``: LitData's `StreamingDataset` (shuffle on, its defaults) over chunks written by its
+  ``optimize``, in its `StreamingDataLoader` with 2 workers, a fresh cache; the endpoint through
+  its ``storage_options``.
 
 Each records every batch's arrival and the storage index and label of every sample, so that the
 parent computes the same shuffle-quality numbers for all of them.
@@ -45,11 +52,28 @@ def mosaicml_batches(url: str, cache: str) -> Iterator[tuple[list[bytes], list[i
         yield [sample["data"] for sample in samples], [sample["index"] for sample in samples], [sample["label"] for sample in samples]
 
 
+def litdata_batches(url: str, endpoint: str, cache: str) -> Iterator[tuple[list[bytes], list[int], list[int]]]:
+    from litdata import StreamingDataLoader, StreamingDataset
+
+    options = {
+        "endpoint_url": endpoint,
+        "aws_access_key_id": os.environ["AWS_ACCESS_KEY_ID"],
+        "aws_secret_access_key": os.environ["AWS_SECRET_ACCESS_KEY"],
+    }
+    dataset = StreamingDataset(url, cache_dir=cache, shuffle=True, seed=0, storage_options=options)
+    loader = StreamingDataLoader(dataset, batch_size=BATCH, num_workers=2, collate_fn=lambda samples: samples)
+    for samples in loader:
+        yield [sample["data"] for sample in samples], [sample["index"] for sample in samples], [sample["label"] for sample in samples]
+
+
 def main() -> None:
     method, url, endpoint, cache = sys.argv[1:5]
+    step = float(sys.argv[5]) / 1e3 if len(sys.argv) > 5 else 0.0
     os.environ["S3_ENDPOINT_URL"] = os.environ["AWS_ENDPOINT_URL"] = endpoint  # MosaicML's (boto3) endpoint override
     if method == "mosaicml":
         batches = mosaicml_batches(url, cache)
+    elif method == "litdata":
+        batches = litdata_batches(url, endpoint, cache)
     else:
         batches = stoker_batches(url, endpoint, block=method == "stoker-block")
     from stoker.bench._memory import PeakMemory
@@ -59,8 +83,12 @@ def main() -> None:
     samples = payload = 0
     order: list[int] = []
     labels: list[int] = []
+    steps = 0
     with PeakMemory() as peak:
         for data, indices, batch_labels in batches:
+            if step:
+                time.sleep(step)
+                steps += 1
             first = first or time.perf_counter() - started
             samples += len(data)
             payload += sum(len(item) for item in data)
@@ -75,6 +103,7 @@ def main() -> None:
                 "first_batch_seconds": first,
                 "peak_rss_mb": peak.megabytes,  # this process and its workers
                 "samples": samples,
+                "upper_bound_fraction": steps * step / seconds if step else None,
                 "order": order,
                 "labels": labels,
             }

@@ -67,7 +67,8 @@ class Loader:
             reads a few of the storage's blocks at a time, shuffled together: for object stores
             and Parquet; see `stoker.sampling.block_order`), and the storage streams whole
             blocks (`Storage.stream_blocks`); False: storage order.
-        shuffle_window: With ``shuffle="block"``, blocks per rank shuffled together.
+        shuffle_window: With ``shuffle="block"``, blocks per rank shuffled together (32: with
+            8 MB blocks, 256 MB held per rank; wider mixes better, see `shuffle_quality`).
         seed, rank, world_size, pad: The `Sampler`'s; ``pad=False`` drops the uneven
             tail instead of padding ranks to equal counts.
         drop_last: Drop this rank's last, short batch.
@@ -125,7 +126,7 @@ class Loader:
         decode: Callable[[bytes], Any] | None = None,
         extra: Sequence[str] = (),
         shuffle: bool | Literal["block"] = True,
-        shuffle_window: int = 8,
+        shuffle_window: int = 32,
         seed: int = 0,
         rank: int = 0,
         world_size: int = 1,

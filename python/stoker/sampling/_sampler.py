@@ -73,7 +73,7 @@ class Sampler:
         world_size: int = 1,
         pad: bool = True,
         blocks: Sequence[int] | None = None,
-        window: int = 8,
+        window: int = 32,
     ) -> None:
         if num_samples < 1:
             raise ValueError(f"num_samples must be positive, got {num_samples}")

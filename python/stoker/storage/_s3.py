@@ -88,7 +88,7 @@ class S3Storage(RemoteStorage):
         verify: bool = True,
         cache_dir: str | os.PathLike[str] | None = None,
         cache_bytes: int = 10 << 30,
-        block_bytes: int = 32 << 20,
+        block_bytes: int = 8 << 20,
         block_cache_bytes: int = 1 << 30,
         timeout: float = 30.0,
         connect_timeout: float = 5.0,
