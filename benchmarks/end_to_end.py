@@ -33,7 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from stoker.bench import image_folder, require_optimized_core  # noqa: E402
-from stoker.bench._compare import compare, format_ratios, format_table  # noqa: E402
+from stoker.bench._compare import compare, format_comparison  # noqa: E402
 from stoker.bench._peers import BATCH  # noqa: E402
 
 
@@ -112,12 +112,7 @@ def main() -> None:
         print(
             f"\n== {label}, about {folder_bytes(folder):.0f} KB each -> {BATCH} x 3x224x224; {os.cpu_count()} cores; median of {args.repeats}"
         )
-        for output, title in (("uint8", "uint8 CHW (headline)"), ("float32", "float32 CHW, normalized on the CPU")):
-            rows = comparison.rows.get(output, {})
-            print(format_table(rows, f"{title}: images/s over the epoch, start-up included"))
-            print(format_ratios(rows))
-        for note in comparison.left_out:
-            print(f"  left out: {note}")
+        print(format_comparison(comparison))
     print_integrity_cost(root, args.repeats)
     print(f"first batch from a 1,000,000-sample listing: {first_batch_from_a_million():.2f}s (target <= 1 s)")
 

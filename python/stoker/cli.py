@@ -215,7 +215,7 @@ def _bench(arguments: argparse.Namespace) -> int:
     import os
 
     from .bench import image_folder, require_optimized_core, run_loader
-    from .bench._compare import compare, format_ratios, format_table
+    from .bench._compare import compare, format_comparison
     from .ops import ImageTransform
 
     require_optimized_core()
@@ -258,12 +258,7 @@ def _bench(arguments: argparse.Namespace) -> int:
         if not arguments.quiet:
             print("Now each method over the whole dataset in its own process, into uint8 then float32 batches:", file=sys.stderr)
         comparison = compare(Path(root), progress=not arguments.quiet)
-        for output, title in (("uint8", "uint8 CHW batches (the headline)"), ("float32", "float32 CHW, normalized on the CPU")):
-            rows = comparison.rows.get(output, {})
-            print(format_table(rows, f"\n{title}: images/s over the epoch, start-up included"))
-            print(format_ratios(rows))
-        for note in comparison.left_out:
-            print(f"  not compared: {note}")
+        print(format_comparison(comparison))
         results = [{"name": name, "output": "uint8", **row} for name, row in comparison.rows.get("uint8", {}).items()] or results
         float_results = [{"name": name, "output": "float32", **row} for name, row in comparison.rows.get("float32", {}).items()]
     print(f"\ndiagnosis: {ours.diagnosis['message']}")

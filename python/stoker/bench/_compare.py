@@ -11,7 +11,9 @@ from typing import Any
 
 from ._peers import CEILING, available_peers, run_in_subprocess
 
-__all__ = ["Comparison", "compare", "format_ratios", "format_table"]
+__all__ = ["Comparison", "compare", "format_comparison", "format_ratios", "format_table"]
+
+_OUTPUT_TITLES = {"uint8": "uint8 CHW batches (the headline)", "float32": "float32 CHW, normalized on the CPU"}
 
 OURS = "stoker.Loader"
 
@@ -89,4 +91,14 @@ def format_ratios(rows: dict[str, dict[str, Any]]) -> str:
         if names:
             best = max(names, key=lambda name: rows[name]["images_per_second"])
             parts.append(f"  stoker / {label} ({best}): {ours / rows[best]['images_per_second']:.2f}x")
+    return "\n".join(parts)
+
+
+def format_comparison(comparison: Comparison) -> str:
+    """Every output's table and ratios, then the methods not compared and why."""
+    parts: list[str] = []
+    for output, title in _OUTPUT_TITLES.items():
+        rows = comparison.rows.get(output, {})
+        parts += [format_table(rows, f"\n{title}: images/s over the epoch, start-up included"), format_ratios(rows)]
+    parts += [f"  not compared: {note}" for note in comparison.left_out]
     return "\n".join(parts)
