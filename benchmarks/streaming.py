@@ -47,6 +47,7 @@ from stoker.sampling import shuffle_quality  # noqa: E402
 from stoker.storage import MemoryStorage, S3Storage, Storage, open_storage, upload_to_s3  # noqa: E402
 from tests.support.proxy_process import ProxyProcess  # noqa: E402
 from tests.support.s3_server import S3Server  # noqa: E402
+from tests.support.streaming_peers import litdata_sample  # noqa: E402
 
 METHODS = ("stoker", "stoker-block", "mosaicml", "litdata")
 FOLDER = {"stoker": "shards", "stoker-block": "shards", "mosaicml": "mds", "litdata": "litdata"}
@@ -92,11 +93,6 @@ def write_mosaicml(source: Storage, url: str, local: Path) -> list[int] | None:
     return [int(shard["samples"]) for shard in json.loads((local / "index.json").read_text())["shards"]]
 
 
-def _litdata_sample(item: tuple[int, bytes, int]) -> dict[str, Any]:
-    index, data, label = item
-    return {"data": data, "label": label, "index": index}
-
-
 def write_litdata(source: Storage, url: str, local: Path, s3: S3Server) -> list[int] | None:
     """``source`` as LitData chunks (its ``optimize``, 64 MB chunks) written to ``local`` and
     uploaded under ``url``; the samples per chunk, or None without LitData."""
@@ -105,7 +101,7 @@ def write_litdata(source: Storage, url: str, local: Path, s3: S3Server) -> list[
     except ImportError:
         return None
     items = [(index, data, int(label or 0)) for index, ((_, data), label) in enumerate(zip(source.iter_sequential(), source.labels))]
-    optimize(fn=_litdata_sample, inputs=items, output_dir=str(local), chunk_bytes="64MB", num_workers=1, mode="overwrite")
+    optimize(fn=litdata_sample, inputs=items, output_dir=str(local), chunk_bytes="64MB", num_workers=1, mode="overwrite")
     bucket, prefix = url[len("s3://") :].split("/", 1)
     client = s3.client()
     for path in sorted(local.iterdir()):
@@ -118,7 +114,8 @@ def run_method(method: str, url: str, endpoint: str, environment: dict[str, str]
         command = [sys.executable, "-m", "tests.support.streaming_peers", method, url, endpoint, cache, str(step_ms)]
         finished = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env={**os.environ, **environment}, timeout=1800)
     if finished.returncode != 0:
-        raise RuntimeError(finished.stderr.strip().splitlines()[-1] if finished.stderr.strip() else f"exit {finished.returncode}")
+        lines = [line for line in finished.stderr.strip().splitlines() if line.strip() and "Warning" not in line]
+        raise RuntimeError(" | ".join(lines[-4:]) if lines else f"exit {finished.returncode}")
     return json.loads(finished.stdout.strip().splitlines()[-1])
 
 

@@ -55,6 +55,7 @@ def test_one_get_per_block_instead_of_one_per_sample(s3_server: S3Server, shards
         storage.read_many(list(storage.keys))
         blocks = storage.block_sizes()
         assert blocks is not None and storage.stats()["block_fetches"] == len(blocks) < len(storage) / 5
+        assert storage.stats()["block_bytes_held"] == 0, "a block leaves memory once all its samples were served"
 
 
 def test_resume_mid_epoch_with_block_streaming_is_exact(s3_server: S3Server, shards: str) -> None:

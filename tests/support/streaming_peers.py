@@ -27,6 +27,7 @@ import os
 import sys
 import time
 from collections.abc import Iterator
+from typing import Any
 
 BATCH = 32
 BLOCK_BYTES = 8 << 20
@@ -54,6 +55,12 @@ def mosaicml_batches(url: str, cache: str) -> Iterator[tuple[list[bytes], list[i
 
 def litdata_batches(url: str, endpoint: str, cache: str) -> Iterator[tuple[list[bytes], list[int], list[int]]]:
     from litdata import StreamingDataLoader, StreamingDataset
+    from litdata.streaming import downloader
+
+    # LitData 0.2.76 downloads chunks through obstore with client options that lack allow_http,
+    # so it refuses our loopback s3proxy (plain http; an https endpoint would not need this).
+    # Adding that one option keeps its own fast path; workers inherit it (fork).
+    downloader._OBSTORE_CLIENT_OPTIONS["allow_http"] = True  # type: ignore[index]
 
     options = {
         "endpoint_url": endpoint,
@@ -64,6 +71,13 @@ def litdata_batches(url: str, endpoint: str, cache: str) -> Iterator[tuple[list[
     loader = StreamingDataLoader(dataset, batch_size=BATCH, num_workers=2, collate_fn=lambda samples: samples)
     for samples in loader:
         yield [sample["data"] for sample in samples], [sample["index"] for sample in samples], [sample["label"] for sample in samples]
+
+
+def litdata_sample(item: tuple[int, bytes, int]) -> dict[str, Any]:
+    """LitData's ``optimize`` function: one sample as the dict its chunks store (importable, as
+    its spawned workers need)."""
+    index, data, label = item
+    return {"data": data, "label": label, "index": index}
 
 
 def main() -> None:

@@ -5,8 +5,9 @@ One request per sample is request-bound for small samples on an object store (4-
 round trip); MosaicML Streaming, LitData and WebDataset read whole shards or chunks instead. With
 the block shuffle (`stoker.sampling.block_order`) a rank reads a few blocks at a time, so each
 block is fetched about once per epoch. Fetches run on the storage's own event loop (whatever loop
-the sample was asked from), one per block however many samples wait on it, and blocks are kept in
-an in-memory cache bounded in bytes, least recently used first out.
+the sample was asked from), one per block however many samples wait on it. A block leaves memory
+once each of its samples has been served from it (the usual case: a sample is read once an
+epoch), or, past ``capacity`` bytes, least recently used first.
 """
 
 from __future__ import annotations
@@ -27,10 +28,19 @@ class BlockReader:
         fetch: One block's bytes, with its own retries (a coroutine function of the block number).
         loop: The event loop fetches run on (the storage's own).
         capacity: Bytes of blocks kept in memory.
+        samples: How many samples block ``number`` holds.
     """
 
-    def __init__(self, fetch: Callable[[int], Awaitable[bytes]], loop: Callable[[], asyncio.AbstractEventLoop], capacity: int) -> None:
+    def __init__(
+        self,
+        fetch: Callable[[int], Awaitable[bytes]],
+        loop: Callable[[], asyncio.AbstractEventLoop],
+        capacity: int,
+        samples: Callable[[int], int],
+    ) -> None:
         self._fetch = fetch
+        self._samples = samples
+        self._unserved: dict[int, int] = {}
         self._loop = loop
         self.capacity = capacity
         self._blocks: OrderedDict[int, bytes] = OrderedDict()
@@ -69,8 +79,29 @@ class BlockReader:
             self._pending.pop(number, None)
             self.fetches += 1
             self._blocks[number] = data
+            self._unserved[number] = self._samples(number)
             self._size += len(data)
             while self._size > self.capacity and len(self._blocks) > 1:
-                _, evicted = self._blocks.popitem(last=False)
+                evicted_number, evicted = self._blocks.popitem(last=False)
+                self._unserved.pop(evicted_number, None)
                 self._size -= len(evicted)
         return data
+
+    @property
+    def bytes_held(self) -> int:
+        """Bytes of blocks in memory now."""
+        return self._size
+
+    def served(self, number: int) -> None:
+        """One sample of block ``number`` was served; the last one lets the block go."""
+        with self._lock:
+            left = self._unserved.get(number)
+            if left is None:
+                return
+            if left > 1:
+                self._unserved[number] = left - 1
+                return
+            del self._unserved[number]
+            data = self._blocks.pop(number, None)
+            if data is not None:
+                self._size -= len(data)

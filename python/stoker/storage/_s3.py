@@ -143,7 +143,9 @@ class S3Storage(RemoteStorage):
         (see `BlockReader`). `Loader(shuffle="block")` turns this on. One object per sample is
         read as before."""
         if self.layout == "shards" and self._block_reader is None:
-            self._block_reader = BlockReader(self._fetch_block, self._own_loop, self.block_cache_bytes)
+            self._block_reader = BlockReader(
+                self._fetch_block, self._own_loop, self.block_cache_bytes, lambda number: self._blocks[number].samples
+            )
 
     async def _fetch_block(self, number: int) -> bytes:
         import obstore
@@ -162,10 +164,12 @@ class S3Storage(RemoteStorage):
         return await call_with_retries(get, policy=self.retry, classify=self._classify, name=name, counters=self.counters)
 
     def stats(self) -> dict[str, int]:
-        """`RemoteStorage.stats`, and ``block_fetches`` while block streaming."""
+        """`RemoteStorage.stats`, and while block streaming ``block_fetches`` and
+        ``block_bytes_held`` (blocks in memory now)."""
         counts = super().stats()
         if self._block_reader is not None:
             counts["block_fetches"] = self._block_reader.fetches
+            counts["block_bytes_held"] = self._block_reader.bytes_held
         return counts
 
     def describe(self) -> str:
@@ -302,6 +306,8 @@ class S3Storage(RemoteStorage):
                 number = int(self._block_of[index])
                 start = offset - self._blocks[number].start
                 data = (await self._block_reader.block(number))[start : start + size]
+                if extension is None:  # the payload: each sample's one read of the epoch
+                    self._block_reader.served(number)
             else:
                 data = bytes(await obstore.get_range_async(self.store, self.object_key(shard.shard.name), start=offset, length=size))
             corrupt = shard.corruption(position, member, data, self.sample_name(index)) if self.verify else None
