@@ -14,59 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import statistics
 import threading
-import time
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
 
-__all__ = ["BlockReader", "PartLatency", "first_of_two"]
-
-T = TypeVar("T")
-
-
-class PartLatency:
-    """Recent latencies of block parts, for how long a part may take before it is sent again."""
-
-    def __init__(self, least: float = 0.05) -> None:
-        self.least = least
-        self._seen: deque[float] = deque(maxlen=256)
-
-    def record(self, seconds: float) -> None:
-        self._seen.append(seconds)
-
-    def patience(self) -> float:
-        """Three times the median part latency seen, at least ``least``; 1 s before any."""
-        if len(self._seen) < 8:
-            return max(self.least, 1.0)
-        return max(self.least, 3 * statistics.median(self._seen))
-
-
-async def first_of_two(make: Callable[[], Awaitable[T]], patience: float, latency: PartLatency | None = None) -> T:
-    """``await make()``; if it has not answered within ``patience`` seconds, a second copy is sent
-    and the first answer wins (the other is cancelled). A slow connection then costs one
-    patience, not its whole delay (Dean and Barroso, "The Tail at Scale")."""
-    started = time.monotonic()
-    first = asyncio.ensure_future(make())
-    running = {first}
-    try:
-        done, _ = await asyncio.wait(running, timeout=patience)
-        if not done:
-            running.add(asyncio.ensure_future(make()))
-            while running:
-                done, running = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
-                first = done.pop()
-                if first.exception() is None or not running:
-                    break
-    finally:
-        for task in running:
-            if not task.done():
-                task.cancel()
-        await asyncio.gather(*(task for task in running if not task.done()), return_exceptions=True)
-    if latency is not None and first.exception() is None:
-        latency.record(time.monotonic() - started)
-    return first.result()
+__all__ = ["BlockReader"]
 
 
 class BlockReader:

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from ._block_reads import BlockReader, PartLatency, first_of_two
+from ._block_reads import BlockReader
 from ._disk_cache import SampleCache
 from ._errors import StorageError
 from ._files import IMAGE_EXTENSIONS
@@ -65,8 +65,6 @@ class S3Storage(RemoteStorage):
         block_bytes: Shards only: the blocks of the block shuffle and of block streaming are runs
             of a shard's samples spanning at most this many bytes.
         block_cache_bytes: Bytes of blocks kept in memory while block streaming.
-        block_part_bytes: A block is fetched as parts of this size on parallel connections,
-            each sent again if it stalls.
         timeout, connect_timeout: Per request (seconds).
         max_in_flight, retry: See `RemoteStorage`.
 
@@ -92,7 +90,6 @@ class S3Storage(RemoteStorage):
         cache_bytes: int = 10 << 30,
         block_bytes: int = 8 << 20,
         block_cache_bytes: int = 1 << 30,
-        block_part_bytes: int = 1 << 20,
         timeout: float = 30.0,
         connect_timeout: float = 5.0,
         max_in_flight: int = 256,
@@ -122,8 +119,6 @@ class S3Storage(RemoteStorage):
         self.verify = verify
         self.block_bytes = block_bytes
         self.block_cache_bytes = block_cache_bytes
-        self.block_part_bytes = block_part_bytes
-        self._part_latency = PartLatency()
         self._blocks: list[ShardBlock] = []
         self._block_of = np.zeros(0, np.int64)
         self._block_reader: BlockReader | None = None
@@ -157,28 +152,16 @@ class S3Storage(RemoteStorage):
 
         block = self._blocks[number]
         key = self.object_key(self.shards[block.shard].shard.name)
+        length = block.end - block.start
 
-        async def part(start: int, size: int) -> Any:
-            async def get() -> Any:
-                data = await obstore.get_range_async(self.store, key, start=start, length=size)
-                if len(data) != size:  # a response cut short: worth another try
-                    raise ConnectionError(f"got {len(data)} of {size} bytes")
-                return data
+        async def get() -> bytes:
+            data = bytes(await obstore.get_range_async(self.store, key, start=block.start, length=length))
+            if len(data) != length:  # a response cut short: worth another try
+                raise ConnectionError(f"got {len(data)} of {length} bytes")
+            return data
 
-            name = f"s3://{self.bucket}/{key} bytes {start}-{start + size - 1}"
-            return await call_with_retries(
-                lambda: first_of_two(get, self._part_latency.patience(), self._part_latency),
-                policy=self.retry,
-                classify=self._classify,
-                name=name,
-                counters=self.counters,
-            )
-
-        # Parts on parallel connections, each sent again if it stalls: one slow connection
-        # delays one part by one patience, not the whole block by its whole delay.
-        starts = range(block.start, block.end, self.block_part_bytes)
-        parts = await asyncio.gather(*(part(start, min(self.block_part_bytes, block.end - start)) for start in starts))
-        return b"".join(parts)
+        name = f"s3://{self.bucket}/{key} bytes {block.start}-{block.end - 1}"
+        return await call_with_retries(get, policy=self.retry, classify=self._classify, name=name, counters=self.counters)
 
     def stats(self) -> dict[str, int]:
         """`RemoteStorage.stats`, and while block streaming ``block_fetches`` and
