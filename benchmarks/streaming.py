@@ -112,10 +112,12 @@ def write_litdata(source: Storage, url: str, local: Path, s3: S3Server) -> list[
 def run_method(method: str, url: str, endpoint: str, environment: dict[str, str], step_ms: float = 0.0) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="stoker-streaming-") as cache:
         command = [sys.executable, "-m", "tests.support.streaming_peers", method, url, endpoint, cache, str(step_ms)]
-        finished = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env={**os.environ, **environment}, timeout=1800)
+        # faulthandler: a crash of a loader shows where it happened, not only its signal.
+        environment = {**os.environ, **environment, "PYTHONFAULTHANDLER": "1"}
+        finished = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=environment, timeout=1800)
     if finished.returncode != 0:
         lines = [line for line in finished.stderr.strip().splitlines() if line.strip() and "Warning" not in line]
-        raise RuntimeError(" | ".join(lines[-4:]) if lines else f"exit {finished.returncode}")
+        raise RuntimeError(" | ".join(lines[-6:]) if lines else f"exit {finished.returncode}")
     return json.loads(finished.stdout.strip().splitlines()[-1])
 
 
