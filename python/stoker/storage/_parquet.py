@@ -189,24 +189,26 @@ class ParquetStorage(Storage):
                 raise StorageError(f"{name}: its columns ({layout}) differ from {self.names[0]}'s ({layouts[0]})")
         return layouts[0]
 
-    def _read_column(self, number: int, column: str) -> Any:
+    def _read_columns(self, number: int, columns: list[str]) -> Any:
+        """``columns`` of file ``number``, in one read (one open, one request per column chunk)."""
         try:
             with self._open(self.names[number]) as file:
-                table = self.parquet.ParquetFile(file, metadata=self.metadata[number]).read(columns=[column], use_threads=False)
+                return self.parquet.ParquetFile(file, metadata=self.metadata[number]).read(columns=columns, use_threads=False)
         except Exception as error:
-            raise StorageError(f"{self.names[number]}: cannot read column {column!r} ({type(error).__name__}: {error})") from error
-        return table.column(column)
+            raise StorageError(f"{self.names[number]}: cannot read columns {columns} ({type(error).__name__}: {error})") from error
 
     def _read_keys_and_labels(self) -> tuple[list[str], list[int | float | None], list[str] | None]:
         keys: list[str] = []
         raw: list[Any] = []
+        wanted = [column for column in (self.layout.key, self.layout.label) if column]
         for number, name in enumerate(self.names):
             rows = int(self.metadata[number].num_rows)
+            table: Any = self._read_columns(number, wanted) if wanted else None
             if self.layout.key is not None:
-                keys.extend(str(value) for value in self._read_column(number, self.layout.key).to_pylist())
+                keys.extend(str(value) for value in table.column(self.layout.key).to_pylist())
             else:
                 keys.extend(f"{Path(name).name}#{row}" for row in range(rows))
-            raw.extend(self._read_column(number, self.layout.label).to_pylist() if self.layout.label else [None] * rows)
+            raw.extend(table.column(self.layout.label).to_pylist() if self.layout.label else [None] * rows)
         classes = self.layout.classes
         if any(isinstance(value, str) for value in raw):
             classes = sorted({value for value in raw if value is not None})

@@ -119,8 +119,7 @@ class S3Storage(RemoteStorage):
         self.verify = verify
         self.block_bytes = block_bytes
         self.block_cache_bytes = block_cache_bytes
-        self._blocks: list[ShardBlock] = []
-        self._block_of = np.zeros(0, np.int64)
+        self._block_layout: tuple[list[ShardBlock], np.ndarray] | None = None
         self._block_reader: BlockReader | None = None
         try:
             self.run(self._open())
@@ -131,6 +130,19 @@ class S3Storage(RemoteStorage):
     def object_key(self, name: str) -> str:
         """The full object key of ``name`` under the prefix."""
         return f"{self.prefix}/{name}" if self.prefix else name
+
+    @property
+    def _blocks(self) -> list[ShardBlock]:
+        return self._layout_blocks()[0]
+
+    def _layout_blocks(self) -> tuple[list[ShardBlock], np.ndarray]:
+        """The blocks and each sample's block, worked out on first use (a walk over every
+        sample's members: not paid by a storage that never streams or shuffles by blocks)."""
+        if self._block_layout is None:
+            assert self.catalog is not None
+            blocks = self.catalog.blocks(self.block_bytes)
+            self._block_layout = blocks, np.repeat(np.arange(len(blocks)), [block.samples for block in blocks])
+        return self._block_layout
 
     def block_sizes(self) -> list[int] | None:
         """Samples per block (tar shards: runs of a shard spanning at most ``block_bytes``);
@@ -256,8 +268,6 @@ class S3Storage(RemoteStorage):
         self.classes = self.catalog.classes
         self._keys, self._labels, self._where = self.catalog.keys, self.catalog.labels, self.catalog.where
         self.layout = "shards"
-        self._blocks = self.catalog.blocks(self.block_bytes)
-        self._block_of = np.repeat(np.arange(len(self._blocks)), [block.samples for block in self._blocks])
         if self.payload is None:
             counts = self.catalog.payload_counts()
             self.payload = max(counts, key=counts.__getitem__) if counts else "jpg"
@@ -303,8 +313,9 @@ class S3Storage(RemoteStorage):
             shard = self.shards[number]
             member, (offset, size) = self.catalog.span(index, extension)
             if self._block_reader is not None:
-                number = int(self._block_of[index])
-                start = offset - self._blocks[number].start
+                blocks, block_of = self._layout_blocks()
+                number = int(block_of[index])
+                start = offset - blocks[number].start
                 data = (await self._block_reader.block(number))[start : start + size]
                 if extension is None:  # the payload: each sample's one read of the epoch
                     self._block_reader.served(number)
