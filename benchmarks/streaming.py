@@ -9,16 +9,18 @@ Each loader reads what its own writer wrote:
 - MosaicML Streaming 0.13: ``MDSWriter`` shards, ``StreamingDataset`` with its defaults (``py1e``
   shuffle, predownload) in a DataLoader with 2 workers;
 - LitData 0.2: ``optimize`` chunks, ``StreamingDataset(shuffle=True)`` in its
-  ``StreamingDataLoader`` with 2 workers.
+  ``StreamingDataLoader`` with 2 workers;
+- WebDataset 1.0: ``ShardWriter`` tar shards streamed by curl, shard shuffle and shuffle buffers,
+  ``WebLoader`` with 2 workers.
+(c) the JPEGs of (b) as Parquet written by Hugging Face ``datasets`` (Hub layout), read by
+``datasets`` streaming (shuffle buffer, DataLoader with 2 workers) and by stoker
+(``open_storage("s3://.../*.parquet")``, block shuffle over row groups).
 Reported: samples/s and MB/s over the epoch (start-up included), time to first batch, peak RSS
 (the process and its workers), and shuffle quality: distinct shards (blocks) per batch
 and how often consecutive samples share a label, against the uniform expectation.
 
 Then the heavy tail against the upper bound: one connection in ten 10x slower, a training step
 (``--step-ms``) after each batch, and each loader's share of the bound the steps alone set.
-
-Not yet compared (issue 17 goes on): WebDataset (``ShardWriter``) and Hugging Face ``datasets``
-streaming over Parquet.
 
 Run:  python benchmarks/streaming.py [--small 20000] [--images 2000] [--rtt-ms 0,20,50]
           [--tail-rtt-ms 0,50,150] [--step-ms 40]
@@ -44,13 +46,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from stoker.bench import image_folder, require_optimized_core  # noqa: E402
 from stoker.sampling import shuffle_quality  # noqa: E402
-from stoker.storage import MemoryStorage, S3Storage, Storage, open_storage, upload_to_s3  # noqa: E402
+from stoker.storage import MemoryStorage, S3Storage, open_storage, upload_to_s3  # noqa: E402
 from tests.support.proxy_process import ProxyProcess  # noqa: E402
 from tests.support.s3_server import S3Server  # noqa: E402
-from tests.support.streaming_peers import litdata_sample  # noqa: E402
+from tests.support.streaming_writers import write_huggingface_parquet, write_litdata, write_mosaicml, write_webdataset  # noqa: E402
 
-METHODS = ("stoker", "stoker-block", "mosaicml", "litdata")
-FOLDER = {"stoker": "shards", "stoker-block": "shards", "mosaicml": "mds", "litdata": "litdata"}
+PARQUET_METHODS = ("stoker-parquet", "datasets")
+FOLDER = {"stoker": "shards", "stoker-block": "shards", "mosaicml": "mds", "litdata": "litdata", "webdataset": "wds", "datasets": "parquet"}
+FOLDER["stoker-parquet"] = "parquet"
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -77,36 +80,6 @@ def jpeg_samples(count: int, distinct: int = 2000) -> MemoryStorage:
         samples[name], labels[name] = payloads[index % len(base)], base.labels[index % len(base)]  # type: ignore[assignment]
     order = sorted(samples)
     return MemoryStorage({key: samples[key] for key in order}, {key: labels[key] for key in order})
-
-
-def write_mosaicml(source: Storage, url: str, local: Path) -> list[int] | None:
-    """``source`` as MDS shards (MosaicML's writer, 64 MB shards) uploaded to ``url``; the
-    samples per shard, or None without MosaicML Streaming."""
-    try:
-        from streaming import MDSWriter
-    except ImportError:
-        return None
-    columns = {"data": "bytes", "label": "int", "index": "int"}
-    with MDSWriter(out=(str(local), url), columns=columns, size_limit="64mb", progress_bar=False, keep_local=True) as writer:
-        for index, ((_, data), label) in enumerate(zip(source.iter_sequential(), source.labels)):
-            writer.write({"data": data, "label": int(label or 0), "index": index})
-    return [int(shard["samples"]) for shard in json.loads((local / "index.json").read_text())["shards"]]
-
-
-def write_litdata(source: Storage, url: str, local: Path, s3: S3Server) -> list[int] | None:
-    """``source`` as LitData chunks (its ``optimize``, 64 MB chunks) written to ``local`` and
-    uploaded under ``url``; the samples per chunk, or None without LitData."""
-    try:
-        from litdata import optimize
-    except ImportError:
-        return None
-    items = [(index, data, int(label or 0)) for index, ((_, data), label) in enumerate(zip(source.iter_sequential(), source.labels))]
-    optimize(fn=litdata_sample, inputs=items, output_dir=str(local), chunk_bytes="64MB", num_workers=1, mode="overwrite")
-    bucket, prefix = url[len("s3://") :].split("/", 1)
-    client = s3.client()
-    for path in sorted(local.iterdir()):
-        client.upload_file(str(path), bucket, f"{prefix}/{path.name}")
-    return [int(chunk["chunk_size"]) for chunk in json.loads((local / "index.json").read_text())["chunks"]]
 
 
 def run_method(method: str, url: str, endpoint: str, environment: dict[str, str], step_ms: float = 0.0) -> dict[str, Any]:
@@ -146,15 +119,21 @@ def main() -> None:
                 assert storage.catalog is not None
                 # Shuffle quality counts shards per batch for the per-sample reader, blocks for the block reader.
                 blocks = {"stoker": storage.catalog.block_sizes(), "stoker-block": storage.block_sizes()}
-            blocks["mosaicml"] = write_mosaicml(source, f"{url}/mds", Path(scratch) / f"mds{number}")
-            blocks["litdata"] = write_litdata(source, f"{url}/litdata", Path(scratch) / f"litdata{number}", s3)
-            prepared.append((name, url, blocks, [label or 0 for label in source.labels]))
+            local = Path(scratch) / f"set{number}"
+            blocks["mosaicml"] = write_mosaicml(source, f"{url}/mds", local / "mds")
+            blocks["litdata"] = write_litdata(source, f"{url}/litdata", local / "litdata", s3)
+            blocks["webdataset"] = write_webdataset(source, f"{url}/wds", local / "wds", s3)
+            labels = [label or 0 for label in source.labels]
+            prepared.append((name, url, blocks, labels))
             print(f"{name}: {len(source)} samples uploaded", file=sys.stderr, flush=True)
+        # (c): the JPEGs of (b) as Parquet, written by Hugging Face `datasets`; blocks are row groups.
+        row_groups = write_huggingface_parquet(source, f"{url}/parquet", local / "parquet", s3)
+        prepared.append(("(c) JPEGs as Parquet", url, dict.fromkeys(PARQUET_METHODS, row_groups), labels))
         for rtt in (float(value) for value in args.rtt_ms.split(",")):
             with ProxyProcess(s3.port, delay=rtt / 2e3) as proxy:
                 endpoint = f"http://127.0.0.1:{proxy.port}"
                 for name, url, blocks, labels in prepared:
-                    for method in METHODS:
+                    for method in blocks:
                         if blocks.get(method) is None:
                             print(f"  {name} {rtt:.0f} ms {method}: left out (its package is not installed)")
                             continue
@@ -178,11 +157,11 @@ def main() -> None:
         # Heavy tail against the upper bound (the Cassandra-DALI paper: 94-96% at 150 ms): a
         # training step per batch that the data should keep up with; one connection in ten is
         # 10x slower. Data (b).
-        name, url, blocks, labels = prepared[-1]
+        name, url, blocks, labels = prepared[1]
         for rtt in (float(value) for value in args.tail_rtt_ms.split(",") if value):
             with ProxyProcess(s3.port, delay=rtt / 2e3, slow_fraction=0.1, slow_factor=10, seed=1) as proxy:
                 endpoint = f"http://127.0.0.1:{proxy.port}"
-                for method in METHODS:
+                for method in blocks:
                     if blocks.get(method) is None:
                         continue
                     try:
@@ -204,9 +183,10 @@ def main() -> None:
         for rtt in sorted({row["rtt_ms"] for row in rows}):
             found = {row["method"]: row["samples_per_second"] for row in rows if row["data"] == name and row["rtt_ms"] == rtt}
             peers = {method: rate for method, rate in found.items() if not method.startswith("stoker")}
-            if "stoker-block" in found and peers:
-                best = max(peers, key=peers.__getitem__)
-                print(f"{name} {rtt:.0f} ms: stoker block streaming / the best peer ({best}) = {found['stoker-block'] / peers[best]:.2f}x")
+            ours = {method: rate for method, rate in found.items() if method.startswith("stoker")}
+            if ours and peers:
+                best, best_ours = max(peers, key=peers.__getitem__), max(ours, key=ours.__getitem__)
+                print(f"{name} {rtt:.0f} ms: stoker ({best_ours}) / the best peer ({best}) = {ours[best_ours] / peers[best]:.2f}x")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
 

@@ -15,6 +15,15 @@ the steps alone set (``upper_bound_fraction``: steps' time / wall time).
 - ``litdata``: LitData's `StreamingDataset` (shuffle on, its defaults) over chunks written by its
   ``optimize``, in its `StreamingDataLoader` with 2 workers, a fresh cache; the endpoint through
   its ``storage_options``.
+- ``webdataset``: WebDataset over tar shards written by its ``ShardWriter``: the shards streamed
+  by ``curl`` (its handler for http URLs; presigned GETs, as ``aws s3 cp`` is not installed),
+  shard shuffle plus a 1,000-sample shuffle buffer in each worker and again after batching
+  across workers, in its `WebLoader` with 2 workers (its README's recipe).
+- ``datasets``: Hugging Face ``datasets`` streaming over the Parquet files it wrote
+  (``load_dataset("parquet", streaming=True)`` through s3fs, the images undecoded),
+  ``shuffle(buffer_size=1000)`` (its default buffer), in a DataLoader with 2 workers.
+- ``stoker-parquet``: `Loader` over the same Parquet files (`open_storage` on the glob),
+  ``shuffle="block"``: one row group a block.
 
 Each records every batch's arrival and the storage index and label of every sample, so that the
 parent computes the same shuffle-quality numbers for all of them.
@@ -27,7 +36,6 @@ import os
 import sys
 import time
 from collections.abc import Iterator
-from typing import Any
 
 BATCH = 32
 BLOCK_BYTES = 8 << 20
@@ -73,11 +81,60 @@ def litdata_batches(url: str, endpoint: str, cache: str) -> Iterator[tuple[list[
         yield [sample["data"] for sample in samples], [sample["index"] for sample in samples], [sample["label"] for sample in samples]
 
 
-def litdata_sample(item: tuple[int, bytes, int]) -> dict[str, Any]:
-    """LitData's ``optimize`` function: one sample as the dict its chunks store (importable, as
-    its spawned workers need)."""
-    index, data, label = item
-    return {"data": data, "label": label, "index": index}
+def stoker_parquet_batches(url: str, endpoint: str) -> Iterator[tuple[list[bytes], list[int], list[int]]]:
+    from stoker.loader import Loader
+    from stoker.storage import open_storage
+
+    storage = open_storage(f"{url}/*.parquet", endpoint=endpoint)
+    loader = Loader(storage, batch_size=BATCH, shuffle="block", seed=0)
+    for batch in loader:
+        yield batch.data, [storage.index_of(key) for key in batch.keys], batch.labels.tolist()
+
+
+def presigned_urls(url: str, endpoint: str) -> list[str]:
+    """A presigned GET URL for each object under ``url`` (``s3://bucket/prefix``), by name."""
+    import boto3
+
+    bucket, prefix = url[len("s3://") :].split("/", 1)
+    client = boto3.client("s3", endpoint_url=endpoint, region_name=os.environ.get("AWS_REGION", "us-east-1"))
+    listed = client.list_objects_v2(Bucket=bucket, Prefix=f"{prefix}/")["Contents"]
+    names = sorted(item["Key"] for item in listed)
+    return [client.generate_presigned_url("get_object", Params={"Bucket": bucket, "Key": name}, ExpiresIn=7200) for name in names]
+
+
+def webdataset_batches(url: str, endpoint: str) -> Iterator[tuple[list[bytes], list[int], list[int]]]:
+    import webdataset
+
+    shards = presigned_urls(url, endpoint)
+    dataset = (
+        webdataset.WebDataset(shards, shardshuffle=len(shards), seed=0, nodesplitter=webdataset.split_by_node)
+        .shuffle(1000)
+        .to_tuple("jpg;bin", "idx", "cls")
+        .batched(BATCH, collation_fn=list)
+    )
+    loader = webdataset.WebLoader(dataset, batch_size=None, num_workers=2).unbatched().shuffle(1000).batched(BATCH, collation_fn=list)
+    for samples in loader:
+        yield [sample[0] for sample in samples], [int(sample[1]) for sample in samples], [int(sample[2]) for sample in samples]
+
+
+def datasets_batches(url: str, endpoint: str) -> Iterator[tuple[list[bytes], list[int], list[int]]]:
+    import datasets
+    import torch
+
+    options = {
+        "key": os.environ["AWS_ACCESS_KEY_ID"],
+        "secret": os.environ["AWS_SECRET_ACCESS_KEY"],
+        "client_kwargs": {"endpoint_url": endpoint},
+    }
+    dataset = datasets.load_dataset("parquet", data_files=f"{url}/*.parquet", split="train", streaming=True, storage_options=options)
+    dataset = dataset.cast_column("image", datasets.Image(decode=False)).shuffle(seed=0, buffer_size=1000)
+    loader = torch.utils.data.DataLoader(dataset, batch_size=BATCH, num_workers=2, collate_fn=lambda samples: samples)
+    for samples in loader:
+        yield (
+            [sample["image"]["bytes"] for sample in samples],
+            [sample["index"] for sample in samples],
+            [sample["label"] for sample in samples],
+        )
 
 
 def main() -> None:
@@ -88,6 +145,12 @@ def main() -> None:
         batches = mosaicml_batches(url, cache)
     elif method == "litdata":
         batches = litdata_batches(url, endpoint, cache)
+    elif method == "webdataset":
+        batches = webdataset_batches(url, endpoint)
+    elif method == "datasets":
+        batches = datasets_batches(url, endpoint)
+    elif method == "stoker-parquet":
+        batches = stoker_parquet_batches(url, endpoint)
     else:
         batches = stoker_batches(url, endpoint, block=method == "stoker-block")
     from stoker.bench._memory import PeakMemory

@@ -102,7 +102,8 @@ class RemoteStorage(Storage):
             StorageError: A final error (missing sample, bad checksum); names the sample.
         """
         name = self.sample_name(index)
-        if self.cache is not None and (cached := self.cache.get(name)) is not None:
+        cache = self._sample_cache()
+        if cache is not None and (cached := cache.get(name)) is not None:
             return cached
         async with self._limit():
             try:
@@ -115,9 +116,14 @@ class RemoteStorage(Storage):
                 raise StorageError(f"{name}: {type(error).__name__}: {first_line(error)}") from error
         self.requests += 1
         self.bytes_fetched += len(data)
-        if self.cache is not None:
-            self.cache.put(name, data)
+        if cache is not None:
+            cache.put(name, data)
         return data
+
+    def _sample_cache(self) -> SampleCache | None:
+        """The cache samples go through: ``cache``, unless a backend caches larger units
+        (S3 block streaming keeps whole blocks there instead)."""
+        return self.cache
 
     async def fetch(self, key: str) -> bytes:
         return await self.fetch_index(self.index_of(key))

@@ -61,7 +61,8 @@ class S3Storage(RemoteStorage):
             the first of ``image_extensions`` it has).
         image_extensions: The preference list for that choice.
         verify: Check each shard sample against the CRC-32 in its index, where it has them.
-        cache_dir, cache_bytes: A local cache of fetched samples at most ``cache_bytes`` large.
+        cache_dir, cache_bytes: A local cache of fetched samples at most ``cache_bytes`` large
+            (while block streaming, of whole blocks: later epochs read them from local disk).
         block_bytes: Shards only: the blocks of the block shuffle and of block streaming are runs
             of a shard's samples spanning at most this many bytes.
         block_cache_bytes: Bytes of blocks kept in memory while block streaming.
@@ -121,6 +122,7 @@ class S3Storage(RemoteStorage):
         self.block_cache_bytes = block_cache_bytes
         self._block_layout: tuple[list[ShardBlock], np.ndarray] | None = None
         self._block_reader: BlockReader | None = None
+        self.block_downloads = 0
         try:
             self.run(self._open())
         except BaseException:
@@ -173,14 +175,29 @@ class S3Storage(RemoteStorage):
             return data
 
         name = f"s3://{self.bucket}/{key} bytes {block.start}-{block.end - 1}"
-        return await call_with_retries(get, policy=self.retry, classify=self._classify, name=name, counters=self.counters)
+        if self.cache is not None:
+            # Off the event loop: a block is megabytes of disk read.
+            cached = await asyncio.to_thread(self.cache.get, name)
+            if cached is not None and len(cached) == length:
+                return cached
+        data = await call_with_retries(get, policy=self.retry, classify=self._classify, name=name, counters=self.counters)
+        self.block_downloads += 1
+        if self.cache is not None:
+            await asyncio.to_thread(self.cache.put, name, data)
+        return data
+
+    def _sample_cache(self) -> SampleCache | None:
+        # While block streaming, the cache holds whole blocks (see `_fetch_block`), not samples.
+        return self.cache if self._block_reader is None else None
 
     def stats(self) -> dict[str, int]:
-        """`RemoteStorage.stats`, and while block streaming ``block_fetches`` and
+        """`RemoteStorage.stats`, and while block streaming ``block_fetches`` (blocks loaded),
+        ``block_downloads`` (of those, the ones read from the server, not the local cache) and
         ``block_bytes_held`` (blocks in memory now)."""
         counts = super().stats()
         if self._block_reader is not None:
             counts["block_fetches"] = self._block_reader.fetches
+            counts["block_downloads"] = self.block_downloads
             counts["block_bytes_held"] = self._block_reader.bytes_held
         return counts
 

@@ -1,0 +1,127 @@
+"""Block streaming and the epoch-boundary warm-up when the store misbehaves (real s3proxy): a block
+cut short or dropped mid-read is retried with nothing lost or altered; a shard that is gone fails
+each of its samples by name, every other sample delivered once; a warmed request of the next
+epoch that fails is reported for that epoch's sample, not dropped or hung; a loader closed with
+warm-up requests in flight leaves no thread behind."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+
+import pytest
+
+from stoker import Loader
+from stoker.loader import SampleError
+from stoker.storage import MemoryStorage, RetryPolicy, S3Storage, upload_to_s3
+from tests.remote.conftest import dataset, unavailable, unique
+from tests.support import LatencyProxy
+from tests.support.s3_server import S3Server
+from tests.support.server import ServerError
+
+PATIENT = RetryPolicy(attempts=20, base_delay=0.01, max_delay=0.2, deadline=60)
+QUICK = RetryPolicy(attempts=3, base_delay=0.01, max_delay=0.05, deadline=5)
+
+
+@pytest.fixture(scope="module")
+def s3() -> Iterator[S3Server]:
+    server = S3Server()
+    try:
+        server.start()
+    except (ServerError, OSError) as error:
+        server.close()
+        unavailable("the S3 test server (s3proxy, needs java)", error)
+    yield server
+    server.close()
+
+
+def upload(s3: S3Server, source: MemoryStorage, **options: int | str) -> str:
+    bucket = unique("faults-")
+    s3.create_bucket(bucket)
+    upload_to_s3(source, f"s3://{bucket}/d", progress=False, **options, **s3.options())  # type: ignore[arg-type]
+    return f"s3://{bucket}/d"
+
+
+def truth(source: MemoryStorage, strip_extension: bool) -> dict[str, bytes]:
+    keys = [key.rsplit(".", 1)[0] if strip_extension else key for key in source.keys]
+    return dict(zip(keys, source.read_many(source.keys)))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("after_bytes", [0, 9_000])
+def test_a_block_that_fails_or_is_cut_short_mid_read_is_retried(s3: S3Server, after_bytes: int) -> None:
+    source = dataset(300)
+    url = upload(s3, source, to="shards", shard_size=60_000)
+    expected = truth(source, strip_extension=True)
+    with LatencyProxy("127.0.0.1", s3.port, delay=0.01) as proxy:
+        options = {**s3.options(), "endpoint": f"http://{proxy.address[0]}:{proxy.address[1]}"}
+        with S3Storage(url, block_bytes=40_000, retry=PATIENT, **options) as storage:
+            storage.stream_blocks()
+            proxy.cut_responses(3, after_bytes=after_bytes)
+            keys = list(storage.keys)
+            assert storage.read_many(keys) == [expected[key] for key in keys]
+            assert proxy.cuts_left == 0, "every cut landed on a block in flight"
+            assert storage.stats()["retries"] >= 1
+
+
+def test_a_shard_gone_fails_its_samples_by_name_and_loses_nothing_else(s3: S3Server) -> None:
+    source = dataset(300)
+    url = upload(s3, source, to="shards", shard_size=60_000)
+    expected = truth(source, strip_extension=True)
+    with S3Storage(url, block_bytes=20_000, retry=QUICK, **s3.options()) as storage:
+        gone = storage.shards[1].shard.name
+        lost = {key for key, index in zip(storage.keys, range(len(storage))) if storage.sample_name(index).split("#")[0].endswith(gone)}
+        bucket, prefix = url[len("s3://") :].split("/", 1)
+        s3.client().delete_object(Bucket=bucket, Key=f"{prefix}/{gone}")
+
+        raising = Loader(storage, batch_size=16, shuffle="block", seed=2)
+        with pytest.raises(SampleError, match=gone):
+            for _ in raising:
+                pass
+
+        loader = Loader(storage, batch_size=16, shuffle="block", seed=2, on_error="skip", max_bad_samples=None)
+        delivered: Counter[str] = Counter()
+        for batch in loader:
+            for key, data, replaced, padding in zip(batch.keys, batch.data, batch.replaced, batch.padding):
+                assert data == expected[key], "a replacement is real data, never the lost sample's"
+                if not replaced and not padding:
+                    delivered[key] += 1
+        failed = {failure.key for failure in loader.failures}
+        assert lost and failed == lost, "each sample of the gone shard is reported, no other"
+        assert all(gone in failure.reason for failure in loader.failures), "the reason names the shard"
+        assert delivered == Counter(set(expected) - lost), "every other sample once"
+
+
+def test_a_failed_warm_up_request_is_reported_in_the_epoch_it_was_for(s3: S3Server) -> None:
+    source = dataset(120)
+    url = upload(s3, source)
+    with S3Storage(url, retry=QUICK, **s3.options()) as storage:
+        missing = storage.keys[0]  # unshuffled: the first sample of every epoch, so warmed each time
+        bucket, prefix = url[len("s3://") :].split("/", 1)
+        s3.client().delete_object(Bucket=bucket, Key=f"{prefix}/{missing}")
+        loader = Loader(storage, batch_size=10, shuffle=False, on_error="skip", max_bad_samples=None)
+        for _ in range(3):
+            keys = [key for batch in loader for key, replaced in zip(batch.keys, batch.replaced) if not replaced]
+            assert Counter(keys) == Counter(set(storage.keys) - {missing})
+        assert loader._warmup is not None and loader._warmup.used > 0, "epochs 1 and 2 began from warmed requests"
+        assert [(failure.key, failure.epoch) for failure in loader.failures] == [(missing, 0), (missing, 1), (missing, 2)]
+
+
+def test_closing_with_warm_up_requests_in_flight_leaves_no_thread(s3: S3Server) -> None:
+    source = dataset(200)
+    url = upload(s3, source, to="shards", shard_size=60_000)
+    before = set(threading.enumerate())
+    with LatencyProxy("127.0.0.1", s3.port, delay=0.3) as proxy:
+        options = {**s3.options(), "endpoint": f"http://{proxy.address[0]}:{proxy.address[1]}"}
+        with S3Storage(url, block_bytes=20_000, **options) as storage:
+            loader = Loader(storage, batch_size=50, shuffle="block", seed=1)
+            batches = iter(loader)
+            for _ in range(len(loader)):
+                next(batches)  # the last batch is out: the next epoch's first ones are in flight
+            assert loader._warmup is not None and loader._warmup.requested > 0
+            batches.close()  # as a `break` out of the loop does
+    deadline = time.monotonic() + 10
+    while set(threading.enumerate()) - before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not set(threading.enumerate()) - before, f"threads left: {set(threading.enumerate()) - before}"
