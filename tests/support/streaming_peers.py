@@ -110,7 +110,7 @@ def webdataset_batches(url: str, endpoint: str) -> Iterator[tuple[list[bytes], l
         webdataset.WebDataset(shards, shardshuffle=len(shards), seed=0, nodesplitter=webdataset.split_by_node)
         .shuffle(1000)
         .to_tuple("jpg;bin", "idx", "cls")
-        .batched(BATCH, collation_fn=list)
+        .batched(BATCH)  # its default collation: columns, which `unbatched` turns back into samples
     )
     loader = webdataset.WebLoader(dataset, batch_size=None, num_workers=2).unbatched().shuffle(1000).batched(BATCH, collation_fn=list)
     for samples in loader:

@@ -138,10 +138,11 @@ class OutOfOrderPrefetcher:
             outcome = FetchedSample(position, key, label, None, error)
         if not request.result.done():
             request.result.set_result(outcome)
-            current = asyncio.current_task()
-            for copy in request.copies:
-                if copy is not current:
-                    copy.cancel()
+            if len(request.copies) > 1:  # hedged: the other copy is cancelled
+                current = asyncio.current_task()
+                for copy in request.copies:
+                    if copy is not current:
+                        copy.cancel()
 
     def _send(self, request: _Request) -> None:
         request.copies.append(asyncio.ensure_future(self._copy(request)))
@@ -216,6 +217,9 @@ class OutOfOrderPrefetcher:
                     # arrival: stragglers trickling in must not keep postponing help.
                     deadline = loop.time() + self.patience()
                     while len(batch) < size:
+                        if not arrived.empty():  # already here: no timed wait to set up
+                            batch.append(arrived.get_nowait())
+                            continue
                         try:
                             batch.append(await asyncio.wait_for(arrived.get(), timeout=max(0.0, deadline - loop.time())))
                         except asyncio.TimeoutError:

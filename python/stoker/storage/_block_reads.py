@@ -25,7 +25,8 @@ class BlockReader:
     """Whole blocks, fetched once each and shared by the samples in them.
 
     Args:
-        fetch: One block's bytes, with its own retries (a coroutine function of the block number).
+        fetch: One block's bytes (a view), with its own retries (a coroutine function of the
+            block number).
         loop: The event loop fetches run on (the storage's own).
         capacity: Bytes of blocks kept in memory.
         samples: How many samples block ``number`` holds.
@@ -33,7 +34,7 @@ class BlockReader:
 
     def __init__(
         self,
-        fetch: Callable[[int], Awaitable[bytes]],
+        fetch: Callable[[int], Awaitable[memoryview]],
         loop: Callable[[], asyncio.AbstractEventLoop],
         capacity: int,
         samples: Callable[[int], int],
@@ -43,13 +44,13 @@ class BlockReader:
         self._unserved: dict[int, int] = {}
         self._loop = loop
         self.capacity = capacity
-        self._blocks: OrderedDict[int, bytes] = OrderedDict()
+        self._blocks: OrderedDict[int, memoryview] = OrderedDict()
         self._size = 0
-        self._pending: dict[int, concurrent.futures.Future[bytes]] = {}
+        self._pending: dict[int, concurrent.futures.Future[memoryview]] = {}
         self._lock = threading.Lock()
         self.fetches = 0
 
-    async def block(self, number: int) -> bytes:
+    async def block(self, number: int) -> memoryview:
         """Block ``number``'s bytes, from memory or fetched (joined to a fetch in flight).
 
         Raises:
@@ -68,7 +69,7 @@ class BlockReader:
         # cancel the fetch the block's other samples wait on.
         return await asyncio.shield(asyncio.wrap_future(future))
 
-    async def _fetch_and_keep(self, number: int) -> bytes:
+    async def _fetch_and_keep(self, number: int) -> memoryview:
         try:
             data = await self._fetch(number)
         except BaseException:

@@ -161,15 +161,32 @@ class S3Storage(RemoteStorage):
                 self._fetch_block, self._own_loop, self.block_cache_bytes, lambda number: self._blocks[number].samples
             )
 
-    async def _fetch_block(self, number: int) -> bytes:
+    async def fetch_index(self, index: int) -> bytes:
+        """`RemoteStorage.fetch_index`; while block streaming, a slice of the sample's block
+        (whose fetch carries the retries and the request limit) and its CRC check, with no
+        request of its own: per-sample overhead is what bounds small samples."""
+        if self._block_reader is None:
+            return await super().fetch_index(index)
+        try:
+            data = await self._request(index)
+        except StorageError:  # unavailable past the deadline, or a verdict such as a bad checksum
+            raise
+        except Exception as error:  # a final error (the shard gone, access refused): name the sample
+            raise StorageError(f"{self.sample_name(index)}: {type(error).__name__}: {first_line(error)}") from error
+        self.requests += 1
+        self.bytes_fetched += len(data)
+        return data
+
+    async def _fetch_block(self, number: int) -> memoryview:
         import obstore
 
         block = self._blocks[number]
         key = self.object_key(self.shards[block.shard].shard.name)
         length = block.end - block.start
 
-        async def get() -> bytes:
-            data = bytes(await obstore.get_range_async(self.store, key, start=block.start, length=length))
+        async def get() -> memoryview:
+            # A view of obstore's buffer: a block is not copied whole, only each sample's slice.
+            data = memoryview(await obstore.get_range_async(self.store, key, start=block.start, length=length))
             if len(data) != length:  # a response cut short: worth another try
                 raise ConnectionError(f"got {len(data)} of {length} bytes")
             return data
@@ -179,8 +196,9 @@ class S3Storage(RemoteStorage):
             # Off the event loop: a block is megabytes of disk read.
             cached = await asyncio.to_thread(self.cache.get, name)
             if cached is not None and len(cached) == length:
-                return cached
-        data = await call_with_retries(get, policy=self.retry, classify=self._classify, name=name, counters=self.counters)
+                return memoryview(cached)
+        async with self._limit():
+            data = await call_with_retries(get, policy=self.retry, classify=self._classify, name=name, counters=self.counters)
         self.block_downloads += 1
         if self.cache is not None:
             await asyncio.to_thread(self.cache.put, name, data)
@@ -333,12 +351,12 @@ class S3Storage(RemoteStorage):
                 blocks, block_of = self._layout_blocks()
                 number = int(block_of[index])
                 start = offset - blocks[number].start
-                data = (await self._block_reader.block(number))[start : start + size]
+                data = bytes((await self._block_reader.block(number))[start : start + size])
                 if extension is None:  # the payload: each sample's one read of the epoch
                     self._block_reader.served(number)
             else:
                 data = bytes(await obstore.get_range_async(self.store, self.object_key(shard.shard.name), start=offset, length=size))
-            corrupt = shard.corruption(position, member, data, self.sample_name(index)) if self.verify else None
+            corrupt = shard.corruption(position, member, data, lambda: self.sample_name(index)) if self.verify else None
             if corrupt is not None:
                 raise corrupt
             return data

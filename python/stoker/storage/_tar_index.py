@@ -35,6 +35,7 @@ import json
 import os
 import tarfile
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -75,14 +76,15 @@ class ShardIndex:
     crc32: list[dict[str, int]] | None = None
     label_key: str | None = None
 
-    def corruption(self, position: int, member: str, data: bytes, name: str) -> CorruptSampleError | None:
-        """A `CorruptSampleError` naming ``name`` if ``data`` fails the CRC-32 the index holds for
-        ``member`` of the sample at ``position``; None if it matches or there is none."""
+    def corruption(self, position: int, member: str, data: bytes, name: str | Callable[[], str]) -> CorruptSampleError | None:
+        """A `CorruptSampleError` naming ``name`` (or ``name()``, worked out only for a mismatch)
+        if ``data`` fails the CRC-32 the index holds for ``member`` of the sample at
+        ``position``; None if it matches or there is none."""
         expected = self.crc32[position].get(member) if self.crc32 is not None else None
         if expected is None or _native.crc32(data) == expected:
             return None
         return CorruptSampleError(
-            f"{name}: CRC-32 mismatch (the shard's bytes changed since it was indexed, or it was replaced by another "
+            f"{name if isinstance(name, str) else name()}: CRC-32 mismatch (the shard's bytes changed since it was indexed, or it was replaced by another "
             f"shard); re-create the shard, or index it again with `stoker index` if the new bytes are right"
         )
 
