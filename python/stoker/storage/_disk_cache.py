@@ -87,7 +87,7 @@ class SampleCache:
                 self._total += len(data)
         return data
 
-    def put(self, name: str, data: bytes) -> None:
+    def put(self, name: str, data: bytes | memoryview) -> None:
         """Keep ``data`` as ``name`` (larger than the whole limit: not kept)."""
         if len(data) > self.max_bytes:
             return
