@@ -175,11 +175,14 @@ class RemoteStorage(Storage):
     def close(self) -> None:
         """Stop the event-loop thread and release connections. Idempotent."""
         loop, thread = self._loop, self._loop_thread
-        self._loop = self._loop_thread = None
         if loop is not None and thread is not None:
-            # Requests still running (made ahead of an epoch that never came) end first.
+            # Requests still running (made ahead of an epoch that never came) end first. The
+            # loop stays this storage's until then: a request being cancelled that asks for it
+            # (a block fetch) must not start a new one that nothing would stop.
             with contextlib.suppress(Exception):
                 asyncio.run_coroutine_threadsafe(_cancel_other_tasks(), loop).result(timeout=5)
+            with self._lock:
+                self._loop = self._loop_thread = None
             loop.call_soon_threadsafe(loop.stop)
             thread.join(10)
             loop.close()
@@ -198,8 +201,12 @@ class RemoteStorage(Storage):
 
 
 async def _cancel_other_tasks() -> None:
-    """Cancel every task of the running loop but this one, and wait for them to end."""
-    others = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
-    for task in others:
-        task.cancel()
-    await asyncio.gather(*others, return_exceptions=True)
+    """Cancel every task of the running loop but this one, and wait for them to end (again for
+    tasks that cancelled ones started on their way out)."""
+    for _ in range(10):
+        others = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+        if not others:
+            return
+        for task in others:
+            task.cancel()
+        await asyncio.gather(*others, return_exceptions=True)
