@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -124,11 +125,14 @@ def main() -> None:
             blocks["litdata"] = write_litdata(source, f"{url}/litdata", local / "litdata", s3)
             blocks["webdataset"] = write_webdataset(source, f"{url}/wds", local / "wds", s3)
             labels = [label or 0 for label in source.labels]
+            if number < len(datasets) - 1:  # the local copies are only for uploading (disk space)
+                shutil.rmtree(local)
             prepared.append((name, url, blocks, labels))
             print(f"{name}: {len(source)} samples uploaded", file=sys.stderr, flush=True)
         # (c): the JPEGs of (b) as Parquet, written by Hugging Face `datasets`; blocks are row groups.
         row_groups = write_huggingface_parquet(source, f"{url}/parquet", local / "parquet", s3)
         prepared.append(("(c) JPEGs as Parquet", url, dict.fromkeys(PARQUET_METHODS, row_groups), labels))
+        shutil.rmtree(local)
         for rtt in (float(value) for value in args.rtt_ms.split(",")):
             with ProxyProcess(s3.port, delay=rtt / 2e3) as proxy:
                 endpoint = f"http://127.0.0.1:{proxy.port}"

@@ -2,7 +2,7 @@
 cut short or dropped mid-read is retried with nothing lost or altered; a shard that is gone fails
 each of its samples by name, every other sample delivered once; a warmed request of the next
 epoch that fails is reported for that epoch's sample, not dropped or hung; a loader closed with
-warm-up requests in flight leaves no thread behind."""
+warm-up requests in flight leaves no thread behind; a block on a slow connection is sent again."""
 
 from __future__ import annotations
 
@@ -125,3 +125,19 @@ def test_closing_with_warm_up_requests_in_flight_leaves_no_thread(s3: S3Server) 
     while set(threading.enumerate()) - before and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not set(threading.enumerate()) - before, f"threads left: {set(threading.enumerate()) - before}"
+
+
+def test_a_block_on_a_slow_connection_is_sent_again(s3: S3Server) -> None:
+    source = dataset(300)
+    url = upload(s3, source, to="shards", shard_size=60_000)
+    expected = truth(source, strip_extension=True)
+    # A quarter of the connections take a second each way: the blocks on them are sent again.
+    with LatencyProxy("127.0.0.1", s3.port, delay=0.005, slow_fraction=0.25, slow_factor=200, seed=3) as proxy:
+        options = {**s3.options(), "endpoint": f"http://{proxy.address[0]}:{proxy.address[1]}"}
+        with S3Storage(url, block_bytes=8_000, **options) as storage:
+            storage.stream_blocks()
+            keys = list(storage.keys)
+            assert storage.read_many(keys) == [expected[key] for key in keys]
+            stats = storage.stats()
+            blocks = storage.block_sizes()
+            assert blocks is not None and 1 <= stats["block_copies_won"] <= stats["block_copies"] <= 0.1 * len(blocks) + 4

@@ -37,6 +37,7 @@ from ._block_reads import BlockReader
 from ._disk_cache import SampleCache
 from ._errors import StorageError
 from ._files import IMAGE_EXTENSIONS
+from ._hedged import HedgedCalls
 from ._remote import RemoteStorage
 from ._retry import ErrorKind, RetryPolicy, call_with_retries, first_line
 from ._s3_client import classify_s3_error, open_s3_store, parse_s3_url
@@ -123,6 +124,7 @@ class S3Storage(RemoteStorage):
         self._block_layout: tuple[list[ShardBlock], np.ndarray] | None = None
         self._block_reader: BlockReader | None = None
         self.block_downloads = 0
+        self._hedged_blocks = HedgedCalls()
         try:
             self.run(self._open())
         except BaseException:
@@ -198,7 +200,9 @@ class S3Storage(RemoteStorage):
             if cached is not None and len(cached) == length:
                 return memoryview(cached)
         async with self._limit():
-            data = await call_with_retries(get, policy=self.retry, classify=self._classify, name=name, counters=self.counters)
+            data = await self._hedged_blocks.call(
+                lambda: call_with_retries(get, policy=self.retry, classify=self._classify, name=name, counters=self.counters)
+            )
         self.block_downloads += 1
         if self.cache is not None:
             await asyncio.to_thread(self.cache.put, name, data)
@@ -210,12 +214,15 @@ class S3Storage(RemoteStorage):
 
     def stats(self) -> dict[str, int]:
         """`RemoteStorage.stats`, and while block streaming ``block_fetches`` (blocks loaded),
-        ``block_downloads`` (of those, the ones read from the server, not the local cache) and
-        ``block_bytes_held`` (blocks in memory now)."""
+        ``block_downloads`` (of those, the ones read from the server, not the local cache),
+        ``block_copies`` (fetches that ran long and were sent again; ``block_copies_won``: the
+        copy answered first) and ``block_bytes_held`` (blocks in memory now)."""
         counts = super().stats()
         if self._block_reader is not None:
             counts["block_fetches"] = self._block_reader.fetches
             counts["block_downloads"] = self.block_downloads
+            counts["block_copies"] = self._hedged_blocks.copies
+            counts["block_copies_won"] = self._hedged_blocks.copies_won
             counts["block_bytes_held"] = self._block_reader.bytes_held
         return counts
 

@@ -1,0 +1,87 @@
+"""Hedged requests for whole blocks: a block fetch that runs well past the usual time is sent once
+more, and the first copy to answer is used (Dean and Barroso, "The Tail at Scale").
+
+A block is one large GET that many samples wait on, so one slow connection (a congested route,
+a busy server) holds all of them up; the sample prefetcher's own hedging cannot help, as a second
+request for a sample joins the same block fetch. Copies are budgeted (a tenth of the calls, plus
+a few for the start, when nothing is known yet), so a store that is slow for everyone is not
+sent twice the load. The copy that loses is left to finish and its bytes dropped: a request cut
+off mid-flight gains little and is the riskiest path through a client library.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+__all__ = ["HedgedCalls"]
+
+T = TypeVar("T")
+
+
+class HedgedCalls:
+    """Runs calls, each with a second copy if it outlasts the patience, within a copy budget.
+
+    Args:
+        budget: Copies allowed per call made (0.1: one in ten).
+        spare: Copies allowed beyond the budget (for the first calls).
+        first_patience: Seconds to wait before a copy while no call has finished yet.
+        least_patience: The patience never goes below this many seconds.
+    """
+
+    def __init__(self, budget: float = 0.1, spare: int = 4, first_patience: float = 1.0, least_patience: float = 0.05) -> None:
+        self.budget = budget
+        self.spare = spare
+        self.first_patience = first_patience
+        self.least_patience = least_patience
+        self.calls = 0
+        self.copies = 0  # second copies sent
+        self.copies_won = 0  # of those, the ones that answered first
+        self._durations: deque[float] = deque(maxlen=128)
+
+    def patience(self) -> float:
+        """Seconds a call runs before its copy is sent: twice the median call time recently."""
+        if not self._durations:
+            return self.first_patience
+        return max(self.least_patience, 2 * statistics.median(self._durations))
+
+    async def call(self, make: Callable[[], Awaitable[T]]) -> T:
+        """``await make()``, hedged: the first copy to answer, or to fail when the other fails too.
+
+        Raises:
+            Exception: The first copy's error, when every copy sent failed.
+        """
+        self.calls += 1
+        first = self._start(make)
+        done, _ = await asyncio.wait({first}, timeout=self.patience())
+        if done or self.copies + 1 > self.budget * self.calls + self.spare:
+            return await first
+        self.copies += 1
+        second = self._start(make)
+        pending = {first, second}
+        try:
+            while pending:
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    if task.exception() is None:
+                        self.copies_won += task is second
+                        return task.result()
+        except asyncio.CancelledError:
+            first.cancel(), second.cancel()
+            raise
+        return await first  # both failed: the first's error
+
+    def _start(self, make: Callable[[], Awaitable[T]]) -> asyncio.Task[T]:
+        started = time.monotonic()
+        task = asyncio.ensure_future(make())
+
+        def finished(task: asyncio.Task[T]) -> None:
+            if not task.cancelled() and task.exception() is None:  # also marks a loser's error as seen
+                self._durations.append(time.monotonic() - started)
+
+        task.add_done_callback(finished)
+        return task
