@@ -112,6 +112,21 @@ def test_block_shuffle_reads_each_row_group_about_once_where_a_uniform_one_rerea
         assert storage.stats()["row_groups_read"] > 5 * 20, "a uniform shuffle re-reads row groups a small cache lost"
 
 
+def test_the_block_shuffle_mixes_no_more_row_groups_than_the_cache_holds(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # Row groups as large as Hugging Face's (100 MB against a 512 MB cache), scaled down.
+    rows = [(bytes([index % 251]) * 1000, f"c{index % 5}") for index in range(2000)]
+    huggingface_file(tmp_path / "big.parquet", rows, row_group_size=100)
+    seen: list[int] = []
+    with ParquetStorage(tmp_path / "big.parquet", cache_bytes=6 * 100 * 1000) as storage:
+        loader = Loader(storage, batch_size=25, shuffle="block", fetch_concurrency=2, seed=3)  # shuffle_window=32
+        assert loader.sampler.window < 32
+        for batch in loader:
+            seen.extend(storage.index_of(key) for key in batch.keys)
+        assert sorted(seen) == list(range(2000)), "every row once"
+        assert storage.stats()["row_groups_read"] == 20, "each row group read once, not once per sample"
+    assert f"mixes {loader.sampler.window} blocks, not shuffle_window=32" in caplog.text
+
+
 def test_convert_from_parquet_to_shards_and_the_cli_to_parquet(tmp_path: Path) -> None:
     samples = make_folder(tmp_path / "folder", classes=2, per_class=6)
     command = [sys.executable, "-m", "stoker.cli", "convert", str(tmp_path / "folder"), str(tmp_path / "set.parquet"), "--quiet"]

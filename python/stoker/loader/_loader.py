@@ -197,7 +197,7 @@ class Loader:
             world_size=world_size,
             pad=pad,
             blocks=_shuffle_blocks(storage, shuffle),
-            window=shuffle_window,
+            window=_block_window(storage, shuffle, shuffle_window),
         )
         self.extra = _check_extra(extra, storage)
         self._labels = label_array(storage.labels)
@@ -313,6 +313,7 @@ class Loader:
             # Slow start once per job: a later epoch starts at the depth the last one reached.
             start_batches=self.prefetcher.ramp_level if self.prefetcher is not None else 1,
             on_all_requested=self._warm_next_epoch if self._warmup is not None else None,
+            latencies=self.prefetcher.latencies if self.prefetcher is not None else self.storage.request_latencies(),
         )
         return self._as_jobs(self.prefetcher)
 
@@ -537,6 +538,23 @@ def _check_extra(extra: Sequence[str], storage: Storage) -> tuple[str, ...]:
     if extra:
         storage.try_read_members([], extra)  # raises for storage with one payload per sample
     return extra
+
+
+def _block_window(storage: Storage, shuffle: Any, window: int) -> int:
+    """``window``, or fewer blocks where the storage cannot hold that many at once (then said
+    in a warning: mixing fewer blocks lowers shuffle quality, and a bigger cache restores it)."""
+    most = storage.max_open_blocks() if shuffle == "block" else None
+    if most is None or most >= window:
+        return window
+    _logger.warning(
+        "%s: the block shuffle mixes %d blocks, not shuffle_window=%d: its block cache holds %d at once "
+        "(a larger cache_bytes / block_cache_bytes mixes more)",
+        storage.describe(),
+        most,
+        window,
+        most,
+    )
+    return most
 
 
 def _shuffle_blocks(storage: Storage, shuffle: Any) -> list[int] | None:

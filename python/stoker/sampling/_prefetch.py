@@ -25,7 +25,7 @@ import functools
 import statistics
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,6 +79,8 @@ class OutOfOrderPrefetcher:
         on_all_requested: Called once, on the event loop, when the last sample has been
             requested (the Loader then requests the next epoch's first samples, so an epoch
             boundary does not wait a round trip).
+        latencies: Seconds of recent requests to the same store (an earlier epoch's, or the
+            storage's own while opening), so the first patience fits the store from the start.
     """
 
     HEDGE_BUDGET = 0.1
@@ -96,6 +98,7 @@ class OutOfOrderPrefetcher:
         start_batches: int = 1,
         hedge: bool = True,
         on_all_requested: Callable[[], None] | None = None,
+        latencies: Iterable[float] = (),
     ) -> None:
         if batch_size < 1 or max_batches < 1 or ramp_every < 1 or stall_patience <= 0 or start_batches < 1:
             raise ValueError("batch_size, max_batches, ramp_every, stall_patience and start_batches must be positive")
@@ -115,10 +118,15 @@ class OutOfOrderPrefetcher:
         self.in_flight_history: list[int] = []  # batches in flight after each delivery
         self.stall_escapes = 0  # batches requested early because one was stalled
         self.hedged = 0  # requests sent a second time
-        self._latencies: deque[float] = deque(maxlen=256)
+        self._latencies: deque[float] = deque(latencies, maxlen=256)
 
     def __aiter__(self) -> AsyncIterator[list[FetchedSample]]:
         return self._batches()
+
+    @property
+    def latencies(self) -> list[float]:
+        """Seconds of the recent requests."""
+        return list(self._latencies)
 
     def patience(self) -> float:
         """Seconds a batch may wait before its stalled requests get help."""

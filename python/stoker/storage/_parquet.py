@@ -227,6 +227,23 @@ class ParquetStorage(Storage):
         ``Loader(shuffle="block")``."""
         return [int(size) for rows in self._group_rows for size in np.diff(rows) if size > 0]
 
+    def max_open_blocks(self) -> int:
+        """Row groups the block shuffle may mix: half of what the cache holds (``cache_bytes``
+        over the mean row group's payload bytes; half, as the next window's row groups are read
+        while the last one's are still in use), at least 2. Hugging Face writes row groups of
+        100 MB and more, and a shuffle mixing more than fit would read each many times an epoch."""
+        sizes = [
+            sum(
+                group.column(column).total_uncompressed_size
+                for column in range(group.num_columns)
+                if group.column(column).path_in_schema.split(".")[0] == self.layout.payload
+            )
+            for metadata in self.metadata
+            for group in (metadata.row_group(number) for number in range(metadata.num_row_groups))
+            if group.num_rows > 0
+        ]
+        return max(2, self._cache.capacity // (2 * max(1, int(np.mean(sizes))))) if sizes else 2
+
     def _load_group(self, number: int, group: int) -> Any:
         with self._open(self.names[number]) as file:
             reader = self.parquet.ParquetFile(file, metadata=self.metadata[number], pre_buffer=True, page_checksum_verification=True)

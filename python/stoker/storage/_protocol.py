@@ -226,6 +226,16 @@ class Storage(ABC):
         (``Loader(shuffle="block")``). None where the storage has no such blocks."""
         return None
 
+    def request_latencies(self) -> Sequence[float]:
+        """Seconds taken by recent requests to the store (network storage; opening included),
+        from which a Loader's first patience with a stalled batch is set. Empty: unknown."""
+        return ()
+
+    def max_open_blocks(self) -> int | None:
+        """How many blocks this storage keeps in memory at once (its block cache over a mean
+        block's bytes), which bounds how many the block shuffle mixes; None: no bound."""
+        return None
+
     def stream_blocks(self) -> None:  # noqa: B027 - a hook: storage read locally ignores it
         """Read whole blocks from now on, where that pays (object stores): called by
         ``Loader(shuffle="block")``, whose order reads a few blocks at a time."""

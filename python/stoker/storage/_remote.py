@@ -19,6 +19,7 @@ import contextlib
 import threading
 import weakref
 from abc import abstractmethod
+from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
@@ -59,6 +60,7 @@ class RemoteStorage(Storage):
         self._counters: RetryCounters | None = None
         self.requests = 0
         self.bytes_fetched = 0
+        self._latencies: deque[float] = deque(maxlen=64)
         self._limits: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: threading.Thread | None = None
@@ -119,6 +121,9 @@ class RemoteStorage(Storage):
         if cache is not None:
             cache.put(name, data)
         return data
+
+    def request_latencies(self) -> Sequence[float]:
+        return tuple(self._latencies)
 
     def _sample_cache(self) -> SampleCache | None:
         """The cache samples go through: ``cache``, unless a backend caches larger units

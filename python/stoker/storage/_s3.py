@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import time
 from collections.abc import Sequence
 from pathlib import PurePosixPath
 from typing import Any
@@ -125,6 +126,7 @@ class S3Storage(RemoteStorage):
         self._block_reader: BlockReader | None = None
         self.block_downloads = 0
         self._hedged_blocks = HedgedCalls()
+        self._hedged_small = HedgedCalls()
         try:
             self.run(self._open())
         except BaseException:
@@ -152,6 +154,15 @@ class S3Storage(RemoteStorage):
         """Samples per block (tar shards: runs of a shard spanning at most ``block_bytes``);
         None for one object per sample."""
         return [block.samples for block in self._blocks] if self.layout == "shards" else None
+
+    def max_open_blocks(self) -> int | None:
+        """Half the blocks ``block_cache_bytes`` holds (the next window's blocks are read while
+        the last one's are still in use), at least 2; None for one object per sample."""
+        if self.layout != "shards":
+            return None
+        blocks = self._blocks
+        mean = sum(block.end - block.start for block in blocks) / max(1, len(blocks))
+        return max(2, int(self.block_cache_bytes // max(1.0, 2 * mean)))
 
     def stream_blocks(self) -> None:
         """Read shards a block at a time from now on: the first sample asked for from a block
@@ -250,17 +261,23 @@ class S3Storage(RemoteStorage):
         from obstore import exceptions
 
         async def get() -> bytes:
+            started = time.monotonic()
             result = await obstore.get_async(self.store, self.object_key(name))
-            return bytes(await result.bytes_async())
+            data = bytes(await result.bytes_async())
+            self._latencies.append(time.monotonic() - started)
+            return data
 
         try:
             # Counted with the reads: an unreachable endpoint is reported every few seconds.
-            return await call_with_retries(
-                get,
-                policy=self.retry.for_opening(),
-                classify=self._classify,
-                name=f"s3://{self.bucket}/{self.object_key(name)}",
-                counters=self.counters,
+            # Hedged: one index on a slow connection would hold up the whole open.
+            return await self._hedged_small.call(
+                lambda: call_with_retries(
+                    get,
+                    policy=self.retry.for_opening(),
+                    classify=self._classify,
+                    name=f"s3://{self.bucket}/{self.object_key(name)}",
+                    counters=self.counters,
+                )
             )
         except (FileNotFoundError, exceptions.NotFoundError):
             return None
