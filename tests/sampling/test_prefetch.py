@@ -138,3 +138,24 @@ def test_stalled_requests_at_the_end_of_the_epoch_are_hedged(in_order: bool) -> 
 
     prefetcher = asyncio.run(run())
     assert calls["key38"] == 2 and prefetcher.hedged >= 1
+
+
+@pytest.mark.parametrize("known", [True, False])
+def test_the_first_patience_comes_from_the_stores_known_latency(known: bool) -> None:
+    """Given the store's request times (from opening it, or an earlier epoch), the first batch
+    gets help after twice those, not after the one-second guess made when nothing is known."""
+
+    async def run() -> list[list]:
+        async def fetch(key: str) -> bytes:
+            if key == "key0":
+                await asyncio.sleep(0.6)  # a request on a slow connection
+            return key.encode()
+
+        latencies = [0.01] * 10 if known else []
+        prefetcher = OutOfOrderPrefetcher(fetch, _samples(64), batch_size=8, max_batches=4, stall_patience=0.05, latencies=latencies)
+        return [batch async for batch in prefetcher]
+
+    batches = asyncio.run(run())
+    first_keys = {sample.key for sample in batches[0]}
+    assert ("key0" not in first_keys) == known, "known latency: the first batch is filled without the slow sample"
+    assert sorted(sample.position for batch in batches for sample in batch) == list(range(64))

@@ -49,19 +49,21 @@ class HedgedCalls:
             return self.first_patience
         return max(self.least_patience, 2 * statistics.median(self._durations))
 
-    async def call(self, make: Callable[[], Awaitable[T]]) -> T:
-        """``await make()``, hedged: the first copy to answer, or to fail when the other fails too.
+    async def call(self, make: Callable[[int], Awaitable[T]]) -> T:
+        """``await make(0)``, hedged with ``make(1)``: the first copy to answer, or to fail when
+        the other fails too. The copy number lets the caller send the copy another way (over a
+        connection of its own: a slow connection usually stays slow).
 
         Raises:
             Exception: The first copy's error, when every copy sent failed.
         """
         self.calls += 1
-        first = self._start(make)
+        first = self._start(make, 0)
         done, _ = await asyncio.wait({first}, timeout=self.patience())
         if done or self.copies + 1 > self.budget * self.calls + self.spare:
             return await first
         self.copies += 1
-        second = self._start(make)
+        second = self._start(make, 1)
         pending = {first, second}
         try:
             while pending:
@@ -75,9 +77,9 @@ class HedgedCalls:
             raise
         return await first  # both failed: the first's error
 
-    def _start(self, make: Callable[[], Awaitable[T]]) -> asyncio.Task[T]:
+    def _start(self, make: Callable[[int], Awaitable[T]], copy: int) -> asyncio.Task[T]:
         started = time.monotonic()
-        task = asyncio.ensure_future(make())
+        task = asyncio.ensure_future(make(copy))
 
         def finished(task: asyncio.Task[T]) -> None:
             if not task.cancelled() and task.exception() is None:  # also marks a loser's error as seen

@@ -102,17 +102,18 @@ class S3Storage(RemoteStorage):
         super().__init__(max_in_flight=max_in_flight, retry=retry, cache=cache)
         self.url = url.rstrip("/")
         self.bucket, self.prefix = parse_s3_url(url)
-        self.store = open_s3_store(
-            self.bucket,
-            endpoint=endpoint,
-            region=region,
-            access_key_id=access_key_id,
-            secret_access_key=secret_access_key,
-            session_token=session_token,
-            profile=profile,
-            timeout=timeout,
-            connect_timeout=connect_timeout,
-        )
+        self._store_settings: dict[str, Any] = {
+            "endpoint": endpoint,
+            "region": region,
+            "access_key_id": access_key_id,
+            "secret_access_key": secret_access_key,
+            "session_token": session_token,
+            "profile": profile,
+            "timeout": timeout,
+            "connect_timeout": connect_timeout,
+        }
+        self.store = open_s3_store(self.bucket, **self._store_settings)
+        self._copy_store: Any = None
         self.layout = "objects"
         self.shards: list[ShardIndex] = []
         self._where: list[tuple[int, int]] = []
@@ -132,6 +133,16 @@ class S3Storage(RemoteStorage):
         except BaseException:
             self.close()
             raise
+
+    def _store_for(self, copy: int) -> Any:
+        """The client for a request (0) or its hedged copy (1): copies have a client, so a pool of
+        connections, of their own, as a connection that is slow (to a busy front end, over a
+        congested route) usually stays slow, and a copy sent over it would be too."""
+        if copy == 0:
+            return self.store
+        if self._copy_store is None:
+            self._copy_store = open_s3_store(self.bucket, **self._store_settings)
+        return self._copy_store
 
     def object_key(self, name: str) -> str:
         """The full object key of ``name`` under the prefix."""
@@ -197,9 +208,9 @@ class S3Storage(RemoteStorage):
         key = self.object_key(self.shards[block.shard].shard.name)
         length = block.end - block.start
 
-        async def get() -> memoryview:
+        async def get(store: Any) -> memoryview:
             # A view of obstore's buffer: a block is not copied whole, only each sample's slice.
-            data = memoryview(await obstore.get_range_async(self.store, key, start=block.start, length=length))
+            data = memoryview(await obstore.get_range_async(store, key, start=block.start, length=length))
             if len(data) != length:  # a response cut short: worth another try
                 raise ConnectionError(f"got {len(data)} of {length} bytes")
             return data
@@ -212,7 +223,9 @@ class S3Storage(RemoteStorage):
                 return memoryview(cached)
         async with self._limit():
             data = await self._hedged_blocks.call(
-                lambda: call_with_retries(get, policy=self.retry, classify=self._classify, name=name, counters=self.counters)
+                lambda copy: call_with_retries(
+                    lambda: get(self._store_for(copy)), policy=self.retry, classify=self._classify, name=name, counters=self.counters
+                )
             )
         self.block_downloads += 1
         if self.cache is not None:
@@ -260,9 +273,9 @@ class S3Storage(RemoteStorage):
         import obstore
         from obstore import exceptions
 
-        async def get() -> bytes:
+        async def get(store: Any) -> bytes:
             started = time.monotonic()
-            result = await obstore.get_async(self.store, self.object_key(name))
+            result = await obstore.get_async(store, self.object_key(name))
             data = bytes(await result.bytes_async())
             self._latencies.append(time.monotonic() - started)
             return data
@@ -271,8 +284,8 @@ class S3Storage(RemoteStorage):
             # Counted with the reads: an unreachable endpoint is reported every few seconds.
             # Hedged: one index on a slow connection would hold up the whole open.
             return await self._hedged_small.call(
-                lambda: call_with_retries(
-                    get,
+                lambda copy: call_with_retries(
+                    lambda: get(self._store_for(copy)),
                     policy=self.retry.for_opening(),
                     classify=self._classify,
                     name=f"s3://{self.bucket}/{self.object_key(name)}",
