@@ -2,10 +2,14 @@
 cut short or dropped mid-read is retried with nothing lost or altered; a shard that is gone fails
 each of its samples by name, every other sample delivered once; a warmed request of the next
 epoch that fails is reported for that epoch's sample, not dropped or hung; a loader closed with
-warm-up requests in flight leaves no thread behind; a block on a slow connection is sent again."""
+warm-up requests in flight leaves no thread behind; a block on a slow connection is sent again;
+a process that exits with requests in flight and its storage never closed exits cleanly."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter
@@ -141,3 +145,32 @@ def test_a_block_on_a_slow_connection_is_sent_again(s3: S3Server) -> None:
             stats = storage.stats()
             blocks = storage.block_sizes()
             assert blocks is not None and 1 <= stats["block_copies_won"] <= stats["block_copies"] <= 0.1 * len(blocks) + 4
+
+
+def test_exiting_with_requests_in_flight_and_the_storage_never_closed_is_clean(s3: S3Server) -> None:
+    source = dataset(100)
+    url = upload(s3, source, to="shards", shard_size=60_000)
+    script = f"""
+import asyncio, atexit, threading
+from stoker.storage import S3Storage
+# Registered first, so it runs last at exit: after the storage's own exit hook.
+atexit.register(lambda: print("loop threads at exit:", sum(thread.name.startswith("stoker-net") for thread in threading.enumerate())))
+storage = S3Storage({url!r}, block_bytes=20_000, endpoint={{endpoint!r}}, access_key_id={s3.access_key!r},
+                    secret_access_key={s3.secret_key!r}, region={s3.region!r})
+storage.stream_blocks()
+pending = [asyncio.run_coroutine_threadsafe(storage.fetch_index(index), storage.event_loop()) for index in range(0, 100, 7)]
+print("exiting with", sum(not request.done() for request in pending), "requests in flight", flush=True)
+"""
+    with LatencyProxy("127.0.0.1", s3.port, delay=0.5) as proxy:
+        endpoint = f"http://{proxy.address[0]}:{proxy.address[1]}"
+        finished = subprocess.run(
+            [sys.executable, "-c", script.replace("{endpoint!r}", repr(endpoint))],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "PYTHONFAULTHANDLER": "1"},
+        )
+    assert finished.returncode == 0, finished.stderr
+    assert "requests in flight" in finished.stdout and "exiting with 0 " not in finished.stdout
+    assert "loop threads at exit: 0" in finished.stdout, "the storage's loop was stopped before Python finalized"
+    assert "Fatal Python error" not in finished.stderr and "Traceback" not in finished.stderr

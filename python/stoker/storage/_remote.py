@@ -64,6 +64,7 @@ class RemoteStorage(Storage):
         self._limits: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: threading.Thread | None = None
+        self._loop_finalizer: weakref.finalize[Any, Any] | None = None
 
     # ---- what backends provide ------------------------------------------------------------
 
@@ -172,6 +173,9 @@ class RemoteStorage(Storage):
                     thread = threading.Thread(target=loop.run_forever, name=f"stoker-net-{type(self).__name__}", daemon=True)
                     thread.start()
                     self._loop, self._loop_thread = loop, thread
+                    # A storage never closed still stops its loop at interpreter exit: requests
+                    # in flight in native code while Python finalizes can crash the process.
+                    self._loop_finalizer = weakref.finalize(self, _stop_loop, loop, thread)
         return self._loop
 
     def _read_indices(self, indices: Sequence[int]) -> list[bytes | Exception]:
@@ -184,13 +188,12 @@ class RemoteStorage(Storage):
             # Requests still running (made ahead of an epoch that never came) end first. The
             # loop stays this storage's until then: a request being cancelled that asks for it
             # (a block fetch) must not start a new one that nothing would stop.
-            with contextlib.suppress(Exception):
-                asyncio.run_coroutine_threadsafe(_cancel_other_tasks(), loop).result(timeout=5)
+            _cancel_tasks(loop)
             with self._lock:
                 self._loop = self._loop_thread = None
-            loop.call_soon_threadsafe(loop.stop)
-            thread.join(10)
-            loop.close()
+            if self._loop_finalizer is not None:
+                self._loop_finalizer.detach()
+            _stop_loop(loop, thread)
         super().close()
 
     def stats(self) -> dict[str, int]:
@@ -203,6 +206,22 @@ class RemoteStorage(Storage):
             "given_up": self.counters.given_up,
             "cache_hits": self.cache.hits if self.cache is not None else 0,
         }
+
+
+def _cancel_tasks(loop: asyncio.AbstractEventLoop) -> None:
+    """Cancel every task of ``loop`` (running in another thread) and wait for them to end."""
+    with contextlib.suppress(Exception):
+        asyncio.run_coroutine_threadsafe(_cancel_other_tasks(), loop).result(timeout=5)
+
+
+def _stop_loop(loop: asyncio.AbstractEventLoop, thread: threading.Thread) -> None:
+    """Stop ``loop``, running in ``thread``, once its tasks are cancelled; then close it."""
+    if loop.is_closed():
+        return
+    _cancel_tasks(loop)
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(10)
+    loop.close()
 
 
 async def _cancel_other_tasks() -> None:
