@@ -71,14 +71,15 @@ def test_every_sample_exactly_once_with_its_label(remote: tuple[RemoteStorage, M
         assert [key for key, _, _ in got] == order
 
 
-def test_slow_start_ramps_one_batch_every_four(remote: tuple[RemoteStorage, MemoryStorage]) -> None:
+def test_slow_start_ramps_one_batch_every_four_from_two(remote: tuple[RemoteStorage, MemoryStorage]) -> None:
     storage, _ = remote
     loader = Loader(storage, batch_size=5, fetch_concurrency=6, ramp_every=4, stall_patience=60)  # no stall help
     delivered(loader)
     assert loader.prefetcher is not None
     history = loader.prefetcher.in_flight_history
-    # One batch first, one more every 4 consumed, capped at 6, then down as the epoch runs out.
-    assert history[:12] == [1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 4]
+    # Two batches first (the first batch is filled by the faster half), one more every 4
+    # consumed, capped at 6, then down as the epoch runs out.
+    assert history[:12] == [2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5]
     assert max(history) == 6
 
 

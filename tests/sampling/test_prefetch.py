@@ -159,3 +159,19 @@ def test_the_first_patience_comes_from_the_stores_known_latency(known: bool) -> 
     first_keys = {sample.key for sample in batches[0]}
     assert ("key0" not in first_keys) == known, "known latency: the first batch is filled without the slow sample"
     assert sorted(sample.position for batch in batches for sample in batch) == list(range(64))
+
+
+def test_batches_waited_for_ramp_up_faster_than_every_m_consumed() -> None:
+    """Where every request takes a round trip the consumer must wait for, each waited-for batch
+    adds one in flight at once: the depth that hides the latency is reached in a few batches,
+    not after ramp_every times as many."""
+
+    async def fetch(key: str) -> bytes:
+        await asyncio.sleep(0.1)  # a 100 ms round trip; the consumer takes no time
+        return b""
+
+    prefetcher = OutOfOrderPrefetcher(fetch, _samples(8 * 20), batch_size=8, max_batches=6, ramp_every=4, stall_patience=0.05)
+    _collect(prefetcher)
+    history = prefetcher.in_flight_history
+    assert max(history[:4]) >= 4, f"the paper's ramp alone would still be at 1-2 in flight: {history[:4]}"
+    assert sorted(prefetcher.delivered) == list(range(160))

@@ -7,6 +7,9 @@ a whole batch. In order, batch i holds exactly the samples requested for it (the
 sets its time). Slow start: one batch is requested first; each consumed batch is replaced, and
 every ``ramp_every`` consumed batches one extra is requested until ``max_batches`` are in flight
 (the paper: every 4), so filling the buffers never bursts far above the steady request rate.
+A batch that had to be waited for (longer than half the stall patience) adds one more at once:
+where the store's round trip starves the consumer (150 ms against a 40 ms step), the ramp
+reaches the depth that hides it in a few batches instead of a dozen.
 
 Stalls. A batch that waits longer than the patience (twice the median sample latency seen
 recently, at least ``stall_patience``) gets help: out of order, one more batch is requested if
@@ -174,6 +177,7 @@ class OutOfOrderPrefetcher:
         arrived: asyncio.Queue[FetchedSample] = asyncio.Queue()
         next_sample = 0
         consumed = 0
+        starved = 0  # batches that were waited for (longer than half the stall patience)
         total_batches = -(-len(self.samples) // self.batch_size)
 
         def request_batch() -> None:
@@ -209,6 +213,7 @@ class OutOfOrderPrefetcher:
                 request_batch()
         try:
             for _ in range(total_batches):
+                asked = loop.time()
                 if self.in_order:
                     batch_requests = requested.pop(0)
                     results = [request.result for request in batch_requests]
@@ -234,13 +239,16 @@ class OutOfOrderPrefetcher:
                             unstick(())
                             deadline = loop.time() + self.patience()
                 consumed += 1
+                if loop.time() - asked > self.stall_patience / 2:
+                    starved += 1
                 self.delivered.extend(sample.position for sample in batch)
                 if self.hedge and not self.in_order:
                     # Out of order, stragglers are bypassed, not waited for: without this they
                     # would pile up and all be waited for at the end of the epoch.
                     self._hedge(list(outstanding.values()))
-                # Replace the consumed batch; every ramp_every consumed, one more, up to the cap.
-                target = min(self.max_batches, self.start_batches + consumed // self.ramp_every)
+                # Replace the consumed batch; every ramp_every consumed, one more, and one more
+                # for each batch that had to be waited for, up to the cap.
+                target = min(self.max_batches, self.start_batches + consumed // self.ramp_every + starved)
                 self.ramp_level = max(self.ramp_level, target)
                 while self.requested_batches - consumed < target and next_sample < len(self.samples):
                     request_batch()
