@@ -211,11 +211,15 @@ def _index(arguments: argparse.Namespace) -> int:
     return 0
 
 
+_SHUFFLES: dict[str, bool | str] = {"uniform": True, "block": "block", "none": False}
+
+
 def _bench(arguments: argparse.Namespace) -> int:
     import os
 
     from .bench import image_folder, require_optimized_core, run_loader
     from .bench._compare import compare, format_comparison
+    from .bench._shuffle import format_shuffle
     from .ops import ImageTransform
 
     require_optimized_core()
@@ -243,6 +247,8 @@ def _bench(arguments: argparse.Namespace) -> int:
             step_seconds=arguments.step_ms / 1e3,
             duration=arguments.duration,
             progress=not arguments.quiet,
+            shuffle=_SHUFFLES[arguments.shuffle],
+            shuffle_window=arguments.shuffle_window,
         )
     diagnosed = {key: value for key, value in ours.as_dict().items() if key not in ("stats", "diagnosis")}
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
@@ -252,6 +258,7 @@ def _bench(arguments: argparse.Namespace) -> int:
         f"{ours.megabytes_per_second:.1f} MB/s read, CPU {ours.cpu_percent:.0f}%, peak RSS {ours.peak_rss_mb:.0f} MB, "
         f"first batch {ours.first_batch_seconds:.2f} s"
     )
+    print(format_shuffle(ours.shuffle))
     results = [diagnosed]
     float_results: list[dict[str, Any]] = []
     if not arguments.no_peers and not arguments.path:
@@ -301,6 +308,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     bench.add_argument("--batch-size", type=int, default=32, help="samples per batch")
     bench.add_argument("--fetch-concurrency", type=int, default=None, help="batches fetched at once (4 local, 8 remote)")
     bench.add_argument("--decode-concurrency", type=int, default=None, help="batches decoded at once (default: the cores)")
+    bench.add_argument(
+        "--shuffle", choices=("uniform", "block", "none"), default="uniform", help="the Loader's shuffle (block: by shards or row groups)"
+    )
+    bench.add_argument("--shuffle-window", type=int, default=32, help="blocks mixed together by --shuffle block")
     bench.add_argument("--latency-ms", type=float, default=0.0, help="delay added to every storage read")
     bench.add_argument("--step-ms", type=float, default=0.0, help="simulated training step after each batch")
     bench.add_argument("--duration", type=float, default=20.0, help="seconds of measurement")

@@ -109,3 +109,19 @@ def test_a_peer_that_delivers_nothing_fails_instead_of_showing_zero(monkeypatch,
     monkeypatch.setitem(_peers.PEERS, "empty", lambda root, output: _peers.Arrivals())
     with pytest.raises(SystemExit, match="delivered no images"):
         _peers._child("empty", "uint8", tmp_path)
+
+
+def test_bench_reports_the_shuffles_mixing_against_a_uniform_one(tmp_path: Path, capsys) -> None:
+    from stoker.bench import image_folder
+    from stoker.storage import FileStorage, convert_storage
+
+    with FileStorage(image_folder(64)) as folder:
+        convert_storage(folder, tmp_path / "shards", to="shards", shard_size=400_000, progress=False)
+    arguments = ["bench", str(tmp_path / "shards"), "--duration", "1", "--no-peers", "--quiet"]
+    assert main([*arguments, "--shuffle", "block", "--shuffle-window", "2"]) == 0
+    block = capsys.readouterr().out
+    assert "shuffle (block, window 2):" in block and "blocks per batch (uniform" in block
+    assert main([*arguments, "--json", str(tmp_path / "run.json")]) == 0
+    assert "shuffle (uniform):" in capsys.readouterr().out
+    shuffle = json.loads((tmp_path / "run.json").read_text())["results"][0]["shuffle"]
+    assert shuffle["scheme"] == "uniform" and shuffle["chosen"] == shuffle["uniform"], "the uniform shuffle is its own reference"

@@ -17,6 +17,7 @@ from ..observe import DataWaitMeter, diagnose
 from ..ops import ImageTransform
 from ..storage import Storage
 from ._memory import PeakMemory
+from ._shuffle import shuffle_report
 
 __all__ = ["LatencyStorage", "RunResult", "run_loader"]
 
@@ -43,6 +44,16 @@ class LatencyStorage(Storage):
     def describe(self) -> str:
         return f"{self.inner.describe()} + {self.latency_seconds * 1e3:.0f} ms per read"
 
+    # The block shuffle sees the inner storage's blocks.
+    def block_sizes(self) -> list[int] | None:
+        return self.inner.block_sizes()
+
+    def max_open_blocks(self) -> int | None:
+        return self.inner.max_open_blocks()
+
+    def stream_blocks(self) -> None:
+        self.inner.stream_blocks()
+
 
 @dataclass
 class RunResult:
@@ -59,6 +70,8 @@ class RunResult:
     data_wait_fraction: float
     stats: dict[str, Any] = field(default_factory=dict)
     diagnosis: dict[str, Any] = field(default_factory=dict)
+    shuffle: dict[str, Any] = field(default_factory=dict)
+    """The shuffle's scheme and its mixing against a uniform one (`shuffle_report`)."""
     arrivals: list[tuple[float, int]] = field(default_factory=list)
     """(seconds since the start, images delivered so far) at each batch, for plots over time."""
 
@@ -78,11 +91,14 @@ def run_loader(
     duration: float = 20.0,
     progress: bool = True,
     name: str = "stoker.Loader",
+    shuffle: bool | str = True,
+    shuffle_window: int = 32,
 ) -> RunResult:
     """Run epochs of a Loader over ``storage`` for about ``duration`` seconds (at least one batch).
 
     ``step_seconds`` simulates a training step after every batch (sleeping, like a GPU step that
-    leaves the CPU free); 0 measures the loader alone.
+    leaves the CPU free); 0 measures the loader alone. ``shuffle`` and ``shuffle_window`` are the
+    Loader's.
     """
     from tqdm import tqdm
 
@@ -108,7 +124,10 @@ def run_loader(
         # A benchmark measures on: bad samples are replaced, counted and reported in the diagnosis.
         on_error="skip",
         max_bad_samples=None,
+        shuffle=shuffle,  # type: ignore[arg-type]
+        shuffle_window=shuffle_window,
     )
+    shuffle_facts = shuffle_report(storage, loader)
     usage_before = resource.getrusage(resource.RUSAGE_SELF)
     peak = PeakMemory().__enter__()
     started = time.perf_counter()
@@ -200,6 +219,7 @@ def run_loader(
         stats={**stats.as_dict(), "timeline": timeline},
         arrivals=thin(arrivals),
         diagnosis=verdict.as_dict(),
+        shuffle=shuffle_facts,
     )
 
 
