@@ -81,3 +81,26 @@ def test_a_failed_merged_read_fails_only_the_unreadable_samples(shards: Path) ->
     failed = [key for key, result in zip(keys, results) if isinstance(result, Exception)]
     assert failed == [keys[-1]]
     assert str(results[-1]).count(keys[-1]) >= 1
+
+
+def test_block_streaming_fails_only_flipped_and_cut_off_samples(shards: Path) -> None:
+    storage = TarShardStorage(shards, block_bytes=1 << 30)  # each shard one block: a cut fails the whole read
+    storage.stream_blocks()
+    truth = storage.try_read_indices(range(len(storage)))  # read before the damage (blocks leave once served)
+    victim = storage.keys[5]
+    path, offset, size = payload_span(storage, victim)
+    with open(path, "r+b") as file:
+        file.seek(offset + size // 2)
+        data = file.read(64)
+        file.seek(offset + size // 2)
+        file.write(bytes(byte ^ 0x5A for byte in data))
+    cut_key = storage.shards[-1].keys[-1]
+    cut_path, cut_offset, _ = payload_span(storage, cut_key)
+    os.truncate(cut_path, cut_offset + 10)
+    results = storage.try_read_indices(range(len(storage)))
+    failed = {storage.keys[index]: result for index, result in enumerate(results) if isinstance(result, Exception)}
+    assert set(failed) == {victim, cut_key}, "the rest of both blocks is read and delivered"
+    assert "CRC-32 mismatch" in str(failed[victim]) and cut_key in str(failed[cut_key])
+    assert [result for result in results if not isinstance(result, Exception)] == [
+        good for good, result in zip(truth, results) if not isinstance(result, Exception)
+    ]

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from stoker import _native
+from stoker.loader import Loader
 from stoker.storage import (
     FileStorage,
     ShardError,
@@ -22,6 +23,7 @@ from stoker.storage import (
     shard_key,
     write_index,
 )
+from tests.storage.conftest import make_folder
 
 
 @pytest.fixture
@@ -197,3 +199,20 @@ def test_a_permission_error_names_the_shard(shards, monkeypatch: pytest.MonkeyPa
         storage.read(storage.keys[0])
     assert storage.read_many(storage.keys[:3], on_error="skip") == [None, None, None]
     assert storage.failure_count == 3
+
+
+def test_block_streaming_reads_each_block_once_and_every_sample_once(tmp_path: Path) -> None:
+    make_folder(tmp_path / "folder", classes=3, per_class=60)
+    with FileStorage(tmp_path / "folder") as source:
+        convert_storage(source, tmp_path / "shards", shard_size=200_000, progress=False)
+    truth = TarShardStorage(tmp_path / "shards")
+    with TarShardStorage(tmp_path / "shards", block_bytes=30_000) as storage:
+        blocks = storage.block_sizes()
+        assert len(blocks) > len(storage.shards), "blocks are runs within shards"
+        loader = Loader(storage, batch_size=16, shuffle="block", shuffle_window=3, seed=2)
+        seen: list[str] = []
+        for batch in loader:
+            assert batch.data == truth.read_many(batch.keys)
+            seen.extend(batch.keys)
+        assert sorted(seen) == sorted(storage.keys)
+        assert storage.stats() == {"block_reads": len(blocks), "block_bytes_held": 0}, "each block read once, then let go"

@@ -21,14 +21,13 @@ from __future__ import annotations
 import glob
 import io
 import os
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
 
+from ._block_cache import BlockCache
 from ._errors import StorageError
 from ._parquet_layout import ParquetLayout, find_layout, payload_values
 from ._protocol import Storage
@@ -68,40 +67,6 @@ def parquet_files(path: str | os.PathLike[str]) -> list[Path]:
     if not found:
         raise FileNotFoundError(f"{text}: no Parquet files")
     return found
-
-
-class _RowGroupCache:
-    """Payload arrays of recently read row groups, at most ``capacity`` bytes; one read per row
-    group however many threads ask for it at once."""
-
-    def __init__(self, capacity: int) -> None:
-        self.capacity = capacity
-        self._arrays: OrderedDict[tuple[int, int], Any] = OrderedDict()
-        self._size = 0
-        self._lock = threading.Lock()
-        self._loading: dict[tuple[int, int], threading.Lock] = {}
-        self.reads = 0
-
-    def get(self, block: tuple[int, int], load: Callable[[], Any]) -> Any:
-        with self._lock:
-            if block in self._arrays:
-                self._arrays.move_to_end(block)
-                return self._arrays[block]
-            gate = self._loading.setdefault(block, threading.Lock())
-        with gate:
-            with self._lock:
-                if block in self._arrays:
-                    return self._arrays[block]
-            array = load()
-            with self._lock:
-                self.reads += 1
-                self._loading.pop(block, None)
-                self._arrays[block] = array
-                self._size += array.nbytes
-                while self._size > self.capacity and len(self._arrays) > 1:
-                    _, evicted = self._arrays.popitem(last=False)
-                    self._size -= evicted.nbytes
-            return array
 
 
 class ParquetStorage(Storage):
@@ -147,7 +112,7 @@ class ParquetStorage(Storage):
             self._open: Callable[[str], IO[bytes] | io.RawIOBase] = lambda name: open(name, "rb")  # noqa: SIM115 - closed by the reader
         else:
             self.names, self._open = list(names or ()), opener
-        self._cache = _RowGroupCache(cache_bytes)
+        self._cache = BlockCache(cache_bytes, size_of=lambda values: int(values.nbytes))
         self.metadata = [self._read_footer(name) for name in self.names]
         self.layout = self._common_layout(image_column, label_column, key_column)
         self._group_rows: list[np.ndarray] = []  # per file: row where each row group starts, and the total
@@ -261,13 +226,15 @@ class ParquetStorage(Storage):
         for (number, group), wanted in by_group.items():
             first = int(self._group_rows[number][group])
             try:
-                values = self._cache.get((number, group), lambda: self._load_group(number, group))  # noqa: B023 - called at once
+                rows = int(self._group_rows[number][group + 1]) - first
+                values = self._cache.get((number, group), lambda: self._load_group(number, group), samples=rows)  # noqa: B023 - called at once
             except Exception as error:
                 for slot, offset in wanted:
                     results[slot] = StorageError(
                         f"{self.names[number]} row {first + offset}: row group {group} cannot be read ({type(error).__name__}: {error})"
                     )
                 continue
+            self._cache.served((number, group), len(wanted))
             for slot, offset in wanted:
                 value = values[offset].as_py()
                 if value is None:

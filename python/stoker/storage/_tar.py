@@ -17,11 +17,14 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from .. import _native
+from ._block_cache import BlockCache
 from ._errors import ShardError, StorageError
 from ._protocol import Storage
 from ._reads import read_spans
-from ._shard_catalog import IMAGE_EXTENSIONS, ShardCatalog, decode_member
+from ._shard_catalog import IMAGE_EXTENSIONS, ShardBlock, ShardCatalog, decode_member
 from ._tar_index import ShardIndex, build_index, index_path, load_index, write_index
 
 __all__ = ["DATASET_FORMAT", "PARTIAL_MARKER", "TarShardStorage"]
@@ -80,6 +83,10 @@ class TarShardStorage(Storage):
             sample, never wrong pixels; it costs about 1% of a decode).
         max_gap: Largest hole (bytes) read through to merge two requests.
         max_read: Largest merged read (bytes).
+        block_bytes: The blocks of the block shuffle are runs of a shard's samples spanning at
+            most this many bytes.
+        block_cache_bytes: Bytes of blocks kept in memory while block streaming (`stream_blocks`:
+            each block one read, its samples served from memory).
         max_concurrent_reads: See `Storage`.
 
     Raises:
@@ -100,6 +107,8 @@ class TarShardStorage(Storage):
         verify: bool = True,
         max_gap: int = 64 * 1024,
         max_read: int = 8 * 1024 * 1024,
+        block_bytes: int = 8 << 20,
+        block_cache_bytes: int = 1 << 30,
         max_concurrent_reads: int = 16,
     ) -> None:
         super().__init__(max_concurrent_reads)
@@ -109,6 +118,11 @@ class TarShardStorage(Storage):
         self.verify = verify
         self.max_gap = max_gap
         self.max_read = max_read
+        self.block_bytes = block_bytes
+        self.block_cache_bytes = block_cache_bytes
+        self._block_layout: tuple[list[ShardBlock], np.ndarray] | None = None
+        self._block_cache: BlockCache | None = None
+        self._unreadable_blocks: set[int] = set()
         paths, manifest = _shard_paths(source)
         for path in paths:
             if not path.exists():
@@ -150,12 +164,39 @@ class TarShardStorage(Storage):
                 _logger.warning("cannot save the index of %s (%s); it is kept in memory", shard, error)
         return index
 
+    def _layout_blocks(self) -> tuple[list[ShardBlock], np.ndarray]:
+        """The blocks and each sample's block, worked out on first use."""
+        if self._block_layout is None:
+            blocks = self.catalog.blocks(self.block_bytes)
+            self._block_layout = blocks, np.repeat(np.arange(len(blocks)), [block.samples for block in blocks])
+        return self._block_layout
+
     def block_sizes(self) -> list[int]:
-        """Samples per shard (a shard is one block of the block shuffle)."""
-        return self.catalog.block_sizes()
+        """Samples per block: runs of a shard's samples spanning at most ``block_bytes``."""
+        return [block.samples for block in self._layout_blocks()[0]]
+
+    def max_open_blocks(self) -> int:
+        """Half the blocks ``block_cache_bytes`` holds (the next window's blocks are read while
+        the last one's are still in use), at least 2."""
+        blocks = self._layout_blocks()[0]
+        mean = sum(block.end - block.start for block in blocks) / max(1, len(blocks))
+        return max(2, int(self.block_cache_bytes // max(1.0, 2 * mean)))
+
+    def stream_blocks(self) -> None:
+        """Read whole blocks from now on: the first sample asked for from a block reads all of
+        it in one request, and its other samples come from memory. On a cold page cache that
+        turns the block shuffle's scattered small reads into few large sequential ones.
+        `Loader(shuffle="block")` turns this on."""
+        if self._block_cache is None:
+            self._block_cache = BlockCache(self.block_cache_bytes)
 
     def describe(self) -> str:
         return f"tar shards {self.source}"
+
+    def stats(self) -> dict[str, int]:
+        """While block streaming: ``block_reads`` (blocks read so far) and ``block_bytes_held``."""
+        cache = self._block_cache
+        return {"block_reads": cache.reads, "block_bytes_held": cache.bytes_held} if cache is not None else {}
 
     def members(self, key: str) -> dict[str, bytes]:
         """Every member of one sample, by extension (one coalesced read)."""
@@ -166,7 +207,50 @@ class TarShardStorage(Storage):
         return dict(zip(spans, data))
 
     def _read_indices(self, indices: Sequence[int]) -> list[bytes | Exception]:
+        if self._block_cache is not None:
+            return self._read_from_blocks(indices, self._block_cache)
         return [result if isinstance(result, Exception) else result[0] for result in self._read_member_lists(indices, [None])]
+
+    def _read_from_blocks(self, indices: Sequence[int], cache: BlockCache) -> list[bytes | Exception]:
+        """Each sample's payload as a slice of its block (one read per block), CRC-checked. A
+        block that cannot be read whole (a shard cut short) is read sample by sample from then
+        on, so only the samples that are gone fail."""
+        blocks, block_of = self._layout_blocks()
+        results: list[bytes | Exception] = []
+        for index in indices:
+            number = int(block_of[index])
+            block = blocks[number]
+            data = None
+            if number not in self._unreadable_blocks:
+                try:
+                    data = cache.get(number, lambda: self._read_block(block), samples=block.samples)  # noqa: B023 - called at once
+                except OSError as error:
+                    _logger.warning(
+                        "%s: block %d-%d cannot be read whole (%s); reading its samples one by one",
+                        self.shards[block.shard].shard,
+                        block.start,
+                        block.end,
+                        error,
+                    )
+                    self._unreadable_blocks.add(number)
+            if data is None:
+                [result] = self._read_member_lists([index], [None])
+                results.append(result if isinstance(result, Exception) else result[0])
+                continue
+            cache.served(number)
+            try:
+                member, (offset, size) = self.catalog.span(index)
+            except ShardError as error:
+                results.append(error)
+                continue
+            payload = data[offset - block.start : offset - block.start + size]
+            results.append(self._corruption(index, member, payload) or payload)
+        return results
+
+    def _read_block(self, block: ShardBlock) -> bytes:
+        """``block``'s bytes in one read (OSError: unreadable, or the shard cut short)."""
+        length = block.end - block.start
+        return bytes(_native.read_ranges(self.shards[block.shard].shard, [(block.start, length)], 0, length)[0])
 
     def try_read_members(self, indices: Sequence[int], extensions: Sequence[str]) -> list[dict[str, Any] | Exception]:
         """Members ``extensions`` of each sample, decoded as WebDataset does (`decode_member`:
