@@ -15,6 +15,9 @@ Methods, all reading the same `--reads` samples (the whole set for sequential on
   shards shuffled, no CRC the same with verify=False: what integrity costs (target: under 3%)
   LMDB py-lmdb shuffled   plain py-lmdb gets (mmap), `--threads` readers
   LMDB explicit shuffled  offset index + pread, coalesced, `--threads` readers
+  shards block order      the block shuffle's order (8 MB blocks, a window of 32), per-sample
+                          reads as above, then block streaming (`stream_blocks`: one read per
+                          block, samples from memory): what whole-block reads add on a cold disk
 Targets (local storage issue): sequential shards >= 90% of dd; shuffled shards >= 5x shuffled
 small files; LMDB explicit >= 1.5x py-lmdb at the same thread count.
 
@@ -36,6 +39,7 @@ from pathlib import Path
 
 from stoker.bench import require_optimized_core  # noqa: E402
 from stoker.bench._scenarios import drop_caches
+from stoker.sampling import Sampler
 from stoker.storage import FileStorage, LmdbStorage, Storage, TarShardStorage, convert_storage
 from stoker.storage._cache import cache_dir
 
@@ -82,6 +86,14 @@ def plain_lmdb_reads(database: Path, keys: list[str], threads: int, batch: int) 
         return shuffled_reads(plain, keys, threads, batch)
 
 
+def block_streamed_reads(shards: Path, keys: list[str], threads: int, batch: int) -> int:
+    """``keys`` read with block streaming, from a storage opened for this measurement only (the
+    blocks it holds would make a later measurement warm)."""
+    with TarShardStorage(shards) as storage:
+        storage.stream_blocks()
+        return shuffled_reads(storage, keys, threads, batch)
+
+
 def measure(name: str, run: Callable[[], int], samples: int, paths: Sequence[Path], table: dict) -> None:
     how = drop_caches(paths)
     started = time.perf_counter()
@@ -120,6 +132,9 @@ def main() -> None:
             subprocess.run(["dd", f"if={path}", "of=/dev/null", "bs=4M"], check=True, capture_output=True)
         return total_bytes
 
+    order = Sampler(len(tar), shuffle=True, seed=1, blocks=tar.block_sizes(), window=32).order()[: len(wanted)]
+    block_keys = [tar.keys[index] for index in order]
+
     for round_number in range(args.rounds):
         print(f"round {round_number + 1} of {args.rounds}")
         measure("dd sequential", dd, len(tar), everything, table)
@@ -145,6 +160,14 @@ def main() -> None:
         measure(
             "LMDB explicit shuffled", lambda: shuffled_reads(explicit, wanted, args.threads, args.batch), len(wanted), everything, table
         )
+        measure("shards block order", lambda: shuffled_reads(tar, block_keys, args.threads, args.batch), len(wanted), everything, table)
+        measure(
+            "shards block streaming",
+            lambda: block_streamed_reads(shards, block_keys, args.threads, args.batch),
+            len(wanted),
+            everything,
+            table,
+        )
 
     rates = {name: (statistics.median(row[0] for row in rows), statistics.median(row[1] for row in rows)) for name, rows in table.items()}
     print(f"\ncache dropped with: {next(iter(table.values()))[0][2]}; medians of {args.rounds} rounds")
@@ -159,6 +182,8 @@ def main() -> None:
     print(
         f"shards shuffled, CRC verified / not:     {rates['shards shuffled'][1] / rates['shards shuffled, no CRC'][1]:.3f} (target >= 0.97)"
     )
+    print(f"block streaming / uniform shuffled shards: {rates['shards block streaming'][1] / rates['shards shuffled'][1]:.2f}x")
+    print(f"block streaming / block order per sample:  {rates['shards block streaming'][1] / rates['shards block order'][1]:.2f}x")
     for storage in (files, tar, unverified, explicit):
         storage.close()
     sys.exit(0)
