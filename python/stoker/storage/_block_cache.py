@@ -67,16 +67,33 @@ class BlockCache:
                 raise
             with self._lock:
                 self._loading.pop(key, None)
-                self.reads += 1
-                self._blocks[key] = block
-                if samples is not None:
-                    self._unserved[key] = samples
-                self._size += self._size_of(block)
-                while self._size > self.capacity and len(self._blocks) > 1:
-                    evicted_key, evicted = self._blocks.popitem(last=False)
-                    self._unserved.pop(evicted_key, None)
-                    self._size -= self._size_of(evicted)
+                self._keep(key, block, samples)
             return block
+
+    def lookup(self, key: Hashable) -> Any | None:
+        """Block ``key`` if held (it becomes the most recently used), else None."""
+        with self._lock:
+            block = self._blocks.get(key)
+            if block is not None:
+                self._blocks.move_to_end(key)
+            return block
+
+    def put(self, key: Hashable, block: Any, samples: int | None = None) -> None:
+        """Keep ``block`` as ``key``, loaded elsewhere (an async fetch); ``samples`` as in `get`."""
+        with self._lock:
+            self._keep(key, block, samples)
+
+    def _keep(self, key: Hashable, block: Any, samples: int | None) -> None:
+        """Store a loaded block and evict past the capacity (the lock held)."""
+        self.reads += 1
+        self._blocks[key] = block
+        if samples is not None:
+            self._unserved[key] = samples
+        self._size += self._size_of(block)
+        while self._size > self.capacity and len(self._blocks) > 1:
+            evicted_key, evicted = self._blocks.popitem(last=False)
+            self._unserved.pop(evicted_key, None)
+            self._size -= self._size_of(evicted)
 
     def served(self, key: Hashable, count: int = 1) -> None:
         """``count`` samples of block ``key`` were served; once all have been, it is let go."""

@@ -15,14 +15,16 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable
+
+from ._block_cache import BlockCache
 
 __all__ = ["BlockReader"]
 
 
 class BlockReader:
-    """Whole blocks, fetched once each and shared by the samples in them.
+    """Whole blocks, fetched once each and shared by the samples in them: an async front to a
+    `BlockCache` (which holds them and lets them go).
 
     Args:
         fetch: One block's bytes (a view), with its own retries (a coroutine function of the
@@ -41,14 +43,10 @@ class BlockReader:
     ) -> None:
         self._fetch = fetch
         self._samples = samples
-        self._unserved: dict[int, int] = {}
         self._loop = loop
-        self.capacity = capacity
-        self._blocks: OrderedDict[int, memoryview] = OrderedDict()
-        self._size = 0
+        self._cache = BlockCache(capacity)
         self._pending: dict[int, concurrent.futures.Future[memoryview]] = {}
         self._lock = threading.Lock()
-        self.fetches = 0
 
     async def block(self, number: int) -> memoryview:
         """Block ``number``'s bytes, from memory or fetched (joined to a fetch in flight).
@@ -57,9 +55,8 @@ class BlockReader:
             Exception: The fetch's error (after its retries); the next call fetches again.
         """
         with self._lock:
-            data = self._blocks.get(number)
+            data = self._cache.lookup(number)
             if data is not None:
-                self._blocks.move_to_end(number)
                 return data
             future = self._pending.get(number)
             if future is None:
@@ -78,31 +75,19 @@ class BlockReader:
             raise
         with self._lock:
             self._pending.pop(number, None)
-            self.fetches += 1
-            self._blocks[number] = data
-            self._unserved[number] = self._samples(number)
-            self._size += len(data)
-            while self._size > self.capacity and len(self._blocks) > 1:
-                evicted_number, evicted = self._blocks.popitem(last=False)
-                self._unserved.pop(evicted_number, None)
-                self._size -= len(evicted)
+            self._cache.put(number, data, self._samples(number))
         return data
+
+    @property
+    def fetches(self) -> int:
+        """Blocks fetched so far."""
+        return self._cache.reads
 
     @property
     def bytes_held(self) -> int:
         """Bytes of blocks in memory now."""
-        return self._size
+        return self._cache.bytes_held
 
     def served(self, number: int) -> None:
         """One sample of block ``number`` was served; the last one lets the block go."""
-        with self._lock:
-            left = self._unserved.get(number)
-            if left is None:
-                return
-            if left > 1:
-                self._unserved[number] = left - 1
-                return
-            del self._unserved[number]
-            data = self._blocks.pop(number, None)
-            if data is not None:
-                self._size -= len(data)
+        self._cache.served(number)

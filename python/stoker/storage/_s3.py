@@ -123,7 +123,6 @@ class S3Storage(RemoteStorage):
         self.verify = verify
         self.block_bytes = block_bytes
         self.block_cache_bytes = block_cache_bytes
-        self._block_layout: tuple[list[ShardBlock], np.ndarray] | None = None
         self._block_reader: BlockReader | None = None
         self.block_downloads = 0
         self._hedged_blocks = HedgedCalls()
@@ -153,13 +152,8 @@ class S3Storage(RemoteStorage):
         return self._layout_blocks()[0]
 
     def _layout_blocks(self) -> tuple[list[ShardBlock], np.ndarray]:
-        """The blocks and each sample's block, worked out on first use (a walk over every
-        sample's members: not paid by a storage that never streams or shuffles by blocks)."""
-        if self._block_layout is None:
-            assert self.catalog is not None
-            blocks = self.catalog.blocks(self.block_bytes)
-            self._block_layout = blocks, np.repeat(np.arange(len(blocks)), [block.samples for block in blocks])
-        return self._block_layout
+        assert self.catalog is not None
+        return self.catalog.block_layout(self.block_bytes)
 
     def block_sizes(self) -> list[int] | None:
         """Samples per block (tar shards: runs of a shard spanning at most ``block_bytes``);
@@ -167,13 +161,11 @@ class S3Storage(RemoteStorage):
         return [block.samples for block in self._blocks] if self.layout == "shards" else None
 
     def max_open_blocks(self) -> int | None:
-        """Half the blocks ``block_cache_bytes`` holds (the next window's blocks are read while
-        the last one's are still in use), at least 2; None for one object per sample."""
-        if self.layout != "shards":
+        """See `ShardCatalog.max_open_blocks` (with ``block_cache_bytes``); None for one object
+        per sample."""
+        if self.layout != "shards" or self.catalog is None:
             return None
-        blocks = self._blocks
-        mean = sum(block.end - block.start for block in blocks) / max(1, len(blocks))
-        return max(2, int(self.block_cache_bytes // max(1.0, 2 * mean)))
+        return self.catalog.max_open_blocks(self.block_bytes, self.block_cache_bytes)
 
     def stream_blocks(self) -> None:
         """Read shards a block at a time from now on: the first sample asked for from a block

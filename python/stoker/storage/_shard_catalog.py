@@ -13,6 +13,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from ._errors import ShardError
 from ._tar_index import LABEL_EXTENSIONS, Label, ShardIndex, label_member, parse_label
 
@@ -76,6 +78,7 @@ class ShardCatalog:
         classes: list[str] | None = None,
         name_of: Callable[[int, str], str],
     ) -> None:
+        self._block_layouts: dict[int, tuple[list[ShardBlock], np.ndarray]] = {}
         self.shards = list(shards)
         self.name_of = name_of
         preference = [extension.lower() for extension in (payload,) if extension] or [
@@ -141,6 +144,24 @@ class ShardCatalog:
             if count:
                 blocks.append(ShardBlock(number, block_start, block_end, count))
         return blocks
+
+    def block_layout(self, block_bytes: int) -> tuple[list[ShardBlock], np.ndarray]:
+        """`blocks` of ``block_bytes`` and each sample's block number, worked out once per size (a
+        walk over every sample's members: not paid by a storage that never uses blocks)."""
+        layout = self._block_layouts.get(block_bytes)
+        if layout is None:
+            blocks = self.blocks(block_bytes)
+            layout = blocks, np.repeat(np.arange(len(blocks)), [block.samples for block in blocks])
+            self._block_layouts[block_bytes] = layout
+        return layout
+
+    def max_open_blocks(self, block_bytes: int, cache_bytes: int) -> int:
+        """How many blocks of ``block_bytes`` the block shuffle may mix with ``cache_bytes`` of
+        them in memory: half of what fits (the next window's blocks are read while the last
+        one's are still in use), at least 2."""
+        blocks = self.block_layout(block_bytes)[0]
+        mean = sum(block.end - block.start for block in blocks) / max(1, len(blocks))
+        return max(2, int(cache_bytes // max(1.0, 2 * mean)))
 
     def block_sizes(self, block_bytes: int | None = None) -> list[int]:
         """Samples per block of `blocks`."""

@@ -120,7 +120,6 @@ class TarShardStorage(Storage):
         self.max_read = max_read
         self.block_bytes = block_bytes
         self.block_cache_bytes = block_cache_bytes
-        self._block_layout: tuple[list[ShardBlock], np.ndarray] | None = None
         self._block_cache: BlockCache | None = None
         self._unreadable_blocks: set[int] = set()
         paths, manifest = _shard_paths(source)
@@ -165,22 +164,15 @@ class TarShardStorage(Storage):
         return index
 
     def _layout_blocks(self) -> tuple[list[ShardBlock], np.ndarray]:
-        """The blocks and each sample's block, worked out on first use."""
-        if self._block_layout is None:
-            blocks = self.catalog.blocks(self.block_bytes)
-            self._block_layout = blocks, np.repeat(np.arange(len(blocks)), [block.samples for block in blocks])
-        return self._block_layout
+        return self.catalog.block_layout(self.block_bytes)
 
     def block_sizes(self) -> list[int]:
         """Samples per block: runs of a shard's samples spanning at most ``block_bytes``."""
         return [block.samples for block in self._layout_blocks()[0]]
 
     def max_open_blocks(self) -> int:
-        """Half the blocks ``block_cache_bytes`` holds (the next window's blocks are read while
-        the last one's are still in use), at least 2."""
-        blocks = self._layout_blocks()[0]
-        mean = sum(block.end - block.start for block in blocks) / max(1, len(blocks))
-        return max(2, int(self.block_cache_bytes // max(1.0, 2 * mean)))
+        """See `ShardCatalog.max_open_blocks` (with ``block_cache_bytes``)."""
+        return self.catalog.max_open_blocks(self.block_bytes, self.block_cache_bytes)
 
     def stream_blocks(self) -> None:
         """Read whole blocks from now on: the first sample asked for from a block reads all of
