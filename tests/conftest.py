@@ -8,6 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.support.s3_server import S3Server
+
 
 def stoker_threads() -> list[threading.Thread]:
     return [thread for thread in threading.enumerate() if thread.name.startswith("stoker-")]
@@ -29,3 +31,20 @@ def no_leaked_threads() -> Iterator[None]:
             return
         time.sleep(0.05)
     pytest.fail(f"threads left running: {[thread.name for thread in leaked]}")
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[S3Server]:
+    """One s3proxy on loopback for the whole session (tests/remote and tests/faults); without
+    java it skips, and fails where ``STOKER_REQUIRE_SERVERS`` is set (CI)."""
+    from tests.remote.conftest import unavailable
+    from tests.support.server import ServerError
+
+    server = S3Server()
+    try:
+        server.start()
+    except (ServerError, OSError) as error:
+        server.close()
+        unavailable("the S3 test server (s3proxy, needs java)", error)
+    yield server
+    server.close()

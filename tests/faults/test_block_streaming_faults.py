@@ -13,38 +13,24 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
 
 import pytest
 
 from stoker import Loader
 from stoker.loader import SampleError
 from stoker.storage import MemoryStorage, RetryPolicy, S3Storage, upload_to_s3
-from tests.remote.conftest import dataset, unavailable, unique
+from tests.remote.conftest import dataset, unique
 from tests.support import LatencyProxy
 from tests.support.s3_server import S3Server
-from tests.support.server import ServerError
 
 PATIENT = RetryPolicy(attempts=20, base_delay=0.01, max_delay=0.2, deadline=60)
 QUICK = RetryPolicy(attempts=3, base_delay=0.01, max_delay=0.05, deadline=5)
 
 
-@pytest.fixture(scope="module")
-def s3() -> Iterator[S3Server]:
-    server = S3Server()
-    try:
-        server.start()
-    except (ServerError, OSError) as error:
-        server.close()
-        unavailable("the S3 test server (s3proxy, needs java)", error)
-    yield server
-    server.close()
-
-
-def upload(s3: S3Server, source: MemoryStorage, **options: int | str) -> str:
+def upload(s3_server: S3Server, source: MemoryStorage, **options: int | str) -> str:
     bucket = unique("faults-")
-    s3.create_bucket(bucket)
-    upload_to_s3(source, f"s3://{bucket}/d", progress=False, **options, **s3.options())  # type: ignore[arg-type]
+    s3_server.create_bucket(bucket)
+    upload_to_s3(source, f"s3://{bucket}/d", progress=False, **options, **s3_server.options())  # type: ignore[arg-type]
     return f"s3://{bucket}/d"
 
 
@@ -54,12 +40,12 @@ def truth(source: MemoryStorage, strip_extension: bool) -> dict[str, bytes]:
 
 
 @pytest.mark.parametrize("after_bytes", [0, 9_000])
-def test_a_block_that_fails_or_is_cut_short_mid_read_is_retried(s3: S3Server, after_bytes: int) -> None:
+def test_a_block_that_fails_or_is_cut_short_mid_read_is_retried(s3_server: S3Server, after_bytes: int) -> None:
     source = dataset(300)
-    url = upload(s3, source, to="shards", shard_size=60_000)
+    url = upload(s3_server, source, to="shards", shard_size=60_000)
     expected = truth(source, strip_extension=True)
-    with LatencyProxy("127.0.0.1", s3.port, delay=0.01) as proxy:
-        options = {**s3.options(), "endpoint": f"http://{proxy.address[0]}:{proxy.address[1]}"}
+    with LatencyProxy("127.0.0.1", s3_server.port, delay=0.01) as proxy:
+        options = {**s3_server.options(), "endpoint": f"http://{proxy.address[0]}:{proxy.address[1]}"}
         with S3Storage(url, block_bytes=40_000, retry=PATIENT, **options) as storage:
             storage.stream_blocks()
             proxy.cut_responses(3, after_bytes=after_bytes)
@@ -69,15 +55,15 @@ def test_a_block_that_fails_or_is_cut_short_mid_read_is_retried(s3: S3Server, af
             assert storage.stats()["retries"] >= 1
 
 
-def test_a_shard_gone_fails_its_samples_by_name_and_loses_nothing_else(s3: S3Server) -> None:
+def test_a_shard_gone_fails_its_samples_by_name_and_loses_nothing_else(s3_server: S3Server) -> None:
     source = dataset(300)
-    url = upload(s3, source, to="shards", shard_size=60_000)
+    url = upload(s3_server, source, to="shards", shard_size=60_000)
     expected = truth(source, strip_extension=True)
-    with S3Storage(url, block_bytes=20_000, retry=QUICK, **s3.options()) as storage:
+    with S3Storage(url, block_bytes=20_000, retry=QUICK, **s3_server.options()) as storage:
         gone = storage.shards[1].shard.name
         lost = {key for key, index in zip(storage.keys, range(len(storage))) if storage.sample_name(index).split("#")[0].endswith(gone)}
         bucket, prefix = url[len("s3://") :].split("/", 1)
-        s3.client().delete_object(Bucket=bucket, Key=f"{prefix}/{gone}")
+        s3_server.client().delete_object(Bucket=bucket, Key=f"{prefix}/{gone}")
 
         raising = Loader(storage, batch_size=16, shuffle="block", seed=2)
         with pytest.raises(SampleError, match=gone):
@@ -97,13 +83,13 @@ def test_a_shard_gone_fails_its_samples_by_name_and_loses_nothing_else(s3: S3Ser
         assert delivered == Counter(set(expected) - lost), "every other sample once"
 
 
-def test_a_failed_warm_up_request_is_reported_in_the_epoch_it_was_for(s3: S3Server) -> None:
+def test_a_failed_warm_up_request_is_reported_in_the_epoch_it_was_for(s3_server: S3Server) -> None:
     source = dataset(120)
-    url = upload(s3, source)
-    with S3Storage(url, retry=QUICK, **s3.options()) as storage:
+    url = upload(s3_server, source)
+    with S3Storage(url, retry=QUICK, **s3_server.options()) as storage:
         missing = storage.keys[0]  # unshuffled: the first sample of every epoch, so warmed each time
         bucket, prefix = url[len("s3://") :].split("/", 1)
-        s3.client().delete_object(Bucket=bucket, Key=f"{prefix}/{missing}")
+        s3_server.client().delete_object(Bucket=bucket, Key=f"{prefix}/{missing}")
         loader = Loader(storage, batch_size=10, shuffle=False, on_error="skip", max_bad_samples=None)
         for _ in range(3):
             keys = [key for batch in loader for key, replaced in zip(batch.keys, batch.replaced) if not replaced]
@@ -112,12 +98,12 @@ def test_a_failed_warm_up_request_is_reported_in_the_epoch_it_was_for(s3: S3Serv
         assert [(failure.key, failure.epoch) for failure in loader.failures] == [(missing, 0), (missing, 1), (missing, 2)]
 
 
-def test_closing_with_warm_up_requests_in_flight_leaves_no_thread(s3: S3Server) -> None:
+def test_closing_with_warm_up_requests_in_flight_leaves_no_thread(s3_server: S3Server) -> None:
     source = dataset(200)
-    url = upload(s3, source, to="shards", shard_size=60_000)
+    url = upload(s3_server, source, to="shards", shard_size=60_000)
     before = set(threading.enumerate())
-    with LatencyProxy("127.0.0.1", s3.port, delay=0.3) as proxy:
-        options = {**s3.options(), "endpoint": f"http://{proxy.address[0]}:{proxy.address[1]}"}
+    with LatencyProxy("127.0.0.1", s3_server.port, delay=0.3) as proxy:
+        options = {**s3_server.options(), "endpoint": f"http://{proxy.address[0]}:{proxy.address[1]}"}
         with S3Storage(url, block_bytes=20_000, **options) as storage:
             loader = Loader(storage, batch_size=50, shuffle="block", seed=1)
             batches = iter(loader)
@@ -131,13 +117,13 @@ def test_closing_with_warm_up_requests_in_flight_leaves_no_thread(s3: S3Server) 
     assert not set(threading.enumerate()) - before, f"threads left: {set(threading.enumerate()) - before}"
 
 
-def test_a_block_on_a_slow_connection_is_sent_again(s3: S3Server) -> None:
+def test_a_block_on_a_slow_connection_is_sent_again(s3_server: S3Server) -> None:
     source = dataset(300)
-    url = upload(s3, source, to="shards", shard_size=60_000)
+    url = upload(s3_server, source, to="shards", shard_size=60_000)
     expected = truth(source, strip_extension=True)
     # A quarter of the connections take a second each way: the blocks on them are sent again.
-    with LatencyProxy("127.0.0.1", s3.port, delay=0.005, slow_fraction=0.25, slow_factor=200, seed=3) as proxy:
-        options = {**s3.options(), "endpoint": f"http://{proxy.address[0]}:{proxy.address[1]}"}
+    with LatencyProxy("127.0.0.1", s3_server.port, delay=0.005, slow_fraction=0.25, slow_factor=200, seed=3) as proxy:
+        options = {**s3_server.options(), "endpoint": f"http://{proxy.address[0]}:{proxy.address[1]}"}
         with S3Storage(url, block_bytes=8_000, **options) as storage:
             storage.stream_blocks()
             keys = list(storage.keys)
@@ -147,21 +133,21 @@ def test_a_block_on_a_slow_connection_is_sent_again(s3: S3Server) -> None:
             assert blocks is not None and 1 <= stats["block_copies_won"] <= stats["block_copies"] <= 0.1 * len(blocks) + 4
 
 
-def test_exiting_with_requests_in_flight_and_the_storage_never_closed_is_clean(s3: S3Server) -> None:
+def test_exiting_with_requests_in_flight_and_the_storage_never_closed_is_clean(s3_server: S3Server) -> None:
     source = dataset(100)
-    url = upload(s3, source, to="shards", shard_size=60_000)
+    url = upload(s3_server, source, to="shards", shard_size=60_000)
     script = f"""
 import asyncio, atexit, threading
 from stoker.storage import S3Storage
 # Registered first, so it runs last at exit: after the storage's own exit hook.
 atexit.register(lambda: print("loop threads at exit:", sum(thread.name.startswith("stoker-net") for thread in threading.enumerate())))
-storage = S3Storage({url!r}, block_bytes=20_000, endpoint={{endpoint!r}}, access_key_id={s3.access_key!r},
-                    secret_access_key={s3.secret_key!r}, region={s3.region!r})
+storage = S3Storage({url!r}, block_bytes=20_000, endpoint={{endpoint!r}}, access_key_id={s3_server.access_key!r},
+                    secret_access_key={s3_server.secret_key!r}, region={s3_server.region!r})
 storage.stream_blocks()
 pending = [asyncio.run_coroutine_threadsafe(storage.fetch_index(index), storage.event_loop()) for index in range(0, 100, 7)]
 print("exiting with", sum(not request.done() for request in pending), "requests in flight", flush=True)
 """
-    with LatencyProxy("127.0.0.1", s3.port, delay=0.5) as proxy:
+    with LatencyProxy("127.0.0.1", s3_server.port, delay=0.5) as proxy:
         endpoint = f"http://{proxy.address[0]}:{proxy.address[1]}"
         finished = subprocess.run(
             [sys.executable, "-c", script.replace("{endpoint!r}", repr(endpoint))],

@@ -7,10 +7,12 @@ from __future__ import annotations
 import itertools
 import os
 import random
+from collections import Counter
 from collections.abc import Iterator
 
 import pytest
 
+from stoker.loader import Loader
 from stoker.storage import CassandraConnection, MemoryStorage
 from tests.support.cassandra_server import CassandraServer
 from tests.support.s3_server import S3Server
@@ -33,21 +35,20 @@ def dataset(count: int = 120, classes: int = 3, seed: int = 0) -> MemoryStorage:
     return MemoryStorage(samples, {key: int(key.split("/")[0][-1]) for key in samples})
 
 
+def epoch_contents(loader: Loader, truth: dict[str, bytes]) -> Counter[str]:
+    """How many times one epoch of ``loader`` delivered each key, checking every sample's bytes
+    against ``truth``."""
+    seen: Counter[str] = Counter()
+    for batch in loader:
+        for key, data in zip(batch.keys, batch.data):
+            assert data == truth[key]
+            seen[key] += 1
+    return seen
+
+
 def unique(prefix: str) -> str:
     """A fresh bucket, prefix or keyspace name for one test."""
     return f"{prefix}{next(_names)}x{os.getpid()}"
-
-
-@pytest.fixture(scope="session")
-def s3_server() -> Iterator[S3Server]:
-    server = S3Server()
-    try:
-        server.start()
-    except (ServerError, OSError) as error:
-        server.close()
-        unavailable("the S3 test server (s3proxy, needs java)", error)
-    yield server
-    server.close()
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,7 @@ from stoker.loader import Loader
 from stoker.storage import S3Storage, upload_to_s3
 from tests.support.s3_server import S3Server
 
-from .conftest import dataset
+from .conftest import dataset, epoch_contents
 
 
 @pytest.fixture
@@ -24,16 +24,6 @@ def objects(s3_server: S3Server, bucket: str) -> str:
 def expected() -> dict[str, bytes]:
     source = dataset(150)
     return dict(zip(source.keys, source.read_many(source.keys)))  # type: ignore[arg-type]
-
-
-def epoch_contents(loader: Loader) -> Counter[str]:
-    truth = expected()
-    seen: Counter[str] = Counter()
-    for batch in loader:
-        for key, data in zip(batch.keys, batch.data):
-            assert data == truth[key]
-            seen[key] += 1
-    return seen
 
 
 class CountingS3Storage(S3Storage):
@@ -51,10 +41,10 @@ class CountingS3Storage(S3Storage):
 def test_the_next_epoch_is_requested_before_it_starts_and_never_twice(s3_server: S3Server, objects: str) -> None:
     with CountingS3Storage(objects, **s3_server.options()) as storage:
         loader = Loader(storage, batch_size=10, seed=3, hedge=False)
-        assert epoch_contents(loader) == Counter(storage.keys)
+        assert epoch_contents(loader, expected()) == Counter(storage.keys)
         early = sum(storage.asked.values()) - len(storage)
         assert early > 0, "epoch 1's first samples were requested during epoch 0"
-        assert epoch_contents(loader) == Counter(storage.keys), "the next iteration is epoch 1, whole"
+        assert epoch_contents(loader, expected()) == Counter(storage.keys), "the next iteration is epoch 1, whole"
         assert loader.sampler.epoch == 1
         # Epoch 1's end warms epoch 2 in turn (at most the 8 batches a remote loader keeps in
         # flight): those are the only samples asked a third time.
@@ -66,20 +56,20 @@ def test_the_next_epoch_is_requested_before_it_starts_and_never_twice(s3_server:
 def test_a_run_stopped_right_after_an_epoch_resumes_exactly(s3_server: S3Server, objects: str) -> None:
     with S3Storage(objects, **s3_server.options()) as storage:
         first = Loader(storage, batch_size=10, seed=3)
-        epoch_contents(first)
+        epoch_contents(first, expected())
         state = first.state_dict()
     with S3Storage(objects, **s3_server.options()) as storage:
         resumed = Loader(storage, batch_size=10, seed=3)
         resumed.load_state_dict(state)
-        assert epoch_contents(resumed) == Counter(storage.keys)
+        assert epoch_contents(resumed, expected()) == Counter(storage.keys)
         assert resumed.sampler.epoch == 1
 
 
 def test_a_warm_up_for_an_epoch_not_chosen_is_dropped(s3_server: S3Server, objects: str) -> None:
     with S3Storage(objects, **s3_server.options()) as storage:
         loader = Loader(storage, batch_size=10, seed=3)
-        epoch_contents(loader)
+        epoch_contents(loader, expected())
         loader.set_epoch(7)
-        assert epoch_contents(loader) == Counter(storage.keys)
+        assert epoch_contents(loader, expected()) == Counter(storage.keys)
         loader.set_epoch(8)
-        assert epoch_contents(loader) == Counter(storage.keys)
+        assert epoch_contents(loader, expected()) == Counter(storage.keys)

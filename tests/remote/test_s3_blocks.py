@@ -13,7 +13,7 @@ from stoker.loader import Loader
 from stoker.storage import RetryPolicy, S3Storage, upload_to_s3
 from tests.support.s3_server import S3Server
 
-from .conftest import dataset
+from .conftest import dataset, epoch_contents
 
 PATIENT = RetryPolicy(attempts=20, base_delay=0.01, max_delay=0.2, deadline=60)
 
@@ -80,12 +80,7 @@ def test_later_epochs_read_whole_blocks_from_the_local_cache(s3_server: S3Server
     expected = expected_bytes(300)
 
     def epoch(loader: Loader) -> Counter[str]:
-        seen: Counter[str] = Counter()
-        for batch in loader:
-            for key, data in zip(batch.keys, batch.data):
-                assert data == expected[key]
-                seen[key] += 1
-        return seen
+        return epoch_contents(loader, expected)
 
     with S3Storage(shards, block_bytes=20_000, cache_dir=tmp_path, **s3_server.options()) as storage:
         loader = Loader(storage, batch_size=16, shuffle="block", seed=4)
