@@ -3,13 +3,14 @@ retries across a restart and killed connections, the local cache."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from stoker.storage import RetryPolicy, S3Storage, StorageError, upload_to_s3
+from stoker.storage import RetryPolicy, S3Storage, StorageError, _upload, upload_to_s3
 from tests.support import LatencyProxy
 from tests.support.s3_server import S3Server
 
@@ -147,10 +148,36 @@ def test_a_malformed_dataset_is_named(s3_server: S3Server, bucket: str, manifest
         S3Storage(f"s3://{bucket}/bad", **s3_server.options())
 
 
-def test_a_corrupt_shard_index_is_named(s3_server: S3Server, bucket: str) -> None:
+def test_a_corrupt_shard_index_is_named(s3_server: S3Server, bucket: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_upload, "INLINE_INDEX_BYTES", 0)  # indexes too big to ride in the manifest
     upload_to_s3(dataset(20), f"s3://{bucket}/d", to="shards", progress=False, **s3_server.options())
     s3_server.client().put_object(Bucket=bucket, Key="d/shard-000000.tar.idx", Body=b'{"format": "stoker.tar-index", "version": 1}')
     with pytest.raises(StorageError, match=r"shard-000000\.tar\.idx: not a valid index"):
+        S3Storage(f"s3://{bucket}/d", **s3_server.options())
+
+
+def test_small_indexes_ride_in_the_manifest(s3_server: S3Server, bucket: str) -> None:
+    """The open reads the manifest alone: with the sidecars deleted, every sample still reads."""
+    source = dataset(40)
+    upload_to_s3(source, f"s3://{bucket}/d", to="shards", shard_size=20 << 10, progress=False, **s3_server.options())
+    client = s3_server.client()
+    sidecars = [item["Key"] for item in client.list_objects_v2(Bucket=bucket, Prefix="d/")["Contents"] if item["Key"].endswith(".idx")]
+    assert len(sidecars) > 1
+    for key in sidecars:
+        client.delete_object(Bucket=bucket, Key=key)
+    with S3Storage(f"s3://{bucket}/d", **s3_server.options()) as storage:
+        assert storage.layout == "shards" and len(storage) == len(source)
+        assert storage.read_many(list(storage.keys)) == source.read_many(source.keys)
+        assert list(storage.labels) == list(source.labels)
+
+
+def test_a_corrupt_index_in_the_manifest_is_named(s3_server: S3Server, bucket: str) -> None:
+    upload_to_s3(dataset(20), f"s3://{bucket}/d", to="shards", progress=False, **s3_server.options())
+    client = s3_server.client()
+    manifest = json.loads(client.get_object(Bucket=bucket, Key="d/dataset.json")["Body"].read())
+    manifest["shards"][0]["index"] = {"format": "stoker.tar-index", "version": 1}
+    client.put_object(Bucket=bucket, Key="d/dataset.json", Body=json.dumps(manifest).encode())
+    with pytest.raises(StorageError, match=r"dataset\.json \(the index of shard-000000\.tar\): not a valid index"):
         S3Storage(f"s3://{bucket}/d", **s3_server.options())
 
 

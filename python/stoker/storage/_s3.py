@@ -126,7 +126,9 @@ class S3Storage(RemoteStorage):
         self._block_reader: BlockReader | None = None
         self.block_downloads = 0
         self._hedged_blocks = HedgedCalls()
-        self._hedged_small = HedgedCalls()
+        # The manifest is raced from the start (two copies, the first answer used): the open
+        # waits on it alone, and nothing is known yet of how long a request takes.
+        self._hedged_small = HedgedCalls(first_patience=0.0)
         try:
             self.run(self._open())
         except BaseException:
@@ -305,22 +307,36 @@ class S3Storage(RemoteStorage):
                 self._labels = [sample[1] for sample in manifest["samples"]]
             elif kind == SHARDS_FORMAT:
                 names = [shard["name"] for shard in manifest["shards"]]
+                # `upload_to_s3` puts small indexes inside the manifest: the open is one round trip.
+                inline = [shard.get("index") for shard in manifest["shards"]]
             else:
                 raise StorageError(f"{self.url}/dataset.json: unknown format {kind!r}")
         except (ValueError, KeyError, TypeError, IndexError, AttributeError) as error:
             raise StorageError(f"{self.url}/dataset.json: not a stoker manifest ({type(error).__name__}: {error})") from error
         if kind == SHARDS_FORMAT:
-            await self._open_shards(names)
+            await self._open_shards(names, inline)
 
-    async def _open_shards(self, names: list[str]) -> None:
-        indexes = await asyncio.gather(*(self._get_small(name + ".idx") for name in names))
-        for name, data in zip(names, indexes):
+    async def _open_shards(self, names: list[str], inline: list[Any]) -> None:
+        """The shards' indexes: from the manifest where it carries them, else their sidecars."""
+
+        async def sidecar(name: str, carried: Any) -> Any:
+            if carried is not None:
+                return carried
+            data = await self._get_small(name + ".idx")
             if data is None:
                 raise StorageError(f"{self.url}: shard {name} has no index {name}.idx")
             try:
-                index = parse_index(json.loads(data), PurePosixPath(name), f"{self.url}/{name}.idx")  # type: ignore[arg-type]
-            except (ValueError, KeyError, TypeError, IndexError) as error:
+                return json.loads(data)
+            except ValueError as error:
                 raise StorageError(f"{self.url}/{name}.idx: not a valid index ({type(error).__name__}: {error})") from error
+
+        indexes = await asyncio.gather(*(sidecar(name, carried) for name, carried in zip(names, inline)))
+        for name, carried, data in zip(names, inline, indexes):
+            source = f"{self.url}/dataset.json (the index of {name})" if carried is not None else f"{self.url}/{name}.idx"
+            try:
+                index = parse_index(data, PurePosixPath(name), source)  # type: ignore[arg-type]
+            except (ValueError, KeyError, TypeError, IndexError) as error:
+                raise StorageError(f"{source}: not a valid index ({type(error).__name__}: {error})") from error
             self.shards.append(index)
         self.catalog = ShardCatalog(
             self.shards,

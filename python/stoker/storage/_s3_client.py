@@ -101,7 +101,8 @@ def classify_s3_error(error: BaseException) -> ErrorKind:
     ):
         return "fatal"
     text = str(error)
-    if "SlowDown" in text or "TooManyRequests" in text or "429" in text:
+    # The status in words: a bare "429" also turns up in ports and timings ("in 14.29ms").
+    if "SlowDown" in text or "TooManyRequests" in text or "Too Many Requests" in text:
         return "overload"
     if "403" in text and "Forbidden" in text:
         return "fatal"
