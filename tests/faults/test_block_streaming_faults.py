@@ -3,7 +3,8 @@ cut short or dropped mid-read is retried with nothing lost or altered; a shard t
 each of its samples by name, every other sample delivered once; a warmed request of the next
 epoch that fails is reported for that epoch's sample, not dropped or hung; a loader closed with
 warm-up requests in flight leaves no thread behind; a block on a slow connection is sent again;
-a process that exits with requests in flight and its storage never closed exits cleanly."""
+a process that exits with requests in flight and its storage never closed exits cleanly; a storage
+closed under a running loader fails the samples still to come by name, and leaves no thread."""
 
 from __future__ import annotations
 
@@ -160,3 +161,19 @@ print("exiting with", sum(not request.done() for request in pending), "requests 
     assert "requests in flight" in finished.stdout and "exiting with 0 " not in finished.stdout
     assert "loop threads at exit: 0" in finished.stdout, "the storage's loop was stopped before Python finalized"
     assert "Fatal Python error" not in finished.stderr and "Traceback" not in finished.stderr
+
+
+def test_a_storage_closed_under_a_running_loader_fails_its_samples_clearly_and_leaves_no_thread(s3_server: S3Server) -> None:
+    url = upload(s3_server, dataset(300), to="shards", shard_size=60_000)
+    before = set(threading.enumerate())
+    storage = S3Storage(url, block_bytes=20_000, **s3_server.options())
+    batches = iter(Loader(storage, batch_size=10, shuffle="block", seed=1))
+    next(batches)  # running: blocks and look-ahead requests in flight
+    storage.close()
+    with pytest.raises(SampleError, match="the storage is closed"):
+        for _ in batches:
+            pass
+    deadline = time.monotonic() + 10
+    while set(threading.enumerate()) - before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not set(threading.enumerate()) - before, f"threads left: {set(threading.enumerate()) - before}"

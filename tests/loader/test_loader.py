@@ -236,3 +236,37 @@ def test_block_shuffle_needs_a_storage_with_blocks() -> None:
         Loader(storage(), batch_size=4, shuffle="block")
     with pytest.raises(ValueError, match='shuffle must be True, False or "block"'):
         Loader(storage(blocks=True), batch_size=4, shuffle="blocks")
+
+
+class LookaheadStorage(BlockedStorage):
+    """Records, in one sequence, each block asked for ahead and each sample read."""
+
+    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(*args, **kwargs)
+        self.events: list[tuple[str, int]] = []
+        self._events_lock = threading.Lock()
+
+    def prefetch_blocks(self, blocks):  # type: ignore[no-untyped-def]
+        with self._events_lock:
+            self.events.extend(("ahead", int(block)) for block in blocks)
+
+    async def fetch_index(self, index: int) -> bytes:
+        with self._events_lock:
+            self.events.append(("read", index // 17))
+        return await super().fetch_index(index)
+
+
+@pytest.mark.parametrize("window", [1, 3])
+def test_the_block_shuffle_asks_for_each_block_before_its_first_sample(window: int) -> None:
+    samples = {f"k{index}": index.to_bytes(4, "little") for index in range(203)}
+    blocked = LookaheadStorage(samples, dict.fromkeys(samples, 0))
+    loader = Loader(blocked, batch_size=4, shuffle="block", shuffle_window=window, sample_prefetch=True, fetch_concurrency=1, seed=4)
+    assert sum(len(batch.keys) for batch in loader) == len(samples)
+    asked = [block for kind, block in blocked.events if kind == "ahead"]
+    assert sorted(asked) == list(range(12)), "every block asked for ahead, once"
+    first_read = {}
+    for order, (kind, block) in enumerate(blocked.events):
+        if kind == "read":
+            first_read.setdefault(block, order)
+    ahead = {block: order for order, (kind, block) in enumerate(blocked.events) if kind == "ahead"}
+    assert all(ahead[block] < first_read[block] for block in first_read), "asked for before its first sample was read"

@@ -54,6 +54,9 @@ class LatencyStorage(Storage):
     def stream_blocks(self) -> None:
         self.inner.stream_blocks()
 
+    def prefetch_blocks(self, blocks: Sequence[int]) -> None:
+        self.inner.prefetch_blocks(blocks)
+
 
 @dataclass
 class RunResult:

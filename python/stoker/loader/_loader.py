@@ -31,7 +31,7 @@ import numpy as np
 
 from ..ops.image import ImageTransform, allocate_batch
 from ..pipeline import AbortPipeline, Pipeline, PipelineBuilder, PipelineStats
-from ..sampling import EpochWarmup, FetchedSample, OutOfOrderPrefetcher, Sampler
+from ..sampling import BlockLookahead, EpochWarmup, FetchedSample, OutOfOrderPrefetcher, Sampler
 from ..storage import RemoteStorage, Storage, StorageUnavailableError
 from ._arguments import as_storage, check_integer, check_number
 from ._batch import Batch
@@ -299,7 +299,9 @@ class Loader:
         count = self._batch_count(len(positions)) * self.batch_size
         # The prefetcher's "key" is the storage index (what fetch_index takes); the sample's name
         # and padding flag ride along as its "label".
-        samples = PlanSamples(positions[:count], indices[:count], padding[:count], self._keys)
+        samples = PlanSamples(
+            positions[:count], indices[:count], padding[:count], self._keys, on_slice=self._block_lookahead(indices[:count])
+        )
         fetch = self._warmup.fetcher(self.sampler.epoch) if self._warmup is not None else self.storage.fetch_index
         self.prefetcher = OutOfOrderPrefetcher(
             fetch,
@@ -319,6 +321,15 @@ class Loader:
             latencies=self.prefetcher.latencies if self.prefetcher is not None else self.storage.request_latencies(),
         )
         return self._as_jobs(self.prefetcher)
+
+    def _block_lookahead(self, indices: np.ndarray) -> Callable[[int], None] | None:
+        """With the block shuffle, each block is asked of the storage half a window of samples
+        before its first sample is due (see `BlockLookahead`); None for the other shuffles."""
+        blocks = self.sampler.blocks
+        if blocks is None:
+            return None
+        ahead = int(self.sampler.window * len(self.storage) / len(blocks) / 2)
+        return BlockLookahead(indices, blocks, ahead, self.storage.prefetch_blocks).requested
 
     def _warm_next_epoch(self) -> None:
         """Request the next epoch's first batches (as many as are in flight now) while this

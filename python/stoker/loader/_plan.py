@@ -3,7 +3,7 @@ padding flags, and the whole plan as a lazy sequence for the per-sample prefetch
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -23,8 +23,18 @@ class PlanSamples(Sequence[tuple[int, int, tuple[str, bool]]]):
     """The epoch plan as ``(position, storage index, (key, padding))`` per sample, built per
     slice: a million-sample epoch is never a million tuples at once."""
 
-    def __init__(self, positions: np.ndarray, indices: np.ndarray, padding: np.ndarray, keys: Sequence[str]) -> None:
+    def __init__(
+        self,
+        positions: np.ndarray,
+        indices: np.ndarray,
+        padding: np.ndarray,
+        keys: Sequence[str],
+        on_slice: Callable[[int], None] | None = None,
+    ) -> None:
         self.positions, self.indices, self.padding, self.keys = positions, indices, padding, keys
+        # Told the end of each slice taken: the prefetcher takes the plan in order, a batch at a
+        # time, so this is how far requests have got (`BlockLookahead.requested`).
+        self.on_slice = on_slice
 
     def __len__(self) -> int:
         return len(self.positions)
@@ -32,6 +42,8 @@ class PlanSamples(Sequence[tuple[int, int, tuple[str, bool]]]):
     def __getitem__(self, item: Any) -> Any:
         if not isinstance(item, slice):
             return self[item : item + 1][0]
+        if self.on_slice is not None:
+            self.on_slice(min(len(self.positions), item.stop if item.stop is not None else len(self.positions)))
         positions = self.positions[item].tolist()
         indices = self.indices[item].tolist()
         padding = self.padding[item].tolist()

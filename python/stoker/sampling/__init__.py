@@ -2,6 +2,7 @@
 out-of-order incremental prefetch for high-latency storage, and seeded train/val/test splits and
 k-fold folds."""
 
+from ._block_lookahead import BlockLookahead
 from ._block_order import block_order, shuffle_quality
 from ._epoch_warmup import EpochWarmup
 from ._prefetch import FetchedSample, OutOfOrderPrefetcher
@@ -10,6 +11,7 @@ from ._sampler import SamplePlan, Sampler
 from ._split import SPLITS_FORMAT, k_folds, read_split, split_samples, write_splits
 
 __all__ = [
+    "BlockLookahead",
     "EpochWarmup",
     "SPLITS_FORMAT",
     "FetchedSample",

@@ -78,6 +78,11 @@ class BlockCache:
                 self._blocks.move_to_end(key)
             return block
 
+    def contains(self, key: Hashable) -> bool:
+        """Whether block ``key`` is held (its place in the eviction order unchanged)."""
+        with self._lock:
+            return key in self._blocks
+
     def put(self, key: Hashable, block: Any, samples: int | None = None) -> None:
         """Keep ``block`` as ``key``, loaded elsewhere (an async fetch); ``samples`` as in `get`."""
         with self._lock:

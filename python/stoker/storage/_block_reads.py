@@ -58,13 +58,26 @@ class BlockReader:
             data = self._cache.lookup(number)
             if data is not None:
                 return data
-            future = self._pending.get(number)
-            if future is None:
-                future = asyncio.run_coroutine_threadsafe(self._fetch_and_keep(number), self._loop())
-                self._pending[number] = future
+            future = self._start(number)
         # Shielded: a sample whose wait is cancelled (a hedged request that lost) must not
         # cancel the fetch the block's other samples wait on.
         return await asyncio.shield(asyncio.wrap_future(future))
+
+    def prefetch(self, number: int) -> None:
+        """Start fetching block ``number`` unless it is in memory or on its way; no waiting. A
+        failed fetch is forgotten: the block's first sample fetches it again and gets the error."""
+        with self._lock:
+            if not self._cache.contains(number):
+                self._start(number)
+
+    def _start(self, number: int) -> concurrent.futures.Future[memoryview]:
+        """The fetch in flight for block ``number``, started if there is none (under the lock)."""
+        future = self._pending.get(number)
+        if future is None:
+            loop = self._loop()  # first: it raises for a closed storage, before a coroutine exists
+            future = asyncio.run_coroutine_threadsafe(self._fetch_and_keep(number), loop)
+            self._pending[number] = future
+        return future
 
     async def _fetch_and_keep(self, number: int) -> memoryview:
         try:

@@ -240,6 +240,12 @@ class Storage(ABC):
         """Read whole blocks from now on, where that pays (object stores): called by
         ``Loader(shuffle="block")``, whose order reads a few blocks at a time."""
 
+    def prefetch_blocks(self, blocks: Sequence[int]) -> None:  # noqa: B027 - a hint: storage without blocks ignores it
+        """Start reading ``blocks`` (numbers in `block_sizes` order) without waiting, while
+        streaming blocks: the block shuffle knows its next blocks before their first sample is
+        asked for (see `stoker.sampling.BlockLookahead`). A read that fails here is read again,
+        and its error reported, when a sample of the block is asked for."""
+
     def set_epoch(self, epoch: int) -> None:  # noqa: B027 - a hook: most storages ignore epochs
         """Start epoch ``epoch``. Only storages whose samples change per epoch (see
         `changes_per_epoch`) do anything here."""

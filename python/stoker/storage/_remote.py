@@ -63,6 +63,7 @@ class RemoteStorage(Storage):
         self._latencies: deque[float] = deque(maxlen=64)
         self._limits: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._closed = False
         self._loop_thread: threading.Thread | None = None
         self._loop_finalizer: weakref.finalize[Any, Any] | None = None
 
@@ -168,6 +169,10 @@ class RemoteStorage(Storage):
     def _own_loop(self) -> asyncio.AbstractEventLoop:
         if self._loop is None:
             with self._lock:
+                if self._closed:
+                    # A new loop now would be a thread that nothing stops (a Loader still
+                    # running over a storage closed under it).
+                    raise StorageError(f"{self.describe()}: the storage is closed")
                 if self._loop is None:
                     loop = asyncio.new_event_loop()
                     thread = threading.Thread(target=loop.run_forever, name=f"stoker-net-{type(self).__name__}", daemon=True)
@@ -183,6 +188,8 @@ class RemoteStorage(Storage):
 
     def close(self) -> None:
         """Stop the event-loop thread and release connections. Idempotent."""
+        with self._lock:
+            self._closed = True
         loop, thread = self._loop, self._loop_thread
         if loop is not None and thread is not None:
             # Requests still running (made ahead of an epoch that never came) end first. The

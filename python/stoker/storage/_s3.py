@@ -179,6 +179,13 @@ class S3Storage(RemoteStorage):
                 self._fetch_block, self._own_loop, self.block_cache_bytes, lambda number: self._blocks[number].samples
             )
 
+    def prefetch_blocks(self, blocks: Sequence[int]) -> None:
+        """`Storage.prefetch_blocks`: each block not in memory or on its way is fetched now (one
+        ranged GET, hedged and retried like any block fetch)."""
+        if self._block_reader is not None and not self._closed:  # a hint is no place for "closed"
+            for number in blocks:
+                self._block_reader.prefetch(number)
+
     async def fetch_index(self, index: int) -> bytes:
         """`RemoteStorage.fetch_index`; while block streaming, a slice of the sample's block
         (whose fetch carries the retries and the request limit) and its CRC check, with no
