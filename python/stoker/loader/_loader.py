@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from ..distributed import discover_world
 from ..ops.image import ImageTransform, allocate_batch
 from ..pipeline import AbortPipeline, Pipeline, PipelineBuilder, PipelineStats
 from ..sampling import BlockLookahead, EpochWarmup, FetchedSample, OutOfOrderPrefetcher, Sampler
@@ -70,7 +71,10 @@ class Loader:
         shuffle_window: With ``shuffle="block"``, blocks per rank shuffled together (32: with
             8 MB blocks, 256 MB held per rank; wider mixes better, see `shuffle_quality`).
         seed, rank, world_size, pad: The `Sampler`'s; ``pad=False`` drops the uneven
-            tail instead of padding ranks to equal counts.
+            tail instead of padding ranks to equal counts. Rank and world size left out are
+            found (`stoker.distributed.discover_world`): from an initialized
+            ``torch.distributed`` process group, else ``RANK`` and ``WORLD_SIZE`` (as
+            ``torchrun`` sets them), else rank 0 of 1.
         drop_last: Drop this rank's last, short batch.
         in_order: Deliver batches in sampler order (a slow batch then holds the others back).
         fetch_concurrency: Batches being read at once (default 4; 8 for network storage).
@@ -128,8 +132,8 @@ class Loader:
         shuffle: bool | Literal["block"] = True,
         shuffle_window: int = 32,
         seed: int = 0,
-        rank: int = 0,
-        world_size: int = 1,
+        rank: int | None = None,
+        world_size: int | None = None,
         pad: bool = True,
         drop_last: bool = False,
         in_order: bool = False,
@@ -155,6 +159,7 @@ class Loader:
         check_integer("shuffle_window", shuffle_window)
         check_integer("ramp_every", ramp_every)
         check_integer("seed", seed, minimum=0)
+        rank, world_size, _ = discover_world(rank, world_size)
         check_integer("world_size", world_size)
         check_integer("rank", rank, minimum=0)
         check_number("stall_patience", stall_patience)

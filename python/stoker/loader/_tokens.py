@@ -8,6 +8,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from ..distributed import discover_world
 from ..ops.packing import PackedBatch, SequencePacker
 from ..sampling import Sampler
 
@@ -34,7 +35,8 @@ class TokenLoader:
         source: Tokenized documents (`TokenFile`, `TokenShards`).
         context_length, batch_size: Row length and rows per batch.
         shuffle, seed, rank, world_size: As for `Sampler` (ranks get equal document counts;
-            padding documents are not repeated here: ``pad=False``).
+            padding documents are not repeated here: ``pad=False``); left out, rank and world
+            size are found as for `Loader`.
         read_ahead: Documents read per storage call.
         packer_options: Passed to `SequencePacker` (strategy, window, long_documents, ...).
     """
@@ -47,8 +49,8 @@ class TokenLoader:
         batch_size: int,
         shuffle: bool = True,
         seed: int = 0,
-        rank: int = 0,
-        world_size: int = 1,
+        rank: int | None = None,
+        world_size: int | None = None,
         read_ahead: int = 1024,
         **packer_options: Any,
     ) -> None:
@@ -57,6 +59,7 @@ class TokenLoader:
         self.batch_size = batch_size
         self.read_ahead = read_ahead
         self.packer_options = packer_options
+        rank, world_size, _ = discover_world(rank, world_size)
         self.sampler = Sampler(len(source), shuffle=shuffle, seed=seed, rank=rank, world_size=world_size, pad=False)
         self._new_packer()
 
