@@ -7,6 +7,7 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from stoker import Loader
@@ -103,3 +104,18 @@ def test_a_dcp_checkpoint_resumes_exactly(no_launcher: None, process_group: None
 def test_an_entry_that_is_not_a_loaders_is_named(no_launcher: None) -> None:
     with pytest.raises(ValueError, match="not a stoker loader checkpoint entry"):
         LoaderCheckpoint(Loader(samples(), batch_size=4)).load_state_dict({"model": 1})
+
+
+def test_equal_steps_without_a_process_group_is_an_error_or_a_warning(
+    no_launcher: None, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from stoker import TokenLoader
+    from stoker.storage import open_tokens
+
+    np.arange(100, dtype=np.uint32).tofile(tmp_path / "tokens.bin")
+    np.save(tmp_path / "tokens.bin.offsets.npy", np.array([0, 30, 100]))
+    source = open_tokens(tmp_path / "tokens.bin", dtype="uint32")
+    with pytest.raises(RuntimeError, match="an agreed last step needs an initialized torch.distributed process group"):
+        TokenLoader(source, context_length=16, batch_size=2, rank=0, world_size=2, equal_steps=True)
+    TokenLoader(source, context_length=16, batch_size=2, rank=0, world_size=2)
+    assert "ranks may yield different numbers of batches" in caplog.text

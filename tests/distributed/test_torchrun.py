@@ -11,6 +11,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 pytest.importorskip("torch.distributed.checkpoint")
@@ -59,3 +60,32 @@ def test_a_rank_killed_mid_epoch_and_a_restart_with_fewer_ranks_deliver_every_sa
     counts = delivered(tmp_path, 0, up_to_step=10) + delivered(tmp_path, 1, up_to_step=None)
     assert counts == Counter(f"s{index:04d}" for index in range(601)), "every sample exactly once"
     assert len(set(steps_per_rank(tmp_path, 1))) == 1, "both ranks of the restarted job took the same steps"
+
+
+def test_token_loader_ranks_with_uneven_documents_end_the_epoch_together(tmp_path: Path) -> None:
+    from stoker import TokenLoader
+    from stoker.storage import open_tokens
+
+    generator = np.random.default_rng(0)
+    lengths = np.where(generator.random(90) < 0.2, generator.integers(600, 1200, 90), generator.integers(1, 40, 90))
+    documents = [np.full(int(length), index + 1, np.uint32) for index, length in enumerate(lengths)]
+    np.concatenate(documents).tofile(tmp_path / "tokens.bin")
+    np.save(tmp_path / "tokens.bin.offsets.npy", np.concatenate([[0], np.cumsum(lengths)]))
+    source = open_tokens(tmp_path / "tokens.bin", dtype="uint32")
+    alone = [
+        sum(1 for _ in TokenLoader(source, context_length=64, batch_size=4, seed=2, rank=rank, world_size=3, equal_steps=False))
+        for rank in range(3)
+    ]
+    assert len(set(alone)) > 1, f"the data is uneven: each rank alone yields {alone} batches"
+    result = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=3", str(SCRIPT.with_name("train_tokens.py"))]
+        + [str(tmp_path / "tokens.bin"), str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,  # a hang in the per-step all-reduce ends here
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    steps = [tuple(int(value) for value in (tmp_path / f"steps-{rank}").read_text().split()) for rank in range(3)]
+    assert [taken for taken, _ in steps] == [min(alone)] * 3, f"every rank takes the fewest ranks' steps ({steps}, alone {alone})"
+    assert [ended for _, ended in steps] == [int(count > min(alone)) for count in alone], "ranks with batches left say so"

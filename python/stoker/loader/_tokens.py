@@ -3,16 +3,19 @@ exactly resumable with the packer's remainder and window in its state."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import logging
+from collections.abc import Generator, Iterator, Sequence
 from typing import Any, Protocol
 
 import numpy as np
 
-from ..distributed import discover_world
+from ..distributed import StepAgreement, discover_world, process_group
 from ..ops.packing import PackedBatch, SequencePacker
 from ..sampling import Sampler
 
 __all__ = ["TokenLoader"]
+
+_logger = logging.getLogger("stoker.loader")
 
 
 class TokenSource(Protocol):
@@ -38,6 +41,11 @@ class TokenLoader:
             padding documents are not repeated here: ``pad=False``); left out, rank and world
             size are found as for `Loader`.
         read_ahead: Documents read per storage call.
+        equal_steps: End every rank's epoch at the same step, the first where one rank has no
+            batch left (`stoker.distributed.StepAgreement`: one small all-reduce a step), so
+            DDP never waits on a step another rank does not take. None (default): on with
+            several ranks and an initialized process group (several ranks without one: a
+            warning); True: required (an error without a process group); False: off.
         packer_options: Passed to `SequencePacker` (strategy, window, long_documents, ...).
     """
 
@@ -52,6 +60,7 @@ class TokenLoader:
         rank: int | None = None,
         world_size: int | None = None,
         read_ahead: int = 1024,
+        equal_steps: bool | None = None,
         **packer_options: Any,
     ) -> None:
         self.source = source
@@ -61,6 +70,8 @@ class TokenLoader:
         self.packer_options = packer_options
         rank, world_size, _ = discover_world(rank, world_size)
         self.sampler = Sampler(len(source), shuffle=shuffle, seed=seed, rank=rank, world_size=world_size, pad=False)
+        self._agreement = _step_agreement(equal_steps, world_size)
+        self.ended_early = 0  # epochs this rank ended at the agreed last step with batches left
         self._new_packer()
 
     def _new_packer(self) -> None:
@@ -73,6 +84,32 @@ class TokenLoader:
         self._new_packer()
 
     def __iter__(self) -> Iterator[PackedBatch]:
+        """This rank's packed batches for the epoch; with an agreed last step, only as many as
+        every rank has (a batch held back is not delivered: the state is as before it)."""
+        if self._agreement is None:
+            yield from self._batches()
+            return
+        batches = self._batches()
+        while True:
+            before = self.state_dict()
+            batch = next(batches, None)
+            if not self._agreement.all_have_a_batch(batch is not None):
+                break
+            assert batch is not None
+            yield batch
+        if batch is not None:
+            batches.close()
+            self.load_state_dict(before)  # the held-back batch was never delivered
+            self.ended_early += 1
+            _logger.warning(
+                "rank %d: epoch %d ended at the step all %d ranks agreed on (another rank ran out of documents); "
+                "this rank's remaining documents are not delivered this epoch (the state says so: a resume would offer them)",
+                self.sampler.rank,
+                self.sampler.epoch,
+                self.sampler.world_size,
+            )
+
+    def _batches(self) -> Generator[PackedBatch, None, None]:
         plan = self._plan
         while self.packer.documents_consumed < len(plan):
             start = self.packer.documents_consumed
@@ -101,3 +138,21 @@ class TokenLoader:
     def report(self) -> Any:
         """The packer's efficiency report for this epoch."""
         return self.packer.report
+
+
+def _step_agreement(equal_steps: bool | None, world_size: int) -> StepAgreement | None:
+    """The vote that ends every rank's epoch at the same step, where one is needed and possible.
+
+    Raises:
+        RuntimeError: ``equal_steps=True`` with several ranks and no process group.
+    """
+    if world_size == 1 or equal_steps is False:
+        return None
+    if equal_steps is None and process_group() is None:
+        _logger.warning(
+            "TokenLoader: %d ranks and no torch.distributed process group: ranks may yield different numbers of batches "
+            "(documents differ in length); under DDP initialize the process group before the loader, so they end together",
+            world_size,
+        )
+        return None
+    return StepAgreement()
