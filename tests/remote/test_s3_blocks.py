@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from stoker.loader import Loader
-from stoker.storage import RetryPolicy, S3Storage, upload_to_s3
+from stoker.storage import RetryPolicy, S3Storage, SampleCache, upload_to_s3
 from tests.support.s3_server import S3Server
 
 from .conftest import dataset, epoch_contents
@@ -89,7 +89,7 @@ def test_later_epochs_read_whole_blocks_from_the_local_cache(s3_server: S3Server
         assert blocks is not None and storage.stats()["block_downloads"] == len(blocks)
         assert epoch(loader) == Counter(expected.keys())
         assert storage.stats()["block_downloads"] == len(blocks), "epoch 1 read every block from the cache"
-    assert len([path for path in tmp_path.glob("*/*") if not path.name.startswith(".")]) == len(blocks), "one entry a block"
+    assert len(SampleCache(tmp_path, 10 << 20)) == len(blocks), "one entry a block"
     with S3Storage(shards, block_bytes=20_000, cache_dir=tmp_path, **s3_server.options()) as storage:
         assert epoch(Loader(storage, batch_size=16, shuffle="block", seed=4)) == Counter(expected.keys())
         assert storage.stats()["block_downloads"] == 0, "a new run on the same cache reads no block from the server"

@@ -1,57 +1,85 @@
-"""SampleCache: byte limit with least-recently-used eviction, reopening, concurrent use."""
+"""SampleCache: one byte limit, oldest entries out first, shared by processes on one folder,
+concurrent use, and cache trouble that never fails a sample."""
 
 from __future__ import annotations
 
+import asyncio
+import subprocess
+import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
 
 from stoker.storage import SampleCache
 
+pytest.importorskip("diskcache")
 
-def test_least_recently_used_entries_go_first(tmp_path: Path) -> None:
-    cache = SampleCache(tmp_path, max_bytes=300)
-    for name in "abc":
-        cache.put(name, name.encode() * 100)
-    assert cache.get("a") == b"a" * 100  # a is now the most recent
-    cache.put("d", b"d" * 100)
-    assert cache.get("b") is None
-    assert [cache.get(name) is not None for name in "acd"] == [True, True, True]
-    assert cache.size == 300
+ENTRY = 100 << 10  # large entries live in files of their own, as samples do
+
+
+def payload(index: int) -> bytes:
+    return bytes([index % 251]) * ENTRY
+
+
+def test_the_oldest_entries_go_first_and_the_limit_holds(tmp_path: Path) -> None:
+    cache = SampleCache(tmp_path, max_bytes=1 << 20)
+    for index in range(30):
+        cache.put(f"s{index}", payload(index))
+        assert cache.size <= (1 << 20) + ENTRY, "within one entry of the limit"
+    assert cache.get("s29") == payload(29) and cache.get("s28") == payload(28)
+    assert cache.get("s0") is None, "the first stored went first"
+    assert (cache.hits, cache.misses) == (2, 1)
 
 
 def test_an_entry_larger_than_the_limit_is_not_kept(tmp_path: Path) -> None:
-    cache = SampleCache(tmp_path, max_bytes=10)
-    cache.put("big", b"x" * 11)
-    assert cache.get("big") is None and cache.size == 0
+    cache = SampleCache(tmp_path, max_bytes=ENTRY)
+    cache.put("big", payload(0) + b"x")
+    assert cache.get("big") is None
 
 
-def test_reopening_finds_the_entries_and_keeps_the_limit(tmp_path: Path) -> None:
-    first = SampleCache(tmp_path, max_bytes=1000)
-    for index in range(10):
-        first.put(f"sample{index}", bytes(100))
-        time.sleep(0.02)  # file times are only as fine as the kernel's clock tick
-    second = SampleCache(tmp_path, max_bytes=500)
-    assert second.size == 500
-    assert second.get("sample9") == bytes(100)
-    assert second.get("sample0") is None  # the oldest were evicted on open
+def test_reopening_finds_the_entries(tmp_path: Path) -> None:
+    first = SampleCache(tmp_path, max_bytes=4 << 20)
+    for index in range(5):
+        first.put(f"s{index}", payload(index))
+    first.close()
+    second = SampleCache(tmp_path, max_bytes=4 << 20)
+    assert [second.get(f"s{index}") for index in range(5)] == [payload(index) for index in range(5)]
+
+
+WRITER = """
+import sys
+from stoker.storage import SampleCache
+cache = SampleCache(sys.argv[1], max_bytes=int(sys.argv[2]))
+for index in range(int(sys.argv[3]), int(sys.argv[4])):
+    cache.put(f"s{index}", bytes([index % 251]) * (100 << 10))
+"""
+
+
+def test_processes_on_one_folder_share_the_entries_and_one_limit(tmp_path: Path) -> None:
+    limit = 2 << 20
+    writers = [
+        subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path), str(limit), str(start), str(start + 20)]) for start in (0, 20)
+    ]
+    assert [writer.wait(timeout=120) for writer in writers] == [0, 0]
+    cache = SampleCache(tmp_path, max_bytes=limit)
+    assert cache.size <= limit + ENTRY, "40 entries of 100 KB from two processes, one 2 MB limit"
+    found = [index for index in range(40) if cache.get(f"s{index}") is not None]
+    assert len(found) >= 10, f"this process reads what the others stored: {found}"
+    assert all(cache.get(f"s{index}") == payload(index) for index in found), "whole entries"
 
 
 def test_concurrent_readers_and_writers_never_see_partial_entries(tmp_path: Path) -> None:
-    cache = SampleCache(tmp_path, max_bytes=64 << 10)
-    payloads = {f"s{index}": bytes([index]) * 4096 for index in range(64)}
+    cache = SampleCache(tmp_path, max_bytes=4 << 20)
     errors: list[str] = []
 
     def work(offset: int) -> None:
-        for _round in range(20):
+        for _round in range(5):
             for index in range(offset, 64, 4):
-                name = f"s{index}"
-                got = cache.get(name)
-                if got is not None and got != payloads[name]:
-                    errors.append(name)
-                cache.put(name, payloads[name])
+                got = cache.get(f"s{index}")
+                if got is not None and got != payload(index):
+                    errors.append(f"s{index}")
+                cache.put(f"s{index}", payload(index))
 
     threads = [threading.Thread(target=work, args=(offset,)) for offset in range(4)]
     for thread in threads:
@@ -59,9 +87,52 @@ def test_concurrent_readers_and_writers_never_see_partial_entries(tmp_path: Path
     for thread in threads:
         thread.join()
     assert not errors
-    assert cache.size <= 64 << 10
+    assert cache.size <= (4 << 20) + ENTRY
+
+
+def test_a_cache_that_cannot_be_written_or_read_is_a_warning_not_a_failure(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    cache = SampleCache(tmp_path, max_bytes=4 << 20)
+
+    def full(*_arguments: object, **_options: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    cache._cache.set = full
+    cache._cache.get = full
+    cache.put("s0", payload(0))
+    cache.put("s1", payload(1))
+    assert cache.get("s0") is None and cache.misses == 1
+    assert caplog.text.count("cannot write it (OSError") == 1 and caplog.text.count("cannot read it (OSError") == 1
 
 
 def test_a_non_positive_limit_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="positive"):
         SampleCache(tmp_path, max_bytes=0)
+
+
+def test_a_second_request_waits_for_the_claim_holders_entry(tmp_path: Path) -> None:
+    cache = SampleCache(tmp_path, max_bytes=4 << 20)
+
+    async def scenario() -> tuple[bytes | None, str | None]:
+        missing, claim = await cache.get_or_claim("s1")
+        assert missing is None and claim is not None, "the first request holds the claim"
+        waiter = asyncio.ensure_future(cache.get_or_claim("s1"))
+        await asyncio.sleep(0.05)
+        assert not waiter.done(), "the second waits while the first fetches"
+        cache.put("s1", payload(1), claim)
+        return await asyncio.wait_for(waiter, 10)
+
+    assert asyncio.run(scenario()) == (payload(1), None)
+
+
+def test_a_failed_fetch_hands_the_claim_on(tmp_path: Path) -> None:
+    cache = SampleCache(tmp_path, max_bytes=4 << 20)
+
+    async def scenario() -> tuple[bytes | None, str | None]:
+        _, claim = await cache.get_or_claim("s1")
+        waiter = asyncio.ensure_future(cache.get_or_claim("s1"))
+        await asyncio.sleep(0.02)
+        cache.release("s1", claim)
+        return await asyncio.wait_for(waiter, 10)
+
+    data, claim = asyncio.run(scenario())
+    assert data is None and claim is not None, "the waiter fetches it now"

@@ -107,21 +107,31 @@ class RemoteStorage(Storage):
         """
         name = self.sample_name(index)
         cache = self._sample_cache()
-        if cache is not None and (cached := cache.get(name)) is not None:
-            return cached
-        async with self._limit():
-            try:
-                data = await call_with_retries(
-                    lambda: self._request(index), policy=self.retry, classify=self._classify, name=name, counters=self.counters
-                )
-            except StorageError:  # unavailable past the deadline, or a verdict such as a bad checksum
-                raise
-            except Exception as error:  # a final error (missing object, refused): name the sample
-                raise StorageError(f"{name}: {type(error).__name__}: {first_line(error)}") from error
+        # The node's cache: a hit, or a wait for another rank fetching it now, or ours to fetch.
+        claim = None
+        if cache is not None:
+            cached, claim = await cache.get_or_claim(name)
+            if cached is not None:
+                return cached
+        try:
+            async with self._limit():
+                try:
+                    data = await call_with_retries(
+                        lambda: self._request(index), policy=self.retry, classify=self._classify, name=name, counters=self.counters
+                    )
+                except StorageError:  # unavailable past the deadline, or a verdict such as a bad checksum
+                    raise
+                except Exception as error:  # a final error (missing object, refused): name the sample
+                    raise StorageError(f"{name}: {type(error).__name__}: {first_line(error)}") from error
+        except BaseException:  # failed or cancelled: another request may fetch it
+            if cache is not None:
+                cache.release(name, claim)
+            raise
         self.requests += 1
         self.bytes_fetched += len(data)
         if cache is not None:
-            cache.put(name, data)
+            # Off the event loop: a write is a file and a transaction, a millisecond or so.
+            await asyncio.to_thread(cache.put, name, data, claim)
         return data
 
     def request_latencies(self) -> Sequence[float]:
@@ -201,6 +211,8 @@ class RemoteStorage(Storage):
             if self._loop_finalizer is not None:
                 self._loop_finalizer.detach()
             _stop_loop(loop, thread)
+        if self.cache is not None:
+            self.cache.close()
         super().close()
 
     def stats(self) -> dict[str, int]:

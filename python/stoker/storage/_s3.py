@@ -217,20 +217,27 @@ class S3Storage(RemoteStorage):
             return data
 
         name = f"s3://{self.bucket}/{key} bytes {block.start}-{block.end - 1}"
+        claim = None
         if self.cache is not None:
-            # Off the event loop: a block is megabytes of disk read.
-            cached = await asyncio.to_thread(self.cache.get, name)
+            # The node's cache (a hit, a wait for another rank's fetch, or ours to fetch), read
+            # off the event loop: a block is megabytes.
+            cached, claim = await self.cache.get_or_claim(name, in_thread=True)
             if cached is not None and len(cached) == length:
                 return memoryview(cached)
-        async with self._limit():
-            data = await self._hedged_blocks.call(
-                lambda copy: call_with_retries(
-                    lambda: get(self._store_for(copy)), policy=self.retry, classify=self._classify, name=name, counters=self.counters
+        try:
+            async with self._limit():
+                data = await self._hedged_blocks.call(
+                    lambda copy: call_with_retries(
+                        lambda: get(self._store_for(copy)), policy=self.retry, classify=self._classify, name=name, counters=self.counters
+                    )
                 )
-            )
+        except BaseException:  # failed or cancelled: another request may fetch it
+            if self.cache is not None:
+                self.cache.release(name, claim)
+            raise
         self.block_downloads += 1
         if self.cache is not None:
-            await asyncio.to_thread(self.cache.put, name, data)
+            await asyncio.to_thread(self.cache.put, name, data, claim)
         return data
 
     def _sample_cache(self) -> SampleCache | None:

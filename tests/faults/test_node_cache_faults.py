@@ -1,0 +1,60 @@
+"""The node's shared sample cache when a rank dies: a claim held by a killed process is taken
+over at once (no wait for it to lapse), and a process killed in the middle of writing leaves a
+cache whose entries read back whole."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from stoker.storage import SampleCache
+
+pytest.importorskip("diskcache")
+
+CLAIM_AND_DIE = """
+import asyncio, os, signal, sys
+from stoker.storage import SampleCache
+cache = SampleCache(sys.argv[1], max_bytes=4 << 20)
+data, claim = asyncio.run(cache.get_or_claim("s1"))
+assert data is None and claim is not None
+print("claimed", flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+WRITE_FOREVER = """
+import sys
+from stoker.storage import SampleCache
+cache = SampleCache(sys.argv[1], max_bytes=8 << 20)
+index = 0
+while True:
+    cache.put(f"s{index % 200}", bytes([index % 200]) * (64 << 10))
+    index += 1
+    if index == 50:
+        print("writing", flush=True)
+"""
+
+
+def test_a_claim_held_by_a_killed_rank_is_taken_over(tmp_path: Path) -> None:
+    rank = subprocess.run([sys.executable, "-c", CLAIM_AND_DIE, str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert rank.returncode == -signal.SIGKILL and "claimed" in rank.stdout
+    cache = SampleCache(tmp_path, max_bytes=4 << 20)
+    data, claim = asyncio.run(asyncio.wait_for(cache.get_or_claim("s1"), 10))
+    assert data is None and claim is not None, "this process fetches it: the dead rank's claim is not waited on"
+
+
+def test_a_rank_killed_mid_write_leaves_whole_entries(tmp_path: Path) -> None:
+    writer = subprocess.Popen([sys.executable, "-c", WRITE_FOREVER, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    assert writer.stdout is not None and writer.stdout.readline().strip() == "writing"
+    writer.send_signal(signal.SIGKILL)
+    writer.wait(timeout=30)
+    cache = SampleCache(tmp_path, max_bytes=8 << 20)
+    found = [index for index in range(200) if (data := cache.get(f"s{index}")) is not None and data == bytes([index]) * (64 << 10)]
+    missing_or_whole = [cache.get(f"s{index}") in (None, bytes([index]) * (64 << 10)) for index in range(200)]
+    assert all(missing_or_whole) and len(found) >= 40
+    cache.put("after", b"x" * 100)
+    assert cache.get("after") == b"x" * 100, "the cache is writable after the crash"

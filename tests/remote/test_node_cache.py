@@ -1,0 +1,59 @@
+"""One cache per node: three local ranks, each its own process, share one `cache_dir`; over two
+epochs the node fetches each sample from the server once."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from stoker.storage import upload_to_s3
+from tests.support.s3_server import S3Server
+
+from .conftest import dataset, unique
+
+RANK = """
+import json, sys
+from stoker import Loader
+from stoker.storage import S3Storage
+url, cache, rank = sys.argv[1], sys.argv[2], int(sys.argv[3])
+epochs = []
+with S3Storage(url, cache_dir=cache, cache_bytes=64 << 20) as storage:
+    loader = Loader(storage, batch_size=8, seed=3, rank=rank, world_size=3)
+    for epoch in range(2):
+        loader.set_epoch(epoch)
+        before = storage.stats()
+        keys = [key for batch in loader for key, padding in zip(batch.keys, batch.padding) if not padding]
+        after = storage.stats()
+        epochs.append({"keys": keys, "fetched": after["requests"] - before["requests"], "hits": after["cache_hits"] - before["cache_hits"]})
+print(json.dumps(epochs))
+"""
+
+
+def test_local_ranks_share_one_cache_and_never_fetch_a_sample_twice(s3_server: S3Server, tmp_path: Path) -> None:
+    bucket = unique("node-cache-")
+    s3_server.create_bucket(bucket)
+    source = dataset(150)
+    upload_to_s3(source, f"s3://{bucket}/d", progress=False, **s3_server.options())
+    environment = {**os.environ, **s3_server.environment()}
+    ranks = [
+        subprocess.Popen(
+            [sys.executable, "-c", RANK, f"s3://{bucket}/d", str(tmp_path / "cache"), str(rank)], stdout=subprocess.PIPE, env=environment
+        )
+        for rank in range(3)
+    ]
+    outputs = [rank.communicate(timeout=300)[0] for rank in ranks]
+    assert [rank.returncode for rank in ranks] == [0, 0, 0]
+    epochs = [json.loads(output) for output in outputs]
+    for epoch in range(2):
+        keys = [key for rank in epochs for key in rank[epoch]["keys"]]
+        assert sorted(keys) == sorted(source.keys), f"epoch {epoch}: every sample once over the ranks"
+    # The ranks run unsynchronized (a rank in epoch 1 may ask for a sample another has yet to
+    # read in epoch 0), and each asks for the next epoch's first samples early: the node still
+    # fetches each sample once, the other reads waiting for that fetch or hitting its entry.
+    fetched = sum(epoch["fetched"] for rank in epochs for epoch in rank)
+    hits = sum(epoch["hits"] for rank in epochs for epoch in rank)
+    assert fetched == len(source), f"the node fetched {fetched} samples for {len(source)}"
+    assert hits >= len(source), "every second read of a sample is a hit"
