@@ -137,9 +137,14 @@ class CassandraServer(ServerProcess):
     ``server.username`` / ``server.password``.
 
     Args:
-        port: Native-protocol port on 127.0.0.1 (default: a free one). A restart keeps the port
-            and the data.
+        port: Native-protocol port (default: a free one). A restart keeps the port and the data.
         heap: JVM heap (``-Xms`` and ``-Xmx``).
+        host: The loopback address it listens on (a node of a `CassandraCluster`: 127.0.0.2...).
+        storage_port: Gossip port (default: a free one; a cluster's nodes share one).
+        seeds: ``host:port`` of the seed node (default: this node alone).
+        initial_token: This node's token in a cluster (it then joins without streaming data).
+        authenticate: Password authentication (off for a cluster: ``system_auth`` would live
+            on one node, and losing it would refuse every login).
     """
 
     name = "cassandra"
@@ -148,12 +153,27 @@ class CassandraServer(ServerProcess):
     username = "cassandra"  # the default superuser Cassandra creates on first start
     password = "cassandra"
 
-    def __init__(self, port: int | None = None, heap: str = "768M") -> None:
+    def __init__(
+        self,
+        port: int | None = None,
+        heap: str = "768M",
+        *,
+        host: str = "127.0.0.1",
+        storage_port: int | None = None,
+        seeds: str | None = None,
+        initial_token: int | None = None,
+        authenticate: bool = True,
+    ) -> None:
         super().__init__()
+        self.host = host
         self.port = port or free_port()
-        self.storage_port = free_port()
+        self.storage_port = storage_port or free_port()
         self.jmx_port = free_port()
         self.heap = heap
+        self.seeds = seeds or f"{host}:{self.storage_port}"
+        self.initial_token = initial_token
+        if not authenticate:
+            self.username = self.password = None  # type: ignore[assignment]
 
     def _config(self) -> Path:
         data = self.workdir / "data"
@@ -171,23 +191,24 @@ class CassandraServer(ServerProcess):
             "commitlog_sync_period: 10000ms",
             "seed_provider:",
             "  - class_name: org.apache.cassandra.locator.SimpleSeedProvider",
-            f"    parameters: [{{seeds: '127.0.0.1:{self.storage_port}'}}]",
-            "listen_address: 127.0.0.1",
-            "rpc_address: 127.0.0.1",
+            f"    parameters: [{{seeds: '{self.seeds}'}}]",
+            f"listen_address: {self.host}",
+            f"rpc_address: {self.host}",
             f"storage_port: {self.storage_port}",
             f"native_transport_port: {self.port}",
             "start_native_transport: true",
             "endpoint_snitch: SimpleSnitch",
-            "authenticator: PasswordAuthenticator",
+            f"authenticator: {'PasswordAuthenticator' if self.username else 'AllowAllAuthenticator'}",
             "authorizer: AllowAllAuthorizer",
             "role_manager: CassandraRoleManager",
             "concurrent_reads: 16",
             "concurrent_writes: 16",
             "batch_size_warn_threshold: 1MiB",
             "batch_size_fail_threshold: 4MiB",
-            "",
         ]
-        config.write_text("\n".join(lines))
+        if self.initial_token is not None:  # a node of a new cluster: its token, no streaming
+            lines += [f"initial_token: {self.initial_token}", "auto_bootstrap: false"]
+        config.write_text("\n".join(lines) + "\n")
         (self.workdir / "logback.xml").write_text(LOGBACK)
         return config
 
@@ -217,6 +238,8 @@ class CassandraServer(ServerProcess):
     def _ready(self) -> bool:
         if not wait_for_port(self.host, self.port, 0.2):
             return False
+        if self.username is None:
+            return self._login_works()
         # The port opens a moment before the default superuser exists: wait for it.
         return "Created default superuser role" in self.log_path.read_text(errors="replace") or self._login_works()
 

@@ -94,11 +94,26 @@ class ServerProcess:
             ServerError: It exited, or was not ready within ``startup_timeout`` (the log's tail
                 is in the message).
         """
+        self.launch()
+        self.wait_ready()
+
+    def launch(self) -> None:
+        """Start the process without waiting for it to serve (several servers start together)."""
         command = list(self._command())
         with open(self.log_path, "ab") as log:
             # A session of its own: Ctrl-C in the test run reaches us, and we stop it cleanly.
             self._process = subprocess.Popen(command, cwd=self.workdir, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def wait_ready(self) -> None:
+        """Wait until the launched server serves (see `start`)."""
         self._wait(self._ready, self.startup_timeout)
+
+    def kill(self) -> None:
+        """SIGKILL the server, as a crash or a lost machine would stop it (the data stays)."""
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
 
     def _wait(self, ready: Callable[[], bool], timeout: float) -> None:
         deadline = time.monotonic() + timeout

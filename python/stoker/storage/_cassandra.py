@@ -18,6 +18,7 @@ request waits and goes again without spending a retry (the deadline still bounds
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import uuid
@@ -49,10 +50,13 @@ def await_response(response: Any) -> asyncio.Future[Any]:
         if not future.done():
             future.set_exception(result) if failed else future.set_result(result)
 
-    response.add_callbacks(
-        lambda rows: loop.call_soon_threadsafe(settle, rows, False),
-        lambda error: loop.call_soon_threadsafe(settle, error, True),
-    )
+    def deliver(result: Any, failed: bool) -> None:
+        # A request still out when the storage closed (one to a dead node times out late)
+        # answers into a closed loop: nobody waits for it any more.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(settle, result, failed)
+
+    response.add_callbacks(lambda rows: deliver(rows, False), lambda error: deliver(error, True))
     return future
 
 

@@ -1,0 +1,113 @@
+"""A Cassandra cluster on this machine: ``nodes`` `CassandraServer` processes on 127.0.0.1,
+127.0.0.2, ... (all of 127.0.0.0/8 is loopback on Linux), one gossip and one native port shared
+as a real cluster's nodes share them, tokens spread evenly so the nodes join at once without
+streaming, small heaps (2 cores, 24 GiB). A node can be killed and started again; it rejoins
+with its data."""
+
+from __future__ import annotations
+
+import time
+from types import TracebackType
+
+from tests.support.cassandra_server import CassandraServer
+from tests.support.server import ServerError, free_port, wait_for_port
+
+__all__ = ["CassandraCluster"]
+
+
+class CassandraCluster:
+    """``with CassandraCluster(3) as cluster:`` then connect to ``cluster.hosts`` on ``cluster.port``.
+
+    Args:
+        nodes: How many nodes.
+        heap: Each node's JVM heap.
+    """
+
+    def __init__(self, nodes: int = 3, heap: str = "512M") -> None:
+        self.port, storage_port = free_port(), free_port()
+        self.hosts = [f"127.0.0.{number + 1}" for number in range(nodes)]
+        seeds = f"{self.hosts[0]}:{storage_port}"
+        spacing = 2**64 // nodes
+        self.nodes = [
+            CassandraServer(
+                self.port,
+                heap,
+                host=host,
+                storage_port=storage_port,
+                seeds=seeds,
+                initial_token=-(2**63) + number * spacing,
+                authenticate=False,
+            )
+            for number, host in enumerate(self.hosts)
+        ]
+
+    def start(self) -> None:
+        """Start every node and wait until each serves and sees all the others up.
+
+        Raises:
+            ServerError: A node did not start, or the ring did not form.
+        """
+        self.nodes[0].start()  # the seed first: the others gossip with it
+        for node in self.nodes[1:]:
+            node.launch()
+        for node in self.nodes[1:]:
+            node.wait_ready()
+        self.wait_until_up(len(self.nodes))
+
+    def kill(self, number: int) -> None:
+        """SIGKILL node ``number`` (its data stays for `restart`)."""
+        self.nodes[number].kill()
+
+    def restart(self, number: int) -> None:
+        """Start node ``number`` again and wait until the ring sees every node up."""
+        self.nodes[number].start()
+        self.wait_until_up(len(self.nodes))
+
+    def up_hosts(self) -> set[str]:
+        """The nodes whose process runs and whose native port answers."""
+        return {node.host for node in self.nodes if node.running and wait_for_port(node.host, self.port, 0.5)}
+
+    def joined(self) -> int:
+        """How many nodes the seed knows in the ring (itself and its peers)."""
+        from stoker.storage import CassandraConnection
+
+        connection = CassandraConnection(hosts=[self.hosts[0]], port=self.port, connect_timeout=5)
+        cluster, session = connection.connect(executor_threads=1)
+        try:
+            return 1 + len(list(session.execute("SELECT peer FROM system.peers_v2")))
+        finally:
+            cluster.shutdown()
+
+    def wait_until_up(self, count: int, timeout: float = 180.0) -> None:
+        """Wait until ``count`` nodes serve and the seed knows all of them.
+
+        Raises:
+            ServerError: Not within ``timeout`` seconds.
+        """
+        deadline = time.monotonic() + timeout
+        seen, joined = set(), 0
+        while time.monotonic() < deadline:
+            seen = self.up_hosts()
+            try:
+                joined = self.joined()
+            except Exception:
+                joined = 0
+            if len(seen) >= count and joined >= len(self.nodes):
+                return
+            time.sleep(1.0)
+        raise ServerError(f"{sorted(seen)} serve and the seed knows {joined} nodes, not {count}:\n{self.nodes[-1].log_tail()}")
+
+    def close(self) -> None:
+        for node in self.nodes:
+            node.close()
+
+    def __enter__(self) -> CassandraCluster:
+        try:
+            self.start()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None) -> None:
+        self.close()
