@@ -5,7 +5,7 @@ use numpy::{PyArrayDyn, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
-use pyo3::types::{PyBool, PyString};
+use pyo3::types::{PyBool, PyDict, PyString, PyTuple};
 
 use half::f16;
 
@@ -187,6 +187,37 @@ impl ImageTransform {
 
     fn __repr__(&self) -> String {
         format!("ImageTransform({:?}, {:?}, dtype={})", self.spec, self.output, self.dtype.name())
+    }
+
+    /// The keyword arguments that make this transform again: what pickle calls `__new__` with,
+    /// so a transform travels to other processes (Ray tasks, DataLoader workers).
+    fn __getnewargs_ex__<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyTuple>, Bound<'py, PyDict>)> {
+        let options = PyDict::new(py);
+        let spec = &self.spec;
+        options.set_item("resize_shorter", spec.resize_shorter)?;
+        options.set_item("resize", spec.resize.map(|(width, height)| (height, width)))?;
+        match spec.crop {
+            Crop::None => {}
+            Crop::Center { width, height } => options.set_item("center_crop", (height, width))?,
+            Crop::RandomResized { width, height, scale, ratio } => {
+                options.set_item("random_resized_crop", (height, width))?;
+                options.set_item("scale", scale)?;
+                options.set_item("ratio", ratio)?;
+            }
+        }
+        options.set_item("flip_probability", spec.flip_probability)?;
+        options.set_item("grayscale", spec.gray)?;
+        options.set_item("dct_scaling", spec.dct_scaling)?;
+        options.set_item("max_pixels", spec.max_pixels)?;
+        options.set_item("layout", self.layout())?;
+        options.set_item("dtype", self.dtype.name())?;
+        if self.dtype != DType::U8 {
+            // Stored per RGB channel; grayscale takes one value.
+            let channels = self.channels();
+            options.set_item("mean", self.output.mean[..channels].to_vec())?;
+            options.set_item("std", self.output.std[..channels].to_vec())?;
+        }
+        Ok((PyTuple::empty(py), options))
     }
 }
 

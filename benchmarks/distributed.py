@@ -1,0 +1,207 @@
+"""Beyond one machine, measured on this one:
+
+1. Cassandra, 1 node against a 3-node cluster on loopback (replication 3, token-aware routing):
+   one epoch of raw bytes through the stoker Loader, samples/s and CPU per sample, at
+   consistency ONE and QUORUM. All nodes share this machine's cores, so the cluster is not
+   expected to be faster here: the row says what replication and routing cost.
+2. The driver: CPU per row for cassandra-driver against scylla-driver (shard-aware; a drop-in
+   that also imports as ``cassandra``, so it runs in a virtual environment of its own, made here
+   once with pip), reading the same keyspace with `CassandraStorage.read_many`.
+3. One cache per node: 3 local ranks (processes) over 2 epochs from an S3 server behind a 20 ms
+   proxy, with one shared `cache_dir` against one cache per rank: samples fetched from the store
+   and the cache hit rate.
+
+Left out, with the reason printed: ``stoker convert --ray`` (not built yet).
+
+Run:  python benchmarks/distributed.py [--samples 3000] [--size-kb 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, for tests.support
+
+from stoker.loader import Loader  # noqa: E402
+from stoker.storage import CassandraConnection, CassandraStorage, MemoryStorage, upload_to_cassandra, upload_to_s3  # noqa: E402
+from stoker.storage._cache import cache_dir  # noqa: E402
+from tests.support.cassandra_cluster import CassandraCluster  # noqa: E402
+from tests.support.cassandra_server import CassandraServer  # noqa: E402
+from tests.support.proxy_process import ProxyProcess  # noqa: E402
+from tests.support.s3_server import S3Server  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Reads every sample of a keyspace once with read_many; prints CPU seconds and rows.
+DRIVER_READ = """
+import json, sys, time
+from stoker.storage import CassandraConnection, CassandraStorage
+import cassandra
+settings = json.loads(sys.argv[1])
+with CassandraStorage(CassandraConnection(**settings)) as storage:
+    keys = list(storage.keys)
+    storage.read_many(keys[:200])  # connections and prepared statements
+    cpu, wall = time.process_time(), time.perf_counter()
+    for start in range(0, len(keys), 256):
+        storage.read_many(keys[start:start + 256])
+    print(json.dumps({"driver": cassandra.__name__ + " " + cassandra.__version__, "rows": len(keys),
+                      "cpu": time.process_time() - cpu, "wall": time.perf_counter() - wall}))
+"""
+
+
+def samples(count: int, size: int) -> MemoryStorage:
+    generator = np.random.default_rng(0)
+    return MemoryStorage(
+        {f"c{index % 10}/{index:06d}.jpg": generator.integers(0, 256, size, dtype=np.uint8).tobytes() for index in range(count)},
+        {f"c{index % 10}/{index:06d}.jpg": index % 10 for index in range(count)},
+    )
+
+
+def epoch(connection: CassandraConnection) -> dict[str, float]:
+    with CassandraStorage(connection) as storage:
+        loader = Loader(storage, batch_size=32, seed=0)
+        cpu, wall = time.process_time(), time.perf_counter()
+        count = sum(len(batch.keys) for batch in loader)
+        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    return {"samples_per_second": count / wall, "cpu_us_per_sample": 1e6 * cpu / count}
+
+
+def scylla_python() -> str | None:
+    """A Python with scylla-driver, numpy and tqdm (made once under stoker's cache); None if pip fails."""
+    folder = cache_dir("bench", "scylla-driver-venv")
+    python = folder / "bin" / "python"
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True)
+        installed = subprocess.run(
+            [str(python), "-m", "pip", "install", "-q", "scylla-driver", "numpy", "tqdm"], capture_output=True, text=True
+        )
+        if installed.returncode != 0:
+            print(f"  scylla-driver: left out, pip failed: {installed.stderr.strip().splitlines()[-1:]}")
+            return None
+    return str(python)
+
+
+def driver_cpu(python: str, settings: dict[str, object]) -> dict[str, object]:
+    environment = {**os.environ, "PYTHONPATH": str(ROOT / "python")}  # stoker from this tree, native core included
+    finished = subprocess.run([python, "-c", DRIVER_READ, json.dumps(settings)], capture_output=True, text=True, env=environment, cwd=ROOT)
+    if finished.returncode != 0:
+        raise RuntimeError(finished.stderr.strip().splitlines()[-1])
+    return json.loads(finished.stdout.strip().splitlines()[-1])
+
+
+RANK = """
+import json, sys
+from stoker import Loader
+from stoker.storage import S3Storage
+url, endpoint, cache, rank = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+rows = []
+with S3Storage(url, endpoint=endpoint, cache_dir=cache, cache_bytes=4 << 30) as storage:
+    loader = Loader(storage, batch_size=32, seed=3, rank=rank, world_size=3)
+    for number in range(2):
+        loader.set_epoch(number)
+        before = storage.stats()
+        count = sum(len(batch.keys) for batch in loader)
+        after = storage.stats()
+        rows.append({"samples": count, "fetched": after["requests"] - before["requests"], "hits": after["cache_hits"] - before["cache_hits"]})
+print(json.dumps(rows))
+"""
+
+
+def node_cache(source: MemoryStorage) -> None:
+    with S3Server() as s3, tempfile.TemporaryDirectory(prefix="stoker-node-cache-") as scratch:
+        s3.create_bucket("nodecache")
+        upload_to_s3(source, "s3://nodecache/d", progress=False, **s3.options())
+        with ProxyProcess(s3.port, delay=0.01) as proxy:
+            endpoint = f"http://127.0.0.1:{proxy.port}"
+            environment = {**os.environ, **s3.environment()}
+            for shared in (True, False):
+                caches = [Path(scratch) / ("shared" if shared else f"rank{rank}") for rank in range(3)]
+                ranks = [
+                    subprocess.Popen(
+                        [sys.executable, "-c", RANK, "s3://nodecache/d", endpoint, str(caches[rank]), str(rank)],
+                        stdout=subprocess.PIPE,
+                        env=environment,
+                        cwd=ROOT,
+                    )
+                    for rank in range(3)
+                ]
+                rows = [json.loads(rank.communicate(timeout=1800)[0]) for rank in ranks]
+                fetched = sum(epoch["fetched"] for rank in rows for epoch in rank)
+                second = [rank[1] for rank in rows]
+                hit_rate = sum(epoch["hits"] for epoch in second) / max(1, sum(epoch["samples"] for epoch in second))
+                label = "one cache for the node" if shared else "one cache per rank   "
+                print(
+                    f"  {label}: {fetched} fetches from the store for {len(source)} samples over 2 epochs "
+                    f"({fetched / len(source):.2f} per sample); epoch 2 hit rate {100 * hit_rate:.0f}%",
+                    flush=True,
+                )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--samples", type=int, default=3000)
+    parser.add_argument("--size-kb", type=int, default=20)
+    args = parser.parse_args()
+    source = samples(args.samples, args.size_kb << 10)
+    print(f"{args.samples} samples of {args.size_kb} KB")
+    print("Cassandra, one epoch through the Loader (raw bytes, batches of 32):")
+    with CassandraServer(heap="1G") as single:
+        connection = CassandraConnection(
+            hosts=[single.host], port=single.port, keyspace="bench", username=single.username, password=single.password
+        )
+        upload_to_cassandra(source, connection, progress=False)
+        result = epoch(connection)
+        print(
+            f"  1 node            : {result['samples_per_second']:7.0f} samples/s, {result['cpu_us_per_sample']:5.0f} us CPU per sample",
+            flush=True,
+        )
+        settings = {
+            "hosts": [single.host],
+            "port": single.port,
+            "keyspace": "bench",
+            "username": single.username,
+            "password": single.password,
+        }
+        print("The driver, CPU per row (read_many of every row, 1 node):")
+        pythons = {"cassandra-driver": sys.executable, "scylla-driver": scylla_python()}
+        for name, python in pythons.items():
+            if python is None:
+                continue
+            try:
+                measured = driver_cpu(python, settings)
+            except RuntimeError as error:
+                print(f"  {name}: left out ({error})")
+                continue
+            print(
+                f"  {measured['driver']:<24}: {1e6 * measured['cpu'] / measured['rows']:5.0f} us CPU per row, {measured['rows'] / measured['wall']:7.0f} rows/s",
+                flush=True,
+            )
+    with CassandraCluster(3) as cluster:
+        upload_to_cassandra(
+            source,
+            CassandraConnection(hosts=cluster.hosts, port=cluster.port, keyspace="bench", consistency="ALL"),
+            replication=3,
+            progress=False,
+        )
+        for consistency in ("ONE", "QUORUM"):
+            result = epoch(CassandraConnection(hosts=cluster.hosts, port=cluster.port, keyspace="bench", consistency=consistency))
+            print(
+                f"  3 nodes, RF 3, {consistency:<6}: {result['samples_per_second']:7.0f} samples/s, {result['cpu_us_per_sample']:5.0f} us CPU per sample",
+                flush=True,
+            )
+    print("One cache per node, 3 local ranks, 2 epochs, S3 at 20 ms:")
+    node_cache(source)
+    print("stoker convert --ray: left out (the Ray integration is not built yet)")
+
+
+if __name__ == "__main__":
+    main()
