@@ -3,7 +3,7 @@
 stoker bench [PATH] [--batch-size 32] [--latency-ms 0] [--duration 20] [--json RUN.json]
 stoker bench --scenario small-files|starvation|padding|pinned
 stoker report RUN.json [--out DIR]
-stoker convert SRC DST [--to shards|lmdb|parquet|objects] [--shard-size 256MB] [--row-group-size 32MB]
+stoker convert SRC DST [--to shards|lmdb|parquet|objects] [--shard-size 256MB] [--row-group-size 32MB] [--ray [ADDRESS]]
     DST may be s3://bucket/prefix (objects or shards) or cassandra://host:port/keyspace
 stoker split SRC -o SPLITS.json [--ratios train=0.8,val=0.1,test=0.1 | --folds K]
     [--balance original|uniform|LABEL=WEIGHT,...] [--group-column COL] [--seed 0]
@@ -181,6 +181,16 @@ def _convert(arguments: argparse.Namespace) -> int:
         return _upload(arguments)
     destination = arguments.destination.rstrip("/")
     to = arguments.to or ("lmdb" if destination.endswith(".lmdb") else "parquet" if destination.endswith(".parquet") else "shards")
+    if arguments.ray is not None:
+        if to != "shards":
+            raise SystemExit("stoker convert: --ray writes tar shards only")
+        from .ray import convert_with_ray
+
+        report = convert_with_ray(arguments.source, destination, shard_size=arguments.shard_size, address=arguments.ray or None)
+        print(
+            f"wrote {report.samples} samples ({report.bytes / 1e6:.1f} MB) in {report.shards} shards to {report.destination} with Ray; verified"
+        )
+        return 0
     with open_storage(arguments.source) as source:
         report = convert_storage(
             source,
@@ -343,6 +353,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     convert.add_argument("--concurrency", type=int, default=None, help="writes in flight (default: 32 to S3, 8 to Cassandra)")
     convert.add_argument("--metadata", help="CSV of key,column,... written to Cassandra's metadata table")
     convert.add_argument("--replication", type=int, default=1, help="replication factor of a new Cassandra keyspace")
+    convert.add_argument(
+        "--ray",
+        nargs="?",
+        const="",
+        metavar="ADDRESS",
+        help="convert to shards on a Ray cluster (ADDRESS, e.g. auto or host:6379; none: a local one); same bytes as without",
+    )
     convert.add_argument("--quiet", action="store_true", help="no progress bar")
     convert.set_defaults(run=_convert)
     split = commands.add_parser(

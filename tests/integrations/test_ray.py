@@ -1,13 +1,19 @@
 """Ray Data over stoker storage on a real local Ray cluster (a head and a second node, loopback
 only): every sample read once with its key and label, ``map_batches`` on the workers, decoded
-images equal to stoker's own decode, and a corrupt sample named in the task's error."""
+images equal to stoker's own decode, a corrupt sample named in the task's error; ``stoker convert
+--ray`` (and `convert_with_ray`) byte-identical to ``stoker convert``, also with a worker
+SIGKILLed mid-conversion; a failed conversion leaves no ``dataset.json``."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,9 +21,9 @@ import numpy as np
 import pytest
 
 from stoker.ops import ImageTransform, decode_image
-from stoker.storage import MemoryStorage, convert_storage
+from stoker.storage import MemoryStorage, convert_storage, open_storage
 from tests.images import jpeg
-from tests.support.server import free_port
+from tests.support.server import free_port, wait_for_port
 
 ray = pytest.importorskip("ray")
 
@@ -31,30 +37,48 @@ def unavailable(error: str) -> None:
 
 @pytest.fixture(scope="module")
 def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """``ray start --head`` and a second node joined to it, on 127.0.0.1; yields the address."""
+    """A Ray head and a second node joined to it, on 127.0.0.1; yields the address. Each node is
+    a ``ray start --block`` in a process group of its own, stopped by signalling that group: never
+    ``ray stop``, which would stop every Ray cluster on the machine."""
     command = shutil.which("ray", path=str(Path(sys.executable).parent))  # the venv's own
     if command is None:
         unavailable("the ray command is not installed")
-    address = f"127.0.0.1:{free_port()}"
+    port = free_port()
+    address = f"127.0.0.1:{port}"
     temp = tmp_path_factory.mktemp("ray")
-    common = ["--num-cpus=1", "--object-store-memory=150000000", "--disable-usage-stats", "--node-ip-address=127.0.0.1"]
-    started = subprocess.run(
-        [command, "start", "--head", f"--port={address.split(':')[1]}", "--include-dashboard=false", f"--temp-dir={temp}", *common],
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    if started.returncode != 0:
-        unavailable(started.stderr[-2000:])
-    joined = subprocess.run([command, "start", f"--address={address}", *common], capture_output=True, text=True, timeout=180)
+    common = ["--block", "--num-cpus=1", "--object-store-memory=150000000", "--disable-usage-stats", "--node-ip-address=127.0.0.1"]
+    nodes: list[subprocess.Popen[bytes]] = []
+
+    def node(*arguments: str) -> None:
+        log = open(temp / f"node-{len(nodes)}.log", "wb")  # noqa: SIM115 - the node's lifetime
+        nodes.append(
+            subprocess.Popen([command, "start", *arguments, *common], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        )
+
     try:
-        if joined.returncode != 0:
-            unavailable(joined.stderr[-2000:])
+        node("--head", f"--port={port}", "--include-dashboard=false", f"--temp-dir={temp}")
+        if not wait_for_port("127.0.0.1", port, 120):
+            unavailable(f"the Ray head did not open {address}: {(temp / 'node-0.log').read_text()[-2000:]}")
+        node(f"--address={address}")
         ray.init(address=address, log_to_driver=False)
+        deadline = time.monotonic() + 120
+        while len([entry for entry in ray.nodes() if entry["Alive"]]) < 2 and time.monotonic() < deadline:
+            time.sleep(0.5)
+        if len([entry for entry in ray.nodes() if entry["Alive"]]) < 2:
+            unavailable(f"the second Ray node did not join: {(temp / 'node-1.log').read_text()[-2000:]}")
         yield address
     finally:
         ray.shutdown()
-        subprocess.run([command, "stop", "--force"], capture_output=True, timeout=120)
+        for process in reversed(nodes):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGTERM)
+        for process in nodes:
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
 
 
 @pytest.fixture(scope="module")
@@ -112,3 +136,96 @@ def test_bad_columns_are_refused_on_the_driver(shards: tuple[Path, MemoryStorage
         StokerDatasource(str(shards[0]), columns=("key", "pixels"))
     with pytest.raises(ValueError, match="needs a transform"):
         StokerDatasource(str(shards[0]), columns=("image",))
+
+
+def files_of(folder: Path) -> dict[str, bytes]:
+    return {path.name: path.read_bytes() for path in sorted(folder.iterdir())}
+
+
+def test_convert_with_ray_writes_the_same_bytes_as_convert(ray_cluster: str, shards: tuple[Path, MemoryStorage], tmp_path: Path) -> None:
+    from stoker.ray import convert_with_ray
+
+    folder, source = shards
+    with open_storage(str(folder)) as same_source:
+        convert_storage(same_source, tmp_path / "alone", shard_size=50_000, progress=False)
+    report = convert_with_ray(str(folder), tmp_path / "ray", shard_size=50_000, rows_per_block=5)
+    assert report.samples == len(source) and report.shards > 2
+    assert files_of(tmp_path / "ray") == files_of(tmp_path / "alone"), "shards, indexes and dataset.json byte for byte"
+
+
+def test_stoker_convert_with_ray_from_the_command_line(ray_cluster: str, shards: tuple[Path, MemoryStorage], tmp_path: Path) -> None:
+    folder, _ = shards
+    with open_storage(str(folder)) as same_source:
+        convert_storage(same_source, tmp_path / "alone", shard_size=50_000, progress=False)
+    command = [
+        str(Path(sys.executable).parent / "stoker"),
+        "convert",
+        str(folder),
+        str(tmp_path / "ray"),
+        "--shard-size",
+        "50000",
+        "--ray",
+        ray_cluster,
+    ]
+    finished = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    assert "with Ray; verified" in finished.stdout
+    assert files_of(tmp_path / "ray") == files_of(tmp_path / "alone")
+
+
+def test_a_failing_read_leaves_no_dataset_json(ray_cluster: str, tmp_path: Path) -> None:
+    from stoker.ray import convert_with_ray
+
+    images = {f"c/{index:02d}.jpg": jpeg(40, 30, seed=index) for index in range(20)}
+    convert_storage(MemoryStorage(images), tmp_path / "source", shard_size=10_000, progress=False)
+    shard = sorted((tmp_path / "source").glob("shard-*.tar"))[1]
+    data = bytearray(shard.read_bytes())
+    data[1500] ^= 0xFF  # a payload byte: its CRC-32 no longer matches
+    shard.write_bytes(bytes(data))
+    with pytest.raises(Exception, match=r"shard-000001\.tar"):
+        convert_with_ray(str(tmp_path / "source"), tmp_path / "out", shard_size=10_000)
+    assert not (tmp_path / "out" / "dataset.json").exists()
+    assert not (tmp_path / "out" / ".ray-parts").exists()
+
+
+def test_a_destination_that_is_not_empty_is_refused(ray_cluster: str, shards: tuple[Path, MemoryStorage], tmp_path: Path) -> None:
+    from stoker.ray import convert_with_ray
+    from stoker.storage import StorageError
+
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "notes.txt").write_text("mine")
+    with pytest.raises(StorageError, match="is not empty"):
+        convert_with_ray(str(shards[0]), tmp_path / "out")
+    assert (tmp_path / "out" / "notes.txt").read_text() == "mine"
+
+
+def test_a_worker_killed_mid_conversion_is_retried_and_the_bytes_are_the_same(ray_cluster: str, tmp_path: Path) -> None:
+    psutil = pytest.importorskip("psutil")
+    from stoker.ray import convert_with_ray
+
+    images = {f"c/{index:03d}.jpg": jpeg(60, 40, seed=index) for index in range(300)}
+    convert_storage(MemoryStorage(images), tmp_path / "source", shard_size=50_000, progress=False)
+    with open_storage(str(tmp_path / "source")) as source:
+        convert_storage(source, tmp_path / "alone", shard_size=50_000, progress=False)
+    killed: list[int] = []
+    finished = threading.Event()
+
+    def kill_one_reader() -> None:
+        while not finished.is_set() and not killed:
+            for process in psutil.process_iter(["cmdline"]):
+                if " ".join(process.info["cmdline"] or []).startswith("ray::Readstoker"):
+                    with contextlib.suppress(psutil.Error):
+                        process.send_signal(signal.SIGKILL)
+                        killed.append(process.pid)
+                    break
+            time.sleep(0.01)
+
+    killer = threading.Thread(target=kill_one_reader)
+    killer.start()
+    try:
+        convert_with_ray(str(tmp_path / "source"), tmp_path / "ray", shard_size=50_000, rows_per_block=5)
+    finally:
+        finished.set()
+        killer.join()
+    assert killed, "a worker was killed while converting"
+    assert files_of(tmp_path / "ray") == files_of(tmp_path / "alone"), "its task ran again: the same bytes"

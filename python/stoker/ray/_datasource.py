@@ -18,7 +18,7 @@ import numpy as np
 
 __all__ = ["StokerDatasource"]
 
-COLUMNS = ("key", "label", "bytes", "image")
+COLUMNS = ("index", "key", "label", "bytes", "image")
 
 
 class StokerDatasource:
@@ -26,8 +26,9 @@ class StokerDatasource:
 
     Args:
         source: The dataset's path or URL (`stoker.storage.open_storage`).
-        columns: Of ``key``, ``label``, ``bytes`` (the encoded sample) and ``image`` (decoded
-            and resized by ``transform`` into a fixed-shape uint8 or float tensor).
+        columns: Of ``index`` (the sample's place in the storage), ``key``, ``label``,
+            ``bytes`` (the encoded sample) and ``image`` (decoded and resized by ``transform``
+            into a fixed-shape uint8 or float tensor).
         transform: The `ImageTransform` for ``image`` (its geometry must give one shape).
         rows_per_block: Samples read per storage call and per Ray block.
         storage_options: Passed to `open_storage` (credentials come from the environment of
@@ -74,6 +75,7 @@ def _datasource_class() -> type:
             with open_storage(self.source, **storage_options) as storage:
                 self.count = len(storage)
                 self.describe = storage.describe()
+                self.classes = storage.classes
 
         def get_name(self) -> str:
             return f"stoker({self.describe})"
@@ -106,6 +108,8 @@ def _datasource_class() -> type:
 
             payloads = storage.read_indices(list(indices))  # raises naming the sample that failed
             table: dict[str, Any] = {}
+            if "index" in self.columns:
+                table["index"] = pyarrow.array(list(indices), pyarrow.int64())
             if "key" in self.columns:
                 table["key"] = pyarrow.array([storage.keys[index] for index in indices], pyarrow.string())
             if "label" in self.columns:

@@ -1,0 +1,182 @@
+"""`StokerShardSink`: a Ray Data sink that writes indexed tar shards from many workers, the same
+bytes `stoker convert` writes on one machine, with one ``dataset.json`` committed at the end.
+
+Tar members are position-independent (no offsets in their headers), so the work splits cleanly:
+each write task turns its rows into the tar records `stoker convert` would write for them (one
+file of records per task, written under a temporary name and renamed) and returns, per sample,
+its index, where its records lie and their CRC-32. Once every task is done, the driver orders the
+samples by index, cuts shards where `stoker convert` cuts them (a shard ends after the sample that
+takes it to ``shard_size``), joins the records into each shard, indexes and verifies every sample
+against its CRC-32, and only then writes ``dataset.json`` (under a temporary name, renamed). A
+failed or interrupted job leaves no ``dataset.json``; the destination must be a folder every Ray
+node sees (a shared filesystem) when the cluster spans machines.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import tarfile
+import uuid
+import zlib
+from pathlib import Path
+from typing import Any
+
+__all__ = ["StokerShardSink"]
+
+PARTS = ".ray-parts"
+
+
+def sample_records(key: str, data: bytes, label: Any) -> tuple[str, bytes]:
+    """(member key, the tar records of one sample) exactly as `stoker convert` writes them: the
+    payload member, then a ``.cls`` member with the label when there is one."""
+    from ..storage._convert import _add_member, shard_key
+
+    member_key, extension = shard_key(key)
+    buffer = io.BytesIO()
+    archive = tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT)
+    _add_member(archive, f"{member_key}.{extension}", data)
+    if label is not None:
+        _add_member(archive, f"{member_key}.cls", str(label).encode())
+    # Not closed: closing would add the end-of-archive blocks, which belong to the shard.
+    return member_key, buffer.getvalue()
+
+
+def end_of_archive(length: int) -> bytes:
+    """What `tarfile.TarFile.close` appends to ``length`` bytes of records: two zero blocks, then
+    zeros to a multiple of the 20-block record size."""
+    closed = length + 2 * tarfile.BLOCKSIZE
+    return bytes(2 * tarfile.BLOCKSIZE + (-closed) % tarfile.RECORDSIZE)
+
+
+class StokerShardSink:
+    """A ``ray.data.Datasink`` writing rows with columns ``index``, ``key``, ``label`` and
+    ``bytes`` (as `StokerDatasource` reads them) into ``destination`` as indexed tar shards.
+
+    Args:
+        destination: A new or empty folder.
+        shard_size: Start a new shard past this many bytes (as `stoker convert`).
+        samples: How many samples the dataset holds (every index from 0 must arrive once).
+        classes: The class names for ``dataset.json`` (the source's).
+
+    Raises:
+        StorageError: (at the start) The destination is a file or a non-empty folder; (at the
+            end) a sample missing or repeated, or one that reads back different bytes.
+    """
+
+    def __new__(cls, *arguments: Any, **options: Any) -> Any:
+        return _sink_class()(*arguments, **options)
+
+
+def _sink_class() -> type:
+    from ray.data.datasource import Datasink
+
+    from ..storage import StorageError, TarShardStorage
+    from ..storage._convert import _verify
+    from ..storage._tar import DATASET_FORMAT
+    from ..storage._tar_index import build_index, write_index
+
+    class _StokerShardSink(Datasink):
+        def __init__(
+            self, destination: str | os.PathLike[str], *, shard_size: int = 256 << 20, samples: int, classes: list[str] | None = None
+        ) -> None:
+            self.destination = Path(destination)
+            self.shard_size = shard_size
+            self.samples = samples
+            self.classes = classes
+
+        def get_name(self) -> str:
+            return "stoker-shards"
+
+        def on_write_start(self, schema: Any = None) -> None:
+            if self.destination.exists() and not self.destination.is_dir():
+                raise StorageError(f"{self.destination} is a file; shards go into a folder (give a new or empty folder)")
+            if self.destination.exists() and any(item.name != PARTS for item in self.destination.iterdir()):
+                raise StorageError(f"{self.destination} is not empty; choose a new or empty folder")
+            shutil.rmtree(self.destination / PARTS, ignore_errors=True)  # an earlier failed run's
+            (self.destination / PARTS).mkdir(parents=True)
+
+        def write(self, blocks: Any, ctx: Any) -> list[tuple[int, str, int, str, int, int, int, Any]]:
+            """Each row's records into one file for this task; per sample (index, member key,
+            crc32, file, offset, length, payload bytes, label)."""
+            name = f"task-{ctx.task_idx:06d}-{uuid.uuid4().hex}.records"
+            partial = self.destination / PARTS / f".{name}.tmp"
+            placed = []
+            offset = 0
+            with open(partial, "wb") as out:
+                for block in blocks:
+                    table = block.to_pydict() if hasattr(block, "to_pydict") else block.to_dict("list")
+                    for index, key, label, data in zip(table["index"], table["key"], table["label"], table["bytes"]):
+                        member_key, records = sample_records(key, data, label)
+                        out.write(records)
+                        placed.append((int(index), member_key, zlib.crc32(data), name, offset, len(records), len(data), label))
+                        offset += len(records)
+            partial.replace(self.destination / PARTS / name)
+            return placed
+
+        def on_write_complete(self, write_result: Any) -> None:
+            placed = sorted((sample for task in write_result.write_returns for sample in task), key=lambda sample: sample[0])
+            indices = [sample[0] for sample in placed]
+            if indices != list(range(self.samples)):
+                missing = sorted(set(range(self.samples)) - set(indices))
+                raise StorageError(
+                    f"{self.destination}: {len(placed)} samples written for {self.samples} (missing e.g. {missing[:5]}); no dataset.json"
+                )
+            expected: dict[str, tuple[int, Any]] = {}
+            for _, member_key, crc, *_rest, label in placed:
+                if member_key in expected:
+                    raise StorageError(f"two source samples map to shard key {member_key!r}")
+                expected[member_key] = (crc, label)
+            shards = self._assemble(placed)
+            with TarShardStorage([self.destination / shard["name"] for shard in shards], verify=True) as written:
+                _verify(written, expected, lambda key: key, self.classes)
+            manifest = {"format": DATASET_FORMAT, "version": 1, "shards": shards, "samples": len(expected), "classes": self.classes}
+            temporary = self.destination / ".dataset.json.tmp"
+            temporary.write_text(json.dumps(manifest, indent=1))
+            temporary.replace(self.destination / "dataset.json")
+            shutil.rmtree(self.destination / PARTS, ignore_errors=True)
+            self.report = {"samples": len(expected), "bytes": sum(sample[6] for sample in placed), "shards": len(shards)}
+
+        def on_write_failed(self, error: Exception) -> None:
+            shutil.rmtree(self.destination / PARTS, ignore_errors=True)
+            for part in self.destination.glob("shard-*"):
+                part.unlink()
+
+        def _assemble(self, placed: list[tuple[Any, ...]]) -> list[dict[str, Any]]:
+            """Shards cut where `stoker convert` cuts them, each records then the archive's end."""
+            shards: list[dict[str, Any]] = []
+            group: list[tuple[Any, ...]] = []
+            length = 0
+            for sample in placed:
+                group.append(sample)
+                length += sample[5]
+                if length >= self.shard_size:
+                    shards.append(self._write_shard(len(shards), group, length))
+                    group, length = [], 0
+            if group:
+                shards.append(self._write_shard(len(shards), group, length))
+            return shards
+
+        def _write_shard(self, number: int, group: list[tuple[Any, ...]], length: int) -> dict[str, Any]:
+            final = self.destination / f"shard-{number:06d}.tar"
+            part = final.with_name(final.name + ".part")
+            handles: dict[str, Any] = {}
+            try:
+                with open(part, "wb") as out:
+                    for _, _, _, name, offset, size, _, _ in group:
+                        source = handles.get(name) or handles.setdefault(name, open(self.destination / PARTS / name, "rb"))  # noqa: SIM115
+                        source.seek(offset)
+                        out.write(source.read(size))
+                    out.write(end_of_archive(length))
+            finally:
+                for handle in handles.values():
+                    handle.close()
+            index = build_index(part, checksums=True)
+            index.shard = final
+            write_index(index)
+            part.replace(final)
+            return {"name": final.name, "samples": len(group), "bytes": final.stat().st_size}
+
+    return _StokerShardSink
