@@ -11,9 +11,13 @@
    proxy, with one shared `cache_dir` against one cache per rank: samples fetched from the store
    and the cache hit rate.
 
-Left out, with the reason printed: ``stoker convert --ray`` (not built yet).
+4. Conversion of ``--images`` JPEGs (an ImageFolder of hard links to 2,000 distinct files) to tar
+   shards: ``stoker convert`` against ``--ray`` on a local Ray of this machine's cores, byte for
+   byte the same output; then the time the Ray run would take with more workers, projected from
+   its tasks' own time (which spreads) and the driver's (assembly and verification, which does
+   not), plus the start-up measured here.
 
-Run:  python benchmarks/distributed.py [--samples 3000] [--size-kb 20]
+Run:  python benchmarks/distributed.py [--samples 3000] [--size-kb 20] [--images 50000] [--only convert]
 """
 
 from __future__ import annotations
@@ -146,11 +150,70 @@ def node_cache(source: MemoryStorage) -> None:
                 )
 
 
+def image_links(count: int, folder: Path) -> Path:
+    """An ImageFolder of ``count`` JPEGs: hard links to 2,000 generated ones, 10 classes."""
+    from stoker.bench import image_folder
+
+    base = Path(image_folder(min(count, 2000), 500, 375))
+    originals = sorted(base.rglob("*.jpg"))
+    for index in range(count):
+        target = folder / f"class_{index % 10:02d}" / f"{index:06d}.jpg"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.link(originals[index % len(originals)], target)
+    return folder
+
+
+def conversion(count: int) -> None:
+    from stoker.storage import convert_storage, open_storage
+
+    try:
+        import ray
+
+        from stoker.ray import convert_with_ray
+    except ImportError as error:
+        print(f"  --ray: left out ({error}; pip install 'stoker[ray]')")
+        return
+    with tempfile.TemporaryDirectory(prefix="stoker-convert-bench-") as scratch:
+        source = image_links(count, Path(scratch) / "images")
+        started = time.perf_counter()
+        with open_storage(source) as storage:
+            report = convert_storage(storage, Path(scratch) / "alone", progress=False)
+        alone = time.perf_counter() - started
+        print(f"  stoker convert       : {alone:6.1f} s ({report.samples / alone:6.0f} images/s, {report.shards} shards)", flush=True)
+        cores = os.cpu_count() or 1
+        started = time.perf_counter()
+        ray.init(num_cpus=cores, log_to_driver=False, include_dashboard=False)
+        up = time.perf_counter() - started
+        timing: dict[str, float] = {}
+        try:
+            convert_with_ray(str(source), Path(scratch) / "ray", rows_per_block=500, timing=timing)
+        finally:
+            ray.shutdown()
+        with_ray = time.perf_counter() - started
+        same = all((Path(scratch) / "ray" / path.name).read_bytes() == path.read_bytes() for path in (Path(scratch) / "alone").iterdir())
+        print(
+            f"  stoker convert --ray : {with_ray:6.1f} s with {cores} workers ({count / with_ray:6.0f} images/s; Ray start {up:.1f} s, "
+            f"{timing['tasks']:.0f} tasks {timing['task_seconds']:.1f} s of work, driver {timing['driver_seconds']:.1f} s); "
+            f"{'byte-identical' if same else 'DIFFERENT OUTPUT'}: {alone / with_ray:.2f}x",
+            flush=True,
+        )
+        overhead = with_ray - up - timing["task_seconds"] / cores - timing["driver_seconds"]
+        for workers in (8, 32, 128):
+            projected = up + max(0.0, overhead) + timing["task_seconds"] / workers + timing["driver_seconds"]
+            print(f"  projected, {workers:3d} workers: {projected:6.1f} s ({alone / projected:.1f}x one machine's convert)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--samples", type=int, default=3000)
     parser.add_argument("--size-kb", type=int, default=20)
+    parser.add_argument("--images", type=int, default=50_000, help="JPEGs converted with and without Ray")
+    parser.add_argument("--only", choices=["convert"], help="run the conversion part alone")
     args = parser.parse_args()
+    if args.only == "convert":
+        print(f"Conversion of {args.images} JPEGs to tar shards:")
+        conversion(args.images)
+        return
     source = samples(args.samples, args.size_kb << 10)
     print(f"{args.samples} samples of {args.size_kb} KB")
     print("Cassandra, one epoch through the Loader (raw bytes, batches of 32):")
@@ -188,7 +251,7 @@ def main() -> None:
     with CassandraCluster(3) as cluster:
         upload_to_cassandra(
             source,
-            CassandraConnection(hosts=cluster.hosts, port=cluster.port, keyspace="bench", consistency="ALL"),
+            CassandraConnection(hosts=cluster.hosts, port=cluster.port, keyspace="bench", consistency="QUORUM"),
             replication=3,
             progress=False,
         )
@@ -200,7 +263,8 @@ def main() -> None:
             )
     print("One cache per node, 3 local ranks, 2 epochs, S3 at 20 ms:")
     node_cache(source)
-    print("stoker convert --ray: left out (the Ray integration is not built yet)")
+    print(f"Conversion of {args.images} JPEGs to tar shards:")
+    conversion(args.images)
 
 
 if __name__ == "__main__":

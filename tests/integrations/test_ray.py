@@ -48,11 +48,16 @@ def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     temp = tmp_path_factory.mktemp("ray")
     common = ["--block", "--num-cpus=1", "--object-store-memory=150000000", "--disable-usage-stats", "--node-ip-address=127.0.0.1"]
     nodes: list[subprocess.Popen[bytes]] = []
+    # The nodes get a home of their own: a token that a local ``ray.init()`` once left in
+    # ~/.ray would turn authentication on for the head and not for the node joining it.
+    environment = {**os.environ, "HOME": str(temp)}
 
     def node(*arguments: str) -> None:
         log = open(temp / f"node-{len(nodes)}.log", "wb")  # noqa: SIM115 - the node's lifetime
         nodes.append(
-            subprocess.Popen([command, "start", *arguments, *common], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            subprocess.Popen(
+                [command, "start", *arguments, *common], stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=environment
+            )
         )
 
     try:

@@ -20,6 +20,7 @@ def convert_with_ray(
     shard_size: int = 256 << 20,
     address: str | None = None,
     rows_per_block: int = 256,
+    timing: dict[str, float] | None = None,
     **storage_options: Any,
 ) -> ConversionReport:
     """Convert ``source`` (a path or URL every Ray node can open) into tar shards at
@@ -32,6 +33,8 @@ def convert_with_ray(
         address: The Ray cluster (``"auto"``, ``"127.0.0.1:6379"``); None: the one this process
             is connected to, else a new local one.
         rows_per_block: Samples per read and per Ray block.
+        timing: Filled with ``task_seconds`` (the workers' time, summed), ``tasks`` and
+            ``driver_seconds`` (assembly and verification), to project to more workers.
         storage_options: Passed to `open_storage` on every worker.
 
     Raises:
@@ -54,4 +57,6 @@ def convert_with_ray(
     finally:
         if connected_here:
             ray.shutdown()
+    if timing is not None:
+        timing.update({key: sink.report[key] for key in ("task_seconds", "tasks", "driver_seconds")})
     return ConversionReport(Path(destination), "shards", sink.report["samples"], sink.report["bytes"], sink.report["shards"])

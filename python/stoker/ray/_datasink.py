@@ -19,6 +19,7 @@ import json
 import os
 import shutil
 import tarfile
+import time
 import uuid
 import zlib
 from pathlib import Path
@@ -98,9 +99,10 @@ def _sink_class() -> type:
             shutil.rmtree(self.destination / PARTS, ignore_errors=True)  # an earlier failed run's
             (self.destination / PARTS).mkdir(parents=True)
 
-        def write(self, blocks: Any, ctx: Any) -> list[tuple[int, str, int, str, int, int, int, Any]]:
-            """Each row's records into one file for this task; per sample (index, member key,
-            crc32, file, offset, length, payload bytes, label)."""
+        def write(self, blocks: Any, ctx: Any) -> tuple[float, list[tuple[int, str, int, str, int, int, int, Any]]]:
+            """Each row's records into one file for this task; the task's seconds, and per sample
+            (index, member key, crc32, file, offset, length, payload bytes, label)."""
+            started = time.perf_counter()
             name = f"task-{ctx.task_idx:06d}-{uuid.uuid4().hex}.records"
             partial = self.destination / PARTS / f".{name}.tmp"
             placed = []
@@ -114,10 +116,11 @@ def _sink_class() -> type:
                         placed.append((int(index), member_key, zlib.crc32(data), name, offset, len(records), len(data), label))
                         offset += len(records)
             partial.replace(self.destination / PARTS / name)
-            return placed
+            return time.perf_counter() - started, placed
 
         def on_write_complete(self, write_result: Any) -> None:
-            placed = sorted((sample for task in write_result.write_returns for sample in task), key=lambda sample: sample[0])
+            started = time.perf_counter()
+            placed = sorted((sample for _, task in write_result.write_returns for sample in task), key=lambda sample: sample[0])
             indices = [sample[0] for sample in placed]
             if indices != list(range(self.samples)):
                 missing = sorted(set(range(self.samples)) - set(indices))
@@ -137,7 +140,16 @@ def _sink_class() -> type:
             temporary.write_text(json.dumps(manifest, indent=1))
             temporary.replace(self.destination / "dataset.json")
             shutil.rmtree(self.destination / PARTS, ignore_errors=True)
-            self.report = {"samples": len(expected), "bytes": sum(sample[6] for sample in placed), "shards": len(shards)}
+            self.report = {
+                "samples": len(expected),
+                "bytes": sum(sample[6] for sample in placed),
+                "shards": len(shards),
+                # For projecting to more workers: the tasks' own time (reads and encoding, which
+                # spread) against the driver's (assembly and verification, which do not).
+                "task_seconds": sum(seconds for seconds, _ in write_result.write_returns),
+                "tasks": len(write_result.write_returns),
+                "driver_seconds": time.perf_counter() - started,
+            }
 
         def on_write_failed(self, error: Exception) -> None:
             shutil.rmtree(self.destination / PARTS, ignore_errors=True)

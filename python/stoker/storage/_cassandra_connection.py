@@ -169,6 +169,10 @@ class CassandraConnection:
             connect_timeout=self.connect_timeout,
             executor_threads=executor_threads,
             reconnection_policy=ExponentialReconnectionPolicy(0.2, 5.0),
+            # A keyspace or table just made must be known to every node before the first
+            # write or read of it (else "INCOMPATIBLE_SCHEMA"): busy clusters take longer than
+            # the driver's 10 s default to agree.
+            max_schema_agreement_wait=60,
             # Protocol v4: v5 wraps frames in checksummed segments that the Python driver
             # decodes in pure Python, a measurable share of the CPU per row.
             protocol_version=4,
