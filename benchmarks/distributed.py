@@ -192,15 +192,29 @@ def conversion(count: int) -> None:
         with_ray = time.perf_counter() - started
         same = all((Path(scratch) / "ray" / path.name).read_bytes() == path.read_bytes() for path in (Path(scratch) / "alone").iterdir())
         print(
-            f"  stoker convert --ray : {with_ray:6.1f} s with {cores} workers ({count / with_ray:6.0f} images/s; Ray start {up:.1f} s, "
-            f"{timing['tasks']:.0f} tasks {timing['task_seconds']:.1f} s of work, driver {timing['driver_seconds']:.1f} s); "
+            f"  stoker convert --ray : {with_ray:6.1f} s with {cores} workers ({count / with_ray:6.0f} images/s; Ray start {up:.1f} s; "
+            f"{timing['write_tasks']:.0f} write tasks {timing['write_seconds']:.1f} s of work, {report.shards} shard tasks "
+            f"{timing['shard_seconds']:.1f} s, driver {timing['driver_seconds']:.1f} s); "
             f"{'byte-identical' if same else 'DIFFERENT OUTPUT'}: {alone / with_ray:.2f}x",
             flush=True,
         )
-        overhead = with_ray - up - timing["task_seconds"] / cores - timing["driver_seconds"]
+
+        def phases(workers: int) -> float:
+            """The two phases on ``workers`` (the shard phase cannot use more workers than shards)."""
+            shards = max(timing["shard_seconds"] / workers, timing["longest_shard_seconds"])
+            return timing["write_seconds"] / workers + shards + timing["driver_seconds"]
+
+        overhead = max(0.0, with_ray - up - phases(cores))  # Ray's scheduling and transfers, measured
         for workers in (8, 32, 128):
-            projected = up + max(0.0, overhead) + timing["task_seconds"] / workers + timing["driver_seconds"]
+            projected = up + overhead + phases(workers)
             print(f"  projected, {workers:3d} workers: {projected:6.1f} s ({alone / projected:.1f}x one machine's convert)")
+        # The same per-sample costs at ImageNet-1k's size: the work grows, the fixed costs do not.
+        scale = 1_281_167 / count
+        timing = {
+            key: value * scale if key != "longest_shard_seconds" and key.endswith("seconds") else value for key, value in timing.items()
+        }
+        big = up + overhead + phases(128)
+        print(f"  projected, 1,281,167 images: one machine {alone * scale:6.0f} s, 128 workers {big:5.0f} s ({alone * scale / big:.0f}x)")
 
 
 def main() -> None:

@@ -33,8 +33,9 @@ def convert_with_ray(
         address: The Ray cluster (``"auto"``, ``"127.0.0.1:6379"``); None: the one this process
             is connected to, else a new local one.
         rows_per_block: Samples per read and per Ray block.
-        timing: Filled with ``task_seconds`` (the workers' time, summed), ``tasks`` and
-            ``driver_seconds`` (assembly and verification), to project to more workers.
+        timing: Filled with ``write_seconds`` and ``write_tasks`` (reading and encoding, summed
+            over the workers), ``shard_seconds`` and ``longest_shard_seconds`` (assembly and
+            verification, a task a shard) and ``driver_seconds``, to project to more workers.
         storage_options: Passed to `open_storage` on every worker.
 
     Raises:
@@ -53,10 +54,14 @@ def convert_with_ray(
     try:
         datasource = StokerDatasource(source, columns=("index", "key", "label", "bytes"), rows_per_block=rows_per_block, **storage_options)
         sink = StokerShardSink(destination, shard_size=shard_size, samples=datasource.count, classes=datasource.classes)
-        ray.data.read_datasource(datasource).write_datasink(sink)
+        # Tasks of about 10,000 samples, at least two per core: Ray's own cost per task is
+        # tens of milliseconds, so many small ones would cost more than they spread.
+        cores = int(ray.cluster_resources().get("CPU", 1))
+        tasks = max(2 * cores, -(-datasource.count // 10_000))
+        ray.data.read_datasource(datasource, override_num_blocks=min(tasks, max(1, datasource.count))).write_datasink(sink)
     finally:
         if connected_here:
             ray.shutdown()
     if timing is not None:
-        timing.update({key: sink.report[key] for key in ("task_seconds", "tasks", "driver_seconds")})
+        timing.update({key: value for key, value in sink.report.items() if key.endswith(("seconds", "tasks"))})
     return ConversionReport(Path(destination), "shards", sink.report["samples"], sink.report["bytes"], sink.report["shards"])
