@@ -37,14 +37,8 @@ def no_leaked_threads() -> Iterator[None]:
 def s3_server() -> Iterator[S3Server]:
     """One s3proxy on loopback for the whole session (tests/remote and tests/faults); without
     java it skips, and fails where ``STOKER_REQUIRE_SERVERS`` is set (CI)."""
-    from tests.remote.conftest import unavailable
-    from tests.support.server import ServerError
+    from tests.support.availability import started
 
-    server = S3Server()
-    try:
-        server.start()
-    except (ServerError, OSError) as error:
-        server.close()
-        unavailable("the S3 test server (s3proxy, needs java)", error)
+    server = started(S3Server(), "the S3 test server (s3proxy, needs java)")
     yield server
     server.close()

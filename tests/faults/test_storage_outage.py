@@ -26,10 +26,11 @@ from stoker.storage import (
     upload_to_cassandra,
     upload_to_s3,
 )
-from tests.remote.conftest import dataset, unavailable
+from tests.remote.conftest import dataset
+from tests.support.availability import started
 from tests.support.cassandra_server import CassandraServer
 from tests.support.s3_server import S3Server
-from tests.support.server import ServerError, ServerProcess
+from tests.support.server import ServerProcess
 
 SAMPLES = 300
 
@@ -38,12 +39,7 @@ SAMPLES = 300
 def store(request: pytest.FixtureRequest) -> Iterator[tuple[str, ServerProcess, MemoryStorage]]:
     """A server of its own (the tests stop it) holding a 300-sample dataset."""
     source = dataset(SAMPLES)
-    server: ServerProcess = S3Server() if request.param == "s3" else CassandraServer()
-    try:
-        server.start()
-    except (ServerError, OSError) as error:
-        server.close()
-        unavailable(f"the {request.param} test server", error)
+    server: ServerProcess = started(S3Server() if request.param == "s3" else CassandraServer(), f"the {request.param} test server")
     try:
         if isinstance(server, S3Server):
             server.create_bucket("outage")

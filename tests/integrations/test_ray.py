@@ -23,16 +23,10 @@ import pytest
 from stoker.ops import ImageTransform, decode_image
 from stoker.storage import MemoryStorage, convert_storage, open_storage
 from tests.images import jpeg
+from tests.support.availability import unavailable
 from tests.support.server import free_port, wait_for_port
 
 ray = pytest.importorskip("ray")
-
-
-def unavailable(error: str) -> None:
-    message = f"a local Ray cluster is not available here: {error}"
-    if os.environ.get("STOKER_REQUIRE_SERVERS"):
-        pytest.fail(message + " (STOKER_REQUIRE_SERVERS is set: CI must run these tests)")
-    pytest.skip(message)
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +36,7 @@ def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     ``ray stop``, which would stop every Ray cluster on the machine."""
     command = shutil.which("ray", path=str(Path(sys.executable).parent))  # the venv's own
     if command is None:
-        unavailable("the ray command is not installed")
+        unavailable("a local Ray cluster", "the ray command is not installed")
     port = free_port()
     address = f"127.0.0.1:{port}"
     temp = tmp_path_factory.mktemp("ray")
@@ -63,14 +57,14 @@ def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     try:
         node("--head", f"--port={port}", "--include-dashboard=false", f"--temp-dir={temp}")
         if not wait_for_port("127.0.0.1", port, 120):
-            unavailable(f"the Ray head did not open {address}: {(temp / 'node-0.log').read_text()[-2000:]}")
+            unavailable("a local Ray cluster", f"the Ray head did not open {address}: {(temp / 'node-0.log').read_text()[-2000:]}")
         node(f"--address={address}")
         ray.init(address=address, log_to_driver=False)
         deadline = time.monotonic() + 120
         while len([entry for entry in ray.nodes() if entry["Alive"]]) < 2 and time.monotonic() < deadline:
             time.sleep(0.5)
         if len([entry for entry in ray.nodes() if entry["Alive"]]) < 2:
-            unavailable(f"the second Ray node did not join: {(temp / 'node-1.log').read_text()[-2000:]}")
+            unavailable("a local Ray cluster", f"the second Ray node did not join: {(temp / 'node-1.log').read_text()[-2000:]}")
         yield address
     finally:
         ray.shutdown()

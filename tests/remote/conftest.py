@@ -14,18 +14,11 @@ import pytest
 
 from stoker.loader import Loader
 from stoker.storage import CassandraConnection, MemoryStorage
+from tests.support.availability import started
 from tests.support.cassandra_server import CassandraServer
 from tests.support.s3_server import S3Server
-from tests.support.server import ServerError
 
 _names = itertools.count()
-
-
-def unavailable(what: str, error: BaseException) -> None:
-    message = f"{what} is not available here: {error}"
-    if os.environ.get("STOKER_REQUIRE_SERVERS"):
-        pytest.fail(message + " (STOKER_REQUIRE_SERVERS is set: CI must run these tests)")
-    pytest.skip(message)
 
 
 def dataset(count: int = 120, classes: int = 3, seed: int = 0) -> MemoryStorage:
@@ -53,12 +46,7 @@ def unique(prefix: str) -> str:
 
 @pytest.fixture(scope="session")
 def cassandra_server() -> Iterator[CassandraServer]:
-    server = CassandraServer()
-    try:
-        server.start()
-    except (ServerError, OSError) as error:
-        server.close()
-        unavailable("the Cassandra test server (needs java and mvn)", error)
+    server = started(CassandraServer(), "the Cassandra test server (needs java and mvn)")
     yield server
     server.close()
 

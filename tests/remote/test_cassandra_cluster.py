@@ -12,22 +12,17 @@ import pytest
 
 from stoker import Loader
 from stoker.storage import CassandraConnection, CassandraStorage, RetryPolicy, StorageError, upload_to_cassandra
+from tests.support.availability import started
 from tests.support.cassandra_cluster import CassandraCluster
-from tests.support.server import ServerError
 
-from .conftest import dataset, unavailable, unique
+from .conftest import dataset, unique
 
 PATIENT = RetryPolicy(attempts=None, base_delay=0.05, max_delay=0.5, deadline=120)
 
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[CassandraCluster]:
-    nodes = CassandraCluster(3)
-    try:
-        nodes.start()
-    except (ServerError, OSError) as error:
-        nodes.close()
-        unavailable("a 3-node Cassandra cluster (needs java and mvn)", error)
+    nodes = started(CassandraCluster(3), "a 3-node Cassandra cluster (needs java and mvn)")
     yield nodes
     nodes.close()
 
