@@ -13,8 +13,12 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 # libjpeg-turbo (vendored in the turbojpeg-sys crate) builds with CMake, and its x86-64 SIMD with NASM.
+# Audio and video link FFmpeg's libraries (found by pkg-config; the binding is generated with clang).
+FFMPEG_PACKAGES := libavcodec-dev libavformat-dev libavutil-dev libswscale-dev libswresample-dev pkg-config libclang-dev
 build-tools:
 	@command -v cmake >/dev/null 2>&1 || { echo "stoker's build needs CMake: apt-get install cmake (or your platform's package)"; exit 1; }
+	@pkg-config --exists libavcodec libavformat libavutil libswscale libswresample 2>/dev/null || { \
+		echo "stoker's build needs FFmpeg's development files: apt-get install $(FFMPEG_PACKAGES)"; exit 1; }
 	@if [ "$$(uname -m)" = x86_64 ] && ! command -v nasm >/dev/null 2>&1; then \
 		echo "stoker's build needs NASM for libjpeg-turbo's SIMD: apt-get install nasm (or your platform's package)"; exit 1; fi
 

@@ -7,6 +7,7 @@
 
 pub mod build_info;
 pub mod image;
+pub mod media;
 pub mod packing;
 pub mod storage;
 

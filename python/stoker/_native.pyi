@@ -16,6 +16,10 @@ __all__ = [
     "crc32",
     "list_tree",
     "TokenPacker",
+    "AudioTransform",
+    "VideoTransform",
+    "decode_audio_batch_into",
+    "decode_video_batch_into",
 ]
 
 __version__: str
@@ -84,6 +88,81 @@ def decode_batch_into(
     threads: int = 1,
 ) -> list[str | None]:
     """Decode inputs into out[i] (GIL released); one error message or None per input."""
+
+@final
+class AudioTransform:
+    """A window of `samples` at `sample_rate` Hz from every audio file (FFmpeg decode, band-limited
+    resampling). channels: mix down (or up) to this many; select_channel: keep that one input
+    channel instead. window: "random" (seeded per sample), "center" or "start"; shorter files
+    are zero-padded. dtype: "float32" in [-1, 1] or "int16"."""
+
+    def __new__(
+        cls,
+        *,
+        sample_rate: int = 16000,
+        samples: int,
+        channels: int = 1,
+        select_channel: int | None = None,
+        window: str = "random",
+        dtype: str = "float32",
+    ) -> AudioTransform: ...
+    @property
+    def output_shape(self) -> tuple[int, int]:
+        """(channels, samples) of each output."""
+    @property
+    def sample_rate(self) -> int: ...
+    @property
+    def dtype(self) -> str:
+        """ "float32" or "int16"."""
+    def __getnewargs_ex__(self) -> tuple[tuple[()], dict[str, Any]]: ...
+
+@final
+class VideoTransform:
+    """A clip of `frames` RGB frames from every video file: every `stride`th frame (or frames at
+    `fps`), placed by clip ("random", seeded per sample; "center"; "start"; or "uniform": spread
+    evenly over the whole video). Each frame is resized (resize_shorter, or resize=(height,
+    width)) then centre-cropped (center_crop=(height, width)). layout: "TCHW", "THWC" or "CTHW";
+    uint8."""
+
+    def __new__(
+        cls,
+        *,
+        frames: int,
+        stride: int = 1,
+        fps: float | None = None,
+        clip: str = "random",
+        resize_shorter: int | None = None,
+        resize: tuple[int, int] | None = None,
+        center_crop: tuple[int, int] | None = None,
+        layout: str = "TCHW",
+    ) -> VideoTransform: ...
+    @property
+    def output_shape(self) -> tuple[int, int, int, int]:
+        """Each clip's shape in the layout's order."""
+    @property
+    def dtype(self) -> str:
+        """Always "uint8"."""
+    def __getnewargs_ex__(self) -> tuple[tuple[()], dict[str, Any]]: ...
+
+def decode_audio_batch_into(
+    inputs: Sequence[bytes | bytearray],
+    transform: AudioTransform,
+    out: np.ndarray,
+    seeds: Sequence[int],
+    compact: bool = False,
+    threads: int = 1,
+) -> list[str | None]:
+    """Decode audio windows into out[i] (GIL released); one error message or None per input."""
+
+def decode_video_batch_into(
+    inputs: Sequence[bytes | bytearray],
+    transform: VideoTransform,
+    out: np.ndarray,
+    seeds: Sequence[int],
+    compact: bool = False,
+    threads: int = 1,
+) -> list[str | None]:
+    """Decode video clips into out[i] (GIL released); one error message or None per input."""
 
 def read_ranges(
     path: str | os.PathLike[str], ranges: Sequence[tuple[int, int]], max_gap: int = 65536, max_read: int = 8388608

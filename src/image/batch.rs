@@ -101,7 +101,7 @@ pub fn decode_batch(
 }
 
 /// The persistent pool of `threads` threads (created on first use, kept for the process).
-fn pool(threads: usize) -> Arc<rayon::ThreadPool> {
+pub(crate) fn pool(threads: usize) -> Arc<rayon::ThreadPool> {
     static POOLS: OnceLock<Mutex<HashMap<usize, Arc<rayon::ThreadPool>>>> = OnceLock::new();
     let mut pools = POOLS.get_or_init(Default::default).lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     pools
@@ -119,7 +119,7 @@ fn pool(threads: usize) -> Arc<rayon::ThreadPool> {
 }
 
 /// Move successful samples' slots down over failed ones, keeping order.
-fn compact<T: Copy>(buffer: &mut [T], sample_len: usize, errors: &[Option<ImageError>]) {
+pub(crate) fn compact<T: Copy, E>(buffer: &mut [T], sample_len: usize, errors: &[Option<E>]) {
     let mut next = 0;
     for (index, error) in errors.iter().enumerate() {
         if error.is_none() {

@@ -6,6 +6,7 @@ use pyo3::prelude::*;
 use crate::build_info;
 
 mod image;
+mod media;
 mod packing;
 mod storage;
 
@@ -33,5 +34,9 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(storage::crc32, module)?)?;
     module.add_function(wrap_pyfunction!(storage::list_tree, module)?)?;
     module.add_class::<packing::TokenPacker>()?;
+    module.add_class::<media::AudioTransform>()?;
+    module.add_class::<media::VideoTransform>()?;
+    module.add_function(wrap_pyfunction!(media::decode_audio_batch_into, module)?)?;
+    module.add_function(wrap_pyfunction!(media::decode_video_batch_into, module)?)?;
     Ok(())
 }

@@ -76,6 +76,6 @@ def pinned_allocator(shape: tuple[int, ...], dtype: str) -> Callable[[], Any]:
     imported it: importing it here would cost a training-free loader a second and a gigabyte."""
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_available():
-        torch_dtype = {"uint8": torch.uint8, "float32": torch.float32, "float16": torch.float16}[dtype]
+        torch_dtype = {"uint8": torch.uint8, "int16": torch.int16, "float32": torch.float32, "float16": torch.float16}[dtype]
         return lambda: torch.empty(shape, dtype=torch_dtype, pin_memory=True).numpy()
     return lambda: np.zeros(shape, dtype=dtype)

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from ..ops.image import ImageTransform, decode_batch
+from ..ops.image import Transform, decode_batch
 
 __all__ = ["decode_payloads"]
 
@@ -19,7 +19,7 @@ def decode_payloads(
     *,
     keys: list[str],
     seeds: list[int],
-    transform: ImageTransform | None,
+    transform: Transform | None,
     decode: Callable[[bytes], Any] | None,
     out: np.ndarray | None,
 ) -> tuple[Any, dict[int, tuple[str, str]]]:
@@ -30,7 +30,7 @@ def decode_payloads(
             empty: zeros, or None).
         keys: The samples' names, for error messages.
         seeds: Each sample's augmentation seed.
-        transform: Decode images into ``out`` with this.
+        transform: Decode images, audio or video into ``out`` with this.
         decode: Else, a function of the bytes.
         out: The batch buffer (with ``transform``).
 

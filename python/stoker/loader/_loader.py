@@ -30,7 +30,7 @@ from typing import Any, Literal
 import numpy as np
 
 from ..distributed import discover_world
-from ..ops.image import ImageTransform, allocate_batch
+from ..ops.image import TRANSFORMS, Transform, allocate_batch
 from ..pipeline import AbortPipeline, Pipeline, PipelineBuilder, PipelineStats
 from ..sampling import BlockLookahead, EpochWarmup, FetchedSample, OutOfOrderPrefetcher, Sampler
 from ..storage import RemoteStorage, Storage, StorageUnavailableError
@@ -57,7 +57,10 @@ class Loader:
         storage: Where the samples are: a `Storage`, or a path or URL that
             `stoker.storage.open_storage` opens (a folder, shards, LMDB, ``s3://``...).
         batch_size: Samples per batch.
-        transform: Decode images with this `ImageTransform` into one array per batch. Without
+        transform: Decode samples with this into one array per batch: an `ImageTransform`, an
+            `AudioTransform` (a window per file, ``(batch, channels, samples)``) or a
+            `VideoTransform` (a clip per file, ``(batch, frames, 3, height, width)`` in TCHW).
+            Windows and clips are placed by each sample's seed (seed, epoch, position). Without
             it, ``decode`` is applied per sample, or the raw bytes are delivered.
         decode: A function of a sample's bytes (when there is no ``transform``).
         extra: Other members of each sample to deliver beside the decoded payload, by extension
@@ -126,7 +129,7 @@ class Loader:
         storage: Storage | str | os.PathLike[str],
         *,
         batch_size: int,
-        transform: ImageTransform | None = None,
+        transform: Transform | None = None,
         decode: Callable[[bytes], Any] | None = None,
         extra: Sequence[str] = (),
         shuffle: bool | Literal["block"] = True,
@@ -164,8 +167,10 @@ class Loader:
         check_integer("rank", rank, minimum=0)
         check_number("stall_patience", stall_patience)
         check_number("stats_interval", stats_interval)
-        if transform is not None and not isinstance(transform, ImageTransform):
-            raise TypeError(f"transform must be a stoker.ops.ImageTransform, got {type(transform).__name__}")
+        if transform is not None and not isinstance(transform, TRANSFORMS):
+            raise TypeError(
+                f"transform must be a stoker.ops ImageTransform, AudioTransform or VideoTransform, got {type(transform).__name__}"
+            )
         if decode is not None and not callable(decode):
             raise TypeError(f"decode must be a function of a sample's bytes, got {type(decode).__name__}")
         if transform is not None and decode is not None:

@@ -1,5 +1,5 @@
-"""What happens to bytes: image decode and transform into batch memory, token sequence packing
-(both in the native core, GIL-free)."""
+"""What happens to bytes: image, audio and video decode and transform into batch memory, token
+sequence packing (all in the native core, GIL-free)."""
 
 from .image import (
     BatchDecodeError,
@@ -12,9 +12,16 @@ from .image import (
     decode_image,
     sample_seeds,
 )
+from .media import AudioTransform, MediaDecodeError, VideoTransform, decode_audio, decode_video, seconds_to_samples
 from .packing import EfficiencyReport, PackedBatch, SequencePacker, as_token_array
 
 __all__ = [
+    "AudioTransform",
+    "MediaDecodeError",
+    "VideoTransform",
+    "decode_audio",
+    "decode_video",
+    "seconds_to_samples",
     "BatchDecodeError",
     "DecodedBatch",
     "EfficiencyReport",

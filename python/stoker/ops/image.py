@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .._native import ImageTransform, decode_batch_into
+from .._native import AudioTransform, ImageTransform, VideoTransform, decode_audio_batch_into, decode_batch_into, decode_video_batch_into
 from .._native import decode_image as _decode_image
 
 __all__ = [
@@ -34,12 +34,20 @@ __all__ = [
 ]
 
 OnError = Literal["raise", "skip", "zero"]
+# Any transform that decodes samples into one batch buffer: images, audio windows, video clips.
+Transform = ImageTransform | AudioTransform | VideoTransform
+TRANSFORMS = (ImageTransform, AudioTransform, VideoTransform)
+_BATCH_DECODERS: dict[type, Any] = {
+    ImageTransform: decode_batch_into,
+    AudioTransform: decode_audio_batch_into,
+    VideoTransform: decode_video_batch_into,
+}
 _SEED_MIX = 0x9E3779B97F4A7C15
 _MASK64 = (1 << 64) - 1
 
 
 class ImageDecodeError(ValueError):
-    """One image could not be decoded or transformed; the message names it."""
+    """One image (or audio or video sample) could not be decoded or transformed; the message names it."""
 
 
 @dataclass(frozen=True)
@@ -66,7 +74,7 @@ class BatchDecodeError(ValueError):
         self.batch = batch
         listed = "\n".join(f"  - {failure.describe()}" for failure in failures[:10])
         more = f"\n  ... and {len(failures) - 10} more" if len(failures) > 10 else ""
-        super().__init__(f"{len(failures)} of {len(batch.valid)} images failed:\n{listed}{more}")
+        super().__init__(f"{len(failures)} of {len(batch.valid)} samples failed:\n{listed}{more}")
 
 
 @dataclass
@@ -120,12 +128,14 @@ def decode_image(data: Any, transform: ImageTransform | None = None, *, seed: in
         raise ImageDecodeError(f"image {name or 'image'!r}: {error}") from None
 
 
-def allocate_batch(transform: ImageTransform, batch_size: int) -> np.ndarray:
+def allocate_batch(transform: Transform, batch_size: int) -> np.ndarray:
     """A zeroed array shaped for ``batch_size`` outputs of ``transform``.
 
     Raises:
         ValueError: The transform's output size depends on the image (no crop or exact resize).
     """
+    if not isinstance(transform, ImageTransform):
+        return np.zeros((batch_size, *transform.output_shape), dtype=transform.dtype)
     size = transform.output_size
     if size is None:
         raise ValueError("the transform has no fixed output size: add a crop or an exact resize")
@@ -148,7 +158,7 @@ def _writable_array(out: Any) -> np.ndarray:
 
 def decode_batch(
     items: Sequence[Any],
-    transform: ImageTransform,
+    transform: Transform,
     *,
     out: Any = None,
     seed: int = 0,
@@ -160,8 +170,9 @@ def decode_batch(
     """Decode ``items`` into one contiguous batch.
 
     Args:
-        items: Encoded images.
-        transform: Must give every image the same size (a crop or an exact resize).
+        items: Encoded images, or audio or video files (with an `AudioTransform` or a
+            `VideoTransform`).
+        transform: Must give every sample the same shape (for images: a crop or an exact resize).
         out: Where to write, shape ``(N, ...)`` with ``N >= len(items)``; default: a new array.
         seed: Seeds per-sample randomness when ``seeds`` is not given (see `sample_seeds`).
         seeds: One seed per item, e.g. derived from the sample's key and the epoch, so an
@@ -186,7 +197,7 @@ def decode_batch(
     if not array.flags.writeable:
         raise ValueError("out is read-only")
     seed_list = list(seeds) if seeds is not None else sample_seeds(seed, count)
-    errors = decode_batch_into(
+    errors = _BATCH_DECODERS[type(transform)](
         [_as_bytes(item) for item in items],
         transform,
         array,

@@ -17,7 +17,7 @@ from ._cassandra_connection import CassandraConnection
 from ._convert import ConversionReport, convert_storage, shard_key
 from ._disk_cache import SampleCache
 from ._errors import CorruptSampleError, ShardError, StaleIndexError, StorageError, StorageUnavailableError
-from ._files import IMAGE_EXTENSIONS, FileStorage
+from ._files import AUDIO_EXTENSIONS, IMAGE_EXTENSIONS, VIDEO_EXTENSIONS, FileStorage
 from ._inspect import format_report, inspect_storage
 from ._lmdb import LmdbStorage
 from ._memory import MemoryStorage
@@ -38,6 +38,8 @@ __all__ = [
     "INDEX_FORMAT",
     "INDEX_VERSION",
     "IMAGE_EXTENSIONS",
+    "AUDIO_EXTENSIONS",
+    "VIDEO_EXTENSIONS",
     "ConversionReport",
     "CassandraConnection",
     "CassandraStorage",

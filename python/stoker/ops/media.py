@@ -1,0 +1,85 @@
+"""Audio and video decode into batch memory, in the native core without the GIL.
+
+FFmpeg's libraries (the system's ``libav*``, as spdl.io and torchcodec use) demux and decode
+each file from memory; only what the sample needs is decoded:
+
+- `AudioTransform`: a window of ``samples`` at ``sample_rate`` Hz (random, seeded per sample, or
+  centred, or at the start), resampled with FFmpeg's band-limited filter, down-mixed (or one
+  channel kept), cropped or zero-padded, as float32 in [-1, 1] or int16. Decoding starts with a
+  seek to just before the window and stops once it is covered.
+- `VideoTransform`: a clip of ``frames`` frames at a ``stride`` (or a target ``fps``, or spread
+  evenly over the video with ``clip="uniform"``), found by seeking to the keyframe before it;
+  frames outside the clip that no other frame refers to are discarded by the decoder unbuilt;
+  each clip frame is cropped, converted to RGB and resized in one pass, as uint8.
+
+Both write each sample once, into its slot of a batch buffer; `stoker.Loader` takes them as its
+``transform``. A file that cannot give its window or clip (truncated, no such stream, a codec
+FFmpeg lacks, a clip longer than the video) is a per-sample error naming the file.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .._native import AudioTransform, VideoTransform
+from .image import BatchDecodeError, ImageDecodeError, decode_batch
+
+__all__ = ["AudioTransform", "MediaDecodeError", "VideoTransform", "decode_audio", "decode_video", "seconds_to_samples"]
+
+
+class MediaDecodeError(ImageDecodeError):
+    """One audio or video sample could not be decoded; the message names it and says why."""
+
+
+def seconds_to_samples(seconds: float, sample_rate: int) -> int:
+    """The window length in samples for ``seconds`` at ``sample_rate`` (rounded)."""
+    if seconds <= 0:
+        raise ValueError(f"the window must be positive, got {seconds} s")
+    return max(1, round(seconds * sample_rate))
+
+
+def _decode_one(data: Any, transform: AudioTransform | VideoTransform, seed: int, name: str | None) -> np.ndarray:
+    try:
+        return decode_batch([data], transform, seeds=[seed], names=[name or "sample"]).images[0]
+    except BatchDecodeError as error:
+        failure = error.failures[0]
+        raise MediaDecodeError(f"{name or 'sample'!r}: {failure.message}") from None
+
+
+def decode_audio(data: Any, transform: AudioTransform, *, seed: int = 0, name: str | None = None) -> np.ndarray:
+    """Decode one audio file's window.
+
+    Args:
+        data: The encoded file (WAV, FLAC, MP3, Ogg Vorbis/Opus, AAC in MP4/M4A...).
+        transform: Rate, window and channels.
+        seed: Places a random window.
+        name: How errors name the file.
+
+    Returns:
+        ``(channels, samples)`` array of the transform's dtype.
+
+    Raises:
+        MediaDecodeError: The file cannot give its window, naming it.
+    """
+    return _decode_one(data, transform, seed, name)
+
+
+def decode_video(data: Any, transform: VideoTransform, *, seed: int = 0, name: str | None = None) -> np.ndarray:
+    """Decode one video file's clip.
+
+    Args:
+        data: The encoded file (MP4, MKV, WebM... with H.264, H.265, VP9, AV1 where FFmpeg
+            decodes them).
+        transform: Clip sampling, frame geometry and layout.
+        seed: Places a random clip.
+        name: How errors name the file.
+
+    Returns:
+        uint8 array shaped ``transform.output_shape`` (``(frames, 3, height, width)`` for TCHW).
+
+    Raises:
+        MediaDecodeError: The file cannot give its clip, naming it.
+    """
+    return _decode_one(data, transform, seed, name)

@@ -1,0 +1,228 @@
+//! One audio sample: decode what its window needs, resample, mix or select channels, and write
+//! the window, cropped or zero-padded, into its slot as (channels, samples).
+//!
+//! The window's place comes from the declared duration, so decoding starts with a seek to a
+//! little before it (MP3's bit reservoir and AAC's overlap need a few frames of run-in, which are
+//! decoded and dropped) and stops once it is covered. A file whose data ends before what its
+//! header declares is an error, never a silently zero-padded window.
+
+use ffmpeg_next::format::context::Input;
+use ffmpeg_next::media::Type;
+use ffmpeg_next::{frame, Packet};
+
+use super::error::{MediaError, MediaResult};
+use super::input::{self, seconds};
+pub use super::resample::Channels;
+use super::resample::Resampler;
+use super::window::{window_start, Placement};
+
+/// Seconds decoded before the window and thrown away, for decoders that need run-in.
+const RUN_IN_SECONDS: f64 = 0.25;
+/// How much shorter than declared the decoded audio may be before we call the file truncated:
+/// headers round, and MP3 encoder delay and padding shift the end by a few milliseconds.
+const DURATION_TOLERANCE_SECONDS: f64 = 0.2;
+
+/// What to make of every audio sample.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AudioSpec {
+    /// Output rate in Hz.
+    pub sample_rate: u32,
+    /// Window length, in samples at `sample_rate`.
+    pub length: usize,
+    pub channels: Channels,
+    pub placement: Placement,
+}
+
+impl AudioSpec {
+    /// Channels in the output.
+    pub fn output_channels(&self) -> usize {
+        match self.channels {
+            Channels::Mix(count) => count,
+            Channels::Select(_) => 1,
+        }
+    }
+
+    /// Values in one sample's slot.
+    pub fn slot_len(&self) -> usize {
+        self.output_channels() * self.length
+    }
+}
+
+/// A batch slot of the output dtype.
+pub enum AudioSlot<'a> {
+    F32(&'a mut [f32]),
+    I16(&'a mut [i16]),
+}
+
+/// Decode `bytes` and write its window into `slot` (channels x length values, planar).
+pub fn decode_window_into(bytes: &[u8], spec: &AudioSpec, seed: u64, slot: AudioSlot<'_>) -> MediaResult<()> {
+    let (interleaved, offset) = decode_window(bytes, spec, seed)?;
+    let channels = spec.output_channels();
+    let available = (interleaved.len() / channels) as i64;
+    let value = |channel: usize, index: usize| -> f32 {
+        let source = offset + index as i64;
+        if (0..available).contains(&source) {
+            interleaved[source as usize * channels + channel]
+        } else {
+            0.0
+        }
+    };
+    match slot {
+        AudioSlot::F32(slot) => {
+            for (channel, plane) in slot.chunks_exact_mut(spec.length).enumerate() {
+                plane.iter_mut().enumerate().for_each(|(index, out)| *out = value(channel, index));
+            }
+        }
+        AudioSlot::I16(slot) => {
+            for (channel, plane) in slot.chunks_exact_mut(spec.length).enumerate() {
+                plane
+                    .iter_mut()
+                    .enumerate()
+                    .for_each(|(index, out)| *out = (value(channel, index) * 32767.0).round().clamp(-32768.0, 32767.0) as i16);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The decoded, resampled audio around the window (interleaved) and where the window starts in it
+/// (may be negative or run past the end: those samples are zero padding).
+fn decode_window(bytes: &[u8], spec: &AudioSpec, seed: u64) -> MediaResult<(Vec<f32>, i64)> {
+    check_wav_length(bytes)?;
+    let mut container = input::open(bytes)?;
+    let stream = input::best_stream(&container, Type::Audio)?;
+    let (index, time_base) = (stream.index, stream.time_base);
+    let mut decoder = stream.decoder().audio().map_err(|error| MediaError::UnsupportedCodec(error.to_string()))?;
+    let rate = f64::from(spec.sample_rate);
+    let (stream_start, declared) = declared_span(&container, index);
+    let length = spec.length as u64;
+    let planned = declared.map(|duration| window_start((duration * rate) as u64, length, spec.placement, seed));
+    if let Some(start) = planned {
+        input::seek_before(&mut container, stream_start + start as f64 / rate - RUN_IN_SECONDS);
+    }
+    let goal = planned.map(|start| (start + length) as i64);
+
+    let mut decoded = Decoded { resampler: None, samples: Vec::new(), first: None, channels: spec.output_channels() };
+    let mut frame = frame::Audio::empty();
+    let mut packet = Packet::empty();
+    let mut problem: Option<String> = None;
+    let covered = |decoded: &Decoded| goal.is_some_and(|goal| decoded.end() >= goal);
+    loop {
+        match packet.read(&mut container) {
+            Ok(()) => {}
+            Err(ffmpeg_next::Error::Eof) => break,
+            Err(error) => {
+                problem = Some(format!("reading the file: {error}"));
+                break;
+            }
+        }
+        if packet.stream() != index {
+            continue;
+        }
+        // A packet the decoder rejects before the window (run-in after a seek) costs nothing;
+        // one inside it is the sample's error.
+        if let Err(error) = decoder.send_packet(&packet) {
+            if decoded.first.is_some() && planned.is_none_or(|start| decoded.end() > start as i64) {
+                return Err(MediaError::Corrupt(format!("decoding at {:.2} s: {error}", decoded.end() as f64 / rate)));
+            }
+            problem = Some(format!("decoding: {error}"));
+            continue;
+        }
+        while decoder.receive_frame(&mut frame).is_ok() {
+            decoded.push(&frame, spec, stream_start, time_base)?;
+        }
+        if covered(&decoded) {
+            break;
+        }
+    }
+    if !covered(&decoded) {
+        let _ = decoder.send_eof();
+        while decoder.receive_frame(&mut frame).is_ok() {
+            decoded.push(&frame, spec, stream_start, time_base)?;
+        }
+        if let Some(resampler) = decoded.resampler.as_mut() {
+            resampler.push(None, &mut decoded.samples)?;
+        }
+    }
+    let Some(first) = decoded.first else {
+        return Err(MediaError::Corrupt(problem.unwrap_or_else(|| "no audio could be decoded".into())));
+    };
+    let start = match planned {
+        Some(start) => start as i64,
+        None => first + window_start((decoded.end() - first).max(0) as u64, length, spec.placement, seed) as i64,
+    };
+    if let Some(duration) = declared {
+        let declared_end = ((duration - DURATION_TOLERANCE_SECONDS) * rate) as i64;
+        let needed = (start + length as i64).min(declared_end);
+        if decoded.end() < needed {
+            let reason = problem.map(|problem| format!(" ({problem})")).unwrap_or_default();
+            return Err(MediaError::Corrupt(format!(
+                "the audio ends at {:.2} s; the file declares {duration:.2} s{reason}",
+                decoded.end() as f64 / rate
+            )));
+        }
+    }
+    Ok((decoded.samples, start - first))
+}
+
+/// A WAV file cut short: FFmpeg takes a WAV's duration from the file's size, so a truncated one
+/// would read as a shorter, valid file. Its `data` chunk's declared size says otherwise.
+fn check_wav_length(bytes: &[u8]) -> MediaResult<()> {
+    if bytes.len() < 12 || &bytes[0..4] != b"RIFF" || &bytes[8..12] != b"WAVE" {
+        return Ok(());
+    }
+    let mut position = 12;
+    while position + 8 <= bytes.len() {
+        let size = u32::from_le_bytes(bytes[position + 4..position + 8].try_into().expect("4 bytes")) as usize;
+        if &bytes[position..position + 4] == b"data" {
+            // 0 and 0xFFFFFFFF mean "unknown" (a stream written without seeking back).
+            let available = bytes.len() - position - 8;
+            if size != 0 && size != u32::MAX as usize && size > available {
+                return Err(MediaError::Corrupt(format!("the WAV header declares {size} bytes of audio; the file holds {available}")));
+            }
+            return Ok(());
+        }
+        position += 8 + size + (size & 1);
+    }
+    Ok(())
+}
+
+/// The stream's start time and its declared duration in seconds (the container's when the
+/// stream has none), or None when neither says.
+fn declared_span(container: &Input, index: usize) -> (f64, Option<f64>) {
+    let Some(stream) = container.stream(index) else { return (0.0, None) };
+    let start =
+        if stream.start_time() == ffmpeg_next::ffi::AV_NOPTS_VALUE { 0.0 } else { seconds(stream.start_time(), stream.time_base()) };
+    if stream.duration() > 0 {
+        return (start, Some(seconds(stream.duration(), stream.time_base())));
+    }
+    let duration = container.duration();
+    (start, (duration > 0).then(|| duration as f64 / f64::from(ffmpeg_next::ffi::AV_TIME_BASE)))
+}
+
+/// What has been decoded so far: resampled, interleaved, starting at output sample `first`.
+struct Decoded {
+    resampler: Option<Resampler>,
+    samples: Vec<f32>,
+    first: Option<i64>,
+    channels: usize,
+}
+
+impl Decoded {
+    /// One past the last output sample decoded.
+    fn end(&self) -> i64 {
+        self.first.unwrap_or(0) + (self.samples.len() / self.channels) as i64
+    }
+
+    fn push(&mut self, frame: &frame::Audio, spec: &AudioSpec, stream_start: f64, time_base: ffmpeg_next::Rational) -> MediaResult<()> {
+        if self.resampler.is_none() {
+            let mut resampler = Resampler::new(frame, spec.sample_rate, spec.channels)?;
+            let timestamp = frame.pts().or(frame.timestamp()).map_or(stream_start, |timestamp| seconds(timestamp, time_base));
+            let first_input = ((timestamp - stream_start) * f64::from(frame.rate())).round() as i64;
+            self.first = Some(resampler.align(first_input, spec.sample_rate));
+            self.resampler = Some(resampler);
+        }
+        let resampler = self.resampler.as_mut().expect("made above");
+        resampler.push(Some(frame), &mut self.samples)
+    }
+}

@@ -1,0 +1,94 @@
+//! Where each video frame is cropped and to what size it is scaled, as the image path does it:
+//! resize the shorter side (torchvision's `Resize(int)`) or to an exact size, then centre-crop.
+//! Computed in source pixels, so one scaling pass both crops and resizes.
+
+use crate::image::geometry::shorter_side_size;
+
+/// How frames are resized before the crop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resize {
+    None,
+    /// The shorter side to this many pixels, keeping the aspect ratio.
+    Shorter(usize),
+    /// Exactly (width, height).
+    Exact(usize, usize),
+}
+
+/// A frame's resize and centre crop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrameGeometry {
+    pub resize: Resize,
+    /// (width, height) of the centre crop, after the resize.
+    pub crop: Option<(usize, usize)>,
+}
+
+/// The source rectangle (left, top, width, height) to scale, and the output (width, height).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FramePlan {
+    pub source: (usize, usize, usize, usize),
+    pub output: (usize, usize),
+}
+
+impl FrameGeometry {
+    /// The (width, height) of every output frame, or None when it depends on the video.
+    pub fn output_size(&self) -> Option<(usize, usize)> {
+        match (self.crop, self.resize) {
+            (Some(crop), _) => Some(crop),
+            (None, Resize::Exact(width, height)) => Some((width, height)),
+            _ => None,
+        }
+    }
+
+    /// The plan for frames of `width` x `height`.
+    pub fn plan(&self, width: usize, height: usize) -> Result<FramePlan, String> {
+        if width == 0 || height == 0 {
+            return Err(format!("frames of {width}x{height}"));
+        }
+        let (resized_width, resized_height) = match self.resize {
+            Resize::None => (width, height),
+            Resize::Shorter(side) => shorter_side_size(width, height, side),
+            Resize::Exact(width, height) => (width, height),
+        };
+        let Some((crop_width, crop_height)) = self.crop else {
+            return Ok(FramePlan { source: (0, 0, width, height), output: (resized_width, resized_height) });
+        };
+        if crop_width > resized_width || crop_height > resized_height {
+            return Err(format!(
+                "a {crop_width}x{crop_height} crop does not fit frames of {width}x{height} resized to {resized_width}x{resized_height}"
+            ));
+        }
+        let scale_x = width as f64 / resized_width as f64;
+        let scale_y = height as f64 / resized_height as f64;
+        // torchvision's CenterCrop rounds the offset of the resized image.
+        let left = ((resized_width - crop_width) as f64 / 2.0).round() * scale_x;
+        let top = ((resized_height - crop_height) as f64 / 2.0).round() * scale_y;
+        let source_width = ((crop_width as f64 * scale_x).round() as usize).clamp(1, width);
+        let source_height = ((crop_height as f64 * scale_y).round() as usize).clamp(1, height);
+        let left = (left.round() as usize).min(width - source_width);
+        let top = (top.round() as usize).min(height - source_height);
+        Ok(FramePlan { source: (left, top, source_width, source_height), output: (crop_width, crop_height) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shorter_side_then_centre_crop_in_source_pixels() {
+        let geometry = FrameGeometry { resize: Resize::Shorter(224), crop: Some((224, 224)) };
+        let plan = geometry.plan(640, 360).unwrap();
+        assert_eq!(plan.output, (224, 224));
+        assert_eq!(plan.source, (140, 0, 360, 360));
+    }
+
+    #[test]
+    fn exact_resize_and_crop_only() {
+        let exact = FrameGeometry { resize: Resize::Exact(112, 64), crop: None };
+        assert_eq!(exact.plan(640, 360).unwrap(), FramePlan { source: (0, 0, 640, 360), output: (112, 64) });
+        let crop = FrameGeometry { resize: Resize::None, crop: Some((100, 50)) };
+        assert_eq!(crop.plan(640, 360).unwrap().source, (270, 155, 100, 50));
+        assert!(crop.plan(64, 36).is_err());
+        assert_eq!(FrameGeometry { resize: Resize::Shorter(8), crop: None }.output_size(), None);
+    }
+}

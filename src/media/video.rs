@@ -1,0 +1,227 @@
+//! One video sample: pick its clip's frames, seek to the keyframe before the first, decode
+//! forward while discarding the frames nobody needs, and write each clip frame, cropped and
+//! scaled to RGB, into its slot.
+//!
+//! A frame that is neither in the clip nor a reference for later frames is dropped by the decoder
+//! before it is reconstructed (`skip_frame = NONREF`): at stride 4 in a stream with B-frames most
+//! of the frames between clip frames cost only their parsing.
+
+use ffmpeg_next::media::Type;
+use ffmpeg_next::{frame, Discard, Packet};
+
+use super::error::{MediaError, MediaResult};
+use super::frame_geometry::{FrameGeometry, FramePlan};
+use super::input::{self, seconds};
+use super::scale::{FrameTarget, Scaler};
+use super::window::{clip_frames, ClipStep, Placement};
+
+/// How a clip's values are laid out in its slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VideoLayout {
+    /// (frames, height, width, channels).
+    Thwc,
+    /// (frames, channels, height, width), as torchvision and torchcodec give frames.
+    Tchw,
+    /// (channels, frames, height, width), as 3D convolutions take clips.
+    Cthw,
+}
+
+/// What to make of every video sample.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct VideoSpec {
+    /// Frames per clip.
+    pub frames: usize,
+    pub step: ClipStep,
+    pub placement: Placement,
+    pub geometry: FrameGeometry,
+    pub layout: VideoLayout,
+}
+
+impl VideoSpec {
+    /// Values in one clip's slot, or None when the frame size depends on the video.
+    pub fn slot_len(&self) -> Option<usize> {
+        self.geometry.output_size().map(|(width, height)| self.frames * 3 * width * height)
+    }
+
+    /// Where clip frame `index` goes in the slot.
+    fn target(&self, index: usize, plan: &FramePlan) -> FrameTarget {
+        let plane = plan.output.0 * plan.output.1;
+        match self.layout {
+            VideoLayout::Thwc => FrameTarget::Packed { offset: index * 3 * plane },
+            VideoLayout::Tchw => {
+                FrameTarget::Planar { red: 3 * index * plane, green: (3 * index + 1) * plane, blue: (3 * index + 2) * plane }
+            }
+            VideoLayout::Cthw => {
+                let frames = self.frames;
+                FrameTarget::Planar { red: index * plane, green: (frames + index) * plane, blue: (2 * frames + index) * plane }
+            }
+        }
+    }
+}
+
+/// The stream's frame rate and frame count, from the container's header.
+struct StreamFacts {
+    rate: f64,
+    frames: usize,
+    start: f64,
+}
+
+/// Decode `bytes` and write its clip into `slot` (`spec.slot_len()` values).
+pub fn decode_clip_into(bytes: &[u8], spec: &VideoSpec, seed: u64, slot: &mut [u8]) -> MediaResult<()> {
+    let mut container = input::open(bytes)?;
+    let stream = input::best_stream(&container, Type::Video)?;
+    let facts = {
+        let header = container.stream(stream.index).expect("the stream just found");
+        let rate = [header.avg_frame_rate(), header.rate()].into_iter().map(f64::from).find(|rate| rate.is_finite() && *rate > 0.0);
+        let Some(rate) = rate else { return Err(MediaError::Corrupt("the video stream declares no frame rate".into())) };
+        let start =
+            if header.start_time() == ffmpeg_next::ffi::AV_NOPTS_VALUE { 0.0 } else { seconds(header.start_time(), stream.time_base) };
+        let duration = if header.duration() > 0 {
+            seconds(header.duration(), stream.time_base)
+        } else {
+            container.duration().max(0) as f64 / f64::from(ffmpeg_next::ffi::AV_TIME_BASE)
+        };
+        let frames = if header.frames() > 0 { header.frames() as usize } else { (duration * rate).round() as usize };
+        StreamFacts { rate, frames, start }
+    };
+    let targets = clip_frames(facts.frames, facts.rate, spec.frames, spec.step, spec.placement, seed).map_err(MediaError::TooShort)?;
+    let (index, time_base) = (stream.index, stream.time_base);
+    let mut decoder = stream.decoder().video().map_err(|error| MediaError::UnsupportedCodec(error.to_string()))?;
+    let index_of = |timestamp: i64| ((seconds(timestamp, time_base) - facts.start) * facts.rate).round() as i64;
+    let mut writer = ClipWriter { spec, targets: &targets, next: 0, scaler: Scaler::default(), plan: None, slot };
+    let mut current = frame::Video::empty();
+    let mut previous: Option<frame::Video>;
+    let mut last_index: Option<i64>;
+    let mut packet = Packet::empty();
+    let mut problem: Option<String>;
+    let mut first_attempt = true;
+    // Half a frame past the first clip frame: the keyframe at or before it, whatever the rounding.
+    // Containers index keyframes by decode time, so with B-frames (or HEVC's open GOPs, whose
+    // leading frames need the GOP before) that keyframe can come after the frame we need: then
+    // the first frame decoded is past the clip's start, and we seek again, further back.
+    let mut seek_to = targets[0] as f64 + 0.5;
+    let mut back = facts.rate;
+    'attempts: loop {
+        if seek_to > 1.0 {
+            input::seek_before(&mut container, facts.start + seek_to / facts.rate);
+        } else if !first_attempt {
+            input::seek_to_start(&mut container);
+        }
+        first_attempt = false;
+        decoder.flush();
+        (writer.next, previous, last_index, problem) = (0, None, None, None);
+        let mut ended = false;
+        while !writer.done() {
+            if !ended {
+                match packet.read(&mut container) {
+                    Ok(()) => {}
+                    Err(ffmpeg_next::Error::Eof) => ended = true,
+                    Err(error) => {
+                        problem = Some(format!("reading the file: {error}"));
+                        ended = true;
+                    }
+                }
+                if ended {
+                    let _ = decoder.send_eof();
+                } else if packet.stream() != index {
+                    continue;
+                } else {
+                    let needed = packet.pts().is_none_or(|pts| writer.wants(index_of(pts)));
+                    decoder.skip_frame(if needed { Discard::Default } else { Discard::NonReference });
+                    if let Err(error) = decoder.send_packet(&packet) {
+                        if writer.next > 0 {
+                            return Err(MediaError::Corrupt(format!("decoding near frame {}: {error}", last_index.unwrap_or(0))));
+                        }
+                        problem = Some(format!("decoding: {error}"));
+                        continue;
+                    }
+                }
+            }
+            let mut received = false;
+            while decoder.receive_frame(&mut current).is_ok() {
+                received = true;
+                let index = current.pts().or(current.timestamp()).map_or(last_index.map_or(0, |last| last + 1), index_of);
+                if last_index.is_none() && seek_to > 1.0 && index > targets[0] as i64 {
+                    seek_to -= back;
+                    back *= 2.0;
+                    continue 'attempts;
+                }
+                writer.frame(index, &current, previous.as_ref())?;
+                last_index = Some(index);
+                // Keep this frame (a reference, no copy) for a clip frame the stream skips over.
+                let spare = previous.take().unwrap_or_else(frame::Video::empty);
+                previous = Some(std::mem::replace(&mut current, spare));
+                if writer.done() {
+                    break;
+                }
+            }
+            if ended && !received {
+                break;
+            }
+        }
+        break;
+    }
+    if !writer.done() {
+        let wanted = targets[writer.next];
+        let reason = problem.map(|problem| format!(" ({problem})")).unwrap_or_default();
+        return Err(match last_index {
+            None => MediaError::Corrupt(format!("no frame could be decoded{reason}")),
+            Some(last) => MediaError::Corrupt(format!(
+                "the video ends at frame {last}; the file declares {} frames and the clip needs frame {wanted}{reason}",
+                facts.frames
+            )),
+        });
+    }
+    Ok(())
+}
+
+/// Writes decoded frames into the clip frames they stand for.
+struct ClipWriter<'a> {
+    spec: &'a VideoSpec,
+    targets: &'a [usize],
+    /// The next clip frame to fill.
+    next: usize,
+    scaler: Scaler,
+    /// The plan for the current frame size.
+    plan: Option<((u32, u32), FramePlan)>,
+    slot: &'a mut [u8],
+}
+
+impl ClipWriter<'_> {
+    fn done(&self) -> bool {
+        self.next == self.targets.len()
+    }
+
+    /// Whether the frame at `index` fills a clip frame still to come.
+    fn wants(&self, index: i64) -> bool {
+        index >= 0 && self.targets[self.next.min(self.targets.len() - 1)..].binary_search(&(index as usize)).is_ok()
+    }
+
+    /// The decoded frame at `index`: clip frames before it that no frame filled take `previous`
+    /// (the frame on screen at their time); those at `index` take this one.
+    fn frame(&mut self, index: i64, current: &frame::Video, previous: Option<&frame::Video>) -> MediaResult<()> {
+        while !self.done() && (self.targets[self.next] as i64) < index {
+            self.write(previous.unwrap_or(current))?;
+        }
+        while !self.done() && self.targets[self.next] as i64 == index {
+            self.write(current)?;
+        }
+        Ok(())
+    }
+
+    fn write(&mut self, frame: &frame::Video) -> MediaResult<()> {
+        let size = (frame.width(), frame.height());
+        let plan = match self.plan {
+            Some((planned, plan)) if planned == size => plan,
+            _ => {
+                let plan = self.spec.geometry.plan(size.0 as usize, size.1 as usize).map_err(MediaError::Transform)?;
+                self.plan = Some((size, plan));
+                plan
+            }
+        };
+        let target = self.spec.target(self.next, &plan);
+        self.scaler.write(frame, &plan, target, self.slot)?;
+        self.next += 1;
+        Ok(())
+    }
+}
