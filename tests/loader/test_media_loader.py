@@ -20,12 +20,12 @@ VIDEO = VideoTransform(frames=3, stride=5, resize=(180, 320), layout="THWC")
 
 @pytest.fixture(scope="module")
 def video_shards(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """12 counter videos of 40-60 frames in 2 classes, converted to tar shards."""
+    """12 counter videos (640x360) of 40-62 frames in 2 classes, converted to tar shards."""
     root = tmp_path_factory.mktemp("video")
     for index in range(12):
         folder = root / "files" / f"class{index % 2}"
         folder.mkdir(parents=True, exist_ok=True)
-        encode_video(folder, f"clip{index:02d}.mp4", 40 + 2 * index, width=320, height=180)
+        encode_video(folder, f"clip{index:02d}.mp4", 40 + 2 * index)
     with FileStorage(root / "files", cache=False) as files:
         convert_storage(files, root / "shards", shard_size=1 << 20, progress=False)
     return root / "shards"

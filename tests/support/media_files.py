@@ -20,6 +20,7 @@ from .availability import unavailable
 __all__ = [
     "BIT_BLOCK",
     "COUNTER_BITS",
+    "counter_frame",
     "encode_audio",
     "encode_video",
     "read_counter",
