@@ -62,13 +62,37 @@ def segments(folder: Path, count: int, source: list[str], codec: list[str], exte
     (folder / "manifest.json").write_text(json.dumps(manifest))
 
 
+def flac_files(folder: Path, count: int) -> None:
+    """``count`` FLAC files written by libsndfile (complete headers: ffmpeg's segment muxer
+    cannot go back to fill in a FLAC header's length), each a few tones over pink-ish noise."""
+    import numpy as np
+    import soundfile
+
+    rate = 44_100
+    time = np.arange(CLIP_SECONDS * rate) / rate
+    generator = np.random.default_rng(0)
+    names = []
+    for index in range(count):
+        tones = sum(0.1 * np.sin(2 * np.pi * generator.uniform(100, 4000) * time + generator.uniform(0, 6)) for _ in range(3))
+        noise = np.cumsum(generator.normal(0, 0.01, size=(len(time), 2)), axis=0)
+        noise -= noise.mean(axis=0)
+        signal = np.clip(tones[:, None] + 0.02 * noise / max(1e-9, np.abs(noise).max()), -1, 1)
+        target = folder / "files" / f"c{index % 2}" / f"{index:05d}.flac"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        soundfile.write(target, signal, rate, subtype="PCM_16")
+        names.append(str(target.relative_to(folder)))
+    manifest = {"files": names, "durations": [float(CLIP_SECONDS)] * count, "frames": [0] * count}
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+
+
 def make_data(root: Path, audio: int, video: int, only: str | None) -> dict[str, Path]:
     sets: dict[str, Path] = {}
     noise = ["-f", "lavfi", "-i", "anoisesrc=color=pink:amplitude=0.3:sample_rate=44100,aformat=channel_layouts=stereo"]
     if only in (None, "audio"):
-        for name, codec in (("mp3", ["-c:a", "libmp3lame", "-b:a", "192k"]), ("flac", ["-c:a", "flac"])):
-            sets[f"audio-{name}"] = root / f"audio-{name}"
-            segments(sets[f"audio-{name}"], audio, noise, codec, name)
+        sets["audio-mp3"] = root / "audio-mp3"
+        segments(sets["audio-mp3"], audio, noise, ["-c:a", "libmp3lame", "-b:a", "192k"], "mp3")
+        sets["audio-flac"] = root / "audio-flac"
+        flac_files(sets["audio-flac"], audio)
     if only in (None, "video"):
         source = ["-f", "lavfi", "-i", "testsrc2=size=640x360:rate=30"]
         codec = [

@@ -26,9 +26,6 @@ pub enum Channels {
 enum Pick {
     All,
     One(usize),
-    /// Their mean: a mono down-mix as torchaudio and librosa make it (swresample's own weights
-    /// each side by -3 dB, louder than the mean and clipping on correlated channels).
-    Mean,
 }
 
 /// One stream's resampler, made for the first frame's format, rate and channel count.
@@ -54,7 +51,6 @@ impl Resampler {
             return Err(MediaError::Corrupt(format!("decoded audio with {input_channels} channels at {input_rate} Hz")));
         }
         let (produced, pick) = match channels {
-            Channels::Mix(1) if input_channels > 1 => (input_channels as usize, Pick::Mean),
             Channels::Mix(count) => (count, Pick::All),
             Channels::Select(channel) if channel < input_channels as usize => (input_channels as usize, Pick::One(channel)),
             Channels::Select(channel) => {
@@ -65,6 +61,7 @@ impl Resampler {
         // SAFETY: the layouts are zeroed structs that av_channel_layout_default fills (a native
         // order needs no allocation, so no uninit is owed); swr_alloc_set_opts2 copies them. The
         // sample format value comes from the decoder, so it is a valid AVSampleFormat.
+        // swr_set_matrix reads one row of `input_channels` weights (stride `input_channels`).
         let status = unsafe {
             let mut input_layout: ffi::AVChannelLayout = std::mem::zeroed();
             let mut output_layout: ffi::AVChannelLayout = std::mem::zeroed();
@@ -81,6 +78,15 @@ impl Resampler {
                 0,
                 ptr::null_mut(),
             );
+            // Mono is the channels' mean, as torchaudio and librosa make it (swresample's own
+            // weights give each side -3 dB: louder than the mean, clipping on correlated
+            // channels). Mixed before resampling: one channel to filter instead of several.
+            let status = if status >= 0 && produced == 1 && input_channels > 1 {
+                let weights = vec![1.0 / f64::from(input_channels); input_channels as usize];
+                ffi::swr_set_matrix(context, weights.as_ptr(), input_channels)
+            } else {
+                status
+            };
             if status < 0 {
                 status
             } else {
@@ -114,7 +120,7 @@ impl Resampler {
     pub fn channels(&self) -> usize {
         match self.pick {
             Pick::All => self.produced_channels,
-            Pick::One(_) | Pick::Mean => 1,
+            Pick::One(_) => 1,
         }
     }
 
@@ -163,7 +169,6 @@ impl Resampler {
             match self.pick {
                 Pick::All => out.extend_from_slice(&scratch),
                 Pick::One(channel) => out.extend(scratch.chunks_exact(channels).map(|samples| samples[channel])),
-                Pick::Mean => out.extend(scratch.chunks_exact(channels).map(|samples| samples.iter().sum::<f32>() / channels as f32)),
             }
         }
         Ok(())
