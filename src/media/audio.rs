@@ -6,6 +6,7 @@
 //! decoded and dropped) and stops once it is covered. A file whose data ends before what its
 //! header declares is an error, never a silently zero-padded window.
 
+use ffmpeg_next::codec::Id;
 use ffmpeg_next::format::context::Input;
 use ffmpeg_next::media::Type;
 use ffmpeg_next::{frame, Packet};
@@ -16,8 +17,28 @@ pub use super::resample::Channels;
 use super::resample::Resampler;
 use super::window::{window_start, Placement};
 
-/// Seconds decoded before the window and thrown away, for decoders that need run-in.
-const RUN_IN_SECONDS: f64 = 0.25;
+/// Seconds decoded before the window and thrown away, for codecs whose frames depend on the ones
+/// before (MP3's bit reservoir, AAC's and Vorbis's overlapped transforms, Opus's 80 ms pre-roll).
+const RUN_IN_SECONDS: f64 = 0.1;
+
+/// Codecs whose every frame decodes on its own: no run-in.
+fn needs_run_in(codec: Id) -> bool {
+    !matches!(
+        codec,
+        Id::FLAC
+            | Id::ALAC
+            | Id::WAVPACK
+            | Id::PCM_S16LE
+            | Id::PCM_S16BE
+            | Id::PCM_S24LE
+            | Id::PCM_S32LE
+            | Id::PCM_U8
+            | Id::PCM_F32LE
+            | Id::PCM_F64LE
+            | Id::PCM_ALAW
+            | Id::PCM_MULAW
+    )
+}
 /// How much shorter than declared the decoded audio may be before we call the file truncated:
 /// headers round, and MP3 encoder delay and padding shift the end by a few milliseconds.
 const DURATION_TOLERANCE_SECONDS: f64 = 0.2;
@@ -92,17 +113,19 @@ fn decode_window(bytes: &[u8], spec: &AudioSpec, seed: u64) -> MediaResult<(Vec<
     let mut container = input::open(bytes)?;
     let stream = input::best_stream(&container, Type::Audio)?;
     let (index, time_base) = (stream.index, stream.time_base);
+    let run_in = if needs_run_in(stream.codec) { RUN_IN_SECONDS } else { 0.0 };
     let mut decoder = stream.decoder().audio().map_err(|error| MediaError::UnsupportedCodec(error.to_string()))?;
     let rate = f64::from(spec.sample_rate);
     let (stream_start, declared) = declared_span(&container, index);
     let length = spec.length as u64;
     let planned = declared.map(|duration| window_start((duration * rate) as u64, length, spec.placement, seed));
     if let Some(start) = planned {
-        input::seek_before(&mut container, stream_start + start as f64 / rate - RUN_IN_SECONDS);
+        input::seek_before(&mut container, stream_start + start as f64 / rate - run_in);
     }
     let goal = planned.map(|start| (start + length) as i64);
 
-    let mut decoded = Decoded { resampler: None, samples: Vec::new(), first: None, channels: spec.output_channels() };
+    let capacity = (spec.length + ((run_in + 0.1) * rate) as usize) * spec.output_channels();
+    let mut decoded = Decoded { resampler: None, samples: Vec::with_capacity(capacity), first: None, channels: spec.output_channels() };
     let mut frame = frame::Audio::empty();
     let mut packet = Packet::empty();
     let mut problem: Option<String> = None;

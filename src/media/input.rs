@@ -1,10 +1,15 @@
 //! A container opened over a sample's bytes, and the decoder of its best stream of one kind.
 
-use std::io::Cursor;
+use std::ffi::{c_int, c_void};
+use std::marker::PhantomData;
+use std::mem::ManuallyDrop;
+use std::ops::{Deref, DerefMut};
+use std::ptr;
 use std::sync::Once;
 
 use ffmpeg_next::codec;
-use ffmpeg_next::format::context::{Input, StreamIo};
+use ffmpeg_next::ffi;
+use ffmpeg_next::format::context::Input;
 use ffmpeg_next::media::Type;
 use ffmpeg_next::Rational;
 
@@ -21,20 +26,153 @@ fn initialize() {
     });
 }
 
-/// A container opened over `bytes` (copied once: FFmpeg's reader owns what it reads from, and the
-/// copy costs microseconds against milliseconds of decoding).
-pub fn open(bytes: &[u8]) -> MediaResult<Input> {
+/// FFmpeg's read buffer for a sample (it reads through this in chunks).
+const READ_BUFFER: usize = 32 << 10;
+
+/// A container opened over a sample's bytes where they are: FFmpeg reads them through callbacks,
+/// so nothing is copied but what the demuxer asks for. Derefs to the `Input`.
+pub struct MemoryInput<'a> {
+    input: ManuallyDrop<Input>,
+    io: *mut ffi::AVIOContext,
+    reader: *mut Reader<'a>,
+    _bytes: PhantomData<&'a [u8]>,
+}
+
+/// Where FFmpeg is in the bytes.
+struct Reader<'a> {
+    data: &'a [u8],
+    position: usize,
+}
+
+/// FFmpeg's read callback: copy up to `size` bytes from the current position.
+///
+/// # Safety
+/// `opaque` is the `Reader` that `open` made and `MemoryInput` keeps alive for as long as the
+/// AVIOContext exists; FFmpeg calls back from the thread driving the input, one call at a time,
+/// with `buffer` valid for `size` bytes.
+unsafe extern "C" fn read_packet(opaque: *mut c_void, buffer: *mut u8, size: c_int) -> c_int {
+    // SAFETY: as the function's contract says.
+    let reader = unsafe { &mut *(opaque as *mut Reader) };
+    let remaining = &reader.data[reader.position..];
+    if remaining.is_empty() {
+        return ffi::AVERROR_EOF;
+    }
+    let count = remaining.len().min(size.max(0) as usize);
+    // SAFETY: `count` is within both `remaining` and `buffer`'s `size` bytes; they cannot
+    // overlap (FFmpeg's buffer is its own allocation).
+    unsafe { ptr::copy_nonoverlapping(remaining.as_ptr(), buffer, count) };
+    reader.position += count;
+    count as c_int
+}
+
+/// FFmpeg's seek callback: SEEK_SET, SEEK_CUR, SEEK_END, or AVSEEK_SIZE for the length.
+///
+/// # Safety
+/// As `read_packet`.
+unsafe extern "C" fn seek(opaque: *mut c_void, offset: i64, whence: c_int) -> i64 {
+    // SAFETY: as the function's contract says.
+    let reader = unsafe { &mut *(opaque as *mut Reader) };
+    let length = reader.data.len() as i64;
+    if whence & ffi::AVSEEK_SIZE != 0 {
+        return length;
+    }
+    let base = match whence & !ffi::AVSEEK_FORCE {
+        ffi::SEEK_SET => 0,
+        ffi::SEEK_CUR => reader.position as i64,
+        ffi::SEEK_END => length,
+        _ => return i64::from(ffi::AVERROR(ffi::EINVAL)),
+    };
+    let target = base.saturating_add(offset);
+    if !(0..=length).contains(&target) {
+        return i64::from(ffi::AVERROR(ffi::EINVAL));
+    }
+    reader.position = target as usize;
+    target
+}
+
+/// Open a container over `bytes`.
+pub fn open(bytes: &[u8]) -> MediaResult<MemoryInput<'_>> {
     if bytes.is_empty() {
         return Err(MediaError::Empty);
     }
     initialize();
-    let io = StreamIo::from_read_seek(Cursor::new(bytes.to_vec())).map_err(|error| MediaError::Open(error.to_string()))?;
-    ffmpeg_next::format::input_from_stream(io, None, None).map_err(|error| MediaError::Open(error.to_string()))
+    let reader = Box::into_raw(Box::new(Reader { data: bytes, position: 0 }));
+    // SAFETY: every pointer is checked before use; on each failure path what was made is freed
+    // once (avformat_open_input frees the format context it fails on, and leaves our custom
+    // AVIOContext to us). On success `MemoryInput` owns the format context (through `Input`),
+    // the AVIOContext with its buffer, and the reader, and frees them in that order.
+    unsafe {
+        let buffer = ffi::av_malloc(READ_BUFFER) as *mut u8;
+        let mut io = if buffer.is_null() {
+            ptr::null_mut()
+        } else {
+            ffi::avio_alloc_context(buffer, READ_BUFFER as c_int, 0, reader as *mut c_void, Some(read_packet), None, Some(seek))
+        };
+        let mut format = if io.is_null() { ptr::null_mut() } else { ffi::avformat_alloc_context() };
+        let free_io = |io: &mut *mut ffi::AVIOContext, buffer: *mut u8| {
+            if io.is_null() {
+                ffi::av_free(buffer as *mut c_void);
+            } else {
+                ffi::av_freep(&mut (**io).buffer as *mut *mut u8 as *mut c_void);
+                ffi::avio_context_free(io);
+            }
+        };
+        if format.is_null() {
+            free_io(&mut io, buffer);
+            drop(Box::from_raw(reader));
+            return Err(MediaError::Open("out of memory".into()));
+        }
+        (*format).pb = io;
+        (*format).flags |= ffi::AVFMT_FLAG_CUSTOM_IO;
+        let mut status = ffi::avformat_open_input(&mut format, ptr::null(), ptr::null(), ptr::null_mut());
+        if status >= 0 {
+            status = ffi::avformat_find_stream_info(format, ptr::null_mut());
+            if status < 0 {
+                ffi::avformat_close_input(&mut format);
+            }
+        }
+        if status < 0 {
+            free_io(&mut io, buffer);
+            drop(Box::from_raw(reader));
+            return Err(MediaError::Open(ffmpeg_next::Error::from(status).to_string()));
+        }
+        Ok(MemoryInput { input: ManuallyDrop::new(Input::wrap(format)), io, reader, _bytes: PhantomData })
+    }
+}
+
+impl Deref for MemoryInput<'_> {
+    type Target = Input;
+
+    fn deref(&self) -> &Input {
+        &self.input
+    }
+}
+
+impl DerefMut for MemoryInput<'_> {
+    fn deref_mut(&mut self) -> &mut Input {
+        &mut self.input
+    }
+}
+
+impl Drop for MemoryInput<'_> {
+    fn drop(&mut self) {
+        // SAFETY: the format context closes first (AVFMT_FLAG_CUSTOM_IO: it leaves `pb` alone;
+        // decoders made from its streams hold no reference to it), then the AVIOContext and its
+        // current buffer (FFmpeg may have replaced the one we gave it), then the reader it
+        // called back into. Each is freed once, here.
+        unsafe {
+            ManuallyDrop::drop(&mut self.input);
+            ffi::av_freep(&mut (*self.io).buffer as *mut *mut u8 as *mut c_void);
+            ffi::avio_context_free(&mut self.io);
+            drop(Box::from_raw(self.reader));
+        }
+    }
 }
 
 /// The best stream of `kind` in `input`: its index, time base, and an opened decoder context.
 pub struct StreamDecoder {
     pub index: usize,
+    pub codec: codec::Id,
     pub time_base: Rational,
     pub context: codec::context::Context,
 }
@@ -50,7 +188,7 @@ pub fn best_stream(input: &Input, kind: Type) -> MediaResult<StreamDecoder> {
     }
     let context = codec::context::Context::from_parameters(parameters)
         .map_err(|error| MediaError::UnsupportedCodec(format!("{codec_id:?}: {error}")))?;
-    Ok(StreamDecoder { index: stream.index(), time_base: stream.time_base(), context })
+    Ok(StreamDecoder { index: stream.index(), codec: codec_id, time_base: stream.time_base(), context })
 }
 
 impl StreamDecoder {

@@ -37,6 +37,8 @@ pub struct Resampler {
     pick: Pick,
     /// Input samples still to drop before the first converted one (see `align`).
     skip: usize,
+    /// Where swresample writes, reused frame after frame.
+    scratch: Vec<f32>,
 }
 
 impl Resampler {
@@ -93,7 +95,14 @@ impl Resampler {
                 ffi::swr_init(context)
             }
         };
-        let resampler = Resampler { context, input: (format, input_rate, input_channels), produced_channels: produced, pick, skip: 0 };
+        let resampler = Resampler {
+            context,
+            input: (format, input_rate, input_channels),
+            produced_channels: produced,
+            pick,
+            skip: 0,
+            scratch: Vec::new(),
+        };
         if status < 0 {
             return Err(MediaError::Corrupt(format!(
                 "cannot resample {input_channels} channel(s) at {input_rate} Hz: {}",
@@ -158,7 +167,9 @@ impl Resampler {
         // per channel (or one, packed) of `count` samples, owned by the live frame.
         unsafe {
             let room = ffi::swr_get_out_samples(self.context, count).max(0) as usize + 16;
-            let mut scratch: Vec<f32> = Vec::with_capacity(room * self.produced_channels);
+            let scratch = &mut self.scratch;
+            scratch.clear();
+            scratch.reserve(room * self.produced_channels);
             let mut planes = [scratch.as_mut_ptr() as *mut u8];
             let written = ffi::swr_convert(self.context, planes.as_mut_ptr(), room as i32, data, count);
             if written < 0 {
@@ -167,7 +178,7 @@ impl Resampler {
             scratch.set_len(written as usize * self.produced_channels);
             let channels = self.produced_channels;
             match self.pick {
-                Pick::All => out.extend_from_slice(&scratch),
+                Pick::All => out.extend_from_slice(scratch),
                 Pick::One(channel) => out.extend(scratch.chunks_exact(channels).map(|samples| samples[channel])),
             }
         }

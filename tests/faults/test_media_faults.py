@@ -95,3 +95,10 @@ def test_loader_policies_on_bad_audio(media: dict[str, bytes], tmp_path: Path, p
             assert (np.abs(window).max() > 0.2) == valid
     assert [failure.key for failure in loader.failures] == ["class1/5.flac"]
     assert "class1/5.flac" not in delivered or not delivered["class1/5.flac"]
+
+
+def test_zero_length_streams(media: dict[str, bytes]) -> None:
+    """A WAV whose data chunk is empty, and an audio window from a file holding no sample."""
+    empty = wav_bytes(np.zeros((0, 1), dtype=np.float32), 44_100)
+    with pytest.raises(MediaDecodeError, match="'silent.wav'.*(no audio could be decoded|declares)"):
+        decode_audio(empty, AUDIO, name="silent.wav")
