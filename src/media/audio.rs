@@ -21,7 +21,11 @@ use super::window::{window_start, Placement};
 /// before (MP3's bit reservoir, AAC's and Vorbis's overlapped transforms, Opus's 80 ms pre-roll).
 const RUN_IN_SECONDS: f64 = 0.1;
 
-/// Codecs whose every frame decodes on its own: no run-in.
+/// The run-in for codecs whose frames decode on their own: the resampler's filter still wants
+/// about a millisecond of input before the window's first sample.
+const FILTER_HISTORY_SECONDS: f64 = 0.01;
+
+/// Codecs whose every frame decodes on its own: only the filter's history as run-in.
 fn needs_run_in(codec: Id) -> bool {
     !matches!(
         codec,
@@ -113,7 +117,7 @@ fn decode_window(bytes: &[u8], spec: &AudioSpec, seed: u64) -> MediaResult<(Vec<
     let mut container = input::open(bytes)?;
     let stream = input::best_stream(&container, Type::Audio)?;
     let (index, time_base) = (stream.index, stream.time_base);
-    let run_in = if needs_run_in(stream.codec) { RUN_IN_SECONDS } else { 0.0 };
+    let run_in = if needs_run_in(stream.codec) { RUN_IN_SECONDS } else { FILTER_HISTORY_SECONDS };
     let mut decoder = stream.decoder().audio().map_err(|error| MediaError::UnsupportedCodec(error.to_string()))?;
     let rate = f64::from(spec.sample_rate);
     let (stream_start, declared) = declared_span(&container, index);

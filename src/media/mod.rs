@@ -14,6 +14,7 @@ pub mod error;
 pub mod frame_geometry;
 pub mod input;
 pub mod resample;
+pub mod resampler_pool;
 pub mod scale;
 pub mod video;
 pub mod window;

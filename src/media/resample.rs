@@ -11,6 +11,7 @@ use ffmpeg_next::ffi;
 use ffmpeg_next::frame;
 
 use super::error::{MediaError, MediaResult};
+use super::resampler_pool::{self, Shape};
 
 /// How the output's channels come from the input's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,6 +40,10 @@ pub struct Resampler {
     skip: usize,
     /// Where swresample writes, reused frame after frame.
     scratch: Vec<f32>,
+    /// What the context was made for, to hand it back to the pool.
+    shape: Shape,
+    /// Whether the context initialized, and so may be reused.
+    ready: bool,
 }
 
 impl Resampler {
@@ -59,6 +64,20 @@ impl Resampler {
                 return Err(MediaError::Transform(format!("channel {channel} asked; the audio has {input_channels} channel(s)")))
             }
         };
+        let shape: Shape = (format, input_rate, input_channels, rate, produced);
+        let resampler = |context, ready| Resampler {
+            context,
+            input: (format, input_rate, input_channels),
+            produced_channels: produced,
+            pick,
+            skip: 0,
+            scratch: Vec::new(),
+            shape,
+            ready,
+        };
+        if let Some(context) = resampler_pool::take(shape) {
+            return Ok(resampler(context, true));
+        }
         let mut context: *mut ffi::SwrContext = ptr::null_mut();
         // SAFETY: the layouts are zeroed structs that av_channel_layout_default fills (a native
         // order needs no allocation, so no uninit is owed); swr_alloc_set_opts2 copies them. The
@@ -95,14 +114,7 @@ impl Resampler {
                 ffi::swr_init(context)
             }
         };
-        let resampler = Resampler {
-            context,
-            input: (format, input_rate, input_channels),
-            produced_channels: produced,
-            pick,
-            skip: 0,
-            scratch: Vec::new(),
-        };
+        let resampler = resampler(context, status >= 0);
         if status < 0 {
             return Err(MediaError::Corrupt(format!(
                 "cannot resample {input_channels} channel(s) at {input_rate} Hz: {}",
@@ -195,6 +207,10 @@ fn gcd(mut left: i64, mut right: i64) -> i64 {
 
 impl Drop for Resampler {
     fn drop(&mut self) {
+        if self.ready {
+            resampler_pool::give_back(self.shape, std::mem::replace(&mut self.context, ptr::null_mut()));
+            return;
+        }
         // SAFETY: `context` came from swr_alloc_set_opts2 (or is null, which swr_free accepts)
         // and is freed once, here.
         unsafe { ffi::swr_free(&mut self.context) }
