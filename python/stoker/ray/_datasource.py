@@ -11,6 +11,7 @@ identity on the way through Ray.
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -31,17 +32,26 @@ class StokerDatasource:
             into a fixed-shape uint8 or float tensor).
         transform: The `ImageTransform` for ``image`` (its geometry must give one shape).
         rows_per_block: Samples read per storage call and per Ray block.
+        on_error: ``"raise"``: a sample that cannot be read or decoded fails its read task, with
+            the sample's name in the error (Ray retries the task, then fails the dataset).
+            ``"skip"``: its row is left out, and a warning naming the sample and why is logged
+            on the worker (``stoker.ray``, forwarded to the driver's console by Ray); the other
+            rows of its block are delivered. An unreachable store raises either way.
         storage_options: Passed to `open_storage` (credentials come from the environment of
             the Ray workers, never from here).
 
     Raises:
-        ValueError: An unknown column, or ``image`` without a ``transform``.
+        ValueError: An unknown column or ``on_error``, or ``image`` without a ``transform``.
         StorageError: The source cannot be opened (on the driver, before any task runs).
     """
 
     def __new__(cls, *arguments: Any, **options: Any) -> Any:
         # Built on first use: `ray` is an optional extra, imported only by those who use it.
         return _datasource_class()(*arguments, **options)
+
+
+def _log_skipped(name: str, reason: str) -> None:
+    logging.getLogger("stoker.ray").warning("stoker: skipped sample %r (on_error='skip'): %s", name, reason)
 
 
 def _datasource_class() -> type:
@@ -56,6 +66,7 @@ def _datasource_class() -> type:
             columns: Sequence[str] = ("key", "label", "bytes"),
             transform: Any = None,
             rows_per_block: int = 1024,
+            on_error: str = "raise",
             **storage_options: Any,
         ) -> None:
             from ..storage import open_storage
@@ -67,6 +78,9 @@ def _datasource_class() -> type:
                 raise ValueError("the image column needs a transform (an ImageTransform with a fixed output size)")
             if rows_per_block < 1:
                 raise ValueError(f"rows_per_block must be positive, got {rows_per_block}")
+            if on_error not in ("raise", "skip"):
+                raise ValueError(f'on_error must be "raise" or "skip", got {on_error!r}')
+            self.on_error = on_error
             self.source = str(source)
             self.columns = tuple(columns)
             self.transform = transform
@@ -106,24 +120,45 @@ def _datasource_class() -> type:
         def _block(self, storage: Any, indices: range) -> Any:
             import pyarrow
 
-            payloads = storage.read_indices(list(indices))  # raises naming the sample that failed
-            table: dict[str, Any] = {}
-            if "index" in self.columns:
-                table["index"] = pyarrow.array(list(indices), pyarrow.int64())
-            if "key" in self.columns:
-                table["key"] = pyarrow.array([storage.keys[index] for index in indices], pyarrow.string())
-            if "label" in self.columns:
-                table["label"] = pyarrow.array([storage.labels[index] for index in indices], pyarrow.int64())
-            if "bytes" in self.columns:
-                table["bytes"] = pyarrow.array(payloads, pyarrow.binary())
+            wanted = list(indices)
+            results = storage.try_read_indices(wanted)
+            # Raises naming the sample under "raise" (and for an unreachable store under either).
+            payloads = storage.apply_on_error(wanted, results, self.on_error)
+            for index, result in zip(wanted, results):
+                if isinstance(result, Exception):
+                    _log_skipped(storage.keys[index], f"{type(result).__name__}: {result}")
+            wanted = [index for index, payload in zip(wanted, payloads) if payload is not None]
+            payloads = [payload for payload in payloads if payload is not None]
+            images = None
             if "image" in self.columns:
-                from ray.data.extensions import ArrowTensorArray
-
                 from ..ops.image import decode_batch
 
                 # Seeded by index, as the Loader seeds by position: the same crop on every run.
-                decoded = decode_batch(payloads, self.transform, seeds=list(indices), names=[storage.keys[index] for index in indices])
-                table["image"] = ArrowTensorArray.from_numpy(decoded.images)
+                names = [storage.keys[index] for index in wanted]
+                decoded = decode_batch(
+                    payloads, self.transform, seeds=wanted, names=names, on_error="skip" if self.on_error == "skip" else "raise"
+                )
+                for failure in decoded.failures:
+                    _log_skipped(failure.name, failure.message)
+                kept = [position for position, valid in enumerate(decoded.valid) if valid]
+                wanted, payloads, images = (
+                    [wanted[position] for position in kept],
+                    [payloads[position] for position in kept],
+                    decoded.images,
+                )
+            table: dict[str, Any] = {}
+            if "index" in self.columns:
+                table["index"] = pyarrow.array(wanted, pyarrow.int64())
+            if "key" in self.columns:
+                table["key"] = pyarrow.array([storage.keys[index] for index in wanted], pyarrow.string())
+            if "label" in self.columns:
+                table["label"] = pyarrow.array([storage.labels[index] for index in wanted], pyarrow.int64())
+            if "bytes" in self.columns:
+                table["bytes"] = pyarrow.array(payloads, pyarrow.binary())
+            if images is not None:
+                from ray.data.extensions import ArrowTensorArray
+
+                table["image"] = ArrowTensorArray.from_numpy(images)
             return pyarrow.table(table)
 
     return _StokerDatasource
