@@ -27,7 +27,11 @@ def _storage() -> MemoryStorage:
         ({"batch_size": 4, "fetch_concurrency": 2.5}, TypeError, r"fetch_concurrency must be an int >= 1 or None, got float 2.5"),
         ({"batch_size": 4, "prefetch": -1}, ValueError, r"prefetch must be >= 0"),
         ({"batch_size": 4, "seed": "7"}, TypeError, r"seed must be an int >= 0, got str '7'"),
-        ({"batch_size": 4, "transform": (224, 224)}, TypeError, r"transform must be a stoker.ops ImageTransform, AudioTransform or VideoTransform, got tuple"),
+        (
+            {"batch_size": 4, "transform": (224, 224)},
+            TypeError,
+            r"transform must be a stoker.ops ImageTransform, AudioTransform or VideoTransform, got tuple",
+        ),
         ({"batch_size": 4, "decode": "utf-8"}, TypeError, r"decode must be a function of a sample's bytes, got str"),
         ({"batch_size": 4, "stall_patience": "1s"}, TypeError, r"stall_patience must be a number"),
     ],
