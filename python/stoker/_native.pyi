@@ -121,8 +121,9 @@ class VideoTransform:
     """A clip of `frames` RGB frames from every video file: every `stride`th frame (or frames at
     `fps`), placed by clip ("random", seeded per sample; "center"; "start"; or "uniform": spread
     evenly over the whole video). Each frame is resized (resize_shorter, or resize=(height,
-    width)) then centre-cropped (center_crop=(height, width)). layout: "TCHW", "THWC" or "CTHW";
-    uint8."""
+    width)) then cropped: center_crop=(height, width), or random_crop=(height, width) at a place
+    drawn per clip from its seed; flip_probability mirrors a clip (every frame alike).
+    layout: "TCHW", "THWC" or "CTHW"; uint8."""
 
     def __new__(
         cls,
@@ -134,6 +135,8 @@ class VideoTransform:
         resize_shorter: int | None = None,
         resize: tuple[int, int] | None = None,
         center_crop: tuple[int, int] | None = None,
+        random_crop: tuple[int, int] | None = None,
+        flip_probability: float = 0.0,
         layout: str = "TCHW",
     ) -> VideoTransform: ...
     @property

@@ -1,8 +1,9 @@
 //! Where each video frame is cropped and to what size it is scaled, as the image path does it:
-//! resize the shorter side (torchvision's `Resize(int)`) or to an exact size, then centre-crop.
+//! resize the shorter side (torchvision's `Resize(int)`) or to an exact size, then crop (centred,
+//! or at a random place drawn once per clip from its seed), then maybe flip (once per clip).
 //! Computed in source pixels, so one scaling pass both crops and resizes.
 
-use crate::image::geometry::shorter_side_size;
+use crate::image::geometry::{shorter_side_size, SampleRng};
 
 /// How frames are resized before the crop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -14,12 +15,16 @@ pub enum Resize {
     Exact(usize, usize),
 }
 
-/// A frame's resize and centre crop.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A frame's resize, crop and flip.
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct FrameGeometry {
     pub resize: Resize,
-    /// (width, height) of the centre crop, after the resize.
+    /// (width, height) of the crop, after the resize.
     pub crop: Option<(usize, usize)>,
+    /// Place the crop at random (torchvision's `RandomCrop`) instead of in the centre.
+    pub random_crop: bool,
+    /// Chance that a clip is mirrored left to right.
+    pub flip_probability: f64,
 }
 
 /// The source rectangle (left, top, width, height) to scale, and the output (width, height).
@@ -39,8 +44,16 @@ impl FrameGeometry {
         }
     }
 
-    /// The plan for frames of `width` x `height`.
-    pub fn plan(&self, width: usize, height: usize) -> Result<FramePlan, String> {
+    /// Whether the clip with `seed` is mirrored (drawn after the crop's place).
+    pub fn flips(&self, seed: u64) -> bool {
+        let mut rng = SampleRng::new(seed);
+        rng.next_u64();
+        rng.next_u64();
+        self.flip_probability > 0.0 && rng.uniform(0.0, 1.0) < self.flip_probability
+    }
+
+    /// The plan for frames of `width` x `height` of the clip with `seed`.
+    pub fn plan(&self, width: usize, height: usize, seed: u64) -> Result<FramePlan, String> {
         if width == 0 || height == 0 {
             return Err(format!("frames of {width}x{height}"));
         }
@@ -59,9 +72,13 @@ impl FrameGeometry {
         }
         let scale_x = width as f64 / resized_width as f64;
         let scale_y = height as f64 / resized_height as f64;
-        // torchvision's CenterCrop rounds the offset of the resized image.
-        let left = ((resized_width - crop_width) as f64 / 2.0).round() * scale_x;
-        let top = ((resized_height - crop_height) as f64 / 2.0).round() * scale_y;
+        let (left, top) = if self.random_crop {
+            let mut rng = SampleRng::new(seed);
+            (rng.up_to(resized_width - crop_width) as f64 * scale_x, rng.up_to(resized_height - crop_height) as f64 * scale_y)
+        } else {
+            // torchvision's CenterCrop rounds the offset of the resized image.
+            (((resized_width - crop_width) as f64 / 2.0).round() * scale_x, ((resized_height - crop_height) as f64 / 2.0).round() * scale_y)
+        };
         let source_width = ((crop_width as f64 * scale_x).round() as usize).clamp(1, width);
         let source_height = ((crop_height as f64 * scale_y).round() as usize).clamp(1, height);
         let left = (left.round() as usize).min(width - source_width);
@@ -76,19 +93,32 @@ mod tests {
 
     #[test]
     fn shorter_side_then_centre_crop_in_source_pixels() {
-        let geometry = FrameGeometry { resize: Resize::Shorter(224), crop: Some((224, 224)) };
-        let plan = geometry.plan(640, 360).unwrap();
+        let geometry = FrameGeometry { resize: Resize::Shorter(224), crop: Some((224, 224)), random_crop: false, flip_probability: 0.0 };
+        let plan = geometry.plan(640, 360, 0).unwrap();
         assert_eq!(plan.output, (224, 224));
         assert_eq!(plan.source, (140, 0, 360, 360));
     }
 
     #[test]
     fn exact_resize_and_crop_only() {
-        let exact = FrameGeometry { resize: Resize::Exact(112, 64), crop: None };
-        assert_eq!(exact.plan(640, 360).unwrap(), FramePlan { source: (0, 0, 640, 360), output: (112, 64) });
-        let crop = FrameGeometry { resize: Resize::None, crop: Some((100, 50)) };
-        assert_eq!(crop.plan(640, 360).unwrap().source, (270, 155, 100, 50));
-        assert!(crop.plan(64, 36).is_err());
-        assert_eq!(FrameGeometry { resize: Resize::Shorter(8), crop: None }.output_size(), None);
+        let geometry = |resize, crop| FrameGeometry { resize, crop, random_crop: false, flip_probability: 0.0 };
+        let exact = geometry(Resize::Exact(112, 64), None);
+        assert_eq!(exact.plan(640, 360, 0).unwrap(), FramePlan { source: (0, 0, 640, 360), output: (112, 64) });
+        let crop = geometry(Resize::None, Some((100, 50)));
+        assert_eq!(crop.plan(640, 360, 0).unwrap().source, (270, 155, 100, 50));
+        assert!(crop.plan(64, 36, 0).is_err());
+        assert_eq!(geometry(Resize::Shorter(8), None).output_size(), None);
+    }
+
+    #[test]
+    fn random_crops_stay_inside_and_follow_the_seed() {
+        let geometry = FrameGeometry { resize: Resize::None, crop: Some((100, 50)), random_crop: true, flip_probability: 0.5 };
+        let places: Vec<(usize, usize)> =
+            (0..50).map(|seed| geometry.plan(640, 360, seed).unwrap().source).map(|(left, top, _, _)| (left, top)).collect();
+        assert!(places.iter().all(|&(left, top)| left <= 540 && top <= 310));
+        assert!(places.windows(2).any(|pair| pair[0] != pair[1]));
+        assert_eq!(geometry.plan(640, 360, 7).unwrap(), geometry.plan(640, 360, 7).unwrap());
+        let flips = (0..200).filter(|&seed| geometry.flips(seed)).count();
+        assert!((60..140).contains(&flips), "{flips} of 200 flipped");
     }
 }

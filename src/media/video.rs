@@ -88,7 +88,7 @@ pub fn decode_clip_into(bytes: &[u8], spec: &VideoSpec, seed: u64, slot: &mut [u
     let (index, time_base) = (stream.index, stream.time_base);
     let mut decoder = stream.decoder().video().map_err(|error| MediaError::UnsupportedCodec(error.to_string()))?;
     let index_of = |timestamp: i64| ((seconds(timestamp, time_base) - facts.start) * facts.rate).round() as i64;
-    let mut writer = ClipWriter { spec, targets: &targets, next: 0, scaler: Scaler::default(), plan: None, slot };
+    let mut writer = ClipWriter { spec, targets: &targets, next: 0, scaler: Scaler::default(), plan: None, seed, slot };
     let mut current = frame::Video::empty();
     let mut previous: Option<frame::Video>;
     let mut last_index: Option<i64>;
@@ -184,6 +184,8 @@ struct ClipWriter<'a> {
     scaler: Scaler,
     /// The plan for the current frame size.
     plan: Option<((u32, u32), FramePlan)>,
+    /// The clip's seed: its crop's place and whether it flips.
+    seed: u64,
     slot: &'a mut [u8],
 }
 
@@ -214,14 +216,39 @@ impl ClipWriter<'_> {
         let plan = match self.plan {
             Some((planned, plan)) if planned == size => plan,
             _ => {
-                let plan = self.spec.geometry.plan(size.0 as usize, size.1 as usize).map_err(MediaError::Transform)?;
+                let plan = self.spec.geometry.plan(size.0 as usize, size.1 as usize, self.seed).map_err(MediaError::Transform)?;
                 self.plan = Some((size, plan));
                 plan
             }
         };
         let target = self.spec.target(self.next, &plan);
         self.scaler.write(frame, &plan, target, self.slot)?;
+        if self.spec.geometry.flips(self.seed) {
+            mirror(self.slot, target, plan.output);
+        }
         self.next += 1;
         Ok(())
+    }
+}
+
+/// Mirror one written frame left to right, in place.
+fn mirror(slot: &mut [u8], target: FrameTarget, (width, height): (usize, usize)) {
+    let plane = width * height;
+    match target {
+        FrameTarget::Packed { offset } => {
+            for row in slot[offset..offset + 3 * plane].chunks_exact_mut(3 * width) {
+                for column in 0..width / 2 {
+                    let (left, right) = (3 * column, 3 * (width - 1 - column));
+                    for channel in 0..3 {
+                        row.swap(left + channel, right + channel);
+                    }
+                }
+            }
+        }
+        FrameTarget::Planar { red, green, blue } => {
+            for start in [red, green, blue] {
+                slot[start..start + plane].chunks_exact_mut(width).for_each(|row| row.reverse());
+            }
+        }
     }
 }

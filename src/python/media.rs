@@ -114,7 +114,10 @@ pub struct VideoTransform {
 #[pymethods]
 impl VideoTransform {
     #[new]
-    #[pyo3(signature = (*, frames, stride=1, fps=None, clip="random", resize_shorter=None, resize=None, center_crop=None, layout="TCHW"))]
+    #[pyo3(signature = (
+        *, frames, stride=1, fps=None, clip="random", resize_shorter=None, resize=None, center_crop=None, random_crop=None,
+        flip_probability=0.0, layout="TCHW"
+    ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         frames: usize,
@@ -124,8 +127,16 @@ impl VideoTransform {
         resize_shorter: Option<usize>,
         resize: Option<(usize, usize)>,
         center_crop: Option<(usize, usize)>,
+        random_crop: Option<(usize, usize)>,
+        flip_probability: f64,
         layout: &str,
     ) -> PyResult<Self> {
+        if !(0.0..=1.0).contains(&flip_probability) {
+            return Err(PyValueError::new_err(format!("flip_probability must be in [0, 1], got {flip_probability}")));
+        }
+        if center_crop.is_some() && random_crop.is_some() {
+            return Err(PyValueError::new_err("center_crop and random_crop are exclusive"));
+        }
         if frames == 0 || stride == 0 {
             return Err(PyValueError::new_err("frames and stride must be at least 1"));
         }
@@ -147,14 +158,19 @@ impl VideoTransform {
             (None, Some((height, width))) => Resize::Exact(width, height),
             (None, None) => Resize::None,
         };
-        let geometry = FrameGeometry { resize, crop: center_crop.map(|(height, width)| (width, height)) };
+        let geometry = FrameGeometry {
+            resize,
+            crop: center_crop.or(random_crop).map(|(height, width)| (width, height)),
+            random_crop: random_crop.is_some(),
+            flip_probability,
+        };
         let zero = matches!(resize, Resize::Shorter(0) | Resize::Exact(0, _) | Resize::Exact(_, 0))
             || geometry.crop.is_some_and(|(width, height)| width == 0 || height == 0);
         if zero {
             return Err(PyValueError::new_err("sizes must be positive"));
         }
         if geometry.output_size().is_none() {
-            return Err(PyValueError::new_err("a batch needs one frame size: give center_crop or resize=(height, width)"));
+            return Err(PyValueError::new_err("a batch needs one frame size: give center_crop, random_crop or resize=(height, width)"));
         }
         let layout = match layout {
             "THWC" => VideoLayout::Thwc,
@@ -204,8 +220,9 @@ impl VideoTransform {
             Resize::Exact(width, height) => options.set_item("resize", (height, width))?,
         }
         if let Some((width, height)) = spec.geometry.crop {
-            options.set_item("center_crop", (height, width))?;
+            options.set_item(if spec.geometry.random_crop { "random_crop" } else { "center_crop" }, (height, width))?;
         }
+        options.set_item("flip_probability", spec.geometry.flip_probability)?;
         let layout = match spec.layout {
             VideoLayout::Thwc => "THWC",
             VideoLayout::Tchw => "TCHW",

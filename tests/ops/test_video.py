@@ -111,7 +111,44 @@ def test_transforms_pickle(tmp_path: Path) -> None:
 
     for transform in (
         VideoTransform(frames=8, fps=7.5, clip="center", resize_shorter=128, center_crop=(112, 112), layout="CTHW"),
+        VideoTransform(frames=8, stride=2, random_crop=(112, 96), flip_probability=0.5),
         VideoTransform(frames=4, clip="uniform", resize=(64, 48)),
         AudioTransform(sample_rate=8000, samples=400, select_channel=1, window="start", dtype="int16"),
     ):
         assert repr(pickle.loads(pickle.dumps(transform))) == repr(transform)
+
+
+def test_random_crops_and_flips_are_per_clip_and_seeded(videos: dict[str, bytes]) -> None:
+    """A random crop is the same window of the source in every frame of a clip, placed by the
+    seed; a flipped clip is the unflipped one mirrored."""
+    data = videos["h264.mp4"]
+    options = {"frames": 3, "stride": 10, "clip": "start", "layout": "THWC"}
+    full = decode_video(data, VideoTransform(**options, resize=(360, 640)))
+    places = set()
+    for seed in range(6):
+        crop = decode_video(data, VideoTransform(random_crop=(120, 200), **options), seed=seed)
+        assert crop.shape == (3, 120, 200, 3)
+        # No resize: the crop is a window of the full frames, the same for all three frames.
+        matches = [
+            (top, left)
+            for top in range(0, 360 - 120 + 1)
+            for left in range(0, 640 - 200 + 1, 1)
+            if crop[0, 0, 0, 0] == full[0, top, left, 0]
+            and np.array_equal(crop[0, :2, :2], full[0, top : top + 2, left : left + 2])
+            and np.array_equal(crop, full[:, top : top + 120, left : left + 200])
+        ]
+        assert len(matches) >= 1, f"seed {seed}: the crop is no window of the frames"
+        places.add(matches[0])
+        again = decode_video(data, VideoTransform(random_crop=(120, 200), **options), seed=seed)
+        assert np.array_equal(crop, again)
+    assert len(places) > 2, "the crop moves with the seed"
+    plain = decode_video(data, VideoTransform(center_crop=(120, 200), **options), seed=1)
+    flipped = [decode_video(data, VideoTransform(center_crop=(120, 200), flip_probability=1.0, **options), seed=seed) for seed in (1, 2)]
+    for clip in flipped:
+        assert np.array_equal(clip, plain[:, :, ::-1])
+    planar = decode_video(data, VideoTransform(center_crop=(120, 200), flip_probability=1.0, **{**options, "layout": "TCHW"}), seed=1)
+    assert np.array_equal(planar.transpose(0, 2, 3, 1), flipped[0])
+    with pytest.raises(ValueError, match="exclusive"):
+        VideoTransform(frames=2, center_crop=(8, 8), random_crop=(8, 8))
+    with pytest.raises(ValueError, match="flip_probability"):
+        VideoTransform(frames=2, center_crop=(8, 8), flip_probability=2.0)
