@@ -60,42 +60,57 @@ pub fn decode_batch(
     layout: BatchLayout,
 ) -> Vec<Option<ImageError>> {
     let BatchLayout { sample_len, size, policy, threads } = layout;
-    let threads = threads.clamp(1, inputs.len().max(1));
-    let mut errors: Vec<Option<ImageError>> = vec![None; inputs.len()];
     macro_rules! run {
-        ($slice:expr, $variant:ident) => {{
-            let slice = $slice;
-            let work = |index: usize, slot: &mut [_], error: &mut Option<ImageError>| {
-                let mut slot = Slot::$variant(slot);
-                if let Err(failure) = transform::transform_into(inputs[index], spec, output_spec, seeds[index], Some(size), &mut slot) {
-                    slot.fill_zero();
-                    *error = Some(failure);
-                }
-            };
-            let used = &mut slice[..inputs.len() * sample_len];
-            if threads == 1 {
-                for (index, (slot, error)) in used.chunks_exact_mut(sample_len).zip(errors.iter_mut()).enumerate() {
-                    work(index, slot, error);
-                }
-            } else {
-                // One task per sample: images differ in cost, and work stealing keeps every
-                // thread busy until the batch is done.
-                pool(threads).install(|| {
-                    used.par_chunks_exact_mut(sample_len)
-                        .zip(errors.par_iter_mut())
-                        .enumerate()
-                        .for_each(|(index, (slot, error))| work(index, slot, error));
-                });
-            }
-            if policy == FailurePolicy::Compact {
-                compact(slice, sample_len, &errors);
-            }
-        }};
+        ($slice:expr, $variant:ident) => {
+            each_slot($slice, sample_len, inputs.len(), threads, policy, |index, slot| {
+                transform::transform_into(inputs[index], spec, output_spec, seeds[index], Some(size), &mut Slot::$variant(slot)).map(|_| ())
+            })
+        };
     }
     match buffer {
         BatchBuffer::U8(slice) => run!(slice, U8),
         BatchBuffer::F32(slice) => run!(slice, F32),
         BatchBuffer::F16(slice) => run!(slice, F16),
+    }
+}
+
+/// Run `work` on the first `count` slots of `slot_len` values of `buffer` (slot `i` for input
+/// `i`) on `threads` threads, zero-fill each slot whose work failed, and compact the successes
+/// to the front under `FailurePolicy::Compact`. Returns each input's error, or None. Shared by
+/// every batch decoder (images, audio, video).
+pub(crate) fn each_slot<T: Send + Copy + Default, E: Send + Clone>(
+    buffer: &mut [T],
+    slot_len: usize,
+    count: usize,
+    threads: usize,
+    policy: FailurePolicy,
+    work: impl Fn(usize, &mut [T]) -> Result<(), E> + Sync,
+) -> Vec<Option<E>> {
+    let mut errors: Vec<Option<E>> = vec![None; count];
+    let run = |index: usize, slot: &mut [T], error: &mut Option<E>| {
+        if let Err(failure) = work(index, slot) {
+            slot.fill(T::default());
+            *error = Some(failure);
+        }
+    };
+    let used = &mut buffer[..count * slot_len];
+    let threads = threads.clamp(1, count.max(1));
+    if threads == 1 {
+        for (index, (slot, error)) in used.chunks_exact_mut(slot_len).zip(errors.iter_mut()).enumerate() {
+            run(index, slot, error);
+        }
+    } else {
+        // One task per sample: samples differ in cost, and work stealing keeps every thread
+        // busy until the batch is done.
+        pool(threads).install(|| {
+            used.par_chunks_exact_mut(slot_len)
+                .zip(errors.par_iter_mut())
+                .enumerate()
+                .for_each(|(index, (slot, error))| run(index, slot, error));
+        });
+    }
+    if policy == FailurePolicy::Compact {
+        compact(buffer, slot_len, &errors);
     }
     errors
 }

@@ -137,14 +137,6 @@ impl Resampler {
         (first + skip) * output_rate / input_rate
     }
 
-    /// Channels of what `push` appends.
-    pub fn channels(&self) -> usize {
-        match self.pick {
-            Pick::All => self.produced_channels,
-            Pick::One(_) => 1,
-        }
-    }
-
     /// Convert `frame` (None: flush what the filter holds) and append interleaved samples to `out`.
     pub fn push(&mut self, frame: Option<&frame::Audio>, out: &mut Vec<f32>) -> MediaResult<()> {
         let mut planes: Vec<*const u8> = Vec::new();

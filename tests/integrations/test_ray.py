@@ -244,16 +244,3 @@ def test_skip_leaves_out_the_bad_sample_and_logs_it(ray_cluster: str, tmp_path: 
         assert np.array_equal(row["image"], decode_image(images[row["key"] + ".jpg"], transform))
     with pytest.raises(ValueError, match="on_error"):
         StokerDatasource(str(tmp_path / "shards"), on_error="zero")
-
-
-def test_skip_logs_each_skipped_sample(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    """The block reader itself, in this process: what a worker logs for a skipped sample."""
-    from stoker.ray import StokerDatasource
-
-    images = {"a/0.jpg": jpeg(40, 30, seed=1), "a/1.jpg": b"broken", "a/2.jpg": jpeg(40, 30, seed=2)}
-    convert_storage(MemoryStorage(images), tmp_path / "shards", progress=False)
-    source = StokerDatasource(str(tmp_path / "shards"), columns=("key", "image"), transform=ImageTransform(resize=(8, 8)), on_error="skip")
-    with caplog.at_level("WARNING", logger="stoker.ray"), open_storage(str(tmp_path / "shards")) as storage:
-        table = source._block(storage, range(len(storage)))
-    assert table.column("key").to_pylist() == ["a/0", "a/2"]  # shard keys drop the extension
-    assert any("a/1" in record.getMessage() and "skipped" in record.getMessage() for record in caplog.records)

@@ -19,14 +19,14 @@ from ._cache import cache_dir
 from ._errors import StorageError
 from ._protocol import Storage
 
-__all__ = ["AUDIO_EXTENSIONS", "FileStorage", "IMAGE_EXTENSIONS", "VIDEO_EXTENSIONS"]
+__all__ = ["AUDIO_EXTENSIONS", "FileStorage", "IMAGE_EXTENSIONS", "SAMPLE_EXTENSIONS", "VIDEO_EXTENSIONS"]
 
 # torchvision's ImageFolder extensions.
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
 AUDIO_EXTENSIONS = (".wav", ".flac", ".mp3", ".ogg", ".oga", ".opus", ".m4a", ".aac")
 VIDEO_EXTENSIONS = (".mp4", ".mkv", ".webm", ".mov", ".avi")
-# What a class folder's listing takes as samples.
-_SAMPLE_EXTENSIONS = IMAGE_EXTENSIONS + AUDIO_EXTENSIONS + VIDEO_EXTENSIONS
+# What a class folder's listing takes as samples (local folders and S3 prefixes alike).
+SAMPLE_EXTENSIONS = IMAGE_EXTENSIONS + AUDIO_EXTENSIONS + VIDEO_EXTENSIONS
 _LISTING_VERSION = 2
 
 
@@ -96,7 +96,7 @@ class FileStorage(Storage):
         classes = sorted(entry.name for entry in os.scandir(root) if entry.is_dir(follow_symlinks=True))
         if not classes:
             raise StorageError(f"{root}: an ImageFolder needs one folder per class; found none")
-        walked = _native.list_tree([root / name for name in classes], root, list(_SAMPLE_EXTENSIONS), max(1, threads))
+        walked = _native.list_tree([root / name for name in classes], root, list(SAMPLE_EXTENSIONS), max(1, threads))
         keys: list[str] = []
         labels: list[int | None] = []
         folders = {str(root): os.stat(root).st_mtime_ns}

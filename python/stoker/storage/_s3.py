@@ -37,7 +37,7 @@ import numpy as np
 from ._block_reads import BlockReader
 from ._disk_cache import SampleCache
 from ._errors import StorageError
-from ._files import IMAGE_EXTENSIONS
+from ._files import SAMPLE_EXTENSIONS
 from ._hedged import HedgedCalls
 from ._remote import RemoteStorage
 from ._retry import ErrorKind, RetryPolicy, call_with_retries, first_line
@@ -376,7 +376,7 @@ class S3Storage(RemoteStorage):
             async for chunk in obstore.list(self.store, self.prefix or None, chunk_size=1000):
                 for meta in chunk:
                     relative = meta["path"][len(base) :]
-                    if relative.lower().endswith(IMAGE_EXTENSIONS):
+                    if relative.lower().endswith(SAMPLE_EXTENSIONS):
                         names.append(relative)
                     elif relative.lower().endswith(".parquet"):
                         parquet.append(relative)
