@@ -176,25 +176,32 @@ def upload_to_s3(
         raise StorageError(f"{url}: upload failed ({type(error).__name__}: {str(error).splitlines()[0]})") from error
 
 
-def create_schema(session: Any, connection: CassandraConnection, columns: list[str], replication: int) -> None:
-    """Keyspace, data, metadata (with ``columns`` as text) and info tables, if missing."""
+def create_schema(session: Any, connection: CassandraConnection, columns: list[str], replication: int, policy: RetryPolicy) -> None:
+    """Keyspace, data, metadata (with ``columns`` as text) and info tables, if missing. Each
+    statement goes through ``policy`` like the writes: a schema change that times out while a
+    node is busy or restarting is tried again (the CREATEs are idempotent)."""
     keyspace = connection.keyspace
-    session.execute(
+
+    def execute(statement: str, parameters: tuple[Any, ...] | None = None) -> Any:
+        request = lambda: await_response(session.execute_async(statement, parameters))  # noqa: E731
+        return asyncio.run(
+            call_with_retries(request, policy=policy, classify=classify_cassandra_error, name=f"{connection.describe()} (schema)")
+        )
+
+    execute(
         f"CREATE KEYSPACE IF NOT EXISTS {keyspace} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': {replication}}}"
     )
-    session.execute(f"CREATE TABLE IF NOT EXISTS {keyspace}.{connection.data_table} (id uuid PRIMARY KEY, label int, data blob)")
-    session.execute(f"CREATE TABLE IF NOT EXISTS {keyspace}.{connection.metadata_table} (id uuid PRIMARY KEY, key text, label int)")
-    session.execute(f"CREATE TABLE IF NOT EXISTS {keyspace}.dataset_info (name text PRIMARY KEY, value text)")
-    present = {
-        row.column_name
-        for row in session.execute(
-            "SELECT column_name FROM system_schema.columns WHERE keyspace_name = %s AND table_name = %s",
-            (keyspace, connection.metadata_table),
-        )
-    }
+    execute(f"CREATE TABLE IF NOT EXISTS {keyspace}.{connection.data_table} (id uuid PRIMARY KEY, label int, data blob)")
+    execute(f"CREATE TABLE IF NOT EXISTS {keyspace}.{connection.metadata_table} (id uuid PRIMARY KEY, key text, label int)")
+    execute(f"CREATE TABLE IF NOT EXISTS {keyspace}.dataset_info (name text PRIMARY KEY, value text)")
+    rows = execute(
+        "SELECT column_name FROM system_schema.columns WHERE keyspace_name = %s AND table_name = %s",
+        (keyspace, connection.metadata_table),
+    )
+    present = {row.column_name for row in rows}
     for column in columns:
         if column not in present:
-            session.execute(f"ALTER TABLE {keyspace}.{connection.metadata_table} ADD {column} text")
+            execute(f"ALTER TABLE {keyspace}.{connection.metadata_table} ADD {column} text")
 
 
 def upload_to_cassandra(
@@ -228,7 +235,7 @@ def upload_to_cassandra(
             raise ValueError(f"metadata column {column!r} clashes with the metadata table's own columns")
     cluster, session = connection.connect()
     try:
-        create_schema(session, connection, columns, replication)
+        create_schema(session, connection, columns, replication, policy)
         keyspace = connection.keyspace
         done = {row.key for row in session.execute(f"SELECT key FROM {keyspace}.{connection.metadata_table}")}
         insert_data = session.prepare(f"INSERT INTO {keyspace}.{connection.data_table} (id, label, data) VALUES (?, ?, ?)")
