@@ -16,8 +16,14 @@
    byte the same output; then the time the Ray run would take with more workers, projected from
    its tasks' own time (which spreads) and the driver's (assembly and verification, which does
    not), plus the start-up measured here.
+5. Feeding training from a Ray Data pipeline (``--feed`` JPEGs decoded to 224x224 by stoker's
+   source on Ray's workers, then ``map_batches``): Ray's own ``iter_torch_batches`` against
+   `stoker.ray.RayLoader` with `to_device` and the data-wait meter, on the same pipeline, rows/s.
+   What RayLoader adds (fixed-shape reused batch memory, keys, labels, the meter, resume) should
+   cost nothing measurable: the ratio says whether it does.
 
-Run:  python benchmarks/distributed.py [--samples 3000] [--size-kb 20] [--images 50000] [--only convert]
+Run:  python benchmarks/distributed.py [--samples 3000] [--size-kb 20] [--images 50000] [--feed 4000]
+                                       [--only convert|feed]
 """
 
 from __future__ import annotations
@@ -217,16 +223,75 @@ def conversion(count: int) -> None:
         print(f"  projected, 1,281,167 images: one machine {alone * scale:6.0f} s, 128 workers {big:5.0f} s ({alone * scale / big:.0f}x)")
 
 
+def ray_feed(count: int) -> None:
+    """Section 5: one Ray pipeline, consumed two ways, alternately, twice each (best of two)."""
+    try:
+        import ray
+
+        from stoker.ray import RayLoader, StokerDatasource
+    except ImportError as error:
+        print(f"  left out ({error}; pip install 'stoker[ray]')")
+        return
+    import torch
+
+    from stoker.device import to_device
+    from stoker.observe import DataWaitMeter
+    from stoker.ops import ImageTransform
+
+    def normalized(batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return {**batch, "image": (255 - batch["image"]).astype(np.uint8)}  # stands for a user's preprocessing
+
+    with tempfile.TemporaryDirectory(prefix="stoker-feed-bench-") as scratch:
+        from stoker.storage import convert_storage, open_storage
+
+        with open_storage(image_links(count, Path(scratch) / "images")) as storage:
+            convert_storage(storage, Path(scratch) / "shards", progress=False)
+        ray.init(num_cpus=os.cpu_count() or 1, log_to_driver=False, include_dashboard=False)
+        try:
+            source = StokerDatasource(
+                str(Path(scratch) / "shards"), columns=("key", "label", "image"), transform=ImageTransform(resize=(224, 224))
+            )
+            dataset = ray.data.read_datasource(source).map_batches(normalized, batch_format="numpy")
+
+            def ray_own() -> int:
+                rows = 0
+                for batch in dataset.iter_torch_batches(batch_size=64, dtypes={"image": torch.uint8, "label": torch.int64}, device="cpu"):
+                    rows += len(batch["image"])
+                return rows
+
+            def stoker_feed() -> int:
+                meter = DataWaitMeter(RayLoader(dataset, batch_size=64), verbose=False)
+                return sum(len(moved.host) for moved in to_device(meter, "cpu"))
+
+            best: dict[str, float] = {}
+            for _ in range(2):
+                for name, run in (("Ray iter_torch_batches", ray_own), ("stoker RayLoader", stoker_feed)):
+                    started = time.perf_counter()
+                    rows = run()
+                    assert rows == count, f"{name} delivered {rows} of {count} rows"
+                    best[name] = max(best.get(name, 0.0), rows / (time.perf_counter() - started))
+        finally:
+            ray.shutdown()
+    for name, rate in best.items():
+        print(f"  {name:<22}: {rate:7.0f} rows/s", flush=True)
+    print(f"  stoker / Ray: {best['stoker RayLoader'] / best['Ray iter_torch_batches']:.2f}x", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--samples", type=int, default=3000)
     parser.add_argument("--size-kb", type=int, default=20)
     parser.add_argument("--images", type=int, default=50_000, help="JPEGs converted with and without Ray")
-    parser.add_argument("--only", choices=["convert"], help="run the conversion part alone")
+    parser.add_argument("--feed", type=int, default=4000, help="JPEGs fed to training from a Ray pipeline")
+    parser.add_argument("--only", choices=["convert", "feed"], help="run one part alone")
     args = parser.parse_args()
     if args.only == "convert":
         print(f"Conversion of {args.images} JPEGs to tar shards:")
         conversion(args.images)
+        return
+    if args.only == "feed":
+        print(f"Feeding training from a Ray pipeline, {args.feed} JPEGs at 224x224, batches of 64:")
+        ray_feed(args.feed)
         return
     source = samples(args.samples, args.size_kb << 10)
     print(f"{args.samples} samples of {args.size_kb} KB")
@@ -279,6 +344,8 @@ def main() -> None:
     node_cache(source)
     print(f"Conversion of {args.images} JPEGs to tar shards:")
     conversion(args.images)
+    print(f"Feeding training from a Ray pipeline, {args.feed} JPEGs at 224x224, batches of 64:")
+    ray_feed(args.feed)
 
 
 if __name__ == "__main__":

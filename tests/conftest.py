@@ -42,3 +42,14 @@ def s3_server() -> Iterator[S3Server]:
     server = started(S3Server(), "the S3 test server (s3proxy, needs java)")
     yield server
     server.close()
+
+
+@pytest.fixture(scope="session")
+def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One local two-node Ray cluster for the whole session (tests/integrations and tests/faults),
+    this process connected to it; yields its address."""
+    pytest.importorskip("ray")
+    from tests.support.ray_cluster import local_ray_cluster
+
+    with local_ray_cluster(tmp_path_factory.mktemp("ray")) as address:
+        yield address
