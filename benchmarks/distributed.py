@@ -255,7 +255,9 @@ def ray_feed(count: int) -> None:
 
             def ray_own() -> int:
                 rows = 0
-                for batch in dataset.iter_torch_batches(batch_size=64, dtypes={"image": torch.uint8, "label": torch.int64}, device="cpu"):
+                # Ray turns every column into a tensor: the string keys are left out (stoker keeps them).
+                tensors = dataset.select_columns(["image", "label"])
+                for batch in tensors.iter_torch_batches(batch_size=64, dtypes={"image": torch.uint8, "label": torch.int64}, device="cpu"):
                     rows += len(batch["image"])
                 return rows
 
