@@ -1,9 +1,11 @@
-//! FFmpeg's `swresample` as we use it: any decoded format, rate and channel count in, packed f32
-//! at the target rate out, appended to a growing buffer.
+//! Any decoded format, rate and channel count in, packed f32 at the target rate out, appended to a
+//! growing buffer.
 //!
-//! Its default filter is a band-limited windowed sinc (Kaiser, 32 taps at the lower rate's
-//! Nyquist), not linear interpolation. Called through the C API: the Rust wrapper's
-//! frame-to-frame conversion sizes its output by the input, which is too small when upsampling.
+//! FFmpeg's `swresample` converts the sample format and mixes the channels, at the input's rate;
+//! `Polyphase` then changes the rate with a band-limited windowed sinc (Kaiser, the kind of
+//! filter swresample uses by default, not linear interpolation), several times faster than
+//! swresample's own filter loop. Called through the C API: the Rust wrapper's frame-to-frame
+//! conversion sizes its output by the input.
 
 use std::ptr;
 
@@ -11,6 +13,7 @@ use ffmpeg_next::ffi;
 use ffmpeg_next::frame;
 
 use super::error::{MediaError, MediaResult};
+use super::polyphase::Polyphase;
 use super::resampler_pool::{self, Shape};
 
 /// How the output's channels come from the input's.
@@ -40,6 +43,9 @@ pub struct Resampler {
     skip: usize,
     /// Where swresample writes, reused frame after frame.
     scratch: Vec<f32>,
+    /// The rate change (None when the rates are equal), and where its input is gathered.
+    polyphase: Option<Polyphase>,
+    picked: Vec<f32>,
     /// What the context was made for, to hand it back to the pool.
     shape: Shape,
     /// Whether the context initialized, and so may be reused.
@@ -65,6 +71,7 @@ impl Resampler {
             }
         };
         let shape: Shape = (format, input_rate, input_channels, rate, produced);
+        let output_channels = if matches!(pick, Pick::One(_)) { 1 } else { produced };
         let resampler = |context, ready| Resampler {
             context,
             input: (format, input_rate, input_channels),
@@ -72,6 +79,8 @@ impl Resampler {
             pick,
             skip: 0,
             scratch: Vec::new(),
+            polyphase: (input_rate as u32 != rate).then(|| Polyphase::new(input_rate as u32, rate, output_channels)),
+            picked: Vec::new(),
             shape,
             ready,
         };
@@ -88,11 +97,12 @@ impl Resampler {
             let mut output_layout: ffi::AVChannelLayout = std::mem::zeroed();
             ffi::av_channel_layout_default(&mut input_layout, input_channels);
             ffi::av_channel_layout_default(&mut output_layout, produced as i32);
+            // At the input's rate: the rate is changed by `Polyphase`.
             let status = ffi::swr_alloc_set_opts2(
                 &mut context,
                 &mut output_layout,
                 ffi::AVSampleFormat::AV_SAMPLE_FMT_FLT,
-                rate as i32,
+                input_rate,
                 &mut input_layout,
                 std::mem::transmute::<i32, ffi::AVSampleFormat>(format),
                 input_rate,
@@ -180,11 +190,26 @@ impl Resampler {
                 return Err(MediaError::Corrupt(format!("resampling: {}", ffmpeg_next::Error::from(written))));
             }
             scratch.set_len(written as usize * self.produced_channels);
-            let channels = self.produced_channels;
+        }
+        let channels = self.produced_channels;
+        let Some(polyphase) = self.polyphase.as_mut() else {
             match self.pick {
-                Pick::All => out.extend_from_slice(scratch),
-                Pick::One(channel) => out.extend(scratch.chunks_exact(channels).map(|samples| samples[channel])),
+                Pick::All => out.extend_from_slice(&self.scratch),
+                Pick::One(channel) => out.extend(self.scratch.chunks_exact(channels).map(|samples| samples[channel])),
             }
+            return Ok(());
+        };
+        let picked = match self.pick {
+            Pick::All => &self.scratch,
+            Pick::One(channel) => {
+                self.picked.clear();
+                self.picked.extend(self.scratch.chunks_exact(channels).map(|samples| samples[channel]));
+                &self.picked
+            }
+        };
+        polyphase.push(picked, out);
+        if frame.is_none() {
+            polyphase.finish(out);
         }
         Ok(())
     }
