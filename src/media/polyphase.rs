@@ -187,7 +187,8 @@ fn bessel_i0(x: f64) -> f64 {
     sum
 }
 
-fn gcd(mut left: u32, mut right: u32) -> u32 {
+/// The greatest common divisor (1 for 0 and 0): rates in lowest terms.
+pub fn gcd(mut left: u32, mut right: u32) -> u32 {
     while right != 0 {
         (left, right) = (right, left % right);
     }

@@ -13,7 +13,7 @@ use ffmpeg_next::ffi;
 use ffmpeg_next::frame;
 
 use super::error::{MediaError, MediaResult};
-use super::polyphase::Polyphase;
+use super::polyphase::{gcd, Polyphase};
 use super::resampler_pool::{self, Shape};
 
 /// How the output's channels come from the input's.
@@ -70,7 +70,9 @@ impl Resampler {
                 return Err(MediaError::Transform(format!("channel {channel} asked; the audio has {input_channels} channel(s)")))
             }
         };
-        let shape: Shape = (format, input_rate, input_channels, rate, produced);
+        // The context converts at the input's rate (`Polyphase` changes it), so one context
+        // serves every output rate.
+        let shape: Shape = (format, input_rate, input_channels, produced);
         let output_channels = if matches!(pick, Pick::One(_)) { 1 } else { produced };
         let resampler = |context, ready| Resampler {
             context,
@@ -141,7 +143,7 @@ impl Resampler {
     pub fn align(&mut self, first: i64, output_rate: u32) -> i64 {
         let input_rate = i64::from(self.input.1);
         let output_rate = i64::from(output_rate);
-        let period = input_rate / gcd(input_rate, output_rate);
+        let period = input_rate / i64::from(gcd(self.input.1 as u32, output_rate as u32));
         let skip = (period - first.rem_euclid(period)) % period;
         self.skip = skip as usize;
         (first + skip) * output_rate / input_rate
@@ -213,13 +215,6 @@ impl Resampler {
         }
         Ok(())
     }
-}
-
-fn gcd(mut left: i64, mut right: i64) -> i64 {
-    while right != 0 {
-        (left, right) = (right, left % right);
-    }
-    left.max(1)
 }
 
 impl Drop for Resampler {

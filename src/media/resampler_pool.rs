@@ -7,9 +7,9 @@ use std::cell::RefCell;
 
 use ffmpeg_next::ffi;
 
-/// What a context was made for: input format, input rate, input channels, output rate, output
-/// channels.
-pub type Shape = (i32, i32, i32, u32, usize);
+/// What a context was made for: input format, input rate, input channels, output channels (it
+/// converts at the input's rate).
+pub type Shape = (i32, i32, i32, usize);
 
 /// Contexts kept per thread; more shapes than this at once are rare.
 const KEEP: usize = 4;

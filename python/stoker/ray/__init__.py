@@ -9,6 +9,7 @@ Ray is an optional extra (``pip install 'stoker[ray]'``): nothing here imports i
 from ._convert import convert_with_ray
 from ._datasink import StokerShardSink
 from ._datasource import StokerDatasource
-from ._loader import RayLoader, RayLoaderStats
+from ._loader import RayLoader
+from ._loader_stats import RayLoaderStats
 
 __all__ = ["RayLoader", "RayLoaderStats", "StokerDatasource", "StokerShardSink", "convert_with_ray"]
