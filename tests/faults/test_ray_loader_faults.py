@@ -79,6 +79,16 @@ def test_a_mid_epoch_resume_is_refused_where_ray_does_not_keep_the_order(ray_clu
     loader = RayLoader(rows(8), batch_size=4)
     with pytest.raises(ValueError, match="preserve_order"):
         loader.load_state_dict({"version": 1, "epoch": 0, "rows": 4, "batch_size": 4})
+    context.execution_options.preserve_order = True
+    try:
+        shuffled = RayLoader(rows(8), batch_size=4, local_shuffle_buffer_size=8)  # no seed: a new order each time
+        with pytest.raises(ValueError, match="preserve_order"):
+            shuffled.load_state_dict({"version": 1, "epoch": 0, "rows": 4, "batch_size": 4})
+        RayLoader(rows(8), batch_size=4, local_shuffle_buffer_size=8, local_shuffle_seed=1).load_state_dict(
+            {"version": 1, "epoch": 0, "rows": 4, "batch_size": 4}
+        )
+    finally:
+        context.execution_options.preserve_order = False
     loader.load_state_dict({"version": 1, "epoch": 3, "rows": 0, "batch_size": 4})  # an epoch boundary is exact
     assert loader.epoch == 3
     with pytest.raises(ValueError, match="batch_size 8"):

@@ -55,8 +55,9 @@ class RayLoader:
     Continuing mid-epoch (iterating again after a ``break``, or `load_state_dict`) skips that many
     rows (Ray still computes them), which is exact only when the order is deterministic: a
     ``data`` that is a Dataset, with Ray's ``DataContext.get_current().execution_options.
-    preserve_order`` on. Otherwise `load_state_dict` refuses a mid-epoch state, and iterating
-    again after a ``break`` starts the epoch over, with a warning (logger ``stoker.ray``).
+    preserve_order`` on, and a local shuffle, if any, seeded. Otherwise `load_state_dict`
+    refuses a mid-epoch state, and iterating again after a ``break`` starts the epoch over, with
+    a warning (logger ``stoker.ray``).
 
     Raises:
         TypeError: ``data`` is neither a Dataset nor a DataIterator.
@@ -113,14 +114,21 @@ class RayLoader:
             raise ValueError(f"RayLoader state version {state.get('version')} is not 1")
         if state["batch_size"] != self.batch_size:
             raise ValueError(f"the state was saved with batch_size {state['batch_size']}, this loader has {self.batch_size}")
-        if state["rows"] and not _order_is_deterministic(self.data):
+        if state["rows"] and not self._order_is_kept():
             raise ValueError(
                 "a mid-epoch resume skips the rows already delivered, which is exact only over a ray.data.Dataset "
                 "with ray.data.DataContext.get_current().execution_options.preserve_order = True "
-                "(set it before building the dataset), or resume at an epoch boundary"
+                "(set it before building the dataset) and a local_shuffle_seed if there is a local shuffle, "
+                "or resume at an epoch boundary"
             )
         self.epoch = int(state["epoch"])
         self._rows = int(state["rows"])
+
+    def _order_is_kept(self) -> bool:
+        """Whether Ray yields this epoch's rows in the same order again (so skipping is exact): a
+        Dataset with ``preserve_order``, and no local shuffle, or one with a seed."""
+        unseeded_shuffle = bool(self._shuffle["local_shuffle_buffer_size"]) and self._shuffle["local_shuffle_seed"] is None
+        return _order_is_deterministic(self.data) and not unseeded_shuffle
 
     # ---- iteration ---------------------------------------------------------------------
 
@@ -134,7 +142,7 @@ class RayLoader:
         ready: queue.Queue[Any] = queue.Queue(maxsize=self.prefetch)
         stop = threading.Event()
         skip = self._rows  # the rest of the epoch, after a break or a resume
-        if skip and not _order_is_deterministic(self.data):
+        if skip and not self._order_is_kept():
             _logger.warning(
                 "stoker: epoch %d starts over: %d rows were delivered before the loop stopped, and Ray cannot continue "
                 "a stopped pipeline in the same order (set DataContext preserve_order to continue it exactly)",
