@@ -60,8 +60,12 @@ class BlockReader:
                 return data
             future = self._start(number)
         # Shielded: a sample whose wait is cancelled (a hedged request that lost) must not
-        # cancel the fetch the block's other samples wait on.
-        return await asyncio.shield(asyncio.wrap_future(future))
+        # cancel the fetch the block's other samples wait on. Its error still reaches every
+        # waiter; one cancelled meanwhile leaves it unread, which asyncio would log at exit as
+        # "never retrieved" (the error is the one the other waiters raise).
+        waited = asyncio.wrap_future(future)
+        waited.add_done_callback(_mark_error_seen)
+        return await asyncio.shield(waited)
 
     def prefetch(self, number: int) -> None:
         """Start fetching block ``number`` unless it is in memory or on its way; no waiting. A
@@ -104,3 +108,8 @@ class BlockReader:
     def served(self, number: int) -> None:
         """One sample of block ``number`` was served; the last one lets the block go."""
         self._cache.served(number)
+
+
+def _mark_error_seen(waited: asyncio.Future[memoryview]) -> None:
+    if not waited.cancelled():
+        waited.exception()
