@@ -6,6 +6,8 @@
 //! decoded and dropped) and stops once it is covered. A file whose data ends before what its
 //! header declares is an error, never a silently zero-padded window.
 
+use std::cell::Cell;
+
 use ffmpeg_next::codec::Id;
 use ffmpeg_next::format::context::Input;
 use ffmpeg_next::media::Type;
@@ -79,9 +81,22 @@ pub enum AudioSlot<'a> {
     I16(&'a mut [i16]),
 }
 
+thread_local! {
+    /// The decoded samples of this thread's last window, kept for its next: a window's worth of
+    /// fresh memory a sample would otherwise be paged in (and grown by copying) every time.
+    static DECODED: Cell<Vec<f32>> = const { Cell::new(Vec::new()) };
+}
+
 /// Decode `bytes` and write its window into `slot` (channels x length values, planar).
 pub fn decode_window_into(bytes: &[u8], spec: &AudioSpec, seed: u64, slot: AudioSlot<'_>) -> MediaResult<()> {
-    let (interleaved, offset) = decode_window(bytes, spec, seed)?;
+    let (samples, offset) = decode_window(bytes, spec, seed, DECODED.take())?;
+    write_window(&samples, offset, spec, slot);
+    DECODED.set(samples);
+    Ok(())
+}
+
+/// Write the window of `interleaved` that starts at `offset` into `slot`, zero outside it.
+fn write_window(interleaved: &[f32], offset: i64, spec: &AudioSpec, slot: AudioSlot<'_>) {
     let channels = spec.output_channels();
     let available = (interleaved.len() / channels) as i64;
     let value = |channel: usize, index: usize| -> f32 {
@@ -107,12 +122,13 @@ pub fn decode_window_into(bytes: &[u8], spec: &AudioSpec, seed: u64, slot: Audio
             }
         }
     }
-    Ok(())
 }
 
 /// The decoded, resampled audio around the window (interleaved) and where the window starts in it
 /// (may be negative or run past the end: those samples are zero padding).
-fn decode_window(bytes: &[u8], spec: &AudioSpec, seed: u64) -> MediaResult<(Vec<f32>, i64)> {
+///
+/// `samples` is the buffer to decode into (emptied first), returned as the decoded samples.
+fn decode_window(bytes: &[u8], spec: &AudioSpec, seed: u64, mut samples: Vec<f32>) -> MediaResult<(Vec<f32>, i64)> {
     check_wav_length(bytes)?;
     let mut container = input::open(bytes)?;
     let stream = input::best_stream(&container, Type::Audio)?;
@@ -128,14 +144,14 @@ fn decode_window(bytes: &[u8], spec: &AudioSpec, seed: u64) -> MediaResult<(Vec<
     }
     let goal = planned.map(|start| (start + length) as i64);
 
-    let capacity = (spec.length + ((run_in + 0.1) * rate) as usize) * spec.output_channels();
-    let mut decoded = Decoded { resampler: None, samples: Vec::with_capacity(capacity), first: None, channels: spec.output_channels() };
+    samples.clear();
+    let mut decoded = Decoded { resampler: None, samples, first: None, channels: spec.output_channels() };
     let mut frame = frame::Audio::empty();
     let mut packet = Packet::empty();
     let mut problem: Option<String> = None;
     let covered = |decoded: &Decoded| goal.is_some_and(|goal| decoded.end() >= goal);
     loop {
-        match packet.read(&mut container) {
+        match input::next_packet(&mut container, &mut packet) {
             Ok(()) => {}
             Err(ffmpeg_next::Error::Eof) => break,
             Err(error) => {

@@ -11,7 +11,7 @@ use ffmpeg_next::codec;
 use ffmpeg_next::ffi;
 use ffmpeg_next::format::context::Input;
 use ffmpeg_next::media::Type;
-use ffmpeg_next::Rational;
+use ffmpeg_next::{Packet, Rational};
 
 use super::error::{MediaError, MediaResult};
 
@@ -205,6 +205,16 @@ impl StreamDecoder {
 /// A time in a stream's time base, in seconds.
 pub fn seconds(timestamp: i64, time_base: Rational) -> f64 {
     timestamp as f64 * f64::from(time_base.numerator()) / f64::from(time_base.denominator().max(1))
+}
+
+/// Read the container's next packet into `packet`, releasing what it held first.
+///
+/// `Packet::read` hands av_read_frame the packet as it is, and av_read_frame overwrites it
+/// without releasing its buffer: a packet reused that way leaks every buffer but the last (a
+/// few hundred kilobytes a sample).
+pub fn next_packet(input: &mut Input, packet: &mut Packet) -> Result<(), ffmpeg_next::Error> {
+    *packet = Packet::empty();
+    packet.read(input)
 }
 
 /// Seek the container back to its start (after a seek that went too far).

@@ -23,6 +23,11 @@ const ZERO_CROSSINGS: f64 = 16.0;
 const CUTOFF: f64 = 0.97;
 /// Kaiser window shape: about 90 dB of stopband attenuation.
 const KAISER_BETA: f64 = 9.0;
+/// Input samples no output needs any more that `run` lets pile up before it drops them (each
+/// drop moves what is left to the front).
+const DROP_AT: usize = 4096;
+/// Samples in a large decoded frame (FLAC's and AAC's are 4096 or fewer, MP3's 1152).
+const TYPICAL_FRAME: usize = 8192;
 
 /// The filter bank for one pair of rates: `phases` rows of `width` taps.
 pub struct Bank {
@@ -100,9 +105,9 @@ impl Polyphase {
         let bank = bank(input_rate, output_rate);
         let silence = bank.before;
         Polyphase {
+            planes: (0..channels).map(|_| plane_with_silence(silence, bank.width)).collect(),
             bank,
             channels,
-            planes: vec![vec![0.0; silence]; channels],
             base: -(silence as i64),
             received: 0,
             made: 0,
@@ -157,13 +162,22 @@ impl Polyphase {
         // Drop what no later output reads.
         let next = self.made * step / phases - bank.before as i64;
         let drop = (next - self.base).clamp(0, self.planes[0].len() as i64) as usize;
-        if drop > 4096 {
+        if drop > DROP_AT {
             self.planes.iter_mut().for_each(|plane| {
                 plane.drain(..drop);
             });
             self.base += drop as i64;
         }
     }
+}
+
+/// A channel's input buffer, starting with `silence` zeros, with room for what it holds between
+/// two drops in `run` (up to `DROP_AT` behind the filter, the filter's span and a frame ahead):
+/// growing it by doubling would copy it into fresh memory a few times for every sample.
+fn plane_with_silence(silence: usize, width: usize) -> Vec<f32> {
+    let mut plane = Vec::with_capacity(silence + DROP_AT + width + TYPICAL_FRAME);
+    plane.resize(silence, 0.0);
+    plane
 }
 
 fn sinc(x: f64) -> f64 {

@@ -113,7 +113,7 @@ pub fn decode_clip_into(bytes: &[u8], spec: &VideoSpec, seed: u64, slot: &mut [u
         let mut ended = false;
         while !writer.done() {
             if !ended {
-                match packet.read(&mut container) {
+                match input::next_packet(&mut container, &mut packet) {
                     Ok(()) => {}
                     Err(ffmpeg_next::Error::Eof) => ended = true,
                     Err(error) => {

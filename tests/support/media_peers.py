@@ -1,6 +1,6 @@
 """One epoch of audio windows or video clips by one loader, for benchmarks/media.py; run as
 ``python -m tests.support.media_peers METHOD KIND FOLDER`` in a process of its own, it prints one
-JSON line: clips, seconds, and a checksum-free shape check.
+JSON line: clips, seconds and CPU seconds of the epoch (libraries loaded before the clock starts).
 
 Every loader makes the same output from the same files, each as its documentation recommends:
 - audio: a random 4 s window of each 10 s file, 16 kHz mono float32, batches of 32;
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import random
+import resource
 import sys
 import time
 from pathlib import Path
@@ -159,13 +160,42 @@ class _Samples:
         return torch.from_numpy(self.function(self.paths[index], self.facts[index], index))
 
 
+def cpu_seconds() -> float:
+    """CPU time of this process and its exited children (DataLoader workers), user + system."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def load_libraries(method: str) -> None:
+    """Import the loader's modules and load its native libraries before the clock starts, so
+    that an epoch's time is loading, not process start-up (torch alone takes seconds to
+    import). DataLoader workers are forked after this, so they start with it done too."""
+    if method == "stoker":
+        import stoker.ops  # noqa: F401 - loads the native core, and FFmpeg's libraries with it
+    elif method == "spdl":
+        import spdl.io
+        import spdl.io.utils
+        import spdl.pipeline  # noqa: F401
+
+        spdl.io.utils.get_ffmpeg_versions()  # spdl.io loads its FFmpeg extension on first use
+    else:
+        import importlib
+
+        import torch.utils.data  # noqa: F401
+
+        modules = {"torchcodec": ["torchcodec.decoders"], "soundfile": ["soundfile", "soxr"], "pyav": ["av"]}[method]
+        for module in modules:
+            importlib.import_module(module)
+
+
 def run(method: str, kind: str, folder: Path) -> dict[str, Any]:
     paths, manifest = files(folder)
     facts = manifest["durations"] if kind == "audio" else manifest["frames"]
     batch_size = AUDIO_BATCH if kind == "audio" else VIDEO_BATCH
     shape = (1, int(RATE * WINDOW_SECONDS)) if kind == "audio" else (FRAMES, 3, SIZE, SIZE)
     clips = 0
-    began = time.perf_counter()
+    load_libraries(method)
+    began, cpu_before = time.perf_counter(), cpu_seconds()
     if method == "stoker":
         from stoker import Loader
         from stoker.ops import AudioTransform, VideoTransform
@@ -205,7 +235,8 @@ def run(method: str, kind: str, folder: Path) -> dict[str, Any]:
         for batch in loader:
             assert tuple(batch.shape[1:]) == shape, batch.shape
             clips += len(batch)
-    return {"clips": clips, "seconds": time.perf_counter() - began}
+    # The DataLoader's workers have exited (and were waited for) once its iteration ended.
+    return {"clips": clips, "seconds": time.perf_counter() - began, "cpu_seconds": cpu_seconds() - cpu_before}
 
 
 if __name__ == "__main__":
