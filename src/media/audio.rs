@@ -178,7 +178,11 @@ fn decode_window(bytes: &[u8], spec: &AudioSpec, seed: u64, mut samples: Vec<f32
             break;
         }
     }
-    if !covered(&decoded) {
+    if covered(&decoded) {
+        if let Some(resampler) = decoded.resampler.as_mut() {
+            resampler.flush(&mut decoded.samples);
+        }
+    } else {
         let _ = decoder.send_eof();
         while decoder.receive_frame(&mut frame).is_ok() {
             decoded.push(&frame, spec, stream_start, time_base)?;
@@ -254,7 +258,8 @@ struct Decoded {
 impl Decoded {
     /// One past the last output sample decoded.
     fn end(&self) -> i64 {
-        self.first.unwrap_or(0) + (self.samples.len() / self.channels) as i64
+        let pending = self.resampler.as_ref().map_or(0, Resampler::pending);
+        self.first.unwrap_or(0) + (self.samples.len() / self.channels + pending) as i64
     }
 
     fn push(&mut self, frame: &frame::Audio, spec: &AudioSpec, stream_start: f64, time_base: ffmpeg_next::Rational) -> MediaResult<()> {

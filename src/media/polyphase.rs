@@ -26,6 +26,10 @@ const KAISER_BETA: f64 = 9.0;
 /// Input samples no output needs any more that `run` lets pile up before it drops them (each
 /// drop moves what is left to the front).
 const DROP_AT: usize = 4096;
+/// Outputs of each phase that `push` waits for before it makes them (see `Polyphase::batch`).
+const OUTPUTS_PER_PHASE: usize = 8;
+/// The most outputs `push` lets wait, for rate pairs with thousands of phases.
+const MAX_BATCH: usize = 16_384;
 /// Samples in a large decoded frame (FLAC's and AAC's are 4096 or fewer, MP3's 1152).
 const TYPICAL_FRAME: usize = 8192;
 
@@ -96,22 +100,33 @@ pub struct Polyphase {
     received: i64,
     /// Output samples made.
     made: i64,
+    /// One past the last output there is: set by `finish`, at the end of the input.
+    end: i64,
     /// The loop over outputs for this CPU.
     kernel: Kernel,
+    /// Outputs `push` lets wait before it makes them: the kernel goes phase by phase, loading
+    /// a row of taps once for every output of that phase in the batch, so a batch of a few per
+    /// phase (not one MP3 frame's few hundred outputs) keeps that load rare.
+    batch: usize,
 }
 
 impl Polyphase {
     pub fn new(input_rate: u32, output_rate: u32, channels: usize) -> Polyphase {
         let bank = bank(input_rate, output_rate);
-        let silence = bank.before;
+        let (silence, batch) = (bank.before, (OUTPUTS_PER_PHASE * bank.phases).min(MAX_BATCH));
+        // Input held: the silence, what `run` keeps until it drops it, the filter's span, a
+        // batch of outputs' input and a frame.
+        let room = silence + DROP_AT + bank.width + batch * bank.step / bank.phases + TYPICAL_FRAME;
         Polyphase {
-            planes: (0..channels).map(|_| plane_with_silence(silence, bank.width)).collect(),
+            planes: (0..channels).map(|_| plane_with_silence(silence, room)).collect(),
             bank,
             channels,
             base: -(silence as i64),
             received: 0,
             made: 0,
+            end: i64::MAX,
             kernel: kernel_for_this_cpu(),
+            batch,
         }
     }
 
@@ -125,7 +140,31 @@ impl Polyphase {
             }
         }
         self.received += (input.len() / self.channels) as i64;
-        self.run(out, i64::MAX);
+        if self.pending() >= self.batch {
+            self.run(out);
+        }
+    }
+
+    /// Outputs the input so far allows that have not been made yet (`push` makes them in
+    /// batches; `flush` makes them now).
+    pub fn pending(&self) -> usize {
+        (self.reachable() - self.made).max(0) as usize
+    }
+
+    /// Append every output the input so far allows.
+    pub fn flush(&mut self, out: &mut Vec<f32>) {
+        self.run(out);
+    }
+
+    /// Outputs whose filter span the input received covers (those n with
+    /// floor(n * step / phases) <= last, the last row start the input allows), and none past
+    /// the end of the input once `finish` padded it.
+    fn reachable(&self) -> i64 {
+        let bank = &*self.bank;
+        let (phases, step) = (bank.phases as i64, bank.step as i64);
+        let last = self.base + self.planes[0].len() as i64 - bank.width as i64 + bank.before as i64;
+        let reachable = if last < 0 { 0 } else { ((last + 1) * phases - 1) / step + 1 };
+        reachable.min(self.end)
     }
 
     /// Pad the end with silence and append the remaining outputs: those at positions before the
@@ -135,18 +174,14 @@ impl Polyphase {
         self.planes.iter_mut().for_each(|plane| plane.extend(std::iter::repeat_n(0.0, pad)));
         let bank = &self.bank;
         // Outputs whose position n * step / phases is below `received`.
-        let total = (self.received * bank.phases as i64 + bank.step as i64 - 1) / bank.step as i64;
-        self.run(out, total);
+        self.end = (self.received * bank.phases as i64 + bank.step as i64 - 1) / bank.step as i64;
+        self.run(out);
     }
 
-    fn run(&mut self, out: &mut Vec<f32>, limit: i64) {
+    fn run(&mut self, out: &mut Vec<f32>) {
+        let count = (self.reachable() - self.made).max(0) as usize;
         let bank = &*self.bank;
         let (phases, step) = (bank.phases as i64, bank.step as i64);
-        // The last row start the input allows, as a position: outputs n with
-        // floor(n * step / phases) <= last, i.e. n * step < (last + 1) * phases.
-        let last = self.base + self.planes[0].len() as i64 - bank.width as i64 + bank.before as i64;
-        let reachable = if last < 0 { 0 } else { ((last + 1) * phases - 1) / step + 1 };
-        let count = (reachable.min(limit) - self.made).max(0) as usize;
         if count > 0 {
             let position = self.made * step;
             let from = (position / phases - bank.before as i64 - self.base) as usize;
@@ -171,11 +206,11 @@ impl Polyphase {
     }
 }
 
-/// A channel's input buffer, starting with `silence` zeros, with room for what it holds between
-/// two drops in `run` (up to `DROP_AT` behind the filter, the filter's span and a frame ahead):
-/// growing it by doubling would copy it into fresh memory a few times for every sample.
-fn plane_with_silence(silence: usize, width: usize) -> Vec<f32> {
-    let mut plane = Vec::with_capacity(silence + DROP_AT + width + TYPICAL_FRAME);
+/// A channel's input buffer: `silence` zeros, with room for `room` samples, what it holds at
+/// most between two drops in `run` (growing it by doubling would copy it into fresh memory a
+/// few times for every sample).
+fn plane_with_silence(silence: usize, room: usize) -> Vec<f32> {
+    let mut plane = Vec::with_capacity(room);
     plane.resize(silence, 0.0);
     plane
 }

@@ -217,6 +217,20 @@ impl Resampler {
     }
 }
 
+impl Resampler {
+    /// Output samples (per channel) the input so far allows that `push` has not appended yet.
+    pub fn pending(&self) -> usize {
+        self.polyphase.as_ref().map_or(0, Polyphase::pending)
+    }
+
+    /// Append those pending output samples to `out` (interleaved).
+    pub fn flush(&mut self, out: &mut Vec<f32>) {
+        if let Some(polyphase) = self.polyphase.as_mut() {
+            polyphase.flush(out);
+        }
+    }
+}
+
 impl Drop for Resampler {
     fn drop(&mut self) {
         if self.ready {
