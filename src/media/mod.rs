@@ -5,7 +5,7 @@
 //! - `input`: a container opened over a sample's bytes.
 //! - `window`: where an audio window or a video clip falls (pure arithmetic, seeded).
 //! - `audio`: decode, convert and down-mix (`swresample`), change the rate (`polyphase`, its
-//!   inner loop in `polyphase_kernel`), window.
+//!   filter in `polyphase_bank`, its inner loop in `polyphase_kernel`), window.
 //! - `video`: keyframe seek, decode skipping unneeded frames, colour-convert and resize frames.
 //! - `batch`: many samples into one buffer in parallel, with per-sample errors.
 
@@ -15,6 +15,7 @@ pub mod error;
 pub mod frame_geometry;
 pub mod input;
 pub mod polyphase;
+pub mod polyphase_bank;
 pub mod polyphase_kernel;
 pub mod resample;
 pub mod resampler_pool;

@@ -3,7 +3,7 @@
 //! chosen at run time: the loop costs more than the decoding around it when left to one chain
 //! of dependent additions.
 
-use super::polyphase::Bank;
+use super::polyphase_bank::Bank;
 
 /// Taps are padded to a multiple of this, the width of the dot product's accumulators (four AVX
 /// registers: four independent chains of fused multiply-adds).

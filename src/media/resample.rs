@@ -13,7 +13,8 @@ use ffmpeg_next::ffi;
 use ffmpeg_next::frame;
 
 use super::error::{MediaError, MediaResult};
-use super::polyphase::{gcd, Polyphase};
+use super::polyphase::Polyphase;
+use super::polyphase_bank::gcd;
 use super::resampler_pool::{self, Shape};
 
 /// How the output's channels come from the input's.
