@@ -119,7 +119,7 @@ impl Polyphase {
     }
 
     fn run(&mut self, out: &mut Vec<f32>) {
-        let count = (self.reachable() - self.made).max(0) as usize;
+        let count = self.pending();
         let bank = &*self.bank;
         let (phases, step) = (bank.phases as i64, bank.step as i64);
         if count > 0 {

@@ -216,9 +216,7 @@ impl Resampler {
         }
         Ok(())
     }
-}
 
-impl Resampler {
     /// Output samples (per channel) the input so far allows that `push` has not appended yet.
     pub fn pending(&self) -> usize {
         self.polyphase.as_ref().map_or(0, Polyphase::pending)
