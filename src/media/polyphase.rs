@@ -210,7 +210,7 @@ mod tests {
             let input = tone(3000.0, from, 20_000);
             let mut fast = Polyphase::new(from, to, 1);
             let mut portable = Polyphase::new(from, to, 1);
-            portable.kernel = crate::media::polyphase_kernel::portable;
+            portable.kernel = crate::polyphase_kernel::portable;
             let (mut fast_out, mut portable_out) = (Vec::new(), Vec::new());
             for chunk in input.chunks(777) {
                 fast.push(chunk, &mut fast_out);

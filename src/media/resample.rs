@@ -16,15 +16,7 @@ use super::error::{MediaError, MediaResult};
 use super::polyphase::Polyphase;
 use super::polyphase_bank::gcd;
 use super::resampler_pool::{self, Shape};
-
-/// How the output's channels come from the input's.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Channels {
-    /// Mix to this many channels (1: mono down-mix, the mean of the input's).
-    Mix(usize),
-    /// Keep only this input channel (0-based).
-    Select(usize),
-}
+use stoker_native::media::spec::Channels;
 
 /// What `push` keeps of the channels swresample produces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

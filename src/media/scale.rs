@@ -10,7 +10,7 @@ use ffmpeg_next::ffi;
 use ffmpeg_next::frame;
 
 use super::error::{MediaError, MediaResult};
-use super::frame_geometry::FramePlan;
+use stoker_native::media::frame_geometry::FramePlan;
 
 /// Where one output frame goes: packed RGB rows, or the R, G and B planes (offsets into the
 /// clip's slot).

@@ -9,52 +9,23 @@
 use ffmpeg_next::media::Type;
 use ffmpeg_next::{frame, Discard, Packet};
 
+use stoker_native::media::frame_geometry::FramePlan;
+pub use stoker_native::media::spec::{VideoLayout, VideoSpec};
+use stoker_native::media::window::clip_frames;
+
 use super::error::{MediaError, MediaResult};
-use super::frame_geometry::{FrameGeometry, FramePlan};
 use super::input::{self, seconds};
 use super::scale::{FrameTarget, Scaler};
-use super::window::{clip_frames, ClipStep, Placement};
 
-/// How a clip's values are laid out in its slot.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum VideoLayout {
-    /// (frames, height, width, channels).
-    Thwc,
-    /// (frames, channels, height, width), as torchvision and torchcodec give frames.
-    Tchw,
-    /// (channels, frames, height, width), as 3D convolutions take clips.
-    Cthw,
-}
-
-/// What to make of every video sample.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct VideoSpec {
-    /// Frames per clip.
-    pub frames: usize,
-    pub step: ClipStep,
-    pub placement: Placement,
-    pub geometry: FrameGeometry,
-    pub layout: VideoLayout,
-}
-
-impl VideoSpec {
-    /// Values in one clip's slot, or None when the frame size depends on the video.
-    pub fn slot_len(&self) -> Option<usize> {
-        self.geometry.output_size().map(|(width, height)| self.frames * 3 * width * height)
-    }
-
-    /// Where clip frame `index` goes in the slot.
-    fn target(&self, index: usize, plan: &FramePlan) -> FrameTarget {
-        let plane = plan.output.0 * plan.output.1;
-        match self.layout {
-            VideoLayout::Thwc => FrameTarget::Packed { offset: index * 3 * plane },
-            VideoLayout::Tchw => {
-                FrameTarget::Planar { red: 3 * index * plane, green: (3 * index + 1) * plane, blue: (3 * index + 2) * plane }
-            }
-            VideoLayout::Cthw => {
-                let frames = self.frames;
-                FrameTarget::Planar { red: index * plane, green: (frames + index) * plane, blue: (2 * frames + index) * plane }
-            }
+/// Where clip frame `index` of `spec` goes in its slot.
+fn frame_target(spec: &VideoSpec, index: usize, plan: &FramePlan) -> FrameTarget {
+    let plane = plan.output.0 * plan.output.1;
+    match spec.layout {
+        VideoLayout::Thwc => FrameTarget::Packed { offset: index * 3 * plane },
+        VideoLayout::Tchw => FrameTarget::Planar { red: 3 * index * plane, green: (3 * index + 1) * plane, blue: (3 * index + 2) * plane },
+        VideoLayout::Cthw => {
+            let frames = spec.frames;
+            FrameTarget::Planar { red: index * plane, green: (frames + index) * plane, blue: (2 * frames + index) * plane }
         }
     }
 }
@@ -221,7 +192,7 @@ impl ClipWriter<'_> {
                 plan
             }
         };
-        let target = self.spec.target(self.next, &plan);
+        let target = frame_target(self.spec, self.next, &plan);
         self.scaler.write(frame, &plan, target, self.slot)?;
         if self.spec.geometry.flips(self.seed) {
             mirror(self.slot, target, plan.output);

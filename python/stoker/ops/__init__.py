@@ -1,6 +1,9 @@
 """What happens to bytes: image, audio and video decode and transform into batch memory, token
-sequence packing (all in the native core, GIL-free)."""
+sequence packing (native, GIL-free). Images and packing are the core's; audio and video are the
+media part's, which uses the user's FFmpeg and is loaded on first use (`MediaUnavailableError`
+when there is none)."""
 
+from ._media_backend import MediaUnavailableError
 from .image import (
     BatchDecodeError,
     DecodedBatch,
@@ -18,6 +21,7 @@ from .packing import EfficiencyReport, PackedBatch, SequencePacker, as_token_arr
 __all__ = [
     "AudioTransform",
     "MediaDecodeError",
+    "MediaUnavailableError",
     "VideoTransform",
     "decode_audio",
     "decode_video",

@@ -18,8 +18,9 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .._native import AudioTransform, ImageTransform, VideoTransform, decode_audio_batch_into, decode_batch_into, decode_video_batch_into
+from .._native import AudioTransform, ImageTransform, VideoTransform, decode_batch_into
 from .._native import decode_image as _decode_image
+from ._media_backend import decode_audio_batch_into, decode_video_batch_into
 
 __all__ = [
     "BatchDecodeError",

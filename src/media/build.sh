@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Builds stoker's media part for the FFmpeg whose development files pkg-config finds, into
+# python/stoker/_media/ffmpegN/ (N: FFmpeg's major, from libavcodec's):
+#   _media.abi3.so   the module, with no NEEDED entry for FFmpeg: stoker.ops._media_backend
+#                    loads the libraries below first (so a missing FFmpeg is a clear error at
+#                    the first audio/video call, and auditwheel finds no FFmpeg in the wheel)
+#   libraries.txt    the FFmpeg libraries it was linked against, dependencies first
+#   _media.pyi       its type stub
+#   __init__.py      loads those libraries when the package is imported, before the module
+# Usage: src/media/build.sh [--wheel]   --wheel links with zig for glibc 2.28 (manylinux_2_28),
+# as `maturin build --zig` does for the core; without it, cargo's own linker (development).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+avcodec=$(pkg-config --modversion libavcodec | cut -d. -f1)
+case "$avcodec" in
+    58) major=4 ;; 59) major=5 ;; 60) major=6 ;; 61) major=7 ;; 62) major=8 ;;
+    *) echo "libavcodec $avcodec is not an FFmpeg major stoker knows (4-8)" >&2; exit 1 ;;
+esac
+features=python,pyo3/extension-module,pyo3/abi3-py310
+if [ "${1:-}" = --wheel ]; then
+    cargo zigbuild --quiet --release -p stoker-media --features "$features" --target x86_64-unknown-linux-gnu.2.28
+    built=target/x86_64-unknown-linux-gnu/release/lib_media.so
+else
+    cargo build --quiet --release -p stoker-media --features "$features"
+    built=target/release/lib_media.so
+fi
+out=python/stoker/_media/ffmpeg$major
+mkdir -p "$out"
+rm -f "$out"/_media*.so
+cp "$built" "$out/_media.abi3.so"
+# Dependencies first, so each library's own FFmpeg dependencies are loaded before it.
+needed=$(patchelf --print-needed "$out/_media.abi3.so")
+: >"$out/libraries.txt"
+for stem in libavutil libswresample libswscale libavcodec libavformat; do
+    for library in $needed; do
+        case "$library" in "$stem".so.*)
+            echo "$library" >>"$out/libraries.txt"
+            patchelf --remove-needed "$library" "$out/_media.abi3.so" ;;
+        esac
+    done
+done
+cp python/stoker/_media/_media.pyi "$out/_media.pyi"
+cat >"$out/__init__.py" <<PYTHON
+"""stoker's media part built against FFmpeg $major (libavcodec $avcodec), made by src/media/build.sh."""
+
+from .. import load_libraries
+
+load_libraries(__path__[0])
+PYTHON
+echo "media part for FFmpeg $major (libavcodec $avcodec): $out/_media.abi3.so, needs $(tr '\n' ' ' <"$out/libraries.txt")"
