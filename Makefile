@@ -60,6 +60,7 @@ $(VENV)/.installed-dev: $(BIN)/python $(BUILD_INPUTS) $(VENV)/.media | $(VENV)/.
 # The release wheel: both native parts linked by zig against glibc 2.28's symbols, FFmpeg left
 # to the user's machine. tests/packaging/test_wheel.py installs it into a fresh venv.
 wheel: | $(VENV)/.build-tools system-build
+	rm -f dist/stoker-*.whl
 	bash src/media/build.sh --wheel
 	$(BIN)/maturin build --release --zig --compatibility manylinux_2_28 --out dist
 	@ls -l dist/*.whl

@@ -12,6 +12,7 @@ __all__ = [
     "ImageTransform",
     "decode_image",
     "decode_batch_into",
+    "encode_jpeg",
     "read_ranges",
     "crc32",
     "list_tree",
@@ -144,6 +145,9 @@ class VideoTransform:
     def dtype(self) -> str:
         """Always "uint8"."""
     def __getnewargs_ex__(self) -> tuple[tuple[()], dict[str, Any]]: ...
+
+def encode_jpeg(pixels: np.ndarray, quality: int = 90) -> bytes:
+    """A JPEG of an (height, width, 3) uint8 RGB array (4:2:0, Pillow's defaults; GIL released)."""
 
 def read_ranges(
     path: str | os.PathLike[str], ranges: Sequence[tuple[int, int]], max_gap: int = 65536, max_read: int = 8388608

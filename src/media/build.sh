@@ -18,7 +18,20 @@ case "$avcodec" in
 esac
 features=python,pyo3/extension-module,pyo3/abi3-py310
 if [ "${1:-}" = --wheel ]; then
-    cargo zigbuild --quiet --release -p stoker-media --features "$features" --target x86_64-unknown-linux-gnu.2.28
+    # zig compiles with its own glibc 2.28 headers; the binding's build would add the system's
+    # include folder (where FFmpeg's headers are) and mix two glibcs. So it gets a folder of its
+    # own holding only FFmpeg's headers and libraries (the binding's FFMPEG_DIR route).
+    headers=target/ffmpeg$major-only
+    rm -rf "$headers" && mkdir -p "$headers/include" "$headers/lib"
+    for library in libavutil libavcodec libavformat libswscale libswresample; do
+        ln -s "$(pkg-config --variable=includedir "$library")/$library" "$headers/include/$library"
+        ln -s "$(pkg-config --variable=libdir "$library")/$library.so" "$headers/lib/$library.so"
+    done
+    export FFMPEG_DIR=$PWD/$headers
+    # zig names its own headers relative to the working directory when they lie under it (as
+    # .venv's do under the checkout), and the binding's generator, run from another folder, would
+    # not find them: cargo-zigbuild runs from target/, where zig gives the absolute path.
+    (cd target && cargo zigbuild --quiet --manifest-path ../Cargo.toml --release -p stoker-media --features "$features" --target x86_64-unknown-linux-gnu.2.28)
     built=target/x86_64-unknown-linux-gnu/release/lib_media.so
 else
     cargo build --quiet --release -p stoker-media --features "$features"
@@ -26,19 +39,21 @@ else
 fi
 out=python/stoker/_media/ffmpeg$major
 mkdir -p "$out"
-rm -f "$out"/_media*.so
-cp "$built" "$out/_media.abi3.so"
+# Made beside, then moved into place: a process that has the old module loaded keeps its file.
+staged="$out/.staged.so"
+cp "$built" "$staged"
 # Dependencies first, so each library's own FFmpeg dependencies are loaded before it.
-needed=$(patchelf --print-needed "$out/_media.abi3.so")
+needed=$(patchelf --print-needed "$staged")
 : >"$out/libraries.txt"
 for stem in libavutil libswresample libswscale libavcodec libavformat; do
     for library in $needed; do
         case "$library" in "$stem".so.*)
             echo "$library" >>"$out/libraries.txt"
-            patchelf --remove-needed "$library" "$out/_media.abi3.so" ;;
+            patchelf --remove-needed "$library" "$staged" ;;
         esac
     done
 done
+mv -f "$staged" "$out/_media.abi3.so"
 cp python/stoker/_media/_media.pyi "$out/_media.pyi"
 cat >"$out/__init__.py" <<PYTHON
 """stoker's media part built against FFmpeg $major (libavcodec $avcodec), made by src/media/build.sh."""

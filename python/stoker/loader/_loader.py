@@ -30,7 +30,8 @@ from typing import Any, Literal
 import numpy as np
 
 from ..distributed import discover_world
-from ..ops.image import TRANSFORMS, Transform, allocate_batch
+from ..ops._media_backend import media_backend
+from ..ops.image import TRANSFORMS, AudioTransform, Transform, VideoTransform, allocate_batch
 from ..pipeline import AbortPipeline, Pipeline, PipelineBuilder, PipelineStats
 from ..sampling import BlockLookahead, EpochWarmup, FetchedSample, OutOfOrderPrefetcher, Sampler
 from ..storage import RemoteStorage, Storage, StorageUnavailableError
@@ -61,7 +62,9 @@ class Loader:
             `AudioTransform` (a window per file, ``(batch, channels, samples)``) or a
             `VideoTransform` (a clip per file, ``(batch, frames, 3, height, width)`` in TCHW).
             Windows and clips are placed by each sample's seed (seed, epoch, position). Without
-            it, ``decode`` is applied per sample, or the raw bytes are delivered.
+            it, ``decode`` is applied per sample, or the raw bytes are delivered. Audio and
+            video need the user's FFmpeg: without one, building the Loader raises
+            `stoker.ops.MediaUnavailableError`, saying what to install.
         decode: A function of a sample's bytes (when there is no ``transform``).
         extra: Other members of each sample to deliver beside the decoded payload, by extension
             (``("txt", "json")`` for LAION-style image-text shards): `Batch.extra` holds them
@@ -122,6 +125,7 @@ class Loader:
     Raises:
         TypeError: An argument of the wrong type (the message names it and what it takes).
         ValueError: Bad sizes or policy.
+        MediaUnavailableError: An audio or video transform, and no FFmpeg this stoker supports.
     """
 
     def __init__(
@@ -175,6 +179,8 @@ class Loader:
             raise TypeError(f"decode must be a function of a sample's bytes, got {type(decode).__name__}")
         if transform is not None and decode is not None:
             raise ValueError("give transform or decode, not both")
+        if isinstance(transform, (AudioTransform, VideoTransform)):
+            media_backend()  # no FFmpeg here: say so now, before any thread starts, not at the first batch
         self._policy = FailurePolicy(on_error, max_bad_samples, quarantine)
         self.storage = storage
         self.batch_size = batch_size

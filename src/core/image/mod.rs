@@ -5,6 +5,7 @@ pub mod decode;
 pub mod error;
 pub mod geometry;
 pub mod jpeg;
+pub mod jpeg_encode;
 pub mod orientation;
 pub mod output;
 pub mod transform;

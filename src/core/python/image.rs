@@ -332,3 +332,18 @@ pub fn decode_batch_into(
     };
     Ok(errors.into_iter().map(|error| error.map(|error| error.to_string())).collect())
 }
+
+/// Encode an (height, width, 3) uint8 RGB array as a JPEG at `quality` (Pillow's defaults).
+#[pyfunction]
+#[pyo3(signature = (pixels, quality=90))]
+pub fn encode_jpeg<'py>(py: Python<'py>, pixels: &Bound<'py, PyUntypedArray>, quality: u8) -> PyResult<Bound<'py, pyo3::types::PyBytes>> {
+    let shape = pixels.shape().to_vec();
+    if shape.len() != 3 || shape[2] != 3 {
+        return Err(PyValueError::new_err(format!("pixels must be (height, width, 3), got {shape:?}")));
+    }
+    let array = pixels.cast::<PyArrayDyn<u8>>().map_err(|_| PyTypeError::new_err("pixels must be uint8"))?;
+    let readonly = array.try_readonly().map_err(|error| PyValueError::new_err(error.to_string()))?;
+    let data = readonly.as_slice().map_err(|_| PyValueError::new_err("pixels must be C-contiguous"))?;
+    let encoded = py.detach(|| crate::image::jpeg_encode::encode_rgb(data, shape[1], shape[0], quality)).map_err(PyValueError::new_err)?;
+    Ok(pyo3::types::PyBytes::new(py, &encoded))
+}
