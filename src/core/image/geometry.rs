@@ -153,6 +153,17 @@ pub fn shorter_side_size(width: usize, height: usize, size: usize) -> (usize, us
     }
 }
 
+/// Where torchvision's CenterCrop starts along an axis of `size` pixels: `int(round((size - crop)
+/// / 2.0))` (Python's round, ties to even) inside the image; when the crop is larger, the image is
+/// first padded by `(crop - size) // 2` before it (and the rest after), so the crop starts there.
+fn center_crop_start(size: usize, crop: usize) -> i64 {
+    if crop > size {
+        -(((crop - size) / 2) as i64)
+    } else {
+        ((size as f64 - crop as f64) / 2.0).round_ties_even() as i64
+    }
+}
+
 /// torchvision RandomResizedCrop.get_params: (left, top, width, height) in source pixels.
 fn random_resized_box(
     width: usize,
@@ -214,10 +225,7 @@ pub fn plan(spec: &TransformSpec, width: usize, height: usize, seed: u64) -> Ima
     let scale_y = height as f64 / resized_height as f64;
     let (out_width, out_height, crop_left, crop_top) = match spec.crop {
         Crop::Center { width: crop_width, height: crop_height } => {
-            // torchvision: int(round((size - crop) / 2.0)), Python's round (ties to even).
-            let left = ((resized_width as f64 - crop_width as f64) / 2.0).round_ties_even() as i64;
-            let top = ((resized_height as f64 - crop_height as f64) / 2.0).round_ties_even() as i64;
-            (crop_width, crop_height, left, top)
+            (crop_width, crop_height, center_crop_start(resized_width, crop_width), center_crop_start(resized_height, crop_height))
         }
         _ => (resized_width, resized_height, 0, 0),
     };
@@ -287,6 +295,16 @@ mod tests {
         let plan = plan(&padded, 4, 2, 0).unwrap();
         assert_eq!(plan.target, (2, 1, 4, 2));
         assert_eq!(plan.source, (0.0, 0.0, 4.0, 2.0));
+    }
+
+    #[test]
+    fn a_center_crop_larger_than_the_image_pads_as_torchvision_does() {
+        // torchvision pads (crop - size) // 2 before: 1 of 3 extra pixels, not round(1.5) = 2.
+        assert_eq!(center_crop_start(5, 8), -1);
+        assert_eq!(center_crop_start(3, 8), -2);
+        assert_eq!(center_crop_start(7, 8), 0);
+        // Inside the image: round half to even, (341 - 224) / 2 = 58.5 -> 58.
+        assert_eq!(center_crop_start(341, 224), 58);
     }
 
     #[test]

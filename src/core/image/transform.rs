@@ -172,10 +172,29 @@ fn resize_region(
     })
 }
 
+/// `start` and `length` along an axis of `size` pixels, with the rounding of the plan's arithmetic
+/// (a region that ends at the image's edge computes as 509.00000000000006 of 509) taken off; None
+/// when the region really leaves the image.
+fn within_axis(start: f64, length: f64, size: usize) -> Option<(f64, f64)> {
+    let size = size as f64;
+    let slack = 1e-6 * size.max(1.0);
+    if !(start >= -slack && length > 0.0 && start + length <= size + slack) {
+        return None;
+    }
+    let start = start.clamp(0.0, size);
+    Some((start, (start + length).min(size) - start))
+}
+
 /// Resample `region` of `image`, reading whatever pixels of `image` the filter reaches.
 fn resize_within(image: &decode::Decoded, region: (f64, f64, f64, f64), width: usize, height: usize, target: &mut [u8]) -> ImageResult<()> {
     let channels = image.channels;
-    let (left, top, region_width, region_height) = region;
+    let (horizontal, vertical) = (within_axis(region.0, region.2, image.width), within_axis(region.1, region.3, image.height));
+    let (Some((left, region_width)), Some((top, region_height))) = (horizontal, vertical) else {
+        return Err(ImageError::Transform(format!(
+            "the region {region:?} to resize is not inside the decoded {}x{} pixels",
+            image.width, image.height
+        )));
+    };
     let is_whole_pixels = left.fract() == 0.0 && top.fract() == 0.0;
     if is_whole_pixels && region_width == width as f64 && region_height == height as f64 {
         // No resampling: copy the rows of the region.
