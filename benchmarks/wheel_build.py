@@ -52,7 +52,9 @@ def wheel_python(wheel: Path) -> Path:
 
 
 def images_per_second(python: Path, folder: Path) -> float:
-    finished = subprocess.run([str(python), "-c", TIMED, str(folder)], capture_output=True, text=True, check=True, cwd=tempfile.gettempdir())
+    finished = subprocess.run(
+        [str(python), "-c", TIMED, str(folder)], capture_output=True, text=True, check=True, cwd=tempfile.gettempdir()
+    )
     return float(finished.stdout.strip())
 
 

@@ -104,6 +104,7 @@ fn write_window(interleaved: &[f32], offset: i64, spec: &AudioSpec, slot: AudioS
 /// `samples` is the buffer to decode into (emptied first), returned as the decoded samples.
 fn decode_window(bytes: &[u8], spec: &AudioSpec, seed: u64, mut samples: Vec<f32>) -> MediaResult<(Vec<f32>, i64)> {
     check_wav_length(bytes)?;
+    super::riff::check(bytes)?;
     let mut container = input::open(bytes)?;
     let stream = input::best_stream(&container, Type::Audio)?;
     let (index, time_base) = (stream.index, stream.time_base);

@@ -29,6 +29,12 @@ fn initialize() {
 /// FFmpeg's read buffer for a sample (it reads through this in chunks).
 const READ_BUFFER: usize = 32 << 10;
 
+/// The largest video frame decoded, in pixels: 8K UHD (7680 x 4320) with room to spare. A
+/// header that declares more (16000 x 16000 would take 1.6 GB a clip) is refused before a frame
+/// is allocated, and FFmpeg's decoders enforce it on every frame (`max_pixels`), whatever later
+/// headers in the stream say.
+pub const MAX_FRAME_PIXELS: i64 = 36_000_000;
+
 /// A container opened over a sample's bytes where they are: FFmpeg reads them through callbacks,
 /// so nothing is copied but what the demuxer asks for. Derefs to the `Input`.
 pub struct MemoryInput<'a> {
@@ -126,7 +132,14 @@ pub fn open(bytes: &[u8]) -> MediaResult<MemoryInput<'_>> {
         (*format).flags |= ffi::AVFMT_FLAG_CUSTOM_IO;
         let mut status = ffi::avformat_open_input(&mut format, ptr::null(), ptr::null(), ptr::null_mut());
         if status >= 0 {
-            status = ffi::avformat_find_stream_info(format, ptr::null_mut());
+            // Probing decodes a few frames: the decoders it opens get the frame limit too.
+            let streams = (*format).nb_streams as usize;
+            let mut options: Vec<*mut ffi::AVDictionary> = vec![ptr::null_mut(); streams];
+            for entry in options.iter_mut() {
+                ffi::av_dict_set_int(entry, c"max_pixels".as_ptr(), MAX_FRAME_PIXELS, 0);
+            }
+            status = ffi::avformat_find_stream_info(format, if streams == 0 { ptr::null_mut() } else { options.as_mut_ptr() });
+            options.iter_mut().for_each(|entry| ffi::av_dict_free(entry));
             if status < 0 {
                 ffi::avformat_close_input(&mut format);
             }
@@ -186,8 +199,20 @@ pub fn best_stream(input: &Input, kind: Type) -> MediaResult<StreamDecoder> {
     if ffmpeg_next::decoder::find(codec_id).is_none() {
         return Err(MediaError::UnsupportedCodec(format!("no {name} decoder for {codec_id:?} in this FFmpeg build")));
     }
-    let context = codec::context::Context::from_parameters(parameters)
+    if kind == Type::Video {
+        // SAFETY: `parameters` wraps the stream's valid AVCodecParameters; plain fields are read.
+        let (width, height) = unsafe { ((*parameters.as_ptr()).width, (*parameters.as_ptr()).height) };
+        if i64::from(width.max(0)) * i64::from(height.max(0)) > MAX_FRAME_PIXELS {
+            return Err(MediaError::Corrupt(format!(
+                "the video declares {width}x{height} frames, past the {MAX_FRAME_PIXELS}-pixel limit (8K UHD is 33,177,600)"
+            )));
+        }
+    }
+    let mut context = codec::context::Context::from_parameters(parameters)
         .map_err(|error| MediaError::UnsupportedCodec(format!("{codec_id:?}: {error}")))?;
+    // SAFETY: the context was just made and is not open yet; max_pixels is a plain field that
+    // avcodec_open2 and every frame allocation read.
+    unsafe { (*context.as_mut_ptr()).max_pixels = MAX_FRAME_PIXELS };
     Ok(StreamDecoder { index: stream.index(), codec: codec_id, time_base: stream.time_base(), context })
 }
 

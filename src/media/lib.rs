@@ -6,7 +6,7 @@
 //! against that major's headers, so that the core (`stoker._native`) needs no FFmpeg at all. What
 //! a transform asks for (`stoker_native::media::spec`) lives in the core; this crate decodes it.
 //!
-//! - `input`: a container opened over a sample's bytes.
+//! - `input`: a container opened over a sample's bytes (`riff`: RIFF chunk sizes checked first).
 //! - `audio`: decode, convert and down-mix (`swresample`), change the rate (`polyphase`, its
 //!   filter in `polyphase_bank`, its inner loop in `polyphase_kernel`), window.
 //! - `video`: keyframe seek, decode skipping unneeded frames, colour-convert and resize frames.
@@ -22,6 +22,7 @@ pub mod polyphase_bank;
 pub mod polyphase_kernel;
 pub mod resample;
 pub mod resampler_pool;
+pub mod riff;
 pub mod scale;
 pub mod video;
 

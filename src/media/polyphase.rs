@@ -25,6 +25,9 @@ const DROP_AT: usize = 4096;
 const OUTPUTS_PER_PHASE: usize = 8;
 /// The most outputs `push` lets wait, for rate pairs with thousands of phases.
 const MAX_BATCH: usize = 16_384;
+/// The most input samples a batch of outputs may span (a high decimation ratio would otherwise
+/// hold MAX_BATCH times the ratio samples per channel).
+const MAX_BATCH_INPUT: usize = 65_536;
 /// Samples in a large decoded frame (FLAC's and AAC's are 4096 or fewer, MP3's 1152).
 const TYPICAL_FRAME: usize = 8192;
 
@@ -51,13 +54,15 @@ pub struct Polyphase {
 }
 
 impl Polyphase {
-    pub fn new(input_rate: u32, output_rate: u32, channels: usize) -> Polyphase {
-        let bank = bank(input_rate, output_rate);
-        let (silence, batch) = (bank.before, (OUTPUTS_PER_PHASE * bank.phases).min(MAX_BATCH));
+    /// A converter, or why these rates cannot be converted (`polyphase_bank::check_rates`).
+    pub fn new(input_rate: u32, output_rate: u32, channels: usize) -> Result<Polyphase, String> {
+        let bank = bank(input_rate, output_rate)?;
+        let batch = (OUTPUTS_PER_PHASE * bank.phases).min(MAX_BATCH).min((MAX_BATCH_INPUT * bank.phases / bank.step).max(1));
+        let silence = bank.before;
         // Input held: the silence, what `run` keeps until it drops it, the filter's span, a
         // batch of outputs' input and a frame.
         let room = silence + DROP_AT + bank.width + batch * bank.step / bank.phases + TYPICAL_FRAME;
-        Polyphase {
+        Ok(Polyphase {
             planes: (0..channels).map(|_| plane_with_silence(silence, room)).collect(),
             bank,
             channels,
@@ -67,7 +72,13 @@ impl Polyphase {
             end: i64::MAX,
             kernel: kernel_for_this_cpu(),
             batch,
-        }
+        })
+    }
+
+    /// (input samples, output samples) after which the grid of outputs on inputs repeats: the
+    /// rates in lowest terms, or the approximate ratio's terms.
+    pub fn period(&self) -> (usize, usize) {
+        (self.bank.step, self.bank.phases)
     }
 
     /// Take interleaved `input` and append every output sample it completes to `out`.
@@ -160,7 +171,7 @@ mod tests {
     use super::*;
 
     fn convert(input: &[f32], from: u32, to: u32) -> Vec<f32> {
-        let mut converter = Polyphase::new(from, to, 1);
+        let mut converter = Polyphase::new(from, to, 1).unwrap();
         let mut out = Vec::new();
         for chunk in input.chunks(1000) {
             converter.push(chunk, &mut out);
@@ -208,8 +219,8 @@ mod tests {
         // Rows of 8, 12 and 16 registers (taken by phase), and of 28 (in output order).
         for (from, to) in [(16_000, 44_100), (22_050, 16_000), (44_100, 16_000), (48_000, 16_000), (96_000, 16_000)] {
             let input = tone(3000.0, from, 20_000);
-            let mut fast = Polyphase::new(from, to, 1);
-            let mut portable = Polyphase::new(from, to, 1);
+            let mut fast = Polyphase::new(from, to, 1).unwrap();
+            let mut portable = Polyphase::new(from, to, 1).unwrap();
             portable.kernel = crate::polyphase_kernel::portable;
             let (mut fast_out, mut portable_out) = (Vec::new(), Vec::new());
             for chunk in input.chunks(777) {
@@ -226,7 +237,7 @@ mod tests {
 
     #[test]
     fn channels_are_converted_apart() {
-        let mut converter = Polyphase::new(44_100, 16_000, 2);
+        let mut converter = Polyphase::new(44_100, 16_000, 2).unwrap();
         let input: Vec<f32> = (0..44_100).flat_map(|_| [0.25, -0.75]).collect();
         let mut out = Vec::new();
         converter.push(&input, &mut out);

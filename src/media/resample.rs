@@ -67,6 +67,12 @@ impl Resampler {
         // serves every output rate.
         let shape: Shape = (format, input_rate, input_channels, produced);
         let output_channels = if matches!(pick, Pick::One(_)) { 1 } else { produced };
+        // Rates from the file's header are checked (and the filter's size bounded) here, before
+        // anything is allocated for them.
+        let polyphase = match input_rate as u32 != rate {
+            true => Some(Polyphase::new(input_rate as u32, rate, output_channels).map_err(MediaError::Corrupt)?),
+            false => None,
+        };
         let resampler = |context, ready| Resampler {
             context,
             input: (format, input_rate, input_channels),
@@ -74,7 +80,7 @@ impl Resampler {
             pick,
             skip: 0,
             scratch: Vec::new(),
-            polyphase: (input_rate as u32 != rate).then(|| Polyphase::new(input_rate as u32, rate, output_channels)),
+            polyphase,
             picked: Vec::new(),
             shape,
             ready,
@@ -134,12 +140,21 @@ impl Resampler {
     /// sample, and return that output sample's number. Without this a window read after a seek
     /// would be shifted by up to half an output sample against one read from the start.
     pub fn align(&mut self, first: i64, output_rate: u32) -> i64 {
-        let input_rate = i64::from(self.input.1);
-        let output_rate = i64::from(output_rate);
-        let period = input_rate / i64::from(gcd(self.input.1 as u32, output_rate as u32));
+        // The grid repeats every `period` inputs, which make `outputs` outputs (the rates in
+        // lowest terms, or the converter's approximate ratio).
+        let (period, outputs) = match &self.polyphase {
+            Some(polyphase) => {
+                let (inputs, outputs) = polyphase.period();
+                (inputs as i64, outputs as i64)
+            }
+            None => {
+                let divisor = i64::from(gcd(self.input.1 as u32, output_rate));
+                (i64::from(self.input.1) / divisor, i64::from(output_rate) / divisor)
+            }
+        };
         let skip = (period - first.rem_euclid(period)) % period;
         self.skip = skip as usize;
-        (first + skip) * output_rate / input_rate
+        (first + skip) * outputs / period
     }
 
     /// Convert `frame` (None: flush what the filter holds) and append interleaved samples to `out`.

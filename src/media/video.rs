@@ -17,6 +17,10 @@ use super::error::{MediaError, MediaResult};
 use super::input::{self, seconds};
 use super::scale::{FrameTarget, Scaler};
 
+/// The most source pixels one clip may decode (frames asked x the video's frame size): 59 frames of
+/// 8K, over a thousand of 1080p. Past it a clip is a named error, not minutes of decoding.
+const MAX_CLIP_PIXELS: i64 = 1 << 31;
+
 /// Where clip frame `index` of `spec` goes in its slot.
 fn frame_target(spec: &VideoSpec, index: usize, plan: &FramePlan) -> FrameTarget {
     let plane = plan.output.0 * plan.output.1;
@@ -39,6 +43,7 @@ struct StreamFacts {
 
 /// Decode `bytes` and write its clip into `slot` (`spec.slot_len()` values).
 pub fn decode_clip_into(bytes: &[u8], spec: &VideoSpec, seed: u64, slot: &mut [u8]) -> MediaResult<()> {
+    super::riff::check(bytes)?;
     let mut container = input::open(bytes)?;
     let stream = input::best_stream(&container, Type::Video)?;
     let facts = {
@@ -55,9 +60,18 @@ pub fn decode_clip_into(bytes: &[u8], spec: &VideoSpec, seed: u64, slot: &mut [u
         let frames = if header.frames() > 0 { header.frames() as usize } else { (duration * rate).round() as usize };
         StreamFacts { rate, frames, start }
     };
-    let targets = clip_frames(facts.frames, facts.rate, spec.frames, spec.step, spec.placement, seed).map_err(MediaError::TooShort)?;
     let (index, time_base) = (stream.index, stream.time_base);
     let mut decoder = stream.decoder().video().map_err(|error| MediaError::UnsupportedCodec(error.to_string()))?;
+    let clip_pixels = i64::from(decoder.width()) * i64::from(decoder.height()) * spec.frames as i64;
+    if clip_pixels > MAX_CLIP_PIXELS {
+        return Err(MediaError::Transform(format!(
+            "{} frames of {}x{} are {clip_pixels} pixels to decode, past the {MAX_CLIP_PIXELS}-pixel budget of a clip",
+            spec.frames,
+            decoder.width(),
+            decoder.height()
+        )));
+    }
+    let targets = clip_frames(facts.frames, facts.rate, spec.frames, spec.step, spec.placement, seed).map_err(MediaError::TooShort)?;
     let index_of = |timestamp: i64| ((seconds(timestamp, time_base) - facts.start) * facts.rate).round() as i64;
     let mut writer = ClipWriter { spec, targets: &targets, next: 0, scaler: Scaler::default(), plan: None, seed, slot };
     let mut current = frame::Video::empty();

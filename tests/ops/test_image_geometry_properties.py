@@ -54,7 +54,9 @@ class _SampleRng:
         return self.next() % (high + 1)
 
 
-def _random_resized_box(width: int, height: int, scale: tuple[float, float], ratio: tuple[float, float], rng: _SampleRng) -> tuple[int, int, int, int]:
+def _random_resized_box(
+    width: int, height: int, scale: tuple[float, float], ratio: tuple[float, float], rng: _SampleRng
+) -> tuple[int, int, int, int]:
     """torchvision's RandomResizedCrop.get_params, drawing from ``rng``."""
     area = width * height
     for _ in range(10):
@@ -115,10 +117,16 @@ _side = st.one_of(st.integers(1, 64), st.integers(65, 700), st.sampled_from([1, 
 _output_side = st.integers(1, 300)
 _transforms = st.one_of(
     st.fixed_dictionaries({"resize_shorter": _output_side}, optional={"center_crop": st.tuples(_output_side, _output_side)}),
-    st.fixed_dictionaries({"resize": st.tuples(_output_side, _output_side)}, optional={"center_crop": st.tuples(_output_side, _output_side)}),
+    st.fixed_dictionaries(
+        {"resize": st.tuples(_output_side, _output_side)}, optional={"center_crop": st.tuples(_output_side, _output_side)}
+    ),
     st.fixed_dictionaries({"center_crop": st.tuples(_output_side, _output_side)}),
     st.builds(
-        lambda size, low, high, ratio_low, ratio_high: {"random_resized_crop": size, "scale": (low, max(low, high)), "ratio": (ratio_low, max(ratio_low, ratio_high))},
+        lambda size, low, high, ratio_low, ratio_high: {
+            "random_resized_crop": size,
+            "scale": (low, max(low, high)),
+            "ratio": (ratio_low, max(ratio_low, ratio_high)),
+        },
         st.tuples(_output_side, _output_side),
         st.floats(0.05, 1.0),
         st.floats(0.05, 1.0),
@@ -141,7 +149,15 @@ _transforms = st.one_of(
     seed=st.integers(0, MASK),
 )
 def test_every_valid_image_and_transform_decodes_to_the_reference(
-    width: int, height: int, subsampling: int | str, orientation: int, quality: int, options: dict, flip: float, dct_scaling: bool, seed: int
+    width: int,
+    height: int,
+    subsampling: int | str,
+    orientation: int,
+    quality: int,
+    options: dict,
+    flip: float,
+    dct_scaling: bool,
+    seed: int,
 ) -> None:
     pixels = photo(width, height, seed=width * 7919 + height)
     exif = Image.Exif()

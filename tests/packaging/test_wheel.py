@@ -163,4 +163,3 @@ def test_a_fresh_install_with_ffmpeg_decodes_a_wav_and_an_mp4(fresh_venv: Path, 
     findings = _run_check(fresh_venv, ["with-ffmpeg", str(wav), str(mp4)], hide=None, cwd=tmp_path)
     assert findings["audio_shape"] == [1, 8000] and findings["video_shape"] == [4, 3, 48, 64]
     assert isinstance(findings["ffmpeg"], dict) and findings["ffmpeg"]["built_major"] == 59
-
