@@ -13,7 +13,7 @@ BIN    := $(VENV)/bin
 # zig links the release wheel.
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: bench test check install install-dev media wheel rust-test python-test system-build system-test clean
+.PHONY: bench test check install install-dev media wheel fuzz rust-test python-test system-build system-test clean
 
 system-build:
 	@bash packaging/system_packages.sh build
@@ -100,6 +100,11 @@ python-test: install-dev | system-test
 	$(BIN)/python -m pytest
 
 test: check rust-test python-test
+
+# The fuzz suite at length: 2,000 mutated cases per format, fresh randomness each run (make test
+# runs 60 per format, seeded). A failing case is saved under tests/faults/fuzz/regressions/.
+fuzz: install-dev
+	STOKER_FUZZ_EXAMPLES=2000 STOKER_FUZZ_FRESH=1 $(BIN)/python -m pytest -q tests/faults/test_fuzz.py
 
 clean:
 	rm -rf $(VENV) target .pytest_cache dist python/stoker/_media/ffmpeg*

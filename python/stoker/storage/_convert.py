@@ -198,6 +198,7 @@ def _write_lmdb(source: Storage, destination: Path, progress: bool) -> Conversio
         raise StorageError(f"{destination} already exists ({kind}); an LMDB is written to a new path")
     part = destination.with_name(destination.name + ".part")
     shutil.rmtree(part, ignore_errors=True)
+    destination.parent.mkdir(parents=True, exist_ok=True)  # as the shard and Parquet writers do
     estimate = sum(os.path.getsize(source.path_of(key)) for key in source.keys) if hasattr(source, "path_of") else 1 << 30
     environment = lmdb.open(str(part), map_size=int(estimate * 1.5) + (64 << 20), subdir=True, writemap=False)
     expected: dict[str, tuple[int, int | float | None]] = {}

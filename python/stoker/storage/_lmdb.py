@@ -25,6 +25,7 @@ import numpy as np
 from ._cache import cache_dir
 from ._caffe import parse_datum
 from ._errors import StaleIndexError, StorageError
+from ._lmdb_walk import walk_in_child
 from ._protocol import Storage
 from ._reads import read_spans
 
@@ -45,21 +46,6 @@ def _data_file(path: Path) -> tuple[Path, bool]:
             raise StorageError(f"{path}: not an LMDB folder (no data.mdb)")
         return data, True
     return path, False
-
-
-def _map_start(data_file: Path) -> int:
-    """Start address of this process's mapping of ``data_file`` (Linux /proc/self/maps)."""
-    target = os.path.realpath(data_file)
-    starts = []
-    with open("/proc/self/maps") as maps:
-        for line in maps:
-            fields = line.split(maxsplit=5)
-            if len(fields) == 6 and fields[5].strip() == target:
-                start = int(fields[0].split("-")[0], 16)
-                starts.append(start - int(fields[2], 16))
-    if not starts:
-        raise StorageError(f"{data_file}: cannot find LMDB's memory map of this file in /proc/self/maps")
-    return min(starts)
 
 
 class LmdbStorage(Storage):
@@ -176,48 +162,11 @@ class LmdbStorage(Storage):
             _logger.warning("cannot save the LMDB index to %s (%s); it is kept in memory", self.index_path, error)
 
     def _build_index(self, value_format: str) -> dict:
-        """Walk the database once and record where every value (or Datum payload) sits."""
-        base = _map_start(self.data_file)
-        keys: list[str] = []
-        labels: list[int | None] = []
-        offsets: list[int] = []
-        lengths: list[int] = []
-        chosen = value_format
-        with self._env.begin(buffers=True) as transaction:
-            for key, value in transaction.cursor():
-                address = np.frombuffer(value, np.uint8).__array_interface__["data"][0] if len(value) else base
-                offset = address - base
-                label = None
-                length = len(value)
-                if chosen == "auto":
-                    chosen = "raw"
-                    try:
-                        if parse_datum(value).encoded:
-                            chosen = "caffe"
-                    except ValueError:
-                        pass
-                if chosen == "caffe":
-                    try:
-                        layout = parse_datum(value)
-                    except ValueError as error:
-                        raise StorageError(f"{self.path}: value of key {bytes(key)!r} is not a Caffe Datum ({error})") from error
-                    offset += layout.data_offset
-                    length = layout.data_length
-                    label = layout.label
-                keys.append(bytes(key).decode("utf-8", "surrogateescape"))
-                labels.append(label)
-                offsets.append(offset)
-                lengths.append(length)
-        return {
-            "format": _INDEX_FORMAT,
-            "version": _INDEX_VERSION,
-            "fingerprint": self._fingerprint,
-            "value_format": "raw" if chosen == "auto" else chosen,
-            "keys": keys,
-            "labels": labels,
-            "offsets": offsets,
-            "lengths": lengths,
-        }
+        """Walk the database once and record where every value (or Datum payload) sits: in a
+        child process, where a corrupt page cannot crash this one (`_lmdb_walk`)."""
+        subdir = self.path.is_dir()
+        walked = walk_in_child(self.path, subdir, value_format)
+        return {"format": _INDEX_FORMAT, "version": _INDEX_VERSION, "fingerprint": self._fingerprint, **walked}
 
     # ---- the protocol ---------------------------------------------------------------------
 

@@ -260,16 +260,41 @@ def parse_index(data: Any, shard: Path, source: str) -> ShardIndex:
         raise ShardError(
             f"{source}: index version {data.get('version')}, this stoker reads versions {READABLE_VERSIONS}; rebuild it with `stoker index`"
         )
+    try:
+        return _checked_index(data, shard)
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as error:
+        raise ShardError(f"{source}: not a valid index ({type(error).__name__}: {error})") from error
+
+
+def _span(span: Any, size: int, key: str, extension: str) -> tuple[int, int]:
+    """A member's (offset, size), checked to lie inside the shard's ``size`` bytes after a header."""
+    offset, length = span
+    if not (isinstance(offset, int) and isinstance(length, int) and 512 <= offset and 0 <= length and offset + length <= size):
+        raise ValueError(f"sample {key!r} member {extension!r} at {span!r} is not inside the shard's {size} bytes")
+    return offset, length
+
+
+def _checked_index(data: dict[str, Any], shard: Path) -> ShardIndex:
+    """The index, every field of the type and range it must have (a ValueError, KeyError or
+    TypeError otherwise, which `parse_index` names)."""
+    size = data["shard"]["size"]
+    if not isinstance(size, int) or not 0 <= size < 1 << 62:
+        raise ValueError(f"shard size {size!r}")
     samples = data["samples"]
-    return ShardIndex(
-        shard=shard,
-        size=int(data["shard"]["size"]),
-        keys=[sample["key"] for sample in samples],
-        members=[{extension: (int(span[0]), int(span[1])) for extension, span in sample["members"].items()} for sample in samples],
-        labels=[sample.get("label") for sample in samples],
-        crc32=[sample["crc32"] for sample in samples] if samples and all("crc32" in sample for sample in samples) else None,
-        label_key=data.get("label_key"),
-    )
+    keys = [sample["key"] for sample in samples]
+    if not all(isinstance(key, str) for key in keys):
+        raise ValueError("a sample key that is not text")
+    members = [{str(extension): _span(span, size, key, extension) for extension, span in sample["members"].items()} for key, sample in zip(keys, samples)]
+    labels = [sample.get("label") for sample in samples]
+    if not all(label is None or isinstance(label, (int, float, str)) for label in labels):
+        raise ValueError("a label that is not a number, a class name or null")
+    crc32 = [sample["crc32"] for sample in samples] if samples and all("crc32" in sample for sample in samples) else None
+    if crc32 is not None and not all(isinstance(value, int) and 0 <= value < 1 << 32 for sums in crc32 for value in sums.values()):
+        raise ValueError("a CRC-32 that is not a 32-bit number")
+    label_key = data.get("label_key")
+    if label_key is not None and not isinstance(label_key, str):
+        raise ValueError(f"label_key {label_key!r}")
+    return ShardIndex(shard=shard, size=size, keys=keys, members=members, labels=labels, crc32=crc32, label_key=label_key)
 
 
 def _header_name(file: Any, data_offset: int) -> str:

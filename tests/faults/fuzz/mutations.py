@@ -1,0 +1,233 @@
+"""Structure-aware mutation of a seed file, as Hypothesis strategies.
+
+Each format's parser finds the fields that say how big something is or how many there are
+(`Field`: chunk and box sizes, segment lengths, page counts, tar sizes, the Parquet footer's
+length, image dimensions); a mutation sets such a field to an extreme, flips bits, overwrites a
+run of bytes, truncates, or splices a part of the file into another place. Hypothesis draws the
+mutations from a seed (``derandomize`` in CI), shrinks a failing one to its smallest form, and
+the suite saves it as a regression file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import struct
+from dataclasses import dataclass
+
+from hypothesis import strategies as st
+
+
+@dataclass(frozen=True)
+class Field:
+    """A size or count in a file: ``width`` bytes at ``offset``, ``"big"`` or ``"little"`` endian
+    (``"octal"``: tar's ASCII octal numbers; ``"decimal"``: a number in JSON, ``width`` digits)."""
+
+    offset: int
+    width: int
+    order: str = "big"
+
+
+def _png(data: bytes) -> list[Field]:
+    fields, at = [], 8
+    while at + 8 <= len(data):
+        (length,) = struct.unpack_from(">I", data, at)
+        fields.append(Field(at, 4))
+        if data[at + 4 : at + 8] == b"IHDR":
+            fields += [Field(at + 8, 4), Field(at + 12, 4), Field(at + 16, 1), Field(at + 17, 1)]  # size, depth, colour
+        at += 12 + length
+    return fields
+
+
+def _jpeg(data: bytes) -> list[Field]:
+    fields, at = [], 2
+    while at + 4 <= len(data) and data[at] == 0xFF:
+        marker = data[at + 1]
+        if marker in (0xD8, 0x01) or 0xD0 <= marker <= 0xD7:
+            at += 2
+            continue
+        fields.append(Field(at + 2, 2))
+        if marker in (0xC0, 0xC1, 0xC2):  # frame header: precision, height, width, components
+            fields += [Field(at + 4, 1), Field(at + 5, 2), Field(at + 7, 2), Field(at + 9, 1)]
+        if marker == 0xDA:
+            break
+        (length,) = struct.unpack_from(">H", data, at + 2)
+        at += 2 + length
+    return fields
+
+
+def _riff(data: bytes) -> list[Field]:
+    fields, at = [Field(4, 4, "little")], 12
+    while at + 8 <= len(data):
+        (size,) = struct.unpack_from("<I", data, at + 4)
+        fields.append(Field(at + 4, 4, "little"))
+        if data[at : at + 4] == b"fmt ":  # channels, sample rate, byte rate, block align, bits
+            fields += [Field(at + 10, 2, "little"), Field(at + 12, 4, "little"), Field(at + 16, 4, "little"), Field(at + 22, 2, "little")]
+        at += 8 + size + (size & 1)
+    return fields
+
+
+def _boxes(data: bytes, start: int, end: int, depth: int = 0) -> list[Field]:
+    """ISO BMFF (MP4, M4A) box sizes, following the containers that hold the sample tables."""
+    fields, at = [], start
+    while at + 8 <= end and depth < 6:
+        (size,) = struct.unpack_from(">I", data, at)
+        kind = data[at + 4 : at + 8]
+        fields.append(Field(at, 4))
+        if size < 8:
+            break
+        if kind in (b"moov", b"trak", b"mdia", b"minf", b"stbl", b"udta", b"edts"):
+            fields += _boxes(data, at + 8, min(end, at + size), depth + 1)
+        elif kind in (b"stsz", b"stco", b"stts", b"stsc", b"stss", b"ctts") and at + 16 <= end:
+            fields.append(Field(at + 12, 4))  # entry count (stsz: the sample size)
+            if kind == b"stsz" and at + 20 <= end:
+                fields.append(Field(at + 16, 4))
+        at += size
+    return fields
+
+
+def _mp4(data: bytes) -> list[Field]:
+    return _boxes(data, 0, len(data))
+
+
+def _flac(data: bytes) -> list[Field]:
+    fields, at = [], 4
+    while at + 4 <= len(data):
+        header = data[at]
+        fields.append(Field(at + 1, 3))
+        if header & 0x7F == 0:  # STREAMINFO: block sizes, frame sizes, then rate/channels/bits
+            fields += [Field(at + 4, 2), Field(at + 6, 2), Field(at + 8, 3), Field(at + 11, 3), Field(at + 14, 3)]
+        (length,) = struct.unpack_from(">I", b"\0" + data[at + 1 : at + 4])
+        at += 4 + length
+        if header & 0x80:
+            break
+    return fields
+
+
+def _ogg(data: bytes) -> list[Field]:
+    fields, at = [], 0
+    while at + 27 <= len(data) and data[at : at + 4] == b"OggS":
+        count = data[at + 26]
+        fields += [Field(at + 26, 1)] + [Field(at + 27 + index, 1) for index in range(min(count, 4))]
+        at += 27 + count + sum(data[at + 27 : at + 27 + count])
+    return fields
+
+
+def _ebml(data: bytes) -> list[Field]:
+    """Matroska/WebM element sizes (the variable-length integers after each ID), top levels."""
+    fields, at, seen = [], 0, 0
+
+    def vint_width(first: int) -> int:
+        return next((index + 1 for index in range(8) if first & (0x80 >> index)), 0)
+
+    while at < len(data) and seen < 64:
+        id_width = vint_width(data[at])
+        if id_width == 0 or at + id_width >= len(data):
+            break
+        size_at = at + id_width
+        size_width = vint_width(data[size_at])
+        if size_width == 0:
+            break
+        fields.append(Field(size_at, size_width))
+        size = int.from_bytes(data[size_at : size_at + size_width], "big") & ((1 << (7 * size_width)) - 1)
+        element = data[at : at + id_width]
+        # Descend into EBML header, Segment, Tracks, TrackEntry, Video, Cluster.
+        at = size_at + size_width if element in (b"\x1a\x45\xdf\xa3", b"\x18\x53\x80\x67", b"\x16\x54\xae\x6b", b"\xae", b"\xe0", b"\x1f\x43\xb6\x75") else size_at + size_width + size
+        seen += 1
+    return fields
+
+
+def _tar(data: bytes) -> list[Field]:
+    fields, at = [], 0
+    while at + 512 <= len(data) and data[at] != 0:
+        fields.append(Field(at + 124, 11, "octal"))
+        try:
+            size = int(data[at + 124 : at + 135].strip(b"\0 ") or b"0", 8)
+        except ValueError:
+            break
+        at += 512 + (size + 511) // 512 * 512
+    return fields
+
+
+def _json_numbers(data: bytes) -> list[Field]:
+    """The numbers of a JSON index (offsets, sizes, counts, labels)."""
+    return [Field(match.start(), match.end() - match.start(), "decimal") for match in re.finditer(rb"(?<=[:\[,])-?\d+", data)][:256]
+
+
+def _parquet(data: bytes) -> list[Field]:
+    """The footer's length, and the magic at each end (the metadata itself is Thrift-encoded:
+    reached by the bit flips and overwrites)."""
+    return [Field(len(data) - 8, 4, "little"), Field(len(data) - 4, 4), Field(0, 4)] if len(data) >= 12 else []
+
+
+PARSERS = {
+    "jpeg": _jpeg,
+    "png": _png,
+    "webp": _riff,
+    "wav": _riff,
+    "flac": _flac,
+    "mp3": lambda data: [],
+    "ogg": _ogg,
+    "m4a": _mp4,
+    "mp4": _mp4,
+    "mkv": _ebml,
+    "tar": _tar,
+    "tar-index": _json_numbers,
+    "lmdb": lambda data: [Field(offset, 8, "little") for offset in range(16, 136, 8)],  # the meta pages' counts and page numbers
+    "parquet": _parquet,
+}
+
+
+def _extremes(width: int, order: str = "big") -> list[int]:
+    if order == "decimal":
+        return [0, 1, (1 << 31) - 1, 1 << 32, (1 << 63) - 1, 1 << 64, 10**30]
+    top = (1 << (8 * width)) - 1
+    return sorted({0, 1, 2, 0x7F, 0xFF & top, top >> 1, (top >> 1) + 1, top - 1, top})
+
+
+def _write_field(data: bytearray, field: Field, value: int) -> None:
+    if field.offset + field.width > len(data):
+        return
+    if field.order == "decimal":
+        data[field.offset : field.offset + field.width] = str(value).encode()
+    elif field.order == "octal":
+        text = format(value % (8**field.width), "o").rjust(field.width, "0").encode()[-field.width :]
+        data[field.offset : field.offset + field.width] = text
+    else:
+        data[field.offset : field.offset + field.width] = (value % (1 << (8 * field.width))).to_bytes(field.width, field.order)  # type: ignore[arg-type]
+
+
+class Mutant(bytes):
+    """Mutated bytes whose repr is short (Hypothesis prints a failing case; the suite saves it)."""
+
+    def __repr__(self) -> str:
+        return f"<{len(self)} bytes, sha256 {hashlib.sha256(self).hexdigest()[:16]}>"
+
+
+@st.composite
+def mutated(draw: st.DrawFn, seed: bytes, fields: list[Field]) -> Mutant:
+    """``seed`` with one to four mutations."""
+    data = bytearray(seed)
+    kinds = ["flip", "overwrite", "truncate", "splice"] + (["field", "field", "field"] if fields else [])
+    for _ in range(draw(st.integers(1, 4))):
+        if not data:
+            break
+        kind = draw(st.sampled_from(kinds))
+        position = draw(st.integers(0, len(data) - 1))
+        if kind == "flip":
+            data[position] ^= 1 << draw(st.integers(0, 7))
+        elif kind == "overwrite":
+            run = draw(st.integers(1, 16))
+            value = draw(st.sampled_from([0x00, 0xFF, 0x7F, 0x80, draw(st.integers(0, 255))]))
+            data[position : position + run] = bytes([value]) * len(data[position : position + run])
+        elif kind == "truncate":
+            del data[position:]
+        elif kind == "splice":
+            length = draw(st.integers(1, 64))
+            source = draw(st.integers(0, len(data) - 1))
+            data[position:position] = data[source : source + length]
+        else:
+            field = draw(st.sampled_from(fields))
+            value = draw(st.one_of(st.sampled_from(_extremes(field.width, field.order)), st.integers(0, (1 << (8 * field.width)) - 1)))
+            _write_field(data, field, value)
+    return Mutant(data)

@@ -1,0 +1,72 @@
+"""The fuzz suite's seed files, one small valid file per format (or a dataset folder for the
+storage formats), made once per test session: images by Pillow, audio and video by the ffmpeg
+command, shards, LMDB and Parquet by stoker's own converter."""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from PIL import Image
+
+from stoker.storage import FileStorage, convert_storage
+from tests.images import encode, photo
+from tests.support.media_files import require_ffmpeg, tone_with_clicks, wav_bytes
+
+from ..conftest import make_images
+
+
+@dataclass(frozen=True)
+class Seed:
+    """A format's seed: the folder a case is made in (a copy of it), and the file mutated there."""
+
+    format: str
+    folder: Path
+    file: str
+
+
+def _ffmpeg(output: Path, *arguments: str) -> None:
+    subprocess.run([require_ffmpeg(), "-v", "error", "-y", *arguments, str(output)], check=True)
+
+
+def make_seeds(root: Path) -> dict[str, Seed]:
+    """Every format's seed under ``root``."""
+    seeds: dict[str, Seed] = {}
+
+    def single(kind: str, name: str, data: bytes | None = None) -> Path:
+        folder = root / kind
+        folder.mkdir(parents=True, exist_ok=True)
+        if data is not None:
+            (folder / name).write_bytes(data)
+        seeds[kind] = Seed(kind, folder, name)
+        return folder / name
+
+    pixels = photo(48, 40, seed=11)
+    single("jpeg", "seed.jpg", encode(pixels, "JPEG", quality=90))
+    single("png", "seed.png", encode(pixels, "PNG"))
+    single("webp", "seed.webp", encode(Image.fromarray(pixels), "WEBP", quality=80))
+    wav = wav_bytes(tone_with_clicks(0.5, 16_000, 440.0, [0.1]), 16_000)
+    single("wav", "seed.wav", wav)
+    tone = root / "tone.wav"
+    tone.write_bytes(wav)
+    _ffmpeg(single("flac", "seed.flac"), "-i", str(tone), "-c:a", "flac")
+    _ffmpeg(single("mp3", "seed.mp3"), "-i", str(tone), "-c:a", "libmp3lame", "-b:a", "32k")
+    _ffmpeg(single("ogg", "seed.ogg"), "-i", str(tone), "-c:a", "libopus", "-b:a", "16k")
+    _ffmpeg(single("m4a", "seed.m4a"), "-i", str(tone), "-c:a", "aac", "-b:a", "32k")
+    video = ("-f", "lavfi", "-i", "testsrc=size=48x32:rate=10", "-frames:v", "6")
+    _ffmpeg(single("mp4", "seed.mp4"), *video, "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p")
+    _ffmpeg(single("mkv", "seed.webm"), *video, "-c:v", "libvpx-vp9", "-deadline", "realtime")
+    images = root / "images"
+    make_images(images, count=6)
+    for kind, to, name, file in (
+        ("tar", "shards", "shards", "shard-000000.tar"),
+        ("tar-index", "shards", "shards", "shard-000000.tar.idx"),
+        ("lmdb", "lmdb", "data.lmdb", "data.mdb"),
+        ("parquet", "parquet", "parquet", "part-00000.parquet"),
+    ):
+        folder = root / kind / name
+        with FileStorage(images) as source:
+            convert_storage(source, folder, to=to, progress=False)
+        seeds[kind] = Seed(kind, folder, file)
+    return seeds

@@ -1,0 +1,85 @@
+"""The fuzz suite's child process: decodes or reads each case it is sent, in this process, so that a
+crash (a signal, an abort) takes down only this worker, never the test run.
+
+Reads one JSON line per case from stdin, ``{"format": ..., "path": ..., "names": [...]}``: a file
+(images, audio, video) or a dataset folder (tar shards and their index, LMDB, Parquet), and the
+names an error may give it by (the file, the folder). Answers one JSON line:
+``{"outcome": "decoded" | "error", "type": ..., "message": ..., "named": bool, "rss_mb": ...}``,
+where ``named`` says whether the error names the file or one of its samples, and ``rss_mb`` is
+this process's peak resident memory so far.
+
+    python -m tests.faults.fuzz.worker
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import sys
+from pathlib import Path
+
+from stoker.ops import AudioTransform, BatchDecodeError, ImageDecodeError, ImageTransform, VideoTransform, decode_batch, decode_image
+from stoker.storage import LmdbStorage, ParquetStorage, StorageError, TarShardStorage
+
+IMAGE_FORMATS = {"jpeg", "png", "webp"}
+AUDIO_FORMATS = {"wav", "flac", "mp3", "ogg", "m4a"}
+VIDEO_FORMATS = {"mp4", "mkv"}
+# The errors stoker promises for bad input; anything else (TypeError, IndexError...) is a bug.
+NAMED_ERRORS = (ImageDecodeError, BatchDecodeError, StorageError)
+AUDIO = AudioTransform(sample_rate=16_000, samples=4_000, window="start")
+VIDEO = VideoTransform(frames=2, resize=(16, 16), clip="start")
+CROP = ImageTransform(resize_shorter=40, center_crop=(32, 32))
+
+
+def _storage(kind: str, path: Path, names: list[str]) -> None:
+    """Open the dataset and read every sample; a sample's failure must name it (its key, or its
+    file, as Parquet's "part-00000.parquet row 3" does)."""
+    opener = {"tar": TarShardStorage, "tar-index": TarShardStorage, "lmdb": LmdbStorage, "parquet": ParquetStorage}[kind]
+    storage = opener(path)
+    try:
+        keys = list(storage.keys)
+        for key, result in zip(keys, storage.try_read_indices(range(len(keys)))):
+            if isinstance(result, Exception):
+                named = key in str(result) or any(name in str(result) for name in names)
+                if not isinstance(result, NAMED_ERRORS) or not named:
+                    raise AssertionError(f"sample {key!r} failed without its name: {type(result).__name__}: {result}")
+    finally:
+        storage.close()
+
+
+def run(kind: str, path: Path, names: list[str]) -> None:
+    """Decode or read one case; raise what stoker raises."""
+    if kind in IMAGE_FORMATS:
+        data = path.read_bytes()
+        decode_image(data, name=path.name)
+        decode_image(data, CROP, name=path.name)
+    elif kind in AUDIO_FORMATS or kind in VIDEO_FORMATS:
+        transform = AUDIO if kind in AUDIO_FORMATS else VIDEO
+        result = decode_batch([path.read_bytes()], transform, names=[path.name], on_error="zero")
+        if result.failures:
+            raise ImageDecodeError(f"{path.name!r}: {result.failures[0].message}")
+    else:
+        _storage(kind, path, names)
+
+
+def main() -> None:
+    for line in sys.stdin:
+        case = json.loads(line)
+        path = Path(case["path"])
+        names = case.get("names", [path.name])
+        answer: dict[str, object]
+        try:
+            run(case["format"], path, names)
+            answer = {"outcome": "decoded"}
+        except AssertionError as error:
+            answer = {"outcome": "error", "type": "unnamed sample failure", "message": str(error)[:2000], "named": False}
+        except Exception as error:  # judged by the parent: the type and whether it names the file
+            message = str(error)
+            named = isinstance(error, NAMED_ERRORS) and any(name in message for name in names)
+            answer = {"outcome": "error", "type": type(error).__name__, "message": message[:2000], "named": named}
+        answer["rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print(json.dumps(answer), flush=True)
+
+
+if __name__ == "__main__":
+    main()
