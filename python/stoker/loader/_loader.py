@@ -20,6 +20,7 @@ delays one sample, not a batch.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -229,6 +230,11 @@ class Loader:
         self._pipeline: Pipeline[Any] | None = None
         self._last_stats: PipelineStats | None = None
         self._iteration_lock = threading.Lock()
+        # Batches a read-ahead wrapper holds (delivered by this Loader, not yet by the wrapper):
+        # see `hold_deliveries`. Guarded with marking deliveries, so a checkpoint is never between.
+        self._held_lock = threading.Lock()
+        self._holders = 0
+        self._held: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._iterating: str | None = None  # the thread iterating now
 
     @property
@@ -257,8 +263,43 @@ class Loader:
 
     def state_dict(self) -> dict[str, Any]:
         """Where this rank is in the epoch: delivered samples only, so batches in flight are read
-        again after a resume. Plain data."""
-        return {"version": 1, "sampler": self.sampler.state_dict(), "batch_size": self.batch_size}
+        again after a resume (batches a read-ahead wrapper such as `stoker.device.to_device`
+        still holds count as in flight). Plain data."""
+        with self._held_lock:
+            sampler = self.sampler.state_dict(holding=list(self._held.values()))
+        return {"version": 1, "sampler": sampler, "batch_size": self.batch_size}
+
+    @contextlib.contextmanager
+    def hold_deliveries(self) -> Iterator[None]:
+        """For wrappers that read batches ahead of the training loop (`stoker.device.to_device`,
+        `to_jax`, your own prefetcher): while this is open, each batch this Loader yields is held
+        (left out of `state_dict`) until the wrapper hands it on and calls `release`. Batches
+        still held when it closes were never delivered: a continued epoch reads them again.
+
+        Example::
+
+            with loader.hold_deliveries():
+                for batch in read_ahead(loader):
+                    loader.release(batch)
+                    yield batch
+        """
+        with self._held_lock:
+            self._holders += 1
+        try:
+            yield
+        finally:
+            with self._held_lock:
+                self._holders -= 1
+                undelivered = list(self._held.values()) if self._holders == 0 else []
+                if self._holders == 0:
+                    self._held.clear()
+                for positions, padding in undelivered:
+                    self.sampler.unmark_delivered(positions, padding)
+
+    def release(self, batch: Batch) -> None:
+        """A held batch reached the training loop (see `hold_deliveries`); a batch not held is ignored."""
+        with self._held_lock:
+            self._held.pop(id(batch), None)
 
     def load_state_dict(self, state: dict[str, Any] | Sequence[dict[str, Any]]) -> None:
         """Continue from this rank's state, or from every rank's states to change world size."""
@@ -526,7 +567,10 @@ class Loader:
                     batch = pipeline.get()
                 except StopIteration:
                     break
-                self.sampler.mark_delivered(batch.positions, batch.padding)
+                with self._held_lock:
+                    self.sampler.mark_delivered(batch.positions, batch.padding)
+                    if self._holders:
+                        self._held[id(batch)] = (batch.positions, batch.padding)
                 yield batch
             finished = True
         finally:

@@ -34,6 +34,18 @@ class PositionSet:
             if len(self._pending) > 4096:
                 self._compact()
 
+    def remove_many(self, positions: Iterable[int]) -> None:
+        """Take ``positions`` out (those not in the set are ignored)."""
+        values = np.asarray([int(position) for position in positions], dtype=np.int64)
+        if values.size == 0:
+            return
+        with self._lock:
+            self._compact_locked()
+            members = self._expanded()
+            self._ranges = []
+            self._pending = members[~np.isin(members, values)].tolist()
+            self._compact_locked()
+
     def _compact(self) -> None:
         with self._lock:
             self._compact_locked()

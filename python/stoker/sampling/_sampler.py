@@ -191,6 +191,15 @@ class Sampler:
             self._delivered.add_many(real)
             self._padding_delivered += int(flags.sum())
 
+    def unmark_delivered(self, positions: Sequence[int] | np.ndarray, padding: Sequence[bool] | np.ndarray) -> None:
+        """Undo `mark_delivered` for samples that never reached the training loop after all (a
+        wrapper read them ahead and stopped): a continued epoch reads them again."""
+        flags = np.asarray(padding, dtype=bool)
+        real = np.asarray(positions)[~flags].tolist()
+        with self._lock:
+            self._delivered.remove_many(real)
+            self._padding_delivered = max(0, self._padding_delivered - int(flags.sum()))
+
     @property
     def delivered(self) -> int:
         """Samples of this epoch delivered by this rank (padding not counted)."""
@@ -202,11 +211,23 @@ class Sampler:
         with self._lock:
             return len(self._delivered) + self._padding_delivered
 
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self, holding: Sequence[tuple[Any, Any]] = ()) -> dict[str, Any]:
         """Plain data: what this rank delivered in this epoch, and what defines the order. Safe
-        from any thread at any moment: the record is taken whole, between two deliveries."""
+        from any thread at any moment: the record is taken whole, between two deliveries.
+
+        Args:
+            holding: (positions, padding) of batches marked delivered that a wrapper still holds
+                (read ahead, not yet handed to the training loop): left out of the record.
+        """
         with self._lock:
-            return self._state_locked()
+            state = self._state_locked()
+        if holding:
+            delivered = PositionSet(tuple(span) for span in state["delivered"])
+            delivered.remove_many(position for positions, padding in holding for position in np.asarray(positions)[~np.asarray(padding, dtype=bool)])
+            state["delivered"] = [list(span) for span in delivered.ranges()]
+            held_padding = sum(int(np.asarray(padding, dtype=bool).sum()) for _, padding in holding)
+            state["padding_delivered"] = max(0, state["padding_delivered"] - held_padding)
+        return state
 
     def _state_locked(self) -> dict[str, Any]:
         excluded = self._excluded.ranges() if self._excluded is not None else []

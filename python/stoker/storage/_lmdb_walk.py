@@ -88,9 +88,9 @@ def walk(path: Path, subdir: bool, value_format: str) -> dict[str, Any]:
     finally:
         environment.close()
     size = os.stat(data_file).st_size
-    for key, offset, length in zip(keys, offsets, lengths):
+    for name, offset, length in zip(keys, offsets, lengths):
         if not 0 <= offset <= offset + length <= size:
-            raise StorageError(f"{path}: key {key!r} points at bytes {offset}..{offset + length}, outside the file's {size}")
+            raise StorageError(f"{path}: key {name!r} points at bytes {offset}..{offset + length}, outside the file's {size}")
     return {"value_format": "raw" if chosen == "auto" else chosen, "keys": keys, "labels": labels, "offsets": offsets, "lengths": lengths}
 
 

@@ -1,0 +1,106 @@
+"""Exact resume through the wrappers that read ahead of the training loop: `to_device` (one batch
+ahead) and `to_jax` (``ahead`` batches). A checkpoint taken at any batch, in the loop or from
+another thread, resumes with every sample delivered exactly once; a wrapper that stops early
+gives back what it read ahead, so the same Loader continues with it."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+from stoker import Loader
+from stoker.device import to_device, to_jax
+from stoker.storage import MemoryStorage
+
+COUNT = 300
+
+
+def _storage() -> MemoryStorage:
+    return MemoryStorage({f"k{index:03d}": index.to_bytes(4, "little") for index in range(COUNT)})
+
+
+def _loader() -> Loader:
+    # Fixed-size arrays, as a transform gives: the wrappers move numpy batches.
+    return Loader(_storage(), batch_size=10, seed=3, decode=lambda data: np.frombuffer(data, np.int32), pad=False)
+
+
+def _keys_of(moved: Any) -> list[str]:
+    host = moved.host if hasattr(moved, "host") else moved[2]
+    return [key for key, valid in zip(host.keys, host.valid.tolist()) if valid]
+
+
+def _through_torch(loader: Loader) -> Iterator[Any]:
+    return to_device(_stacked(loader), "cpu")
+
+
+def _through_jax(loader: Loader) -> Iterator[Any]:
+    return to_jax(_stacked(loader), ahead=3)
+
+
+class _stacked:
+    """The Loader with its per-sample arrays stacked into one (what a transform would give),
+    keeping the Loader's hold and release for the wrapper."""
+
+    def __init__(self, loader: Loader) -> None:
+        self.loader = loader
+        self.hold_deliveries = loader.hold_deliveries
+        self.release = loader.release
+
+    def __iter__(self) -> Iterator[Any]:
+        for batch in self.loader:
+            batch.data = np.stack(batch.data)
+            yield batch
+
+
+WRAPPERS: dict[str, Callable[[Loader], Iterator[Any]]] = {"to_device": _through_torch, "to_jax": _through_jax}
+
+
+@pytest.mark.parametrize("wrapper", sorted(WRAPPERS))
+@pytest.mark.parametrize("stop_after", [1, 7, 29])
+def test_a_checkpoint_at_any_batch_resumes_exactly(wrapper: str, stop_after: int) -> None:
+    if wrapper == "to_jax":
+        pytest.importorskip("jax")
+    else:
+        pytest.importorskip("torch")
+    first = _loader()
+    seen: Counter[str] = Counter()
+    state = None
+    for number, moved in enumerate(WRAPPERS[wrapper](first), start=1):
+        seen.update(_keys_of(moved))
+        if number == stop_after:
+            state = first.state_dict()  # the loop has trained on exactly `number` batches
+            break
+    assert state is not None
+    resumed = _loader()
+    resumed.load_state_dict(state)
+    for moved in WRAPPERS[wrapper](resumed):
+        seen.update(_keys_of(moved))
+    assert sorted(seen) == sorted(f"k{index:03d}" for index in range(COUNT)), "a sample was lost"
+    assert set(seen.values()) == {1}, f"delivered twice: {[key for key, count in seen.items() if count > 1]}"
+
+
+def test_batches_read_ahead_and_dropped_come_again_in_the_same_loader() -> None:
+    pytest.importorskip("torch")
+    loader = _loader()
+    seen: Counter[str] = Counter()
+    for number, moved in enumerate(to_device(_stacked(loader), "cpu"), start=1):
+        seen.update(_keys_of(moved))
+        if number == 5:
+            break
+    # The wrapper had read batch 6; it was never delivered, so the epoch goes on with it.
+    for batch in loader:
+        seen.update(key for key, valid in zip(batch.keys, batch.valid.tolist()) if valid)
+    assert len(seen) == COUNT and set(seen.values()) == {1}
+
+
+def test_without_a_wrapper_the_batch_in_hand_counts_as_delivered() -> None:
+    loader = _loader()
+    for number, batch in enumerate(loader, start=1):
+        if number == 3:
+            state = loader.state_dict()
+            break
+    assert sum(end - start for start, end in state["sampler"]["delivered"]) == 30
