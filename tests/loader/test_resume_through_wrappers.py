@@ -99,7 +99,7 @@ def test_batches_read_ahead_and_dropped_come_again_in_the_same_loader() -> None:
 
 def test_without_a_wrapper_the_batch_in_hand_counts_as_delivered() -> None:
     loader = _loader()
-    for number, batch in enumerate(loader, start=1):
+    for number, _batch in enumerate(loader, start=1):
         if number == 3:
             state = loader.state_dict()
             break

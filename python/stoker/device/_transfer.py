@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from ..loader import Batch, pinned_allocator
 
 __all__ = ["DeviceBatch", "pinned_allocator", "to_device", "to_jax"]
@@ -50,6 +52,12 @@ def to_device(batches: Iterable[Batch], device: str = "cuda", *, non_blocking: b
     pending: deque[tuple[DeviceBatch, Any]] = deque()
 
     def issue(batch: Batch) -> tuple[DeviceBatch, Any]:
+        if not isinstance(batch.data, np.ndarray):
+            raise TypeError(
+                f"to_device moves batches whose data is one array (a Loader with a transform gives them); batch {batch.index} holds "
+                f"a {type(batch.data).__name__} (a decode function gives a list per sample): give the Loader a transform, or stack "
+                "the samples yourself"
+            )
         host_data = torch.from_numpy(batch.data)
         host_labels = torch.from_numpy(batch.labels)
         host_valid = torch.from_numpy(batch.valid)

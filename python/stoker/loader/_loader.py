@@ -305,8 +305,13 @@ class Loader:
         """Continue from this rank's state, or from every rank's states to change world size."""
         states = [state] if isinstance(state, dict) else list(state)
         for saved in states:
-            if saved.get("version") != 1:
-                raise ValueError(f"loader state version {saved.get('version')} is not 1")
+            if not isinstance(saved, dict) or not {"version", "sampler"} <= saved.keys():
+                found = sorted(saved) if isinstance(saved, dict) else type(saved).__name__
+                raise ValueError(
+                    f"not a Loader state: expected what Loader.state_dict() returns (keys 'version', 'sampler', 'batch_size'), got {found}"
+                )
+            if saved["version"] != 1:
+                raise ValueError(f"Loader state version {saved['version']!r}: this stoker reads version 1; save the state again with it")
         sampler_states = [saved["sampler"] for saved in states]
         self.sampler.load_state_dict(sampler_states[0] if isinstance(state, dict) else sampler_states)
         self._sync_storage_epoch()

@@ -139,9 +139,13 @@ def write_report(run_file: str | Path, out_dir: str | Path | None = None) -> Pat
         ImportError: matplotlib is not installed (``pip install matplotlib``).
     """
     source = Path(run_file)
-    run = json.loads(source.read_text())
-    if run.get("format") != "stoker.bench-run":
-        raise ValueError(f"{source}: not a stoker bench run (format {run.get('format')!r})")
+    try:
+        run = json.loads(source.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, ValueError) as error:
+        raise ValueError(f"{source}: not a stoker bench run (the JSON that `stoker bench --json RUN.json` writes): {error}") from None
+    if not isinstance(run, dict) or run.get("format") != "stoker.bench-run":
+        found = run.get("format") if isinstance(run, dict) else type(run).__name__
+        raise ValueError(f"{source}: not a stoker bench run (format {found!r}; `stoker bench --json RUN.json` writes one)")
     target = Path(out_dir) if out_dir else source.with_suffix("")
     target.mkdir(parents=True, exist_ok=True)
     busy, wait = _stage_series(run["stats"])

@@ -357,7 +357,8 @@ class _Engine:
             self._log_failure(stage, record, value)
             self._check_budget(stage)
         elif outcome == _Outcome.FAILED:
-            _logger.error("pipeline %s: source %r failed", self.name, stage.name, exc_info=value)
+            # The consumer gets this error, traceback and all: logging it too would say it twice.
+            _logger.debug("pipeline %s: source %r failed", self.name, stage.name, exc_info=value)
         return next_job, starts
 
     # ---- failures --------------------------------------------------------------------------

@@ -223,7 +223,9 @@ class Sampler:
             state = self._state_locked()
         if holding:
             delivered = PositionSet(tuple(span) for span in state["delivered"])
-            delivered.remove_many(position for positions, padding in holding for position in np.asarray(positions)[~np.asarray(padding, dtype=bool)])
+            delivered.remove_many(
+                position for positions, padding in holding for position in np.asarray(positions)[~np.asarray(padding, dtype=bool)]
+            )
             state["delivered"] = [list(span) for span in delivered.ranges()]
             held_padding = sum(int(np.asarray(padding, dtype=bool).sum()) for _, padding in holding)
             state["padding_delivered"] = max(0, state["padding_delivered"] - held_padding)

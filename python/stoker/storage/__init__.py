@@ -16,7 +16,7 @@ from ._cassandra import CassandraStorage, read_metadata_table, sample_id
 from ._cassandra_connection import CassandraConnection
 from ._convert import ConversionReport, convert_storage, shard_key
 from ._disk_cache import SampleCache
-from ._errors import CorruptSampleError, ShardError, StaleIndexError, StorageError, StorageUnavailableError
+from ._errors import CorruptSampleError, ShardError, StaleIndexError, StorageClosedError, StorageError, StorageUnavailableError
 from ._files import AUDIO_EXTENSIONS, IMAGE_EXTENSIONS, VIDEO_EXTENSIONS, FileStorage
 from ._inspect import format_report, inspect_storage
 from ._lmdb import LmdbStorage
@@ -60,6 +60,7 @@ __all__ = [
     "StaleIndexError",
     "Storage",
     "StorageError",
+    "StorageClosedError",
     "StorageUnavailableError",
     "SubsetStorage",
     "TarShardStorage",

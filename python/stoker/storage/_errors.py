@@ -44,3 +44,8 @@ class StorageUnavailableError(StorageError):
 
 def _rebuild_unavailable(message: str, store: str, samples: tuple[str, ...], seconds: float) -> StorageUnavailableError:
     return StorageUnavailableError(message, store=store, samples=samples, seconds=seconds)
+
+
+class StorageClosedError(StorageError):
+    """The storage was closed while something (a Loader) still read from it: close a storage
+    after the loop that reads it ends, or open it with ``with`` around that loop."""

@@ -15,6 +15,7 @@ A backend provides `_request` (one attempt at one sample's bytes, a coroutine) a
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import threading
 import weakref
@@ -24,7 +25,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ._disk_cache import SampleCache
-from ._errors import StorageError
+from ._errors import StorageClosedError, StorageError
 from ._protocol import OnError, Storage
 from ._retry import ErrorKind, RetryCounters, RetryPolicy, call_with_retries, first_line
 
@@ -168,8 +169,22 @@ class RemoteStorage(Storage):
     # ---- blocking reads -------------------------------------------------------------------
 
     def run(self, coroutine: Any) -> Any:
-        """Run ``coroutine`` on the storage's own event-loop thread and wait for its result."""
-        return asyncio.run_coroutine_threadsafe(coroutine, self._own_loop()).result()
+        """Run ``coroutine`` on the storage's own event-loop thread and wait for its result.
+
+        Raises:
+            StorageClosedError: The storage was (or is being) closed.
+        """
+        try:
+            loop = self._own_loop()
+        except StorageClosedError:
+            coroutine.close()
+            raise
+        try:
+            return asyncio.run_coroutine_threadsafe(coroutine, loop).result()
+        except (asyncio.CancelledError, concurrent.futures.CancelledError) as error:
+            if self._closed:  # close() cancelled the requests in flight
+                raise StorageClosedError(f"{self.describe()}: the storage was closed while this read was in flight") from error
+            raise
 
     def event_loop(self) -> asyncio.AbstractEventLoop:
         """The storage's own event loop (a thread, started on first use): it outlives any one
@@ -182,7 +197,10 @@ class RemoteStorage(Storage):
                 if self._closed:
                     # A new loop now would be a thread that nothing stops (a Loader still
                     # running over a storage closed under it).
-                    raise StorageError(f"{self.describe()}: the storage is closed")
+                    raise StorageClosedError(
+                        f"{self.describe()}: the storage was closed while it was still being read (a Loader over it is running); "
+                        "close it after the loop that reads it ends, or open it with `with` around that loop"
+                    )
                 if self._loop is None:
                     loop = asyncio.new_event_loop()
                     thread = threading.Thread(target=loop.run_forever, name=f"stoker-net-{type(self).__name__}", daemon=True)

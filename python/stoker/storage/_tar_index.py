@@ -284,7 +284,10 @@ def _checked_index(data: dict[str, Any], shard: Path) -> ShardIndex:
     keys = [sample["key"] for sample in samples]
     if not all(isinstance(key, str) for key in keys):
         raise ValueError("a sample key that is not text")
-    members = [{str(extension): _span(span, size, key, extension) for extension, span in sample["members"].items()} for key, sample in zip(keys, samples)]
+    members = [
+        {str(extension): _span(span, size, key, extension) for extension, span in sample["members"].items()}
+        for key, sample in zip(keys, samples)
+    ]
     labels = [sample.get("label") for sample in samples]
     if not all(label is None or isinstance(label, (int, float, str)) for label in labels):
         raise ValueError("a label that is not a number, a class name or null")

@@ -132,7 +132,11 @@ def _ebml(data: bytes) -> list[Field]:
         size = int.from_bytes(data[size_at : size_at + size_width], "big") & ((1 << (7 * size_width)) - 1)
         element = data[at : at + id_width]
         # Descend into EBML header, Segment, Tracks, TrackEntry, Video, Cluster.
-        at = size_at + size_width if element in (b"\x1a\x45\xdf\xa3", b"\x18\x53\x80\x67", b"\x16\x54\xae\x6b", b"\xae", b"\xe0", b"\x1f\x43\xb6\x75") else size_at + size_width + size
+        at = (
+            size_at + size_width
+            if element in (b"\x1a\x45\xdf\xa3", b"\x18\x53\x80\x67", b"\x16\x54\xae\x6b", b"\xae", b"\xe0", b"\x1f\x43\xb6\x75")
+            else size_at + size_width + size
+        )
         seen += 1
     return fields
 
