@@ -12,13 +12,13 @@ from stoker.cli import main, parse_size
 
 def test_convert_inspect_round_trip(tmp_path: Path, folder, capsys) -> None:
     root, samples = folder
-    assert main(["convert", str(root), str(tmp_path / "out"), "--shard-size", "10KB", "--quiet"]) == 0
+    assert main(["convert", str(root), str(tmp_path / "out"), "--shard-size", "10KB", "--quiet", "--no-decode-check"]) == 0
     assert "verified" in capsys.readouterr().out
     assert main(["inspect", str(tmp_path / "out"), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["format"] == "shards" and report["samples"] == len(samples) and report["shards"] >= 2
     assert report["labels"] == {"class_0": 7, "class_1": 7, "class_2": 7}
-    assert main(["convert", str(root), str(tmp_path / "out.lmdb"), "--quiet"]) == 0
+    assert main(["convert", str(root), str(tmp_path / "out.lmdb"), "--quiet", "--no-decode-check"]) == 0
     assert main(["inspect", str(tmp_path / "out.lmdb")]) == 0
     text = capsys.readouterr().out
     assert "lmdb, 21 samples" in text and "caffe" in text

@@ -151,7 +151,7 @@ def test_keys_with_dots_folders_and_long_names_both_ways(tmp_path: Path) -> None
     manifest.write_text("".join(f"{key},{label}\n" for key, (_, label) in samples.items()))
     destination = tmp_path / "shards"
     with FileStorage(manifest) as source:
-        convert_storage(source, destination, progress=False)
+        convert_storage(source, destination, progress=False, decode_check=False)
     with TarShardStorage(destination) as storage:
         assert sorted(storage.read_many(storage.keys)) == sorted(data for data, _ in samples.values())
     read_back = {}
@@ -175,7 +175,9 @@ def test_converting_a_folder_of_mixed_extensions(tmp_path: Path) -> None:
         (root / key).write_bytes(samples[key])
     destination = tmp_path / "shards"
     result = subprocess.run(
-        [sys.executable, "-m", "stoker.cli", "convert", str(root), str(destination), "--quiet"], capture_output=True, text=True
+        [sys.executable, "-m", "stoker.cli", "convert", str(root), str(destination), "--quiet", "--no-decode-check"],
+        capture_output=True,
+        text=True,
     )
     assert result.returncode == 0, result.stderr
     with TarShardStorage(destination) as storage:

@@ -14,20 +14,23 @@ not such a partial conversion, is refused.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
 import sys
 import tarfile
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ._caffe import encode_datum
 from ._convert_parquet import finish_parquet, write_parquet
+from ._decode_check import check_decodes
 from ._errors import StorageError
 from ._lmdb import CLASSES_FILE, LmdbStorage, import_lmdb
 from ._protocol import Storage
+from ._subset import SubsetStorage
 from ._tar import DATASET_FORMAT, PARTIAL_MARKER, TarShardStorage
 from ._tar_index import build_index, write_index
 
@@ -36,13 +39,22 @@ __all__ = ["ConversionReport", "convert_storage", "shard_key"]
 
 @dataclass(frozen=True)
 class ConversionReport:
-    """What a conversion wrote."""
+    """What a conversion wrote, and (with the decode check) what it left out.
+
+    Attributes:
+        skipped: ``(key, why)`` for each source sample left out (empty, or an image that does
+            not decode); none are packed.
+        checked: How the samples were checked before packing (``"1,000 images decoded"``), or
+            ``"bytes only"`` without the decode check.
+    """
 
     destination: Path | str
     format: str
     samples: int
     bytes: int
     shards: int
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    checked: str = "bytes only"
 
 
 def shard_key(key: str) -> tuple[str, str]:
@@ -268,9 +280,10 @@ def convert_storage(
     shard_size: int = 256 << 20,
     row_group_size: int = 32 << 20,
     progress: bool = True,
+    decode_check: bool = True,
 ) -> ConversionReport:
     """Write every sample of ``source`` to ``destination`` as tar shards, LMDB or Parquet, then
-    verify it.
+    verify it (every sample read back against the source's CRC-32).
 
     Args:
         source: Any storage (e.g. `FileStorage` over an ImageFolder).
@@ -280,6 +293,9 @@ def convert_storage(
         shard_size: Start a new shard (or Parquet file) past this many bytes.
         row_group_size: Parquet only: bytes of payload per row group (the block a read fetches).
         progress: Show a progress bar on stderr.
+        decode_check: First read every sample and decode every image (`check_decodes`): empty
+            files and images that do not decode are left out and listed in the report's
+            ``skipped``, not packed. False packs every file as it is (checked by bytes only).
 
     An interrupted conversion to shards resumes when called again with the same source and
     destination (see the module notes).
@@ -289,11 +305,22 @@ def convert_storage(
             run of this conversion, or an existing LMDB path; keys collide; or verification
             failed.
     """
+    if to not in ("shards", "lmdb", "parquet"):
+        raise ValueError(f'to must be "shards", "lmdb" or "parquet", got {to!r}')
     target = Path(destination)
+    check = check_decodes(source) if decode_check else None
+    if check is not None and not check.good and check.skipped:
+        listed = "; ".join(f"{key}: {why}" for key, why in check.skipped[:3])
+        raise StorageError(
+            f"nothing to convert: all {len(check.skipped)} samples of {source.describe()} fail the decode check ({listed}...)"
+        )
+    packed = source if check is None or not check.skipped else SubsetStorage(source, check.good)
     if to == "shards":
-        return _write_shards(source, target, shard_size, progress)
-    if to == "lmdb":
-        return _write_lmdb(source, target, progress)
-    if to == "parquet":
-        return _write_parquet(source, target, shard_size, row_group_size, progress)
-    raise ValueError(f'to must be "shards", "lmdb" or "parquet", got {to!r}')
+        report = _write_shards(packed, target, shard_size, progress)
+    elif to == "lmdb":
+        report = _write_lmdb(packed, target, progress)
+    else:
+        report = _write_parquet(packed, target, shard_size, row_group_size, progress)
+    if check is not None:
+        report = dataclasses.replace(report, skipped=check.skipped, checked=check.describe())
+    return report
