@@ -16,7 +16,8 @@ __all__ = ["format_report", "inspect_storage"]
 
 
 def inspect_storage(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Describe the dataset at ``path`` as plain data (format, counts, sizes, label histogram)."""
+    """Describe the dataset at ``path`` as plain data (format, counts, sizes, payload types by
+    count, label histogram)."""
     kind = storage_format(path)
     with open_storage(path) as storage:
         report: dict[str, Any] = {"path": str(path), "format": kind, "samples": len(storage)}
@@ -26,11 +27,13 @@ def inspect_storage(path: str | os.PathLike[str]) -> dict[str, Any]:
             report["bytes"] = sum(sizes)
             report["shard_bytes"] = {"min": min(sizes), "max": max(sizes)}
             report["payload"] = storage.payload
+            report["payloads"] = _by_count(storage.catalog.payload_counts())
         elif isinstance(storage, LmdbStorage):
             report["bytes"] = storage.data_file.stat().st_size
             report["value_format"] = storage.value_format
         elif isinstance(storage, FileStorage):
             report["bytes"] = sum(os.path.getsize(storage.path_of(key)) for key in storage.keys)
+            report["payloads"] = _by_count(Counter(Path(key).suffix.lstrip(".").lower() or "(none)" for key in storage.keys))
         counts = Counter(storage.labels)
         names = storage.classes
         report["labels"] = {
@@ -40,6 +43,16 @@ def inspect_storage(path: str | os.PathLike[str]) -> dict[str, Any]:
             for label, count in sorted(counts.items(), key=lambda item: (item[0] is None, item[0]))
         }
     return report
+
+
+def _by_count(counts: dict[str, int]) -> dict[str, int]:
+    """Payload types, the most common first: a dataset that mixes PNGs into JPEGs says so."""
+    return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
+
+
+def _payloads(report: dict[str, Any]) -> str:
+    payloads = report.get("payloads") or {report["payload"]: report["samples"]}
+    return ", ".join(f".{extension} ({count})" for extension, count in payloads.items())
 
 
 def _size(count: float) -> str:
@@ -56,8 +69,10 @@ def format_report(report: dict[str, Any], top: int = 20) -> str:
     lines = [f"{Path(report['path'])}: {report['format']}, {report['samples']} samples, {_size(report.get('bytes', 0))}"]
     if "shards" in report:
         lines.append(
-            f"  {report['shards']} shards of {_size(report['shard_bytes']['min'])} to {_size(report['shard_bytes']['max'])}; payload .{report['payload']}"
+            f"  {report['shards']} shards of {_size(report['shard_bytes']['min'])} to {_size(report['shard_bytes']['max'])}; payloads {_payloads(report)}"
         )
+    elif "payloads" in report:
+        lines.append(f"  payloads {_payloads(report)}")
     if "value_format" in report:
         lines.append(f"  values: {report['value_format']}")
     labels = report["labels"]
