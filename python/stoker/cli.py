@@ -100,6 +100,7 @@ def _upload(arguments: argparse.Namespace) -> int:
                 shard_size=arguments.shard_size,
                 concurrency=arguments.concurrency or 32,
                 progress=not arguments.quiet,
+                decode_check=not arguments.no_decode_check,
             )
         else:
             metadata = read_metadata_csv(arguments.metadata) if arguments.metadata else None
@@ -110,9 +111,24 @@ def _upload(arguments: argparse.Namespace) -> int:
                 concurrency=arguments.concurrency or 8,
                 replication=arguments.replication,
                 progress=not arguments.quiet,
+                decode_check=not arguments.no_decode_check,
             )
-    print(f"wrote {report.samples} samples ({report.bytes / 1e6:.1f} MB new) to {report.destination}")
+    print(
+        f"wrote {report.samples} samples ({report.bytes / 1e6:.1f} MB new) to {report.destination}; checked before writing: {report.checked}"
+    )
+    _print_skipped(report.skipped)
     return 0
+
+
+def _print_skipped(skipped: list[tuple[str, str]]) -> None:
+    """The samples a conversion left out, by name (the first 20), and why."""
+    if not skipped:
+        return
+    print(f"left out {len(skipped)} samples that cannot be used:")
+    for key, why in skipped[:20]:
+        print(f"  - {key}: {why}")
+    if len(skipped) > 20:
+        print(f"  ... and {len(skipped) - 20} more")
 
 
 def _parse_ratios(text: str) -> dict[str, float]:
@@ -207,12 +223,7 @@ def _convert(arguments: argparse.Namespace) -> int:
         f"wrote {report.samples} samples ({report.bytes / 1e6:.1f} MB){shards} to {report.destination}; "
         f"checked before packing: {report.checked}; verified: every sample read back byte for byte"
     )
-    if report.skipped:
-        print(f"left out {len(report.skipped)} samples that cannot be used:")
-        for key, why in report.skipped[:20]:
-            print(f"  - {key}: {why}")
-        if len(report.skipped) > 20:
-            print(f"  ... and {len(report.skipped) - 20} more")
+    _print_skipped(report.skipped)
     return 0
 
 

@@ -3,6 +3,7 @@ samples it touches, with nothing else lost."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
@@ -106,3 +107,28 @@ def test_a_corrupt_page_fails_its_row_group_by_name_and_nothing_else(tmp_path: P
     assert all("row group 1" in failure.reason and "p.parquet row 1" in failure.reason for failure in loader.failures)
     good = [value for row, value in enumerate(values) if not 10 <= row < 20]
     assert sorted(set(delivered)) == sorted(good), "every other sample delivered, none altered"
+
+
+def test_files_whose_labels_are_of_another_kind_are_refused_by_name(tmp_path: Path) -> None:
+    write(tmp_path / "a.parquet", payloads(5), labels=[0, 1, 2, 0, 1])
+    write(tmp_path / "b.parquet", payloads(5), labels=["cat", "dog", "cat", "dog", "cat"])
+    with pytest.raises(StorageError, match="b.parquet: label column 'label' holds class names, and .*a.parquet's holds integers"):
+        ParquetStorage(tmp_path)
+    (tmp_path / "b.parquet").unlink()
+    write(tmp_path / "c.parquet", payloads(5), labels=[0.5, 1.0, 2.0, 0.0, 1.0])
+    with pytest.raises(StorageError, match="c.parquet: label column 'label' holds floats, and .*a.parquet's holds integers"):
+        ParquetStorage(tmp_path)
+
+
+def test_unread_columns_and_missing_checksums_are_said(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    table = pa.table({"image": payloads(4), "label": pa.array([0, 1, 0, 1]), "caption": pa.array(["a", "b", "c", "d"])})
+    parquet.write_table(table, tmp_path / "plain.parquet")
+    caplog.set_level(logging.WARNING, logger="stoker.storage")
+    ParquetStorage(tmp_path / "plain.parquet")
+    said = caplog.text
+    assert "not read: caption" in said
+    assert "carry no checksums" in said and "write_page_checksum=True" in said
+    caplog.clear()
+    parquet.write_table(table.drop(["caption"]), tmp_path / "checked.parquet", write_page_checksum=True)
+    ParquetStorage(tmp_path / "checked.parquet")
+    assert caplog.text == ""

@@ -43,9 +43,9 @@ def store(request: pytest.FixtureRequest) -> Iterator[tuple[str, ServerProcess, 
     try:
         if isinstance(server, S3Server):
             server.create_bucket("outage")
-            upload_to_s3(source, "s3://outage/d", progress=False, **server.options())
+            upload_to_s3(source, "s3://outage/d", progress=False, decode_check=False, **server.options())
         else:
-            upload_to_cassandra(source, connection(server), progress=False)
+            upload_to_cassandra(source, connection(server), progress=False, decode_check=False)
         yield request.param, server, source
     finally:
         server.close()

@@ -64,7 +64,7 @@ def test_a_corrupt_sample_is_named_in_the_error(ray_cluster: str, tmp_path: Path
 
     images = {f"ok/{index:02d}.jpg": jpeg(40, 30, seed=index) for index in range(9)}
     images["bad/broken.jpg"] = b"not a jpeg at all"
-    convert_storage(MemoryStorage(images), tmp_path / "shards", progress=False)
+    convert_storage(MemoryStorage(images), tmp_path / "shards", progress=False, decode_check=False)  # a bad sample packed on purpose
     dataset = ray.data.read_datasource(
         StokerDatasource(str(tmp_path / "shards"), columns=("key", "image"), transform=ImageTransform(resize=(8, 8)))
     )
@@ -179,7 +179,7 @@ def test_skip_leaves_out_the_bad_sample_and_logs_it(ray_cluster: str, tmp_path: 
 
     images = {f"ok/{index:02d}.jpg": jpeg(40, 30, seed=index) for index in range(9)}
     images["bad/broken.jpg"] = b"not a jpeg at all"
-    convert_storage(MemoryStorage(images), tmp_path / "shards", progress=False)
+    convert_storage(MemoryStorage(images), tmp_path / "shards", progress=False, decode_check=False)  # a bad sample packed on purpose
     transform = ImageTransform(resize=(8, 8))
     source = StokerDatasource(str(tmp_path / "shards"), columns=("key", "image"), transform=transform, on_error="skip", rows_per_block=4)
     rows = ray.data.read_datasource(source).take_all()

@@ -112,7 +112,7 @@ def test_images_from_shards_with_a_corrupt_sample(tmp_path: Path) -> None:
         data = jpeg(80, 60, seed=index) if index != 7 else b"\xff\xd8\xff broken"
         (folder / f"c{index % 2}" / f"{index:03d}.jpg").write_bytes(data)
     with FileStorage(folder) as source:
-        convert_storage(source, tmp_path / "shards", progress=False)
+        convert_storage(source, tmp_path / "shards", progress=False, decode_check=False)  # a bad sample packed on purpose
     transform = ImageTransform(resize_shorter=40, center_crop=(32, 32), layout="CHW", dtype="float32", mean=[0.5] * 3, std=[0.25] * 3)
     loader = Loader(TarShardStorage(tmp_path / "shards"), batch_size=6, transform=transform, seed=1, on_error="zero", max_bad_samples=1)
     seen = {}

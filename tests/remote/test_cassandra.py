@@ -18,7 +18,7 @@ from .conftest import dataset
 def test_upload_then_read_every_sample_with_its_label_and_metadata(keyspace_connection: CassandraConnection) -> None:
     source = dataset(90)
     metadata = {key: {"patient": f"p{index // 4}", "site": "a" if index % 2 else "b"} for index, key in enumerate(source.keys)}
-    report = upload_to_cassandra(source, keyspace_connection, metadata=metadata, progress=False)
+    report = upload_to_cassandra(source, keyspace_connection, metadata=metadata, progress=False, decode_check=False)
     assert report.samples == 90
     with CassandraStorage(keyspace_connection) as storage:
         assert sorted(storage.keys) == sorted(source.keys)
@@ -32,14 +32,14 @@ def test_upload_then_read_every_sample_with_its_label_and_metadata(keyspace_conn
 
 def test_upload_resumes_and_skips_what_is_committed(keyspace_connection: CassandraConnection) -> None:
     source = dataset(40)
-    upload_to_cassandra(source, keyspace_connection, progress=False)
-    again = upload_to_cassandra(source, keyspace_connection, progress=False)
+    upload_to_cassandra(source, keyspace_connection, progress=False, decode_check=False)
+    again = upload_to_cassandra(source, keyspace_connection, progress=False, decode_check=False)
     assert again.bytes == 0  # every sample had its metadata row: nothing written twice
 
 
 def test_a_subset_of_keys_reads_only_those(keyspace_connection: CassandraConnection) -> None:
     source = dataset(30)
-    upload_to_cassandra(source, keyspace_connection, progress=False)
+    upload_to_cassandra(source, keyspace_connection, progress=False, decode_check=False)
     chosen = list(source.keys[5:12])
     with CassandraStorage(keyspace_connection, keys=chosen) as storage:
         assert list(storage.keys) == chosen
@@ -61,7 +61,7 @@ def test_a_keyspace_without_a_dataset_says_so(keyspace_connection: CassandraConn
 
 def test_a_missing_data_row_is_named(keyspace_connection: CassandraConnection) -> None:
     source = dataset(10)
-    upload_to_cassandra(source, keyspace_connection, progress=False)
+    upload_to_cassandra(source, keyspace_connection, progress=False, decode_check=False)
     with CassandraStorage(keyspace_connection) as storage:
         victim = storage.keys[2]
         storage._session.execute(f"DELETE FROM {keyspace_connection.keyspace}.data WHERE id = %s", (storage._ids[2],))
@@ -73,7 +73,7 @@ def test_a_missing_data_row_is_named(keyspace_connection: CassandraConnection) -
 
 def test_reads_survive_killed_connections(cassandra_server: CassandraServer, keyspace_connection: CassandraConnection) -> None:
     source = dataset(150)
-    upload_to_cassandra(source, keyspace_connection, progress=False)
+    upload_to_cassandra(source, keyspace_connection, progress=False, decode_check=False)
     with LatencyProxy(cassandra_server.host, cassandra_server.port, delay=0.05) as proxy:
         through_proxy = replace(keyspace_connection, hosts=[proxy.address[0]], port=proxy.address[1], request_timeout=5)
         patient = RetryPolicy(attempts=30, base_delay=0.05, max_delay=0.5, deadline=60)
@@ -95,7 +95,7 @@ def test_reads_survive_a_restart_and_fail_clearly_when_it_stays_down() -> None:
         connection = CassandraConnection(
             hosts=[server.host], port=server.port, keyspace="restart", username=server.username, password=server.password, request_timeout=5
         )
-        upload_to_cassandra(source, connection, progress=False)
+        upload_to_cassandra(source, connection, progress=False, decode_check=False)
         patient = RetryPolicy(attempts=200, base_delay=0.1, max_delay=1.0, deadline=120)
         with CassandraStorage(connection, retry=patient) as storage:
             server.stop()

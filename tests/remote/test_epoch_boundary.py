@@ -17,7 +17,7 @@ from .conftest import dataset, epoch_contents
 
 @pytest.fixture
 def objects(s3_server: S3Server, bucket: str) -> str:
-    upload_to_s3(dataset(150), f"s3://{bucket}/d", progress=False, **s3_server.options())
+    upload_to_s3(dataset(150), f"s3://{bucket}/d", progress=False, decode_check=False, **s3_server.options())
     return f"s3://{bucket}/d"
 
 

@@ -36,7 +36,7 @@ def test_local_ranks_share_one_cache_and_never_fetch_a_sample_twice(s3_server: S
     bucket = unique("node-cache-")
     s3_server.create_bucket(bucket)
     source = dataset(150)
-    upload_to_s3(source, f"s3://{bucket}/d", progress=False, **s3_server.options())
+    upload_to_s3(source, f"s3://{bucket}/d", progress=False, decode_check=False, **s3_server.options())
     environment = {**os.environ, **s3_server.environment()}
     ranks = [
         subprocess.Popen(

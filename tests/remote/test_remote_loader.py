@@ -35,11 +35,11 @@ def remote(request: pytest.FixtureRequest) -> Iterator[tuple[RemoteStorage, Memo
         server: S3Server = request.getfixturevalue("s3_server")
         bucket = unique("loader-")
         server.create_bucket(bucket)
-        upload_to_s3(source, f"s3://{bucket}/d", progress=False, **server.options())
+        upload_to_s3(source, f"s3://{bucket}/d", progress=False, decode_check=False, **server.options())
         storage: RemoteStorage = S3Storage(f"s3://{bucket}/d", **server.options())
     else:
         connection: CassandraConnection = request.getfixturevalue("keyspace_connection")
-        upload_to_cassandra(source, connection, progress=False)
+        upload_to_cassandra(source, connection, progress=False, decode_check=False)
         storage = CassandraStorage(connection)
     with storage:
         yield storage, source

@@ -26,7 +26,9 @@ def contents(storage) -> dict[str, tuple[bytes, int | None]]:  # type: ignore[no
 @pytest.mark.parametrize("layout", ["objects", "shards"])
 def test_upload_then_read_every_sample_with_its_label(s3_server: S3Server, bucket: str, layout: str) -> None:
     source = dataset()
-    report = upload_to_s3(source, f"s3://{bucket}/data", to=layout, shard_size=50_000, progress=False, **s3_server.options())
+    report = upload_to_s3(
+        source, f"s3://{bucket}/data", to=layout, shard_size=50_000, progress=False, decode_check=False, **s3_server.options()
+    )
     assert report.samples == len(source)
     with S3Storage(f"s3://{bucket}/data", **s3_server.options()) as storage:
         assert storage.layout == layout
@@ -50,14 +52,14 @@ def test_a_prefix_without_manifest_is_listed_as_an_image_folder(s3_server: S3Ser
 
 def test_upload_resumes_without_rewriting_what_is_there(s3_server: S3Server, bucket: str) -> None:
     source = dataset(60)
-    upload_to_s3(source, f"s3://{bucket}/d", progress=False, **s3_server.options())
+    upload_to_s3(source, f"s3://{bucket}/d", progress=False, decode_check=False, **s3_server.options())
     folder = s3_server.data_dir / bucket / "d"
     lost = folder / source.keys[5]
     lost.unlink()
     kept = folder / source.keys[0]
     before = kept.stat().st_mtime_ns
     time.sleep(0.05)
-    upload_to_s3(source, f"s3://{bucket}/d", progress=False, **s3_server.options())
+    upload_to_s3(source, f"s3://{bucket}/d", progress=False, decode_check=False, **s3_server.options())
     assert lost.exists()
     assert kept.stat().st_mtime_ns == before
     with S3Storage(f"s3://{bucket}/d", **s3_server.options()) as storage:
@@ -65,7 +67,7 @@ def test_upload_resumes_without_rewriting_what_is_there(s3_server: S3Server, buc
 
 
 def test_bad_credentials_give_a_clear_error(s3_server: S3Server, bucket: str) -> None:
-    upload_to_s3(dataset(5), f"s3://{bucket}/d", progress=False, **s3_server.options())
+    upload_to_s3(dataset(5), f"s3://{bucket}/d", progress=False, decode_check=False, **s3_server.options())
     options = {**s3_server.options(), "secret_access_key": "wrong-secret"}
     with pytest.raises(StorageError, match=f"s3://{bucket}/d: access denied"):
         S3Storage(f"s3://{bucket}/d", **options)
@@ -73,7 +75,7 @@ def test_bad_credentials_give_a_clear_error(s3_server: S3Server, bucket: str) ->
 
 def test_a_missing_object_is_named_and_the_rest_is_read(s3_server: S3Server, bucket: str) -> None:
     source = dataset(10)
-    upload_to_s3(source, f"s3://{bucket}/d", progress=False, **s3_server.options())
+    upload_to_s3(source, f"s3://{bucket}/d", progress=False, decode_check=False, **s3_server.options())
     (s3_server.data_dir / bucket / "d" / source.keys[3]).unlink()
     with S3Storage(f"s3://{bucket}/d", retry=FAST_FAILURE, **s3_server.options()) as storage:
         with pytest.raises(StorageError, match=source.keys[3]):
@@ -87,7 +89,7 @@ def test_reads_survive_a_server_restart_and_fail_clearly_when_it_stays_down() ->
     source = dataset(40)
     with S3Server() as server:
         server.create_bucket("restart")
-        upload_to_s3(source, "s3://restart/d", progress=False, **server.options())
+        upload_to_s3(source, "s3://restart/d", progress=False, decode_check=False, **server.options())
         patient = RetryPolicy(attempts=100, base_delay=0.05, max_delay=0.3, deadline=60)
         with S3Storage("s3://restart/d", retry=patient, **server.options()) as storage:
             server.stop()
@@ -106,7 +108,7 @@ def test_reads_survive_a_server_restart_and_fail_clearly_when_it_stays_down() ->
 
 def test_reads_survive_killed_connections(s3_server: S3Server, bucket: str) -> None:
     source = dataset(200)
-    upload_to_s3(source, f"s3://{bucket}/d", progress=False, **s3_server.options())
+    upload_to_s3(source, f"s3://{bucket}/d", progress=False, decode_check=False, **s3_server.options())
     with LatencyProxy("127.0.0.1", s3_server.port, delay=0.05) as proxy:
         options = {**s3_server.options(), "endpoint": f"http://{proxy.address[0]}:{proxy.address[1]}"}
         patient = RetryPolicy(attempts=20, base_delay=0.01, max_delay=0.2, deadline=60)
@@ -124,7 +126,7 @@ def test_reads_survive_killed_connections(s3_server: S3Server, bucket: str) -> N
 
 def test_the_local_cache_serves_the_second_read(s3_server: S3Server, bucket: str, tmp_path: Path) -> None:
     source = dataset(30)
-    upload_to_s3(source, f"s3://{bucket}/d", progress=False, **s3_server.options())
+    upload_to_s3(source, f"s3://{bucket}/d", progress=False, decode_check=False, **s3_server.options())
     with S3Storage(f"s3://{bucket}/d", cache_dir=tmp_path / "cache", cache_bytes=10 << 20, **s3_server.options()) as storage:
         first = storage.read_many(source.keys)
         requests = storage.stats()["requests"]
@@ -150,7 +152,7 @@ def test_a_malformed_dataset_is_named(s3_server: S3Server, bucket: str, manifest
 
 def test_a_corrupt_shard_index_is_named(s3_server: S3Server, bucket: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_upload, "INLINE_INDEX_BYTES", 0)  # indexes too big to ride in the manifest
-    upload_to_s3(dataset(20), f"s3://{bucket}/d", to="shards", progress=False, **s3_server.options())
+    upload_to_s3(dataset(20), f"s3://{bucket}/d", to="shards", progress=False, decode_check=False, **s3_server.options())
     s3_server.client().put_object(Bucket=bucket, Key="d/shard-000000.tar.idx", Body=b'{"format": "stoker.tar-index", "version": 1}')
     with pytest.raises(StorageError, match=r"shard-000000\.tar\.idx: not a valid index"):
         S3Storage(f"s3://{bucket}/d", **s3_server.options())
@@ -159,7 +161,7 @@ def test_a_corrupt_shard_index_is_named(s3_server: S3Server, bucket: str, monkey
 def test_small_indexes_ride_in_the_manifest(s3_server: S3Server, bucket: str) -> None:
     """The open reads the manifest alone: with the sidecars deleted, every sample still reads."""
     source = dataset(40)
-    upload_to_s3(source, f"s3://{bucket}/d", to="shards", shard_size=20 << 10, progress=False, **s3_server.options())
+    upload_to_s3(source, f"s3://{bucket}/d", to="shards", shard_size=20 << 10, progress=False, decode_check=False, **s3_server.options())
     client = s3_server.client()
     sidecars = [item["Key"] for item in client.list_objects_v2(Bucket=bucket, Prefix="d/")["Contents"] if item["Key"].endswith(".idx")]
     assert len(sidecars) > 1
@@ -172,7 +174,7 @@ def test_small_indexes_ride_in_the_manifest(s3_server: S3Server, bucket: str) ->
 
 
 def test_a_corrupt_index_in_the_manifest_is_named(s3_server: S3Server, bucket: str) -> None:
-    upload_to_s3(dataset(20), f"s3://{bucket}/d", to="shards", progress=False, **s3_server.options())
+    upload_to_s3(dataset(20), f"s3://{bucket}/d", to="shards", progress=False, decode_check=False, **s3_server.options())
     client = s3_server.client()
     manifest = json.loads(client.get_object(Bucket=bucket, Key="d/dataset.json")["Body"].read())
     manifest["shards"][0]["index"] = {"format": "stoker.tar-index", "version": 1}
@@ -183,7 +185,7 @@ def test_a_corrupt_index_in_the_manifest_is_named(s3_server: S3Server, bucket: s
 
 def test_a_corrupted_shard_object_fails_its_crc_and_names_the_sample(s3_server: S3Server, bucket: str) -> None:
     source = dataset(30)
-    upload_to_s3(source, f"s3://{bucket}/data", to="shards", shard_size=1 << 20, progress=False, **s3_server.options())
+    upload_to_s3(source, f"s3://{bucket}/data", to="shards", shard_size=1 << 20, progress=False, decode_check=False, **s3_server.options())
     with S3Storage(f"s3://{bucket}/data", **s3_server.options()) as storage:
         shard = storage.shards[0]
         victim = shard.keys[4]

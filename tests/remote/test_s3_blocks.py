@@ -25,7 +25,9 @@ def expected_bytes(count: int) -> dict[str, bytes]:
 
 @pytest.fixture
 def shards(s3_server: S3Server, bucket: str) -> str:
-    upload_to_s3(dataset(300), f"s3://{bucket}/d", to="shards", shard_size=60_000, progress=False, **s3_server.options())
+    upload_to_s3(
+        dataset(300), f"s3://{bucket}/d", to="shards", shard_size=60_000, progress=False, decode_check=False, **s3_server.options()
+    )
     return f"s3://{bucket}/d"
 
 

@@ -30,7 +30,9 @@ def upload_folder(s3_server: S3Server, bucket: str, folder: Path, prefix: str) -
 
 @pytest.fixture
 def parquet_set(s3_server: S3Server, bucket: str, tmp_path: Path) -> tuple[str, Path]:
-    convert_storage(dataset(240), tmp_path / "local", to="parquet", shard_size=150_000, row_group_size=30_000, progress=False)
+    convert_storage(
+        dataset(240), tmp_path / "local", to="parquet", shard_size=150_000, row_group_size=30_000, progress=False, decode_check=False
+    )
     upload_folder(s3_server, bucket, tmp_path / "local", "ds/data")
     return f"s3://{bucket}/ds/data/*.parquet", tmp_path / "local"
 

@@ -35,7 +35,7 @@ from ..ops._media_backend import media_backend
 from ..ops.image import TRANSFORMS, AudioTransform, Transform, VideoTransform, allocate_batch
 from ..pipeline import AbortPipeline, Pipeline, PipelineBuilder, PipelineStats
 from ..sampling import BlockLookahead, EpochWarmup, FetchedSample, OutOfOrderPrefetcher, Sampler
-from ..storage import RemoteStorage, Storage, StorageUnavailableError
+from ..storage import RemoteStorage, Storage, StorageClosedError, StorageUnavailableError
 from ._arguments import as_storage, check_integer, check_number
 from ._batch import Batch
 from ._buffers import BufferPool, pinned_allocator
@@ -339,7 +339,11 @@ class Loader:
         return number, plan, [self._keys[index] for index in indices], payloads
 
     def _raise_if_unavailable(self, payloads: Sequence[object]) -> None:
-        """An unreachable store stops the epoch with one error naming every sample it failed."""
+        """An unreachable store stops the epoch with one error naming every sample it failed; so
+        does a closed one (its samples are not bad samples to skip: they were never read)."""
+        closed = next((payload for payload in payloads if isinstance(payload, StorageClosedError)), None)
+        if closed is not None:
+            raise AbortPipeline(closed)
         outages = [payload for payload in payloads if isinstance(payload, StorageUnavailableError)]
         if not outages:
             return

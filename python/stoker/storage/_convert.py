@@ -14,7 +14,6 @@ not such a partial conversion, is refused.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import shutil
@@ -26,11 +25,10 @@ from pathlib import Path
 
 from ._caffe import encode_datum
 from ._convert_parquet import finish_parquet, write_parquet
-from ._decode_check import check_decodes
+from ._decode_check import checked, with_check
 from ._errors import StorageError
 from ._lmdb import CLASSES_FILE, LmdbStorage, import_lmdb
 from ._protocol import Storage
-from ._subset import SubsetStorage
 from ._tar import DATASET_FORMAT, PARTIAL_MARKER, TarShardStorage
 from ._tar_index import build_index, write_index
 
@@ -308,19 +306,11 @@ def convert_storage(
     if to not in ("shards", "lmdb", "parquet"):
         raise ValueError(f'to must be "shards", "lmdb" or "parquet", got {to!r}')
     target = Path(destination)
-    check = check_decodes(source) if decode_check else None
-    if check is not None and not check.good and check.skipped:
-        listed = "; ".join(f"{key}: {why}" for key, why in check.skipped[:3])
-        raise StorageError(
-            f"nothing to convert: all {len(check.skipped)} samples of {source.describe()} fail the decode check ({listed}...)"
-        )
-    packed = source if check is None or not check.skipped else SubsetStorage(source, check.good)
+    packed, check = checked(source, decode_check)
     if to == "shards":
         report = _write_shards(packed, target, shard_size, progress)
     elif to == "lmdb":
         report = _write_lmdb(packed, target, progress)
     else:
         report = _write_parquet(packed, target, shard_size, row_group_size, progress)
-    if check is not None:
-        report = dataclasses.replace(report, skipped=check.skipped, checked=check.describe())
-    return report
+    return with_check(report, check)

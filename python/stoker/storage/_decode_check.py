@@ -9,10 +9,12 @@ with why, never packed and then counted as verified.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 from ._protocol import Storage
 
@@ -83,3 +85,34 @@ def check_decodes(source: Storage, threads: int | None = None) -> DecodeCheck:
                 else:
                     found.bytes_only += 1
     return found
+
+
+def checked(source: Storage, decode_check: bool) -> tuple[Storage, DecodeCheck | None]:
+    """``source`` with what fails the decode check left out (a `SubsetStorage` view; ``source``
+    itself when nothing fails), and the check, or (``source``, None) without it: what every
+    writer (convert, upload to S3 or Cassandra) packs.
+
+    Raises:
+        StorageError: Every sample fails the check: there is nothing to write.
+    """
+    if not decode_check:
+        return source, None
+    from ._errors import StorageError
+    from ._subset import SubsetStorage
+
+    check = check_decodes(source)
+    if not check.skipped:
+        return source, check
+    if not check.good:
+        listed = "; ".join(f"{key}: {why}" for key, why in check.skipped[:3])
+        raise StorageError(
+            f"nothing to convert: all {len(check.skipped)} samples of {source.describe()} fail the decode check ({listed}...)"
+        )
+    return SubsetStorage(source, check.good), check
+
+
+def with_check(report: Any, check: DecodeCheck | None) -> Any:
+    """A writer's `ConversionReport` with what the check left out and how it checked."""
+    if check is None:
+        return report
+    return dataclasses.replace(report, skipped=check.skipped, checked=check.describe())

@@ -11,6 +11,8 @@ and `stats` shows it (``row_groups_read`` against ``row_groups``).
 Pages that carry a CRC-32 (Parquet's optional page checksum; `stoker convert --to parquet` writes
 them) are verified, so a corrupt page fails the samples of its row group by name instead of
 delivering wrong bytes. A row group is the unit that fails: Parquet cannot read past a bad page.
+A dataset without them is warned about when it opens, and files that disagree on the kind of
+label are refused (`_parquet_checks`).
 
 The Parquet library is pyarrow (Arrow C++: reads release the GIL, so many row groups are read at
 once from the pipeline's threads).
@@ -29,6 +31,7 @@ import numpy as np
 
 from ._block_cache import BlockCache
 from ._errors import StorageError
+from ._parquet_checks import check_label_kinds, say_unread_columns, warn_without_checksums
 from ._parquet_layout import ParquetLayout, find_layout, payload_values
 from ._protocol import Storage
 
@@ -115,6 +118,10 @@ class ParquetStorage(Storage):
         self._cache = BlockCache(cache_bytes, size_of=lambda values: int(values.nbytes))
         self.metadata = [self._read_footer(name) for name in self.names]
         self.layout = self._common_layout(image_column, label_column, key_column)
+        check_label_kinds(self.names, self.metadata, self.layout)
+        if self.names:
+            say_unread_columns(self.names[0], self.metadata[0], self.layout)
+            warn_without_checksums(self.names[0], self.metadata[0], self.layout, self._open)
         self._group_rows: list[np.ndarray] = []  # per file: row where each row group starts, and the total
         self._file_starts = np.zeros(len(self.names) + 1, np.int64)
         for number, metadata in enumerate(self.metadata):

@@ -20,6 +20,7 @@ from typing import Any
 from ._cassandra import await_response, classify_cassandra_error, sample_id
 from ._cassandra_connection import CassandraConnection, check_identifier
 from ._convert import ConversionReport, _progress, convert_storage
+from ._decode_check import checked, with_check
 from ._errors import StorageError
 from ._protocol import Storage
 from ._retry import RetryPolicy, call_with_retries
@@ -86,6 +87,7 @@ def upload_to_s3(
     concurrency: int = 32,
     progress: bool = True,
     retry: RetryPolicy | None = None,
+    decode_check: bool = True,
     **store_options: Any,
 ) -> ConversionReport:
     """Write ``source`` under ``s3://bucket/prefix``: one object per sample (``to="objects"``) or
@@ -99,6 +101,8 @@ def upload_to_s3(
         concurrency: PUTs in flight.
         progress: Progress bar on stderr.
         retry: Retries per PUT.
+        decode_check: Leave out (and list in the report) empty files and images that do not
+            decode, as `convert_storage` does; False uploads every sample as it is.
         store_options: `open_s3_store` settings (endpoint, credentials...).
 
     Raises:
@@ -109,6 +113,7 @@ def upload_to_s3(
     policy = retry or RetryPolicy()
     if to not in ("objects", "shards"):
         raise ValueError(f'to must be "objects" or "shards", got {to!r}')
+    source, check = checked(source, decode_check)
 
     def object_key(name: str) -> str:
         return f"{prefix}/{name}" if prefix else name
@@ -153,7 +158,7 @@ def upload_to_s3(
         return ConversionReport(url, "s3-objects", len(source), total, 0)
 
     async def upload_shards(folder: Path) -> ConversionReport:
-        report = convert_storage(source, folder, to="shards", shard_size=shard_size, progress=progress)
+        report = convert_storage(source, folder, to="shards", shard_size=shard_size, progress=progress, decode_check=False)
         done = await existing_sizes()
         files = sorted(path for path in folder.iterdir() if path.name != "dataset.json")
 
@@ -167,9 +172,9 @@ def upload_to_s3(
 
     try:
         if to == "objects":
-            return asyncio.run(upload_objects())
+            return with_check(asyncio.run(upload_objects()), check)
         with tempfile.TemporaryDirectory(prefix="stoker-upload-") as folder:
-            return asyncio.run(upload_shards(Path(folder) / "shards"))
+            return with_check(asyncio.run(upload_shards(Path(folder) / "shards")), check)
     except StorageError:
         raise
     except Exception as error:  # listing or the first PUT refused: say where
@@ -213,11 +218,14 @@ def upload_to_cassandra(
     replication: int = 1,
     progress: bool = True,
     retry: RetryPolicy | None = None,
+    decode_check: bool = True,
 ) -> ConversionReport:
     """Write ``source`` into a keyspace: data rows, then metadata rows (key, label and the extra
     ``metadata`` columns of each sample, e.g. ``{"cat/1.jpg": {"patient": "p7"}}``).
 
     Args:
+        decode_check: Leave out (and list in the report) empty files and images that do not
+            decode, as `convert_storage` does; False writes every sample as it is.
         concurrency: Samples being written at once (about 8 keeps a single node with 100 KB blobs
             from reporting the connection overloaded).
         replication: Replication factor of a keyspace this creates.
@@ -227,6 +235,7 @@ def upload_to_cassandra(
     """
     if isinstance(connection, str):
         connection = CassandraConnection.from_url(connection)
+    source, check = checked(source, decode_check)
     policy = retry or RetryPolicy()
     columns = sorted({column for row in (metadata or {}).values() for column in row})
     for column in columns:
@@ -274,7 +283,7 @@ def upload_to_cassandra(
         with _progress(len(source), f"writing rows to {connection.describe()}", progress) as bar:
             asyncio.run(_bounded(concurrency, pending(), one))
         session.execute(f"INSERT INTO {keyspace}.dataset_info (name, value) VALUES ('classes', %s)", (json.dumps(source.classes),))
-        return ConversionReport(connection.describe(), "cassandra", len(source), total, 0)
+        return with_check(ConversionReport(connection.describe(), "cassandra", len(source), total, 0), check)
     finally:
         cluster.shutdown()
 

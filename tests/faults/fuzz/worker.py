@@ -14,7 +14,6 @@ this process's peak resident memory so far.
 from __future__ import annotations
 
 import json
-import resource
 import sys
 from pathlib import Path
 
@@ -62,6 +61,13 @@ def run(kind: str, path: Path, names: list[str]) -> None:
         _storage(kind, path, names)
 
 
+def _peak_rss_mb() -> float:
+    """This process's peak resident memory (VmHWM): unlike ``ru_maxrss``, it starts at exec, not
+    at the size of the parent this process was forked from."""
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:")) / 1024
+
+
 def main() -> None:
     for line in sys.stdin:
         case = json.loads(line)
@@ -77,7 +83,7 @@ def main() -> None:
             message = str(error)
             named = isinstance(error, NAMED_ERRORS) and any(name in message for name in names)
             answer = {"outcome": "error", "type": type(error).__name__, "message": message[:2000], "named": named}
-        answer["rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        answer["rss_mb"] = _peak_rss_mb()
         print(json.dumps(answer), flush=True)
 
 
