@@ -301,6 +301,12 @@ def _bench(arguments: argparse.Namespace) -> int:
         results = [{"name": name, "output": "uint8", **row} for name, row in comparison.rows.get("uint8", {}).items()] or results
         float_results = [{"name": name, "output": "float32", **row} for name, row in comparison.rows.get("float32", {}).items()]
     print(f"\ndiagnosis: {ours.diagnosis['message']}")
+    if ours.bad_samples:
+        print(f"bad samples ({len(ours.bad_samples)}), by name:")
+        for bad in ours.bad_samples[:10]:
+            print(f"  - {bad['key']} ({bad['stage']}): {bad['reason']} -> {bad['action']}")
+        if len(ours.bad_samples) > 10:
+            print(f"  ... and {len(ours.bad_samples) - 10} more (all in --json's run file)")
     if arguments.json:
         run = {
             "format": "stoker.bench-run",

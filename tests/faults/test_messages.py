@@ -74,3 +74,16 @@ def test_closing_a_storage_under_a_running_loader_says_so_at_once(s3_server: S3S
     assert not [record for record in caplog.records if record.exc_info], [record.getMessage() for record in caplog.records]
     # Batches decoded before the close are real data and still come; then the error, at once.
     assert delivered >= 2 and closed_at > 0
+
+
+def test_stoker_bench_names_the_bad_samples_it_met(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from stoker.cli import main
+
+    from .conftest import BAD_FILES, make_images
+
+    make_images(tmp_path / "images", count=30, bad=BAD_FILES)
+    assert main(["bench", str(tmp_path / "images"), "--duration", "1", "--no-peers", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "bad samples (" in out
+    for key in BAD_FILES:
+        assert f"  - {key} (" in out, out[-2000:]

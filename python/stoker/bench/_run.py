@@ -77,6 +77,8 @@ class RunResult:
     """The shuffle's scheme and its mixing against a uniform one (`shuffle_report`)."""
     arrivals: list[tuple[float, int]] = field(default_factory=list)
     """(seconds since the start, images delivered so far) at each batch, for plots over time."""
+    bad_samples: list[dict[str, str]] = field(default_factory=list)
+    """Each bad sample met: ``{"key", "stage", "reason", "action"}`` (the Loader's failures)."""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -223,6 +225,9 @@ def run_loader(
         arrivals=thin(arrivals),
         diagnosis=verdict.as_dict(),
         shuffle=shuffle_facts,
+        bad_samples=[
+            {"key": failure.key, "stage": failure.stage, "reason": failure.reason, "action": failure.action} for failure in loader.failures
+        ],
     )
 
 
