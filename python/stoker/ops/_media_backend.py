@@ -118,6 +118,22 @@ def media_backend() -> ModuleType:
     )
 
 
+def _decode(
+    function: str,
+    inputs: list[bytes | bytearray],
+    transform: AudioTransform | VideoTransform,
+    out: Any,
+    seeds: list[int],
+    compact: bool,
+    threads: int,
+) -> list[str | None]:
+    """Call the media part's ``function`` with the transform's keyword arguments (its module cannot
+    read the core's transform object, so the spec travels as the keywords that make it)."""
+    _, options = transform.__getnewargs_ex__()
+    decoded: list[str | None] = getattr(media_backend(), function)(inputs, out, seeds, compact, threads, **options)
+    return decoded
+
+
 def decode_audio_batch_into(
     inputs: list[bytes | bytearray], transform: AudioTransform, out: Any, seeds: list[int], compact: bool = False, threads: int = 1
 ) -> list[str | None]:
@@ -129,8 +145,7 @@ def decode_audio_batch_into(
     Raises:
         MediaUnavailableError: No supported FFmpeg here.
     """
-    _, options = transform.__getnewargs_ex__()
-    return media_backend().decode_audio_batch_into(inputs, out, seeds, compact, threads, **options)
+    return _decode("decode_audio_batch_into", inputs, transform, out, seeds, compact, threads)
 
 
 def decode_video_batch_into(
@@ -144,5 +159,4 @@ def decode_video_batch_into(
     Raises:
         MediaUnavailableError: No supported FFmpeg here.
     """
-    _, options = transform.__getnewargs_ex__()
-    return media_backend().decode_video_batch_into(inputs, out, seeds, compact, threads, **options)
+    return _decode("decode_video_batch_into", inputs, transform, out, seeds, compact, threads)
