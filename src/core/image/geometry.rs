@@ -177,8 +177,9 @@ fn random_resized_box(
     for _ in 0..10 {
         let target_area = area * rng.uniform(scale.0, scale.1);
         let aspect = rng.uniform(log_ratio.0, log_ratio.1).exp();
-        let crop_width = (target_area * aspect).sqrt().round() as usize;
-        let crop_height = (target_area / aspect).sqrt().round() as usize;
+        // Python's round (ties to even), as torchvision computes the box.
+        let crop_width = (target_area * aspect).sqrt().round_ties_even() as usize;
+        let crop_height = (target_area / aspect).sqrt().round_ties_even() as usize;
         if 0 < crop_width && crop_width <= width && 0 < crop_height && crop_height <= height {
             let top = rng.up_to(height - crop_height);
             let left = rng.up_to(width - crop_width);
@@ -188,9 +189,9 @@ fn random_resized_box(
     // Fallback to a central crop with the ratio clamped into range.
     let in_ratio = width as f64 / height as f64;
     let (crop_width, crop_height) = if in_ratio < ratio.0 {
-        (width, ((width as f64 / ratio.0).round() as usize).max(1))
+        (width, ((width as f64 / ratio.0).round_ties_even() as usize).max(1))
     } else if in_ratio > ratio.1 {
-        (((height as f64 * ratio.1).round() as usize).max(1), height)
+        (((height as f64 * ratio.1).round_ties_even() as usize).max(1), height)
     } else {
         (width, height)
     };
@@ -320,6 +321,15 @@ mod tests {
             assert_eq!(plan, super::plan(&random, 500, 375, seed).unwrap());
         }
         assert_ne!(plan(&random, 500, 375, 1).unwrap(), plan(&random, 500, 375, 2).unwrap());
+    }
+
+    #[test]
+    fn the_fallback_box_rounds_half_to_even_as_torchvision_does() {
+        // 70x417 with ratios from 0.224: no draw fits, so the box is the whole width and
+        // 70 / 0.224 = 312.5 rows, which Python's round (and so torchvision) makes 312.
+        let crop = Crop::RandomResized { width: 10, height: 9, scale: (1.0, 1.0), ratio: (0.224, 1.0) };
+        let plan = plan(&TransformSpec { resize_shorter: None, ..spec(crop) }, 70, 417, 0).unwrap();
+        assert_eq!((plan.source.2, plan.source.3), (70.0, 312.0));
     }
 
     #[test]
