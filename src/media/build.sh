@@ -23,9 +23,19 @@ if [ "${1:-}" = --wheel ]; then
     # own holding only FFmpeg's headers and libraries (the binding's FFMPEG_DIR route).
     headers=target/ffmpeg$major-only
     rm -rf "$headers" && mkdir -p "$headers/include" "$headers/lib"
+    # The module is linked against stand-ins that export the same names, unversioned, under the
+    # real sonames: it then asks for FFmpeg's symbols by name only, so loaded on its own (ldd, or
+    # a loader that skips its package) it fails with "undefined symbol", not ld.so's assertion on
+    # a version needed from a library that is not there; loaded by its package, after the real
+    # libraries, each name binds to the library's default version.
     for library in libavutil libavcodec libavformat libswscale libswresample; do
         ln -s "$(pkg-config --variable=includedir "$library")/$library" "$headers/include/$library"
-        ln -s "$(pkg-config --variable=libdir "$library")/$library.so" "$headers/lib/$library.so"
+        real="$(pkg-config --variable=libdir "$library")/$library.so"
+        soname=$(patchelf --print-soname "$(readlink -f "$real")")
+        nm -D --defined-only "$real" | awk '$2 ~ /^[TW]$/ {sub(/@.*/, "", $3); print "void " $3 "(void) {}"}
+                                            $2 ~ /^[DBRV]$/ {sub(/@.*/, "", $3); print "char " $3 "[8];"}' | sort -u >"$headers/$library.c"
+        python -m ziglang cc -target x86_64-linux-gnu.2.28 -shared -fPIC -w -Wl,-soname,"$soname" \
+            -o "$headers/lib/$library.so" "$headers/$library.c"
     done
     export FFMPEG_DIR=$PWD/$headers
     # zig names its own headers relative to the working directory when they lie under it (as
