@@ -13,6 +13,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import zipfile
@@ -32,13 +33,27 @@ FFMPEG_STEMS = ("libavcodec", "libavformat", "libavutil", "libswscale", "libswre
 HIDDEN_TOOLS = ("cargo", "rustc", "rustup", "cmake", "nasm", "zig", "maturin")
 
 
+# A clean clone builds both native parts again for the wheel's target (zig, glibc 2.28): 5 to 10
+# minutes on 2 cores, past the suite's 300 s per test.
+pytestmark = pytest.mark.timeout(2400)
+
+
 @pytest.fixture(scope="module")
 def wheel() -> Path:
     """The wheel ``make wheel`` builds (zig, manylinux_2_28), built once for this module."""
     if shutil.which("make") is None:
         unavailable("make", "not installed")
-    built = subprocess.run(["make", "-s", "wheel"], cwd=ROOT, capture_output=True, text=True, timeout=1800)
-    assert built.returncode == 0, built.stdout[-4000:] + built.stderr[-4000:]
+    # In a session of its own, so that a failure or a timeout stops make's compilers too, not only
+    # make: orphaned builds would slow every test after this one.
+    with subprocess.Popen(
+        ["make", "-s", "wheel"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    ) as build:
+        try:
+            stdout, stderr = build.communicate(timeout=2000)
+        except BaseException:
+            os.killpg(build.pid, signal.SIGKILL)
+            raise
+    assert build.returncode == 0, stdout[-4000:] + stderr[-4000:]
     (path,) = (ROOT / "dist").glob("stoker-*.whl")
     return path
 
