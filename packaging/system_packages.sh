@@ -20,7 +20,10 @@ have pkg-config || missing+=(pkg-config)
 if ! pkg-config --exists libavcodec libavformat libavutil libswscale libswresample 2>/dev/null; then
     missing+=(libavcodec-dev libavformat-dev libavutil-dev libswscale-dev libswresample-dev)
 fi
-ls /usr/lib/llvm-*/lib/libclang*.so* /usr/lib/*/libclang*.so* >/dev/null 2>&1 || missing+=(libclang-dev)
+# libclang itself (libclang.so, libclang-14.so.1...), not libclang-cpp, which some images carry
+# alone and which bindgen cannot use.
+compgen -G "/usr/lib/llvm-*/lib/libclang.so*" >/dev/null || compgen -G "/usr/lib/*/libclang-[0-9]*.so*" >/dev/null \
+    || compgen -G "/usr/lib/llvm-*/lib/libclang-[0-9]*.so*" >/dev/null || missing+=(libclang-dev)
 if [ "$what" = test ]; then
     have ffmpeg || missing+=(ffmpeg)
     have java || missing+=(openjdk-17-jre-headless)

@@ -12,7 +12,9 @@
 
 use std::sync::{Arc, Mutex, OnceLock};
 
-use super::polyphase_kernel::LANES;
+/// Taps are padded to a multiple of this, the width of the kernel's dot-product accumulators (four AVX
+/// registers: four independent chains of fused multiply-adds).
+pub const LANES: usize = 32;
 
 /// Zero crossings of the sinc on each side of the centre, at the lower rate.
 const ZERO_CROSSINGS: f64 = 16.0;

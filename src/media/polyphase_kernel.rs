@@ -3,11 +3,7 @@
 //! chosen at run time: the loop costs more than the decoding around it when left to one chain
 //! of dependent additions.
 
-use super::polyphase_bank::Bank;
-
-/// Taps are padded to a multiple of this, the width of the dot product's accumulators (four AVX
-/// registers: four independent chains of fused multiply-adds).
-pub const LANES: usize = 32;
+use super::polyphase_bank::{Bank, LANES};
 
 /// Writes one plane's outputs into every `stride`-th slot of `out`, the first at `start` (the
 /// row's first input sample in `plane`, and the phase).

@@ -6,6 +6,7 @@
 
 use std::io::Cursor;
 
+use super::color::rgb_to_gray;
 use super::error::{ImageError, ImageResult, MAX_PIXELS};
 use super::jpeg::{self, Region};
 use super::orientation;
@@ -191,11 +192,6 @@ fn check_complete_jpeg(data: &[u8]) -> ImageResult<()> {
     }
 }
 
-/// ITU-R 601-2 luma, as Pillow's `convert("L")`.
-pub fn rgb_to_gray(rgb: &[u8]) -> Vec<u8> {
-    rgb.chunks_exact(3).map(|p| ((p[0] as u32 * 19595 + p[1] as u32 * 38470 + p[2] as u32 * 7471 + 0x8000) >> 16) as u8).collect()
-}
-
 fn decode_png(data: &[u8], gray: bool) -> ImageResult<Raw> {
     let mut decoder = png::Decoder::new(Cursor::new(data));
     // Palette and low bit depths to 8 bits; 16-bit samples keep their high byte (as Pillow).
@@ -278,10 +274,5 @@ mod tests {
         let jpeg_start = [0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x10, b'J', b'F'];
         assert!(matches!(decode(&jpeg_start, false, 1), Err(ImageError::Corrupt { format: "JPEG", .. })));
         assert!(matches!(decode(b"\x89PNG\r\n\x1a\n\x00\x00", false, 1), Err(ImageError::Corrupt { format: "PNG", .. })));
-    }
-
-    #[test]
-    fn luma_weights_match_pillow() {
-        assert_eq!(rgb_to_gray(&[255, 255, 255, 0, 0, 0, 255, 0, 0]), vec![255, 0, 76]);
     }
 }

@@ -12,6 +12,7 @@ use std::ffi::{c_int, CStr};
 
 use turbojpeg_sys as tj;
 
+use super::color;
 use super::error::{ImageError, ImageResult};
 
 /// A JPEG's header, as stored (before any EXIF orientation).
@@ -225,23 +226,10 @@ pub fn decode(
         check(handle, code)?;
         Ok(match (is_cmyk, gray) {
             (true, false) => (cmyk_to_rgb(&pixels), width, height, 3),
-            (true, true) => (super::decode::rgb_to_gray(&cmyk_to_rgb(&pixels)), width, height, 1),
+            (true, true) => (color::rgb_to_gray(&color::cmyk_to_rgb(&pixels)), width, height, 1),
             _ => (pixels, width, height, channels),
         })
     })
-}
-
-/// Adobe CMYK JPEGs store inverted ink values (as libjpeg hands them back); R = C * K / 255 on
-/// those, as Pillow's CMYK to RGB conversion.
-fn cmyk_to_rgb(cmyk: &[u8]) -> Vec<u8> {
-    let mut rgb = Vec::with_capacity(cmyk.len() / 4 * 3);
-    for pixel in cmyk.chunks_exact(4) {
-        let k = pixel[3] as u32;
-        for &ink in &pixel[..3] {
-            rgb.push(((ink as u32 * k + 127) / 255) as u8);
-        }
-    }
-    rgb
 }
 
 /// The TIFF data of the first EXIF APP1 segment, found by walking the markers before the scan.

@@ -1,6 +1,7 @@
 //! The native image path: decode, orient, crop, resize, normalize, straight into batch memory.
 
 pub mod batch;
+pub mod color;
 pub mod decode;
 pub mod error;
 pub mod geometry;
