@@ -225,7 +225,7 @@ pub fn decode(
         let code = unsafe { tj::tj3Decompress8(handle, data.as_ptr(), data.len() as _, pixels.as_mut_ptr(), pitch, format as c_int) };
         check(handle, code)?;
         Ok(match (is_cmyk, gray) {
-            (true, false) => (cmyk_to_rgb(&pixels), width, height, 3),
+            (true, false) => (color::cmyk_to_rgb(&pixels), width, height, 3),
             (true, true) => (color::rgb_to_gray(&color::cmyk_to_rgb(&pixels)), width, height, 1),
             _ => (pixels, width, height, channels),
         })
