@@ -41,8 +41,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, for tests.support
 
-from stoker.loader import Loader  # noqa: E402
-from stoker.storage import CassandraConnection, CassandraStorage, MemoryStorage, upload_to_cassandra, upload_to_s3  # noqa: E402
+from stoker.ingest import upload_to_cassandra, upload_to_s3
+from stoker.loader import Loader, Sampling  # noqa: E402
+from stoker.storage import CassandraConnection, CassandraStorage, MemoryStorage
 from stoker.storage._cache import cache_dir  # noqa: E402
 from tests.support.cassandra_cluster import CassandraCluster  # noqa: E402
 from tests.support.cassandra_server import CassandraServer  # noqa: E402
@@ -78,7 +79,7 @@ def samples(count: int, size: int) -> MemoryStorage:
 
 def epoch(connection: CassandraConnection) -> dict[str, float]:
     with CassandraStorage(connection) as storage:
-        loader = Loader(storage, batch_size=32, seed=0)
+        loader = Loader(storage, batch_size=32, sampling=Sampling(seed=0))
         cpu, wall = time.process_time(), time.perf_counter()
         count = sum(len(batch.keys) for batch in loader)
         cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
@@ -170,7 +171,8 @@ def image_links(count: int, folder: Path) -> Path:
 
 
 def conversion(count: int) -> None:
-    from stoker.storage import convert_storage, open_storage
+    from stoker.ingest import convert_storage
+    from stoker.storage import open_storage
 
     try:
         import ray
@@ -242,7 +244,8 @@ def ray_feed(count: int) -> None:
         return {**batch, "image": (255 - batch["image"]).astype(np.uint8)}  # stands for a user's preprocessing
 
     with tempfile.TemporaryDirectory(prefix="stoker-feed-bench-") as scratch:
-        from stoker.storage import convert_storage, open_storage
+        from stoker.ingest import convert_storage
+        from stoker.storage import open_storage
 
         with open_storage(image_links(count, Path(scratch) / "images")) as storage:
             convert_storage(storage, Path(scratch) / "shards", progress=False)

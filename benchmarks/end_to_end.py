@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from stoker.bench import image_folder, require_optimized_core  # noqa: E402
 from stoker.bench._compare import compare, format_comparison  # noqa: E402
 from stoker.bench._peers import BATCH  # noqa: E402
+from stoker.loader import Sampling
 
 
 def first_batch_from_a_million() -> float:
@@ -59,8 +60,9 @@ def integrity_cost(root: Path, repeats: int) -> dict[bool, float]:
     """Images/s of the Loader over shards of ``root``, CRC verification on and off (medians)."""
     from stoker import Loader
     from stoker.bench._peer_loaders import MEAN, STD
+    from stoker.ingest import convert_storage
     from stoker.ops import ImageTransform
-    from stoker.storage import FileStorage, TarShardStorage, convert_storage
+    from stoker.storage import FileStorage, TarShardStorage
 
     shards = root.parent / f"{root.name}-shards"
     if not (shards / "dataset.json").exists():
@@ -70,7 +72,7 @@ def integrity_cost(root: Path, repeats: int) -> dict[bool, float]:
     rates: dict[bool, list[float]] = {True: [], False: []}
     for _ in range(repeats):
         for verify in (True, False):
-            loader = Loader(TarShardStorage(shards, verify=verify), batch_size=BATCH, transform=transform, seed=0)
+            loader = Loader(TarShardStorage(shards, verify=verify), batch_size=BATCH, transform=transform, sampling=Sampling(seed=0))
             started, count = time.perf_counter(), 0
             for batch in loader:
                 count += len(batch)

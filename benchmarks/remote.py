@@ -34,8 +34,9 @@ from stoker.bench import image_folder, require_optimized_core  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, for tests.support
 
-from stoker.loader import Loader  # noqa: E402
-from stoker.storage import CassandraConnection, CassandraStorage, S3Storage, open_storage, upload_to_cassandra, upload_to_s3  # noqa: E402
+from stoker.ingest import upload_to_cassandra, upload_to_s3
+from stoker.loader import Loader, Reads, Sampling  # noqa: E402
+from stoker.storage import CassandraConnection, CassandraStorage, S3Storage, open_storage
 from tests.support.cassandra_server import CassandraServer  # noqa: E402
 from tests.support.proxy_process import ProxyProcess  # noqa: E402
 from tests.support.remote_peers import CassandraRowDataset, S3ObjectDataset, keep_list  # noqa: E402
@@ -100,7 +101,7 @@ def measure_steady(loader: Loader, seconds: float) -> dict[str, float]:
 
 def stoker_batches(storage: Any) -> Iterable[list[bytes]]:
     """Epoch after epoch (the measurement stops it): slow start once, as in a training job."""
-    loader = Loader(storage, batch_size=BATCH, seed=0)
+    loader = Loader(storage, batch_size=BATCH, sampling=Sampling(seed=0))
     for epoch in range(1_000_000):
         loader.set_epoch(epoch)
         for batch in loader:
@@ -193,7 +194,10 @@ def main() -> None:
         for label, (in_order, hedge) in variants.items() if "s3" in stores else ():
             with ProxyProcess(s3.port, delay=0.025, slow_fraction=0.1, slow_factor=10, seed=1) as proxy:
                 with S3Storage("s3://bench/images", **{**s3.options(), "endpoint": f"http://127.0.0.1:{proxy.port}"}) as storage:
-                    result = measure_steady(Loader(storage, batch_size=BATCH, seed=0, in_order=in_order, hedge=hedge), args.seconds)
+                    result = measure_steady(
+                        Loader(storage, batch_size=BATCH, sampling=Sampling(seed=0, in_order=in_order), reads=Reads(hedge=hedge)),
+                        args.seconds,
+                    )
             rows.append({"store": "s3 heavy tail", "rtt_ms": 50.0, "loader": label, **result})
             print(
                 f"s3 heavy tail 50 ms  {label:<52} {result['images_per_second']:>7.0f} img/s  "

@@ -72,7 +72,7 @@ def aiobotocore_async(server: S3Server, keys: list[str]) -> None:
 def obstore_async(server: S3Server, keys: list[str]) -> None:
     import obstore
 
-    from stoker.storage._s3_client import open_s3_store
+    from stoker.storage.remote._s3_client import open_s3_store
 
     store = open_s3_store("clients", endpoint=server.endpoint, access_key_id=server.access_key, secret_access_key=server.secret_key)
 

@@ -39,8 +39,9 @@ from pathlib import Path
 
 from stoker.bench import require_optimized_core  # noqa: E402
 from stoker.bench._scenarios import drop_caches
+from stoker.ingest import convert_storage
 from stoker.sampling import Sampler
-from stoker.storage import FileStorage, LmdbStorage, Storage, TarShardStorage, convert_storage
+from stoker.storage import FileStorage, LmdbStorage, Storage, TarShardStorage
 from stoker.storage._cache import cache_dir
 
 

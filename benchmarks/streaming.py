@@ -47,8 +47,9 @@ sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != Pa
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from stoker.bench import image_folder, require_optimized_core  # noqa: E402
+from stoker.ingest import upload_to_s3  # noqa: E402
 from stoker.sampling import shuffle_quality  # noqa: E402
-from stoker.storage import MemoryStorage, S3Storage, open_storage, upload_to_s3  # noqa: E402
+from stoker.storage import MemoryStorage, S3Storage, open_storage  # noqa: E402
 from tests.support.proxy_process import ProxyProcess  # noqa: E402
 from tests.support.s3_server import S3Server  # noqa: E402
 from tests.support.streaming_writers import write_huggingface_parquet, write_litdata, write_mosaicml, write_webdataset  # noqa: E402

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from stoker.bench import image_folder
-from stoker.storage import FileStorage, convert_storage
+from stoker.ingest import convert_storage
+from stoker.storage import FileStorage
 from tests.support.media_files import encode_audio, encode_video, require_ffmpeg, tone_with_clicks, wav_bytes
 
 README = Path(__file__).resolve().parents[1] / "README.md"

@@ -20,16 +20,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .storage import (
-    StorageError,
-    build_index,
-    convert_storage,
-    format_report,
-    index_path,
-    inspect_storage,
-    open_storage,
-    write_index,
-)
+from .ingest import convert_storage, format_report, inspect_storage
+from .loader._options import SHUFFLES
+from .storage import StorageError, build_index, index_path, open_storage, write_index
 
 # Sizes are binary, as `du -h` and most storage tools mean them: 1 MB = 1 MiB = 2**20 bytes.
 _UNITS = {
@@ -86,7 +79,7 @@ def _version() -> str:
 
 
 def _upload(arguments: argparse.Namespace) -> int:
-    from .storage import read_metadata_csv, upload_to_cassandra, upload_to_s3
+    from .ingest import read_metadata_csv, upload_to_cassandra, upload_to_s3
 
     with open_storage(arguments.source) as source:
         if arguments.destination.startswith("s3://"):
@@ -148,8 +141,9 @@ def _parse_balance(text: str) -> str | dict[str, float]:
 
 
 def _split(arguments: argparse.Namespace) -> int:
+    from .ingest import read_metadata_csv
     from .sampling import k_folds, split_samples, write_splits
-    from .storage import read_metadata_csv, read_metadata_table
+    from .storage import read_metadata_table
 
     groups = None
     if arguments.source.startswith(("cassandra://", "scylla://", "scylladb://")):
@@ -243,9 +237,6 @@ def _index(arguments: argparse.Namespace) -> int:
     return 0
 
 
-_SHUFFLES: dict[str, bool | str] = {"uniform": True, "block": "block", "none": False}
-
-
 def _bench(arguments: argparse.Namespace) -> int:
     import os
 
@@ -279,7 +270,7 @@ def _bench(arguments: argparse.Namespace) -> int:
             step_seconds=arguments.step_ms / 1e3,
             duration=arguments.duration,
             progress=not arguments.quiet,
-            shuffle=_SHUFFLES[arguments.shuffle],
+            shuffle=arguments.shuffle,
             shuffle_window=arguments.shuffle_window,
         )
     diagnosed = {key: value for key, value in ours.as_dict().items() if key not in ("stats", "diagnosis")}
@@ -346,9 +337,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     bench.add_argument("--batch-size", type=int, default=32, help="samples per batch")
     bench.add_argument("--fetch-concurrency", type=int, default=None, help="batches fetched at once (4 local, 8 remote)")
     bench.add_argument("--decode-concurrency", type=int, default=None, help="batches decoded at once (default: the cores)")
-    bench.add_argument(
-        "--shuffle", choices=("uniform", "block", "none"), default="uniform", help="the Loader's shuffle (block: by shards or row groups)"
-    )
+    bench.add_argument("--shuffle", choices=SHUFFLES, default="uniform", help="the Loader's shuffle (block: by shards or row groups)")
     bench.add_argument("--shuffle-window", type=int, default=32, help="blocks mixed together by --shuffle block")
     bench.add_argument("--latency-ms", type=float, default=0.0, help="delay added to every storage read")
     bench.add_argument("--step-ms", type=float, default=0.0, help="simulated training step after each batch")

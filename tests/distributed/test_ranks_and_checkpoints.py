@@ -12,6 +12,7 @@ import pytest
 
 from stoker import Loader
 from stoker.distributed import LoaderCheckpoint, discover_world
+from stoker.loader import Sampling
 from stoker.storage import MemoryStorage
 
 
@@ -44,7 +45,7 @@ def test_torchruns_environment_shards_the_loader(no_launcher: None, monkeypatch:
     monkeypatch.setenv("RANK", "2")
     monkeypatch.setenv("WORLD_SIZE", "3")
     assert tuple(discover_world()) == (2, 3, "environment")
-    loader = Loader(samples(), batch_size=4, seed=1)
+    loader = Loader(samples(), batch_size=4, sampling=Sampling(seed=1))
     assert (loader.sampler.rank, loader.sampler.world_size) == (2, 3)
     assert sum(len(batch.keys) for batch in loader) == 35, "a third of 103, padded to equal counts"
 
@@ -66,7 +67,7 @@ def test_a_bad_environment_is_named(no_launcher: None, monkeypatch: pytest.Monke
 
 def test_half_given_arguments_are_refused(no_launcher: None) -> None:
     with pytest.raises(ValueError, match="give both rank and world_size or neither"):
-        Loader(samples(), batch_size=4, rank=1)
+        Loader(samples(), batch_size=4, sampling=Sampling(rank=1))
 
 
 def test_the_process_group_wins_over_the_environment_and_must_agree_with_arguments(
@@ -76,11 +77,11 @@ def test_the_process_group_wins_over_the_environment_and_must_agree_with_argumen
     monkeypatch.setenv("WORLD_SIZE", "4")
     assert tuple(discover_world()) == (0, 1, "process group")
     with pytest.raises(ValueError, match=r"disagree with the initialized process group \(rank 0 of 1\)"):
-        Loader(samples(), batch_size=4, rank=1, world_size=2)
+        Loader(samples(), batch_size=4, sampling=Sampling(rank=1, world_size=2))
 
 
 def test_several_ranks_without_a_process_group_cannot_be_checkpointed(no_launcher: None) -> None:
-    loader = Loader(samples(), batch_size=4, rank=0, world_size=2)
+    loader = Loader(samples(), batch_size=4, sampling=Sampling(rank=0, world_size=2))
     with pytest.raises(RuntimeError, match="one of 2 ranks, but no torch.distributed process group is initialized"):
         LoaderCheckpoint(loader).state_dict()
 
@@ -88,14 +89,14 @@ def test_several_ranks_without_a_process_group_cannot_be_checkpointed(no_launche
 def test_a_dcp_checkpoint_resumes_exactly(no_launcher: None, process_group: None, tmp_path: Path) -> None:
     checkpoint = pytest.importorskip("torch.distributed.checkpoint")
     storage = samples()
-    loader = Loader(storage, batch_size=4, seed=5)
+    loader = Loader(storage, batch_size=4, sampling=Sampling(seed=5))
     seen: Counter[str] = Counter()
     for count, batch in enumerate(loader, start=1):
         seen.update(batch.keys)
         if count == 9:
             break
     checkpoint.save({"loader": LoaderCheckpoint(loader)}, checkpoint_id=str(tmp_path / "step-9"))
-    resumed = Loader(storage, batch_size=4, seed=5)
+    resumed = Loader(storage, batch_size=4, sampling=Sampling(seed=5))
     checkpoint.load({"loader": LoaderCheckpoint(resumed)}, checkpoint_id=str(tmp_path / "step-9"))
     seen.update(key for batch in resumed for key in batch.keys)
     assert seen == Counter(storage.keys)

@@ -24,6 +24,7 @@ import torch.distributed.checkpoint as dcp
 
 from stoker import Loader
 from stoker.distributed import LoaderCheckpoint
+from stoker.loader import Sampling
 from stoker.storage import MemoryStorage
 
 SAMPLES = 601  # not a multiple of any world size or batch: the ranks' shares are uneven
@@ -38,7 +39,7 @@ def main() -> None:
     dist.init_process_group("gloo")
     rank = dist.get_rank()
     storage = MemoryStorage({f"s{index:04d}": index.to_bytes(4, "little") for index in range(SAMPLES)})
-    loader = Loader(storage, batch_size=8, shuffle=True, seed=11)  # rank and world size from the group
+    loader = Loader(storage, batch_size=8, sampling=Sampling(shuffle="uniform", seed=11))  # rank and world size from the group
     assert (loader.sampler.rank, loader.sampler.world_size) == (rank, dist.get_world_size())
     latest = args.work / "latest"
     run = len(list(args.work.glob("started-*")))

@@ -18,8 +18,10 @@ from collections import Counter
 import pytest
 
 from stoker import Loader
-from stoker.loader import SampleError
-from stoker.storage import MemoryStorage, RetryPolicy, S3Storage, StorageClosedError, upload_to_s3
+from stoker.errors import SampleError
+from stoker.ingest import upload_to_s3
+from stoker.loader import FailurePolicy, Sampling
+from stoker.storage import MemoryStorage, RetryPolicy, S3Storage, StorageClosedError
 from tests.remote.conftest import dataset, unique
 from tests.support import LatencyProxy
 from tests.support.s3_server import S3Server
@@ -66,12 +68,17 @@ def test_a_shard_gone_fails_its_samples_by_name_and_loses_nothing_else(s3_server
         bucket, prefix = url[len("s3://") :].split("/", 1)
         s3_server.client().delete_object(Bucket=bucket, Key=f"{prefix}/{gone}")
 
-        raising = Loader(storage, batch_size=16, shuffle="block", seed=2)
+        raising = Loader(storage, batch_size=16, sampling=Sampling(shuffle="block", seed=2))
         with pytest.raises(SampleError, match=gone):
             for _ in raising:
                 pass
 
-        loader = Loader(storage, batch_size=16, shuffle="block", seed=2, on_error="skip", max_bad_samples=None)
+        loader = Loader(
+            storage,
+            batch_size=16,
+            sampling=Sampling(shuffle="block", seed=2),
+            failures=FailurePolicy(on_error="skip", max_bad_samples=None),
+        )
         delivered: Counter[str] = Counter()
         for batch in loader:
             for key, data, replaced, padding in zip(batch.keys, batch.data, batch.replaced, batch.padding):
@@ -91,7 +98,9 @@ def test_a_failed_warm_up_request_is_reported_in_the_epoch_it_was_for(s3_server:
         missing = storage.keys[0]  # unshuffled: the first sample of every epoch, so warmed each time
         bucket, prefix = url[len("s3://") :].split("/", 1)
         s3_server.client().delete_object(Bucket=bucket, Key=f"{prefix}/{missing}")
-        loader = Loader(storage, batch_size=10, shuffle=False, on_error="skip", max_bad_samples=None)
+        loader = Loader(
+            storage, batch_size=10, sampling=Sampling(shuffle="none"), failures=FailurePolicy(on_error="skip", max_bad_samples=None)
+        )
         for _ in range(3):
             keys = [key for batch in loader for key, replaced in zip(batch.keys, batch.replaced) if not replaced]
             assert Counter(keys) == Counter(set(storage.keys) - {missing})
@@ -106,7 +115,7 @@ def test_closing_with_warm_up_requests_in_flight_leaves_no_thread(s3_server: S3S
     with LatencyProxy("127.0.0.1", s3_server.port, delay=0.3) as proxy:
         options = {**s3_server.options(), "endpoint": f"http://{proxy.address[0]}:{proxy.address[1]}"}
         with S3Storage(url, block_bytes=20_000, **options) as storage:
-            loader = Loader(storage, batch_size=50, shuffle="block", seed=1)
+            loader = Loader(storage, batch_size=50, sampling=Sampling(shuffle="block", seed=1))
             batches = iter(loader)
             for _ in range(len(loader)):
                 next(batches)  # the last batch is out: the next epoch's first ones are in flight
@@ -168,7 +177,7 @@ def test_a_storage_closed_under_a_running_loader_stops_it_saying_so_and_leaves_n
     url = upload(s3_server, dataset(300), to="shards", shard_size=60_000)
     before = set(threading.enumerate())
     storage = S3Storage(url, block_bytes=20_000, **s3_server.options())
-    batches = iter(Loader(storage, batch_size=10, shuffle="block", seed=1))
+    batches = iter(Loader(storage, batch_size=10, sampling=Sampling(shuffle="block", seed=1)))
     next(batches)  # running: blocks and look-ahead requests in flight
     storage.close()
     with pytest.raises(StorageClosedError, match="the storage was closed while"):

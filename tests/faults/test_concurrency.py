@@ -8,6 +8,7 @@ import threading
 import pytest
 
 from stoker import Loader
+from stoker.loader import Sampling
 from stoker.storage import MemoryStorage
 
 
@@ -20,7 +21,7 @@ def delivered(state: dict) -> int:
 
 
 def test_state_dict_from_a_checkpoint_thread_is_exact() -> None:
-    loader = Loader(storage(50_000), batch_size=16, seed=3)
+    loader = Loader(storage(50_000), batch_size=16, sampling=Sampling(seed=3))
     consumed = 0  # samples the loop has taken, published after each batch
     violations: list[tuple[int, int, int]] = []
     done = threading.Event()
@@ -48,7 +49,7 @@ def test_state_dict_from_a_checkpoint_thread_is_exact() -> None:
 
 
 def test_a_state_taken_mid_epoch_by_another_thread_resumes_exactly() -> None:
-    loader = Loader(storage(5_000), batch_size=10, seed=1)
+    loader = Loader(storage(5_000), batch_size=10, sampling=Sampling(seed=1))
     states: list[dict] = []
     taken = threading.Event()
     keys: list[str] = []
@@ -60,7 +61,7 @@ def test_a_state_taken_mid_epoch_by_another_thread_resumes_exactly() -> None:
             taken.wait(30)
             thread.join()
             break
-    resumed = Loader(storage(5_000), batch_size=10, seed=1)
+    resumed = Loader(storage(5_000), batch_size=10, sampling=Sampling(seed=1))
     resumed.load_state_dict(states[0])
     keys.extend(key for batch in resumed for key in batch.keys)
     assert sorted(keys) == sorted(f"k{index}" for index in range(5_000))
@@ -87,7 +88,7 @@ def test_a_second_concurrent_iteration_is_an_error() -> None:
 
 
 def test_iterating_a_finished_epoch_starts_the_next_one() -> None:
-    loader = Loader(storage(100), batch_size=10, seed=5)
+    loader = Loader(storage(100), batch_size=10, sampling=Sampling(seed=5))
     first = [key for batch in loader for key in batch.keys]
     second = [key for batch in loader for key in batch.keys]
     assert loader.sampler.epoch == 1
@@ -102,5 +103,5 @@ def test_iterating_a_finished_epoch_starts_the_next_one() -> None:
 @pytest.mark.parametrize("pad", [True, False])
 def test_an_empty_rank_stays_empty(pad: bool) -> None:
     # 3 samples over 4 ranks without padding: rank 3 has nothing, every epoch.
-    loader = Loader(storage(3), batch_size=2, rank=3, world_size=4, pad=pad)
+    loader = Loader(storage(3), batch_size=2, sampling=Sampling(rank=3, world_size=4, pad=pad))
     assert sum(len(batch) for batch in loader) == (1 if pad else 0)

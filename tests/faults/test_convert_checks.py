@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from stoker.cli import main
-from stoker.storage import FileStorage, StorageError, convert_storage, open_storage
+from stoker.ingest import convert_storage
+from stoker.storage import FileStorage, StorageError, open_storage
 
 from .conftest import BAD_FILES, make_images
 

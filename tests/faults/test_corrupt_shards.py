@@ -11,8 +11,10 @@ from pathlib import Path
 import pytest
 
 from stoker import Loader
+from stoker.ingest import convert_storage
+from stoker.loader import FailurePolicy
 from stoker.ops import ImageTransform
-from stoker.storage import CorruptSampleError, FileStorage, TarShardStorage, convert_storage
+from stoker.storage import CorruptSampleError, FileStorage, TarShardStorage
 
 from .conftest import make_images
 
@@ -44,7 +46,9 @@ def test_flipped_bytes_inside_an_image_are_caught(shards: Path) -> None:
         storage.read(victim)
     results = storage.try_read_indices(range(len(storage)))
     assert [storage.keys[index] for index, result in enumerate(results) if isinstance(result, Exception)] == [victim]
-    loader = Loader(TarShardStorage(shards), batch_size=8, transform=ImageTransform(resize=(16, 16)), on_error="zero")
+    loader = Loader(
+        TarShardStorage(shards), batch_size=8, transform=ImageTransform(resize=(16, 16)), failures=FailurePolicy(on_error="zero")
+    )
     invalid = [key for batch in loader for key, valid in zip(batch.keys, batch.valid.tolist()) if not valid]
     assert invalid == [victim]
     [failure] = loader.failures

@@ -10,6 +10,7 @@ import pytest
 from PIL import Image
 
 from stoker import Loader
+from stoker.loader import FailurePolicy
 from stoker.ops import ImageDecodeError, ImageTransform, decode_batch, decode_image
 from stoker.storage import MemoryStorage
 from tests.images import encode, jpeg
@@ -51,7 +52,12 @@ def test_a_genuine_bomb_is_refused_and_a_raised_limit_decodes_it() -> None:
 def test_the_loader_counts_a_bomb_as_a_bad_sample(tmp_path: Path) -> None:
     samples = {f"k{index}": jpeg(32, 32, seed=index) for index in range(6)}
     samples["bomb"] = declaring(20000, 12000)
-    loader = Loader(MemoryStorage(samples), batch_size=7, transform=ImageTransform(resize=(8, 8)), on_error="skip", max_bad_samples=1)
+    loader = Loader(
+        MemoryStorage(samples),
+        batch_size=7,
+        transform=ImageTransform(resize=(8, 8)),
+        failures=FailurePolicy(on_error="skip", max_bad_samples=1),
+    )
     [batch] = list(loader)
     assert batch.valid.all() and batch.replaced.sum() == 1 and "bomb" not in batch.keys
     [failure] = loader.failures

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from stoker import Loader
+from stoker.loader import FailurePolicy, Sampling
 from stoker.ops import AudioTransform, BatchDecodeError, MediaDecodeError, VideoTransform, decode_audio, decode_batch, decode_video
 from stoker.storage import FileStorage
 from tests.support.media_files import encode_audio, encode_video, read_counter, tone_with_clicks, wav_bytes
@@ -82,7 +83,13 @@ def test_loader_policies_on_bad_audio(media: dict[str, bytes], tmp_path: Path, p
         folder = tmp_path / "audio" / f"class{index % 2}"
         folder.mkdir(parents=True, exist_ok=True)
         (folder / f"{index}.flac").write_bytes(media["flac"] if index != 5 else media["flac"][:300])
-    loader = Loader(FileStorage(tmp_path / "audio", cache=False), batch_size=4, transform=AUDIO, on_error=policy, seed=1)
+    loader = Loader(
+        FileStorage(tmp_path / "audio", cache=False),
+        batch_size=4,
+        transform=AUDIO,
+        failures=FailurePolicy(on_error=policy),
+        sampling=Sampling(seed=1),
+    )
     if policy == "raise":
         with pytest.raises(Exception, match="class1/5.flac"):
             list(loader)

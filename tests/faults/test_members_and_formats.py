@@ -15,7 +15,8 @@ import pytest
 from PIL import Image
 
 from stoker import Loader
-from stoker.loader import SampleError
+from stoker.errors import SampleError
+from stoker.loader import FailurePolicy, Sampling
 from stoker.ops import ImageTransform
 from stoker.storage import ShardError, TarShardStorage, build_index, write_index
 
@@ -55,8 +56,15 @@ def test_missing_and_corrupted_extra_members_are_named_counted_and_replaced(tmp_
     _flip_inside(shard, "s011.txt")
     with TarShardStorage(shard) as storage:
         with pytest.raises(SampleError, match=r"s005.*no 'txt' member|s011.*CRC-32"):
-            list(Loader(storage, batch_size=8, transform=TRANSFORM, extra=("txt",), seed=1))
-        loader = Loader(storage, batch_size=8, transform=TRANSFORM, extra=("txt",), seed=1, on_error="skip", max_bad_samples=None)
+            list(Loader(storage, batch_size=8, transform=TRANSFORM, extra=("txt",), sampling=Sampling(seed=1)))
+        loader = Loader(
+            storage,
+            batch_size=8,
+            transform=TRANSFORM,
+            extra=("txt",),
+            sampling=Sampling(seed=1),
+            failures=FailurePolicy(on_error="skip", max_bad_samples=None),
+        )
         with caplog.at_level(logging.WARNING, logger="stoker.loader"):
             batches = list(loader)
     failures = {failure.key: failure for failure in loader.failures}
@@ -76,7 +84,13 @@ def test_a_corrupt_webp_is_a_named_decode_failure(tmp_path: Path) -> None:
     samples = [{"webp": _image(index * 10, "WEBP"), "cls": b"0"} for index in range(12)]
     samples[3]["webp"] = samples[3]["webp"][:40]  # a truncated file
     with TarShardStorage(_shard(tmp_path / "shard.tar", samples)) as storage:
-        loader = Loader(storage, batch_size=4, transform=TRANSFORM, on_error="zero", max_bad_samples=None, shuffle=False)
+        loader = Loader(
+            storage,
+            batch_size=4,
+            transform=TRANSFORM,
+            failures=FailurePolicy(on_error="zero", max_bad_samples=None),
+            sampling=Sampling(shuffle="none"),
+        )
         batches = list(loader)
     [failure] = loader.failures
     assert failure.key == "s003" and failure.stage == "decode" and "WebP" in failure.reason

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from stoker.loader import Loader
+from stoker.loader import FailurePolicy, Loader, Sampling
 from stoker.storage import ParquetStorage, StorageError
 
 pa = pytest.importorskip("pyarrow")
@@ -77,7 +77,7 @@ def test_an_empty_row_group_loses_nothing_around_it(tmp_path: Path) -> None:
         assert len(storage) == 15
         assert storage.block_sizes() in ([7, 8], [15]), "no empty block"
         assert storage.read_indices(list(range(15))) == first + second
-        delivered = [key for batch in Loader(storage, batch_size=4, shuffle="block") for key in batch.keys]
+        delivered = [key for batch in Loader(storage, batch_size=4, sampling=Sampling(shuffle="block")) for key in batch.keys]
         assert sorted(delivered) == sorted(storage.keys)
 
 
@@ -100,7 +100,7 @@ def test_a_corrupt_page_fails_its_row_group_by_name_and_nothing_else(tmp_path: P
     data[where + 5] ^= 0xFF
     (tmp_path / "p.parquet").write_bytes(bytes(data))
     with ParquetStorage(tmp_path / "p.parquet") as storage:
-        loader = Loader(storage, batch_size=8, on_error="skip", max_bad_samples=None, seed=0)
+        loader = Loader(storage, batch_size=8, failures=FailurePolicy(on_error="skip", max_bad_samples=None), sampling=Sampling(seed=0))
         delivered = [data for batch in loader for data in batch.data]
         failed = sorted(failure.key for failure in loader.failures)
     assert failed == sorted(f"p.parquet#{row}" for row in range(10, 20)), "exactly the row group with the bad page"

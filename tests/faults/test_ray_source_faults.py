@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from stoker.ingest import convert_storage
 from stoker.ops import ImageTransform
-from stoker.storage import MemoryStorage, convert_storage, open_storage
+from stoker.storage import MemoryStorage, open_storage
 from tests.images import jpeg
 
 pytest.importorskip("ray")

@@ -15,6 +15,8 @@ from collections.abc import Iterator
 import pytest
 
 from stoker import Loader
+from stoker.ingest import upload_to_cassandra, upload_to_s3
+from stoker.loader import Sampling
 from stoker.storage import (
     CassandraConnection,
     CassandraStorage,
@@ -23,8 +25,6 @@ from stoker.storage import (
     RetryPolicy,
     S3Storage,
     StorageUnavailableError,
-    upload_to_cassandra,
-    upload_to_s3,
 )
 from tests.remote.conftest import dataset
 from tests.support.availability import started
@@ -69,7 +69,7 @@ def test_an_outage_mid_epoch_is_ridden_out(store: tuple[str, ServerProcess, Memo
     kind, server, source = store
     truth = dict(zip(source.keys, source.read_many(source.keys)))
     with open_store(kind, server) as storage:  # the default policy: retried up to 180 s per sample
-        loader = Loader(storage, batch_size=16, seed=1)
+        loader = Loader(storage, batch_size=16, sampling=Sampling(seed=1))
         got: list[str] = []
         restart: threading.Timer | None = None
         with caplog.at_level("WARNING", logger="stoker.storage"):
@@ -94,7 +94,7 @@ def test_a_store_down_for_good_raises_and_resumes_exactly(store: tuple[str, Serv
     quick = RetryPolicy(deadline=4.0, max_delay=0.5)
     got: list[str] = []
     with open_store(kind, server, quick) as storage:
-        loader = Loader(storage, batch_size=16, seed=2)
+        loader = Loader(storage, batch_size=16, sampling=Sampling(seed=2))
         started = 0.0
         with pytest.raises(StorageUnavailableError) as caught:
             for number, batch in enumerate(loader):
@@ -112,7 +112,7 @@ def test_a_store_down_for_good_raises_and_resumes_exactly(store: tuple[str, Serv
         assert sum(end - start for start, end in state["sampler"]["delivered"]) == len(got)
     server.start()
     with open_store(kind, server) as storage:
-        resumed = Loader(storage, batch_size=16, seed=2)
+        resumed = Loader(storage, batch_size=16, sampling=Sampling(seed=2))
         resumed.load_state_dict(state)
         got.extend(key for batch in resumed for key in batch.keys)
     assert Counter(got) == Counter(source.keys)

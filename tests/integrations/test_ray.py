@@ -17,8 +17,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from stoker.ingest import convert_storage
 from stoker.ops import ImageTransform, decode_image
-from stoker.storage import MemoryStorage, convert_storage, open_storage
+from stoker.storage import MemoryStorage, open_storage
 from tests.images import jpeg
 
 ray = pytest.importorskip("ray")

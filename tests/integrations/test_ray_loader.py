@@ -14,9 +14,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from stoker.ingest import convert_storage
 from stoker.observe import DataWaitMeter
 from stoker.ops import ImageTransform, decode_image
-from stoker.storage import MemoryStorage, convert_storage
+from stoker.storage import MemoryStorage
 from tests.images import jpeg
 
 ray = pytest.importorskip("ray")

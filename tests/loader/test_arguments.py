@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
 from PIL import Image
 
-from stoker.loader import Loader
+from stoker.loader import Loader, Reads, Sampling, Throughput
 from stoker.ops import ImageTransform, decode_image
 from stoker.storage import MemoryStorage
 
@@ -18,34 +19,35 @@ def _storage() -> MemoryStorage:
 
 
 @pytest.mark.parametrize(
-    "options, error, message",
+    "make, error, message",
     [
-        ({"batch_size": "32"}, TypeError, r"batch_size must be an int >= 1, got str '32'"),
-        ({"batch_size": 32.0}, TypeError, r"batch_size must be an int >= 1, got float 32.0"),
-        ({"batch_size": True}, TypeError, r"batch_size must be an int >= 1, got bool True"),
-        ({"batch_size": 0}, ValueError, r"batch_size must be >= 1, got 0"),
-        ({"batch_size": 4, "fetch_concurrency": 2.5}, TypeError, r"fetch_concurrency must be an int >= 1 or None, got float 2.5"),
-        ({"batch_size": 4, "prefetch": -1}, ValueError, r"prefetch must be >= 0"),
-        ({"batch_size": 4, "seed": "7"}, TypeError, r"seed must be an int >= 0, got str '7'"),
+        (lambda: Loader(_storage(), batch_size="32"), TypeError, r"batch_size must be an int >= 1, got str '32'"),
+        (lambda: Loader(_storage(), batch_size=32.0), TypeError, r"batch_size must be an int >= 1, got float 32.0"),
+        (lambda: Loader(_storage(), batch_size=True), TypeError, r"batch_size must be an int >= 1, got bool True"),
+        (lambda: Loader(_storage(), batch_size=0), ValueError, r"batch_size must be >= 1, got 0"),
+        (lambda: Reads(fetch_concurrency=2.5), TypeError, r"fetch_concurrency must be an int >= 1 or None, got float 2.5"),
+        (lambda: Throughput(prefetch=-1), ValueError, r"prefetch must be >= 0"),
+        (lambda: Sampling(seed="7"), TypeError, r"seed must be an int >= 0, got str '7'"),
         (
-            {"batch_size": 4, "transform": (224, 224)},
+            lambda: Loader(_storage(), batch_size=4, transform=(224, 224)),
             TypeError,
             r"transform must be a stoker.ops ImageTransform, AudioTransform or VideoTransform, got tuple",
         ),
-        ({"batch_size": 4, "decode": "utf-8"}, TypeError, r"decode must be a function of a sample's bytes, got str"),
-        ({"batch_size": 4, "stall_patience": "1s"}, TypeError, r"stall_patience must be a number"),
+        (lambda: Loader(_storage(), batch_size=4, decode="utf-8"), TypeError, r"decode must be a function of a sample's bytes, got str"),
+        (lambda: Reads(stall_patience="1s"), TypeError, r"stall_patience must be a number"),
+        (lambda: Loader(_storage(), batch_size=4, sampling=Reads()), TypeError, r"sampling must be a stoker.Sampling, got Reads"),
     ],
 )
-def test_loader_arguments_are_checked_at_construction(options: dict, error: type[Exception], message: str) -> None:
+def test_loader_arguments_are_checked_at_construction(make: Callable[[], object], error: type[Exception], message: str) -> None:
     with pytest.raises(error, match=message):
-        Loader(_storage(), **options)
+        make()
 
 
 def test_a_loader_opens_a_path_itself(tmp_path: Path) -> None:
     for name in ("cat", "dog"):
         (tmp_path / "train" / name).mkdir(parents=True)
         Image.fromarray(np.zeros((4, 4, 3), np.uint8)).save(tmp_path / "train" / name / "a.png")
-    loader = Loader(str(tmp_path / "train") + "/", batch_size=2, shuffle=False)
+    loader = Loader(str(tmp_path / "train") + "/", batch_size=2, sampling=Sampling(shuffle="none"))
     assert sorted(loader.storage.keys) == ["cat/a.png", "dog/a.png"]
     assert [int(label) for batch in loader for label in batch.labels] == [0, 1]
     with pytest.raises(FileNotFoundError, match="missing"):

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from stoker.loader import BufferPool, Loader
+from stoker.loader import BufferPool, Loader, Sampling, Throughput
 from stoker.ops import ImageTransform
 from stoker.storage import MemoryStorage
 
@@ -50,7 +50,13 @@ def test_kept_tensors_stay_intact_across_many_batches(kind: str) -> None:
         jax = pytest.importorskip("jax")
         jnp = pytest.importorskip("jax.numpy")
     transform = ImageTransform(resize=(8, 8))
-    loader = Loader(_storage(96), batch_size=4, transform=transform, shuffle=False, in_order=True, pin_memory=False)
+    loader = Loader(
+        _storage(96),
+        batch_size=4,
+        transform=transform,
+        sampling=Sampling(shuffle="none", in_order=True),
+        throughput=Throughput(pin_memory=False),
+    )
     kept = []
     for batch in loader:
         with batch:

@@ -10,6 +10,7 @@ torch = pytest.importorskip("torch")
 
 from stoker import Loader  # noqa: E402
 from stoker.device import pinned_allocator, to_device  # noqa: E402
+from stoker.loader import FailurePolicy, Sampling  # noqa: E402
 from stoker.ops import ImageTransform  # noqa: E402
 from stoker.storage import MemoryStorage  # noqa: E402
 from tests.images import jpeg  # noqa: E402
@@ -23,9 +24,8 @@ def test_batches_reach_the_cpu_device_intact() -> None:
         storage,
         batch_size=4,
         transform=ImageTransform(resize=(16, 16), layout="CHW", dtype="float32"),
-        shuffle=False,
-        in_order=True,
-        on_error="zero",
+        sampling=Sampling(shuffle="none", in_order=True),
+        failures=FailurePolicy(on_error="zero"),
     )
     moved = list(to_device(loader, "cpu"))
     assert [batch.host.index for batch in moved] == [0, 1, 2]
@@ -49,7 +49,7 @@ def test_jax_path_places_batches() -> None:
     from stoker.device import to_jax
 
     storage = MemoryStorage({f"k{index}": jpeg(32, 32, seed=index) for index in range(6)}, {f"k{index}": index for index in range(6)})
-    loader = Loader(storage, batch_size=4, transform=ImageTransform(resize=(8, 8)), shuffle=False, in_order=True)
+    loader = Loader(storage, batch_size=4, transform=ImageTransform(resize=(8, 8)), sampling=Sampling(shuffle="none", in_order=True))
     placed = list(to_jax(loader, ahead=1))
     assert [batch.index for _, _, batch in placed] == [0, 1]
     for data, labels, batch in placed:

@@ -13,8 +13,10 @@ import numpy as np
 import pytest
 
 from stoker import DataWaitMeter, Loader
+from stoker.ingest import convert_storage
+from stoker.loader import FailurePolicy, Reads, Sampling, Throughput
 from stoker.ops import ImageTransform
-from stoker.storage import FileStorage, MemoryStorage, TarShardStorage, convert_storage
+from stoker.storage import FileStorage, MemoryStorage, TarShardStorage
 
 
 class SlowStorage(MemoryStorage):
@@ -50,21 +52,26 @@ def test_one_epoch_delivers_every_sample_once_with_its_label() -> None:
 
 
 def test_out_of_order_delivery_happens_and_in_order_is_kept() -> None:
-    out_of_order = [batch.index for batch in Loader(storage(), batch_size=4, decode_concurrency=4, fetch_concurrency=8)]
+    out_of_order = [
+        batch.index
+        for batch in Loader(storage(), batch_size=4, throughput=Throughput(decode_concurrency=4), reads=Reads(fetch_concurrency=8))
+    ]
     assert sorted(out_of_order) == list(range(len(out_of_order)))
     assert out_of_order != sorted(out_of_order), "a stalled read lets later batches overtake"
-    in_order = [batch.index for batch in Loader(storage(), batch_size=4, in_order=True, fetch_concurrency=8)]
+    in_order = [
+        batch.index for batch in Loader(storage(), batch_size=4, sampling=Sampling(in_order=True), reads=Reads(fetch_concurrency=8))
+    ]
     assert in_order == sorted(in_order)
 
 
-@pytest.mark.parametrize("seed, shuffle", [(0, True), (1, True), (2, True), (0, "block"), (1, "block")])
+@pytest.mark.parametrize("seed, shuffle", [(0, "uniform"), (1, "uniform"), (2, "uniform"), (0, "block"), (1, "block")])
 def test_resume_at_random_points_out_of_order(seed: int, shuffle: bool | str) -> None:
     data = storage(blocks=shuffle == "block")
     generator = random.Random(seed)
     delivered: list[str] = []
     state = None
     for _ in range(4):
-        loader = Loader(data, batch_size=6, seed=9, fetch_concurrency=6, shuffle=shuffle, shuffle_window=2)
+        loader = Loader(data, batch_size=6, sampling=Sampling(seed=9, shuffle=shuffle, shuffle_window=2), reads=Reads(fetch_concurrency=6))
         if state is not None:
             loader.load_state_dict(json.loads(json.dumps(state)))
         stop_after = generator.randint(1, 10)
@@ -73,20 +80,20 @@ def test_resume_at_random_points_out_of_order(seed: int, shuffle: bool | str) ->
             if count == stop_after:
                 break  # batches in flight are abandoned
         state = loader.state_dict()
-    loader = Loader(data, batch_size=6, seed=9, shuffle=shuffle, shuffle_window=2)
+    loader = Loader(data, batch_size=6, sampling=Sampling(seed=9, shuffle=shuffle, shuffle_window=2))
     loader.load_state_dict(state)
     for batch in loader:
         delivered.extend(batch.keys)
     assert Counter(delivered) == Counter(f"k{index}" for index in range(203))
 
 
-@pytest.mark.parametrize("shuffle", [True, "block"])
+@pytest.mark.parametrize("shuffle", ["uniform", "block"])
 def test_elastic_resume_from_two_ranks_to_three(shuffle: bool | str) -> None:
     data = storage(211, blocks=shuffle == "block")
     delivered: list[str] = []
     states = []
     for rank, stop_after in ((0, 5), (1, 9)):
-        loader = Loader(data, batch_size=5, rank=rank, world_size=2, seed=4, shuffle=shuffle)
+        loader = Loader(data, batch_size=5, sampling=Sampling(rank=rank, world_size=2, seed=4, shuffle=shuffle))
         for count, batch in enumerate(loader, start=1):
             delivered.extend(key for key, padding in zip(batch.keys, batch.padding) if not padding)
             if count == stop_after:
@@ -94,7 +101,7 @@ def test_elastic_resume_from_two_ranks_to_three(shuffle: bool | str) -> None:
         states.append(loader.state_dict())
     counts = []
     for rank in range(3):
-        loader = Loader(data, batch_size=5, rank=rank, world_size=3, seed=4, shuffle=shuffle)
+        loader = Loader(data, batch_size=5, sampling=Sampling(rank=rank, world_size=3, seed=4, shuffle=shuffle))
         loader.load_state_dict(states)
         batches = list(loader)
         counts.append(sum(len(batch) for batch in batches))
@@ -114,7 +121,13 @@ def test_images_from_shards_with_a_corrupt_sample(tmp_path: Path) -> None:
     with FileStorage(folder) as source:
         convert_storage(source, tmp_path / "shards", progress=False, decode_check=False)  # a bad sample packed on purpose
     transform = ImageTransform(resize_shorter=40, center_crop=(32, 32), layout="CHW", dtype="float32", mean=[0.5] * 3, std=[0.25] * 3)
-    loader = Loader(TarShardStorage(tmp_path / "shards"), batch_size=6, transform=transform, seed=1, on_error="zero", max_bad_samples=1)
+    loader = Loader(
+        TarShardStorage(tmp_path / "shards"),
+        batch_size=6,
+        transform=transform,
+        sampling=Sampling(seed=1),
+        failures=FailurePolicy(on_error="zero", max_bad_samples=1),
+    )
     seen = {}
     for batch in loader:
         assert batch.data.shape[1:] == (3, 32, 32) and batch.data.dtype == np.float32
@@ -133,7 +146,7 @@ def test_buffers_held_by_the_loop_are_never_overwritten(tmp_path: Path) -> None:
     data = MemoryStorage({f"k{index}": jpeg(64, 48, seed=index) for index in range(40)})
     transform = ImageTransform(resize=(16, 16))
     held = []
-    for batch in Loader(data, batch_size=4, transform=transform, shuffle=False, in_order=True):
+    for batch in Loader(data, batch_size=4, transform=transform, sampling=Sampling(shuffle="none", in_order=True)):
         held.append((batch.data, batch.data.copy()))
     assert all(np.array_equal(kept, copy) for kept, copy in held)
     loader = Loader(data, batch_size=4, transform=transform)
@@ -179,7 +192,7 @@ def test_mixture_proportions_determinism_and_resume() -> None:
     assert mixed.source_counts(mixed.keys) == {"big": 2800, "small": 1200}
     assert len(set(mixed.keys)) == 4000, "repeats of the small source get distinct keys"
     assert list(mixed.keys) == list(mixture().keys)
-    loader = Loader(mixed, batch_size=100, seed=2)
+    loader = Loader(mixed, batch_size=100, sampling=Sampling(seed=2))
     delivered = [key for batch in loader for key in batch.keys]
     # Every window of 1,000 consecutive samples holds 30% +- 5 standard deviations of small ones.
     sigma = (1000 * 0.3 * 0.7) ** 0.5
@@ -187,13 +200,13 @@ def test_mixture_proportions_determinism_and_resume() -> None:
         small_count = mixed.source_counts(delivered[start : start + 1000])["small"]
         assert abs(small_count - 300) < 5 * sigma, small_count
     # Resumable, and a new epoch draws other samples of the big source.
-    first = Loader(mixture(), batch_size=100, seed=2)
+    first = Loader(mixture(), batch_size=100, sampling=Sampling(seed=2))
     part = []
     for count, batch in enumerate(first, start=1):
         part.extend(batch.keys)
         if count == 7:
             break
-    second = Loader(mixture(), batch_size=100, seed=2)
+    second = Loader(mixture(), batch_size=100, sampling=Sampling(seed=2))
     second.load_state_dict(first.state_dict())
     part.extend(key for batch in second for key in batch.keys)
     assert Counter(part) == Counter(delivered)
@@ -233,9 +246,9 @@ def test_token_loader_resumes_exactly_with_the_packer_state(tmp_path: Path) -> N
 
 def test_block_shuffle_needs_a_storage_with_blocks() -> None:
     with pytest.raises(ValueError, match="has no blocks to shuffle by"):
-        Loader(storage(), batch_size=4, shuffle="block")
-    with pytest.raises(ValueError, match='shuffle must be True, False or "block"'):
-        Loader(storage(blocks=True), batch_size=4, shuffle="blocks")
+        Loader(storage(), batch_size=4, sampling=Sampling(shuffle="block"))
+    with pytest.raises(ValueError, match='shuffle must be "uniform", "block" or "none"'):
+        Loader(storage(blocks=True), batch_size=4, sampling=Sampling(shuffle="blocks"))
 
 
 class LookaheadStorage(BlockedStorage):
@@ -260,7 +273,12 @@ class LookaheadStorage(BlockedStorage):
 def test_the_block_shuffle_asks_for_each_block_before_its_first_sample(window: int) -> None:
     samples = {f"k{index}": index.to_bytes(4, "little") for index in range(203)}
     blocked = LookaheadStorage(samples, dict.fromkeys(samples, 0))
-    loader = Loader(blocked, batch_size=4, shuffle="block", shuffle_window=window, sample_prefetch=True, fetch_concurrency=1, seed=4)
+    loader = Loader(
+        blocked,
+        batch_size=4,
+        sampling=Sampling(shuffle="block", shuffle_window=window, seed=4),
+        reads=Reads(sample_prefetch=True, fetch_concurrency=1),
+    )
     assert sum(len(batch.keys) for batch in loader) == len(samples)
     asked = [block for kind, block in blocked.events if kind == "ahead"]
     assert sorted(asked) == list(range(12)), "every block asked for ahead, once"

@@ -11,8 +11,10 @@ import numpy as np
 import pytest
 
 from stoker import Loader
+from stoker.ingest import convert_storage
+from stoker.loader import Sampling
 from stoker.ops import AudioTransform, VideoTransform
-from stoker.storage import FileStorage, TarShardStorage, convert_storage
+from stoker.storage import FileStorage, TarShardStorage
 from tests.support.media_files import encode_audio, encode_video, read_counter, wav_bytes
 
 VIDEO = VideoTransform(frames=3, stride=5, resize=(180, 320), layout="THWC")
@@ -44,7 +46,7 @@ def run(loader: Loader, stop_after: int | None = None) -> dict[str, np.ndarray]:
 
 
 def test_video_clips_from_shards_are_exact_and_resume_exactly(video_shards: Path) -> None:
-    whole = run(Loader(TarShardStorage(video_shards), batch_size=4, transform=VIDEO, seed=3, shuffle=True))
+    whole = run(Loader(TarShardStorage(video_shards), batch_size=4, transform=VIDEO, sampling=Sampling(seed=3, shuffle="uniform")))
     assert len(whole) == 12
     for key, clip in whole.items():
         frames = 40 + 2 * int(key.split("clip")[1][:2])
@@ -52,9 +54,9 @@ def test_video_clips_from_shards_are_exact_and_resume_exactly(video_shards: Path
         assert numbers == [numbers[0], numbers[0] + 5, numbers[0] + 10] and numbers[-1] < frames
     assert len({int(read_counter(clip[0], 0.5)) for clip in whole.values()}) > 3, "random clip starts"
 
-    first = Loader(TarShardStorage(video_shards), batch_size=4, transform=VIDEO, seed=3, shuffle=True)
+    first = Loader(TarShardStorage(video_shards), batch_size=4, transform=VIDEO, sampling=Sampling(seed=3, shuffle="uniform"))
     delivered = run(first, stop_after=1)
-    resumed = Loader(TarShardStorage(video_shards), batch_size=4, transform=VIDEO, seed=3, shuffle=True)
+    resumed = Loader(TarShardStorage(video_shards), batch_size=4, transform=VIDEO, sampling=Sampling(seed=3, shuffle="uniform"))
     resumed.load_state_dict(json.loads(json.dumps(first.state_dict())))
     delivered.update(run(resumed))
     assert delivered.keys() == whole.keys()
@@ -72,7 +74,7 @@ def test_audio_windows_change_with_the_epoch_and_repeat_with_the_seed(tmp_path: 
     transform = AudioTransform(sample_rate=8_000, samples=4_000)
 
     def windows(epoch: int, seed: int = 5) -> dict[str, np.ndarray]:
-        loader = Loader(FileStorage(tmp_path / "audio", cache=False), batch_size=4, transform=transform, seed=seed)
+        loader = Loader(FileStorage(tmp_path / "audio", cache=False), batch_size=4, transform=transform, sampling=Sampling(seed=seed))
         loader.set_epoch(epoch)
         return {key: window.copy() for batch in loader for key, window in zip(batch.keys, batch.data)}
 

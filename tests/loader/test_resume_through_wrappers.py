@@ -14,6 +14,7 @@ import pytest
 
 from stoker import Loader
 from stoker.device import to_device, to_jax
+from stoker.loader import Sampling
 from stoker.storage import MemoryStorage
 
 COUNT = 300
@@ -25,7 +26,7 @@ def _storage() -> MemoryStorage:
 
 def _loader() -> Loader:
     # Fixed-size arrays, as a transform gives: the wrappers move numpy batches.
-    return Loader(_storage(), batch_size=10, seed=3, decode=lambda data: np.frombuffer(data, np.int32), pad=False)
+    return Loader(_storage(), batch_size=10, decode=lambda data: np.frombuffer(data, np.int32), sampling=Sampling(seed=3, pad=False))
 
 
 def _keys_of(moved: Any) -> list[str]:

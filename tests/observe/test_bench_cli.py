@@ -113,7 +113,8 @@ def test_a_peer_that_delivers_nothing_fails_instead_of_showing_zero(monkeypatch,
 
 def test_bench_reports_the_shuffles_mixing_against_a_uniform_one(tmp_path: Path, capsys) -> None:
     from stoker.bench import image_folder
-    from stoker.storage import FileStorage, convert_storage
+    from stoker.ingest import convert_storage
+    from stoker.storage import FileStorage
 
     with FileStorage(image_folder(64)) as folder:
         convert_storage(folder, tmp_path / "shards", to="shards", shard_size=400_000, progress=False)

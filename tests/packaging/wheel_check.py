@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 import stoker
+from stoker.loader import Sampling
 from stoker.ops import AudioTransform, ImageTransform, MediaUnavailableError, VideoTransform, decode_audio, decode_video
 
 
@@ -46,7 +47,7 @@ def without_ffmpeg(folder: Path) -> dict[str, object]:
         (folder / f"class_{index % 3}" / f"{index:03d}.jpg").write_bytes(data)
     transform = ImageTransform(resize_shorter=64, center_crop=(56, 56), layout="CHW")
     seen = 0
-    for batch in stoker.Loader(str(folder), batch_size=16, transform=transform, shuffle=True):
+    for batch in stoker.Loader(str(folder), batch_size=16, transform=transform, sampling=Sampling(shuffle="uniform")):
         assert batch.data.shape[1:] == (3, 56, 56) and batch.data.dtype == np.uint8, batch.data.shape
         seen += len(batch.keys)
     assert seen == 48, seen

@@ -8,7 +8,8 @@ from dataclasses import replace
 
 import pytest
 
-from stoker.storage import CassandraConnection, CassandraStorage, RetryPolicy, StorageError, upload_to_cassandra
+from stoker.ingest import upload_to_cassandra
+from stoker.storage import CassandraConnection, CassandraStorage, RetryPolicy, StorageError
 from tests.support import LatencyProxy
 from tests.support.cassandra_server import CassandraServer
 

@@ -11,7 +11,9 @@ from collections.abc import Iterator
 import pytest
 
 from stoker import Loader
-from stoker.storage import CassandraConnection, CassandraStorage, RetryPolicy, StorageError, upload_to_cassandra
+from stoker.ingest import upload_to_cassandra
+from stoker.loader import Sampling
+from stoker.storage import CassandraConnection, CassandraStorage, RetryPolicy, StorageError
 from tests.support.availability import started
 from tests.support.cassandra_cluster import CassandraCluster
 
@@ -39,7 +41,7 @@ def test_a_node_killed_mid_epoch_loses_nothing_and_rejoins(cluster: CassandraClu
     upload_to_cassandra(source, connection(cluster, keyspace, "QUORUM"), replication=3, progress=False, decode_check=False)
     delivered: Counter[str] = Counter()
     with CassandraStorage(connection(cluster, keyspace, "QUORUM"), retry=PATIENT) as storage:
-        for count, batch in enumerate(Loader(storage, batch_size=10, seed=1), start=1):
+        for count, batch in enumerate(Loader(storage, batch_size=10, sampling=Sampling(seed=1)), start=1):
             for key, data in zip(batch.keys, batch.data):
                 assert data == truth[key]
                 delivered[key] += 1
@@ -50,7 +52,7 @@ def test_a_node_killed_mid_epoch_loses_nothing_and_rejoins(cluster: CassandraClu
     cluster.restart(1)
     assert cluster.up_hosts() == set(cluster.hosts), "the restarted node rejoined"
     with CassandraStorage(connection(cluster, keyspace, "ALL"), retry=PATIENT) as storage:
-        keys = [key for batch in Loader(storage, batch_size=10, seed=2) for key in batch.keys]
+        keys = [key for batch in Loader(storage, batch_size=10, sampling=Sampling(seed=2)) for key in batch.keys]
     assert Counter(keys) == Counter(source.keys), "reads that need every replica succeed again"
 
 

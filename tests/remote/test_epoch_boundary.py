@@ -8,8 +8,9 @@ from collections import Counter
 
 import pytest
 
-from stoker.loader import Loader
-from stoker.storage import S3Storage, upload_to_s3
+from stoker.ingest import upload_to_s3
+from stoker.loader import Loader, Reads, Sampling
+from stoker.storage import S3Storage
 from tests.support.s3_server import S3Server
 
 from .conftest import dataset, epoch_contents
@@ -40,7 +41,7 @@ class CountingS3Storage(S3Storage):
 
 def test_the_next_epoch_is_requested_before_it_starts_and_never_twice(s3_server: S3Server, objects: str) -> None:
     with CountingS3Storage(objects, **s3_server.options()) as storage:
-        loader = Loader(storage, batch_size=10, seed=3, hedge=False)
+        loader = Loader(storage, batch_size=10, sampling=Sampling(seed=3), reads=Reads(hedge=False))
         assert epoch_contents(loader, expected()) == Counter(storage.keys)
         early = sum(storage.asked.values()) - len(storage)
         assert early > 0, "epoch 1's first samples were requested during epoch 0"
@@ -55,11 +56,11 @@ def test_the_next_epoch_is_requested_before_it_starts_and_never_twice(s3_server:
 
 def test_a_run_stopped_right_after_an_epoch_resumes_exactly(s3_server: S3Server, objects: str) -> None:
     with S3Storage(objects, **s3_server.options()) as storage:
-        first = Loader(storage, batch_size=10, seed=3)
+        first = Loader(storage, batch_size=10, sampling=Sampling(seed=3))
         epoch_contents(first, expected())
         state = first.state_dict()
     with S3Storage(objects, **s3_server.options()) as storage:
-        resumed = Loader(storage, batch_size=10, seed=3)
+        resumed = Loader(storage, batch_size=10, sampling=Sampling(seed=3))
         resumed.load_state_dict(state)
         assert epoch_contents(resumed, expected()) == Counter(storage.keys)
         assert resumed.sampler.epoch == 1
@@ -67,7 +68,7 @@ def test_a_run_stopped_right_after_an_epoch_resumes_exactly(s3_server: S3Server,
 
 def test_a_warm_up_for_an_epoch_not_chosen_is_dropped(s3_server: S3Server, objects: str) -> None:
     with S3Storage(objects, **s3_server.options()) as storage:
-        loader = Loader(storage, batch_size=10, seed=3)
+        loader = Loader(storage, batch_size=10, sampling=Sampling(seed=3))
         epoch_contents(loader, expected())
         loader.set_epoch(7)
         assert epoch_contents(loader, expected()) == Counter(storage.keys)

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from stoker.storage import upload_to_s3
+from stoker.ingest import upload_to_s3
 from tests.support.s3_server import S3Server
 
 from .conftest import dataset, unique

@@ -11,17 +11,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from stoker.loader import Loader
-from stoker.storage import (
-    CassandraConnection,
-    CassandraStorage,
-    MemoryStorage,
-    RemoteStorage,
-    S3Storage,
-    SubsetStorage,
-    upload_to_cassandra,
-    upload_to_s3,
-)
+from stoker.ingest import upload_to_cassandra, upload_to_s3
+from stoker.loader import Loader, Reads, Sampling
+from stoker.storage import CassandraConnection, CassandraStorage, MemoryStorage, RemoteStorage, S3Storage, SubsetStorage
 from tests.support.s3_server import S3Server
 
 from .conftest import dataset, unique
@@ -57,7 +49,7 @@ def delivered(loader: Loader) -> list[tuple[str, bytes, int]]:
 @pytest.mark.parametrize("in_order", [False, True])
 def test_every_sample_exactly_once_with_its_label(remote: tuple[RemoteStorage, MemoryStorage], in_order: bool) -> None:
     storage, source = remote
-    loader = Loader(storage, batch_size=16, in_order=in_order, seed=3)
+    loader = Loader(storage, batch_size=16, sampling=Sampling(in_order=in_order, seed=3))
     assert loader.sample_prefetch
     got = delivered(loader)
     assert Counter(key for key, _, _ in got) == Counter(source.keys)
@@ -73,7 +65,7 @@ def test_every_sample_exactly_once_with_its_label(remote: tuple[RemoteStorage, M
 
 def test_slow_start_ramps_one_batch_every_four_from_two(remote: tuple[RemoteStorage, MemoryStorage]) -> None:
     storage, _ = remote
-    loader = Loader(storage, batch_size=5, fetch_concurrency=6, ramp_every=4, stall_patience=60)  # no stall help
+    loader = Loader(storage, batch_size=5, reads=Reads(fetch_concurrency=6, ramp_every=4, stall_patience=60))  # no stall help
     delivered(loader)
     assert loader.prefetcher is not None
     history = loader.prefetcher.in_flight_history
@@ -85,14 +77,14 @@ def test_slow_start_ramps_one_batch_every_four_from_two(remote: tuple[RemoteStor
 
 def test_resume_mid_epoch_neither_loses_nor_repeats(remote: tuple[RemoteStorage, MemoryStorage]) -> None:
     storage, source = remote
-    loader = Loader(storage, batch_size=10, seed=5)
+    loader = Loader(storage, batch_size=10, sampling=Sampling(seed=5))
     first: list[str] = []
     for number, batch in enumerate(loader):
         first.extend(batch.keys)
         if number == 4:
             break  # batches in flight are dropped, not delivered
     state = loader.state_dict()
-    resumed = Loader(storage, batch_size=10, seed=5)
+    resumed = Loader(storage, batch_size=10, sampling=Sampling(seed=5))
     resumed.load_state_dict(state)
     rest = [key for key, _, _ in delivered(resumed)]
     assert Counter(first + rest) == Counter(source.keys)
@@ -124,10 +116,10 @@ class StallingStorage(SubsetStorage):
 
 def test_out_of_order_batches_complete_while_one_request_is_stalled(remote: tuple[RemoteStorage, MemoryStorage]) -> None:
     storage, source = remote
-    probe = Loader(storage, batch_size=10, seed=1)
+    probe = Loader(storage, batch_size=10, sampling=Sampling(seed=1))
     first_key = storage.keys[probe.sampler.plan_arrays()[1][0]]  # in the very first batch requested
     stalling = StallingStorage(storage, first_key)
-    loader = Loader(stalling, batch_size=10, seed=1, fetch_concurrency=4)
+    loader = Loader(stalling, batch_size=10, sampling=Sampling(seed=1), reads=Reads(fetch_concurrency=4))
     keys: list[str] = []
     for number, batch in enumerate(loader):
         keys.extend(batch.keys)

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from stoker.storage import RetryPolicy, S3Storage, StorageError, _upload, upload_to_s3
+from stoker.ingest import upload_to_s3
+from stoker.loader import Sampling
+from stoker.storage import RetryPolicy, S3Storage, StorageError, _upload
 from tests.support import LatencyProxy
 from tests.support.s3_server import S3Server
 
@@ -228,7 +230,7 @@ def test_image_text_shards_deliver_their_extra_members(s3_server: S3Server, buck
         Bucket=bucket, Key="laion/dataset.json", Body=json.dumps({"format": "stoker.shards", "shards": [{"name": shard.name}]}).encode()
     )
     with S3Storage(f"s3://{bucket}/laion", **s3_server.options()) as storage:
-        loader = Loader(storage, batch_size=4, decode=lambda data: data[3], extra=("txt", "json"), seed=1)
+        loader = Loader(storage, batch_size=4, decode=lambda data: data[3], extra=("txt", "json"), sampling=Sampling(seed=1))
         seen = {key: (value, extra) for batch in loader for key, value, extra in zip(batch.keys, batch.data, batch.extra)}
         assert seen == {f"{index:04d}": (index, {"txt": f"caption {index}", "json": {"n": index}}) for index in range(9)}
         assert isinstance(storage.try_read_members([0], ["wav"])[0], StorageError)

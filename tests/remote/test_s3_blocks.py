@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from stoker.loader import Loader
-from stoker.storage import RetryPolicy, S3Storage, SampleCache, upload_to_s3
+from stoker.ingest import upload_to_s3
+from stoker.loader import Loader, Sampling
+from stoker.storage import RetryPolicy, S3Storage, SampleCache
 from tests.support.s3_server import S3Server
 
 from .conftest import dataset, epoch_contents
@@ -40,7 +41,9 @@ def test_every_sample_once_per_epoch_for_any_block_size_and_world(
     delivered: Counter[str] = Counter()
     for rank in range(world_size):
         with S3Storage(shards, block_bytes=block_bytes, **s3_server.options()) as storage:
-            loader = Loader(storage, batch_size=16, shuffle="block", shuffle_window=2, rank=rank, world_size=world_size, seed=1)
+            loader = Loader(
+                storage, batch_size=16, sampling=Sampling(shuffle="block", shuffle_window=2, rank=rank, world_size=world_size, seed=1)
+            )
             for batch in loader:
                 for key, data, padding in zip(batch.keys, batch.data, batch.padding):
                     assert data == expected[key]
@@ -65,14 +68,14 @@ def test_one_get_per_block_instead_of_one_per_sample(s3_server: S3Server, shards
 def test_resume_mid_epoch_with_block_streaming_is_exact(s3_server: S3Server, shards: str) -> None:
     delivered: list[str] = []
     with S3Storage(shards, block_bytes=20_000, **s3_server.options()) as storage:
-        loader = Loader(storage, batch_size=10, shuffle="block", seed=5)
+        loader = Loader(storage, batch_size=10, sampling=Sampling(shuffle="block", seed=5))
         for count, batch in enumerate(loader, start=1):
             delivered.extend(batch.keys)
             if count == 7:
                 break
         state = loader.state_dict()
     with S3Storage(shards, block_bytes=20_000, **s3_server.options()) as storage:
-        resumed = Loader(storage, batch_size=10, shuffle="block", seed=5)
+        resumed = Loader(storage, batch_size=10, sampling=Sampling(shuffle="block", seed=5))
         resumed.load_state_dict(state)
         delivered.extend(key for batch in resumed for key in batch.keys)
     assert Counter(delivered) == Counter(expected_bytes(300).keys())
@@ -85,7 +88,7 @@ def test_later_epochs_read_whole_blocks_from_the_local_cache(s3_server: S3Server
         return epoch_contents(loader, expected)
 
     with S3Storage(shards, block_bytes=20_000, cache_dir=tmp_path, **s3_server.options()) as storage:
-        loader = Loader(storage, batch_size=16, shuffle="block", seed=4)
+        loader = Loader(storage, batch_size=16, sampling=Sampling(shuffle="block", seed=4))
         assert epoch(loader) == Counter(expected.keys())
         blocks = storage.block_sizes()
         assert blocks is not None and storage.stats()["block_downloads"] == len(blocks)
@@ -93,5 +96,5 @@ def test_later_epochs_read_whole_blocks_from_the_local_cache(s3_server: S3Server
         assert storage.stats()["block_downloads"] == len(blocks), "epoch 1 read every block from the cache"
     assert len(SampleCache(tmp_path, 10 << 20)) == len(blocks), "one entry a block"
     with S3Storage(shards, block_bytes=20_000, cache_dir=tmp_path, **s3_server.options()) as storage:
-        assert epoch(Loader(storage, batch_size=16, shuffle="block", seed=4)) == Counter(expected.keys())
+        assert epoch(Loader(storage, batch_size=16, sampling=Sampling(shuffle="block", seed=4))) == Counter(expected.keys())
         assert storage.stats()["block_downloads"] == 0, "a new run on the same cache reads no block from the server"

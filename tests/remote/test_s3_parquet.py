@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from stoker.loader import Loader
-from stoker.storage import ParquetStorage, RetryPolicy, StorageError, convert_storage, open_storage
+from stoker.ingest import convert_storage
+from stoker.loader import Loader, Sampling
+from stoker.storage import ParquetStorage, RetryPolicy, StorageError, open_storage
 from tests.support import LatencyProxy
 from tests.support.s3_server import S3Server
 
@@ -51,7 +52,11 @@ def test_a_glob_on_s3_reads_what_the_local_files_hold(s3_server: S3Server, parqu
 def test_the_block_shuffle_fetches_each_row_group_once(s3_server: S3Server, parquet_set: tuple[str, Path]) -> None:
     url, _ = parquet_set
     with open_storage(url, cache_bytes=400_000, **s3_server.options()) as storage:  # the row groups in flight, not the dataset
-        keys = Counter(key for batch in Loader(storage, batch_size=16, shuffle="block", shuffle_window=1, seed=0) for key in batch.keys)
+        keys = Counter(
+            key
+            for batch in Loader(storage, batch_size=16, sampling=Sampling(shuffle="block", shuffle_window=1, seed=0))
+            for key in batch.keys
+        )
         stats = storage.stats()
     assert keys == Counter({key: 1 for key in storage.keys})
     assert stats["row_groups_read"] == stats["row_groups"]

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from stoker.storage import FileStorage, LmdbStorage, StorageError, TarShardStorage, convert_storage, open_storage, shard_key
+from stoker.ingest import convert_storage, shard_key
+from stoker.storage import FileStorage, LmdbStorage, StorageError, TarShardStorage, open_storage
 
 from .conftest import make_folder
 
@@ -127,7 +128,7 @@ def test_wrong_destinations_are_refused(tmp_path: Path, folder) -> None:
 def test_verification_comes_before_the_manifest(tmp_path: Path, folder, monkeypatch: pytest.MonkeyPatch) -> None:
     root, _ = folder
     destination = tmp_path / "shards"
-    from stoker.storage import _convert
+    from stoker.ingest import _convert
 
     def failing(*args: object, **kwargs: object) -> None:
         raise StorageError("verification: sample 'x' reads back different bytes or label")

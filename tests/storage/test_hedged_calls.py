@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from stoker.storage._hedged import HedgedCalls
+from stoker.storage.policies._hedged import HedgedCalls
 
 
 def test_a_slow_call_is_sent_again_and_the_first_answer_wins() -> None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from stoker.storage import FileStorage, convert_storage, format_report, inspect_storage
+from stoker.ingest import convert_storage, format_report, inspect_storage
+from stoker.storage import FileStorage
 from tests.images import encode, photo
 
 

@@ -8,7 +8,8 @@ from pathlib import Path
 import lmdb
 import pytest
 
-from stoker.storage import FileStorage, LmdbStorage, StaleIndexError, StorageError, convert_storage, encode_datum, parse_datum
+from stoker.ingest import convert_storage, encode_datum
+from stoker.storage import FileStorage, LmdbStorage, StaleIndexError, StorageError, parse_datum
 
 
 def _write(path: Path, values: dict[bytes, bytes], map_size: int = 1 << 26) -> None:

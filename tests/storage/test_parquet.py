@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from stoker.loader import Loader
-from stoker.storage import FileStorage, ParquetStorage, TarShardStorage, convert_storage, open_storage, storage_format
+from stoker.ingest import convert_storage
+from stoker.loader import Loader, Reads, Sampling
+from stoker.storage import FileStorage, ParquetStorage, TarShardStorage, open_storage, storage_format
 from tests.storage.conftest import make_folder
 
 pa = pytest.importorskip("pyarrow")
@@ -102,14 +103,16 @@ def test_block_shuffle_reads_each_row_group_about_once_where_a_uniform_one_rerea
     group_bytes = 100 * 1000
     seen: list[int] = []
     with ParquetStorage(tmp_path / "big.parquet", cache_bytes=6 * group_bytes) as storage:
-        loader = Loader(storage, batch_size=25, shuffle="block", shuffle_window=2, fetch_concurrency=2, seed=3)
+        loader = Loader(
+            storage, batch_size=25, sampling=Sampling(shuffle="block", shuffle_window=2, seed=3), reads=Reads(fetch_concurrency=2)
+        )
         for batch in loader:
             seen.extend(storage.index_of(key) for key in batch.keys)
         block_reads = storage.stats()["row_groups_read"]
     assert sorted(seen) == list(range(2000)), "every row once"
     assert block_reads == 20, "each of the 20 row groups read once in the epoch"
     with ParquetStorage(tmp_path / "big.parquet", cache_bytes=6 * group_bytes) as storage:
-        for _batch in Loader(storage, batch_size=25, shuffle=True, fetch_concurrency=2, seed=3):
+        for _batch in Loader(storage, batch_size=25, sampling=Sampling(shuffle="uniform", seed=3), reads=Reads(fetch_concurrency=2)):
             pass
         assert storage.stats()["row_groups_read"] > 5 * 20, "a uniform shuffle re-reads row groups a small cache lost"
 
@@ -120,7 +123,9 @@ def test_the_block_shuffle_mixes_no_more_row_groups_than_the_cache_holds(tmp_pat
     huggingface_file(tmp_path / "big.parquet", rows, row_group_size=100)
     seen: list[int] = []
     with ParquetStorage(tmp_path / "big.parquet", cache_bytes=6 * 100 * 1000) as storage:
-        loader = Loader(storage, batch_size=25, shuffle="block", fetch_concurrency=2, seed=3)  # shuffle_window=32
+        loader = Loader(
+            storage, batch_size=25, sampling=Sampling(shuffle="block", seed=3), reads=Reads(fetch_concurrency=2)
+        )  # shuffle_window=32
         assert loader.sampler.window < 32
         for batch in loader:
             seen.extend(storage.index_of(key) for key in batch.keys)

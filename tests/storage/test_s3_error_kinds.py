@@ -8,7 +8,7 @@ pytest.importorskip("obstore")
 
 from obstore import exceptions  # noqa: E402
 
-from stoker.storage._s3_client import classify_s3_error  # noqa: E402
+from stoker.storage.remote._s3_client import classify_s3_error  # noqa: E402
 
 
 @pytest.mark.parametrize(

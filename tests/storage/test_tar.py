@@ -11,18 +11,9 @@ from pathlib import Path
 import pytest
 
 from stoker import _native
-from stoker.loader import Loader
-from stoker.storage import (
-    FileStorage,
-    ShardError,
-    StaleIndexError,
-    TarShardStorage,
-    build_index,
-    convert_storage,
-    index_path,
-    shard_key,
-    write_index,
-)
+from stoker.ingest import convert_storage, shard_key
+from stoker.loader import Loader, Sampling
+from stoker.storage import FileStorage, ShardError, StaleIndexError, TarShardStorage, build_index, index_path, write_index
 from tests.storage.conftest import make_folder
 
 
@@ -209,7 +200,7 @@ def test_block_streaming_reads_each_block_once_and_every_sample_once(tmp_path: P
     with TarShardStorage(tmp_path / "shards", block_bytes=30_000) as storage:
         blocks = storage.block_sizes()
         assert len(blocks) > len(storage.shards), "blocks are runs within shards"
-        loader = Loader(storage, batch_size=16, shuffle="block", shuffle_window=3, seed=2)
+        loader = Loader(storage, batch_size=16, sampling=Sampling(shuffle="block", shuffle_window=3, seed=2))
         seen: list[str] = []
         for batch in loader:
             assert batch.data == truth.read_many(batch.keys)

@@ -7,8 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from stoker.ingest import write_token_shards
 from stoker.ops import SequencePacker
-from stoker.storage import StorageError, TokenFile, open_tokens, write_token_shards
+from stoker.storage import StorageError, TokenFile, open_tokens
 
 
 def _documents() -> list[np.ndarray]:

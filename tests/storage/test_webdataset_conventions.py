@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from stoker.loader import Loader
+from stoker.ingest import convert_storage
+from stoker.loader import FailurePolicy, Loader, Sampling
 from stoker.ops import ImageTransform
-from stoker.storage import FileStorage, ShardError, StorageError, TarShardStorage, convert_storage
+from stoker.storage import FileStorage, ShardError, StorageError, TarShardStorage
 
 webdataset = pytest.importorskip("webdataset")
 
@@ -45,7 +46,7 @@ def test_mixed_extensions_read_per_sample(tmp_path: Path) -> None:
             next(value for name, value in sample.items() if name not in ("__key__", "cls")) for sample in samples
         ]
         assert storage.labels == [index % 2 for index in range(len(samples))]
-        loader = Loader(storage, batch_size=3, transform=ImageTransform(resize=(16, 12)), shuffle=False)
+        loader = Loader(storage, batch_size=3, transform=ImageTransform(resize=(16, 12)), sampling=Sampling(shuffle="none"))
         batches = list(loader)
     means = {key: float(pixels.mean()) for batch in batches for key, pixels in zip(batch.keys, batch.data)}
     assert sorted(means) == [f"s{index}" for index in range(len(samples))]
@@ -66,7 +67,7 @@ def test_labels_of_every_kind(tmp_path: Path) -> None:
     )
     with TarShardStorage(floats) as storage:
         assert list(storage.labels) == [0.0, 0.25, 0.5, 0.75]
-        batch = next(iter(Loader(storage, batch_size=4, shuffle=False)))
+        batch = next(iter(Loader(storage, batch_size=4, sampling=Sampling(shuffle="none"))))
         assert batch.labels.dtype == np.float64 and batch.labels.tolist() == [0.0, 0.25, 0.5, 0.75]
     described = _write(
         tmp_path / "json.tar",
@@ -106,7 +107,7 @@ def test_image_text_samples_through_the_loader(tmp_path: Path) -> None:
     ]
     shard = _write(tmp_path / "laion.tar", samples)
     with TarShardStorage(shard) as storage:
-        loader = Loader(storage, batch_size=4, transform=ImageTransform(resize=(16, 12)), extra=("txt", "json"), seed=3)
+        loader = Loader(storage, batch_size=4, transform=ImageTransform(resize=(16, 12)), extra=("txt", "json"), sampling=Sampling(seed=3))
         seen = {}
         for batch in loader:
             assert batch.extra is not None and len(batch.extra) == len(batch)
@@ -125,8 +126,14 @@ def test_a_sample_missing_an_extra_member_is_a_bad_sample(tmp_path: Path) -> Non
     shard = _write(tmp_path / "gap.tar", samples)
     with TarShardStorage(shard) as storage:
         with pytest.raises(Exception, match=r"'2'.*no 'txt' member"):
-            list(Loader(storage, batch_size=3, extra=("txt",), shuffle=False))
-        loader = Loader(storage, batch_size=3, extra=("txt",), shuffle=False, on_error="skip", max_bad_samples=None)
+            list(Loader(storage, batch_size=3, extra=("txt",), sampling=Sampling(shuffle="none")))
+        loader = Loader(
+            storage,
+            batch_size=3,
+            extra=("txt",),
+            sampling=Sampling(shuffle="none"),
+            failures=FailurePolicy(on_error="skip", max_bad_samples=None),
+        )
         batches = list(loader)
     assert [failure.key for failure in loader.failures] == ["2"]
     assert all(extra == {"txt": "caption"} for batch in batches for extra in batch.extra)

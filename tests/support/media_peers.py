@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from stoker.loader import FailurePolicy, Sampling
+
 RATE, WINDOW_SECONDS, AUDIO_BATCH = 16_000, 4.0, 32
 FRAMES, STRIDE, SIZE, VIDEO_BATCH = 8, 4, 224, 8
 WORKERS = 2
@@ -205,7 +207,13 @@ def run(method: str, kind: str, folder: Path) -> dict[str, Any]:
             if kind == "audio"
             else VideoTransform(frames=FRAMES, stride=STRIDE, resize_shorter=SIZE, center_crop=(SIZE, SIZE), layout="TCHW")
         )
-        for batch in Loader(str(folder / "files"), batch_size=batch_size, transform=transform, shuffle=True, on_error="raise"):
+        for batch in Loader(
+            str(folder / "files"),
+            batch_size=batch_size,
+            transform=transform,
+            sampling=Sampling(shuffle="uniform"),
+            failures=FailurePolicy(on_error="raise"),
+        ):
             assert batch.data.shape[1:] == shape, batch.data.shape
             clips += len(batch)
     elif method == "spdl":

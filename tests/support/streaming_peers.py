@@ -37,6 +37,8 @@ import sys
 import time
 from collections.abc import Iterator
 
+from stoker.loader import Sampling
+
 BATCH = 32
 BLOCK_BYTES = 8 << 20
 
@@ -46,7 +48,7 @@ def stoker_batches(url: str, endpoint: str, block: bool) -> Iterator[tuple[list[
     from stoker.storage import S3Storage
 
     storage = S3Storage(url, endpoint=endpoint, block_bytes=BLOCK_BYTES)
-    loader = Loader(storage, batch_size=BATCH, shuffle="block" if block else True, seed=0)
+    loader = Loader(storage, batch_size=BATCH, sampling=Sampling(shuffle="block" if block else True, seed=0))
     for batch in loader:
         yield batch.data, [storage.index_of(key) for key in batch.keys], batch.labels.tolist()
 
@@ -86,7 +88,7 @@ def stoker_parquet_batches(url: str, endpoint: str) -> Iterator[tuple[list[bytes
     from stoker.storage import open_storage
 
     storage = open_storage(f"{url}/*.parquet", endpoint=endpoint)
-    loader = Loader(storage, batch_size=BATCH, shuffle="block", seed=0)
+    loader = Loader(storage, batch_size=BATCH, sampling=Sampling(shuffle="block", seed=0))
     for batch in loader:
         yield batch.data, [storage.index_of(key) for key in batch.keys], batch.labels.tolist()
 

@@ -13,6 +13,7 @@ from torch.utils.data import BatchSampler, SubsetRandomSampler  # noqa: E402
 from torch.utils.data import DataLoader as TorchDataLoader  # noqa: E402
 
 from stoker import Loader  # noqa: E402
+from stoker.loader import Sampling  # noqa: E402
 from stoker.storage import MemoryStorage  # noqa: E402
 from stoker.torch import DataLoader, LoaderDataset  # noqa: E402
 
@@ -136,7 +137,7 @@ def test_an_exception_in_the_dataset_names_the_batch() -> None:
 
 def test_loader_as_an_iterable_dataset() -> None:
     storage = MemoryStorage({f"k{index}": bytes([index]) for index in range(20)}, {f"k{index}": index for index in range(20)})
-    loader = Loader(storage, batch_size=4, decode=lambda data: data[0], shuffle=False, in_order=True)
+    loader = Loader(storage, batch_size=4, decode=lambda data: data[0], sampling=Sampling(shuffle="none", in_order=True))
     wrapped = TorchDataLoader(LoaderDataset(loader), batch_size=None)
     labels = torch.cat([labels for _, labels in wrapped])
     assert labels.tolist() == list(range(20))

@@ -17,6 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..loader import Sampling
+
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 BATCH = 32
 OUTPUTS = ("uint8", "float32")
@@ -88,7 +90,7 @@ def run_stoker(root: Path, output: str) -> Arrivals:
         transform = ImageTransform(resize_shorter=256, center_crop=(224, 224), layout="CHW", dtype="float32", mean=MEAN, std=STD)
     else:
         transform = ImageTransform(resize_shorter=256, center_crop=(224, 224), layout="CHW")
-    loader = Loader(FileStorage(root), batch_size=BATCH, transform=transform, seed=0)
+    loader = Loader(FileStorage(root), batch_size=BATCH, transform=transform, sampling=Sampling(seed=0))
     for batch in loader:
         arrivals.add(len(batch))
     return arrivals

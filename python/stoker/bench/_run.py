@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..loader import Loader
+from ..loader import FailurePolicy, Loader, Reads, Sampling, Throughput
+from ..loader._options import Shuffle
 from ..observe import DataWaitMeter, diagnose
 from ..ops import ImageTransform
 from ..storage import Storage
@@ -96,14 +97,14 @@ def run_loader(
     duration: float = 20.0,
     progress: bool = True,
     name: str = "stoker.Loader",
-    shuffle: bool | str = True,
+    shuffle: Shuffle = "uniform",
     shuffle_window: int = 32,
 ) -> RunResult:
     """Run epochs of a Loader over ``storage`` for about ``duration`` seconds (at least one batch).
 
     ``step_seconds`` simulates a training step after every batch (sleeping, like a GPU step that
     leaves the CPU free); 0 measures the loader alone. ``shuffle`` and ``shuffle_window`` are the
-    Loader's.
+    Loader's `Sampling`'s.
     """
     from tqdm import tqdm
 
@@ -123,14 +124,10 @@ def run_loader(
         source,
         batch_size=batch_size,
         transform=transform,
-        fetch_concurrency=fetch_concurrency,
-        decode_concurrency=decode_concurrency,
-        stats_interval=0.1,
-        # A benchmark measures on: bad samples are replaced, counted and reported in the diagnosis.
-        on_error="skip",
-        max_bad_samples=None,
-        shuffle=shuffle,  # type: ignore[arg-type]
-        shuffle_window=shuffle_window,
+        reads=Reads(fetch_concurrency=fetch_concurrency),
+        throughput=Throughput(decode_concurrency=decode_concurrency, stats_interval=0.1),
+        failures=FailurePolicy(on_error="skip", max_bad_samples=None),
+        sampling=Sampling(shuffle=shuffle, shuffle_window=shuffle_window),
     )
     shuffle_facts = shuffle_report(storage, loader)
     usage_before = resource.getrusage(resource.RUSAGE_SELF)

@@ -92,7 +92,8 @@ def _drop_caches(paths: list[Path]) -> str:
 
 
 def small_files() -> str:
-    from ..storage import FileStorage, TarShardStorage, convert_storage
+    from ..ingest import convert_storage
+    from ..storage import FileStorage, TarShardStorage
     from ..storage._cache import cache_dir
     from ._images import image_folder
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from ..errors import ConfigurationError
 from ..storage import Storage, open_storage
 
 __all__ = ["as_storage", "check_integer", "check_number"]
@@ -16,7 +17,7 @@ def check_integer(name: str, value: Any, *, minimum: int = 1, optional: bool = F
 
     Raises:
         TypeError: Not an int (a float such as 32.0 or a string such as "32" included).
-        ValueError: Below ``minimum``.
+        ConfigurationError: Below ``minimum`` (a ValueError).
     """
     if value is None and optional:
         return
@@ -24,7 +25,7 @@ def check_integer(name: str, value: Any, *, minimum: int = 1, optional: bool = F
         expected = f"an int >= {minimum}" + (" or None" if optional else "")
         raise TypeError(f"{name} must be {expected}, got {type(value).__name__} {value!r}")
     if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+        raise ConfigurationError(f"{name} must be >= {minimum}, got {value}")
 
 
 def check_number(name: str, value: Any, *, minimum: float = 0.0) -> None:
@@ -32,12 +33,12 @@ def check_number(name: str, value: Any, *, minimum: float = 0.0) -> None:
 
     Raises:
         TypeError: Not a number.
-        ValueError: Below ``minimum``.
+        ConfigurationError: Below ``minimum`` (a ValueError).
     """
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"{name} must be a number >= {minimum}, got {type(value).__name__} {value!r}")
     if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+        raise ConfigurationError(f"{name} must be >= {minimum}, got {value}")
 
 
 def as_storage(storage: Any) -> Storage:

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from ..ops.image import Transform, decode_batch
+from ..ops.batch import Transform, decode_batch
 
 __all__ = ["decode_payloads"]
 
@@ -49,8 +49,10 @@ def decode_payloads(
             on_error="zero",
         )
         for failure in decoded.failures:
-            if not isinstance(payloads[failure.index], Exception):
-                failures[failure.index] = ("decode", failure.message)
+            slot = failure.position
+            assert slot is not None  # decode_batch records each failure's slot
+            if not isinstance(payloads[slot], Exception):
+                failures[slot] = ("decode", failure.error)
         return decoded.images, failures
     if decode is not None:
         data: list[Any] = []

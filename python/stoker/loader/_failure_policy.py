@@ -13,9 +13,11 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ._failures import BadSample, FailureLog, OnError, SampleError, TooManyBadSamplesError
+from ..errors import ConfigurationError, SampleError, TooManyBadSamplesError
+from ..failures import Failure, OnError
+from ._failures import FailureLog
 
-__all__ = ["FailurePolicy", "replacement_candidates"]
+__all__ = ["BadSampleHandler", "replacement_candidates"]
 
 # Replacement samples tried for one bad sample under on_error="skip".
 REPLACEMENT_TRIES = 16
@@ -28,24 +30,28 @@ def replacement_candidates(seed: int, epoch: int, position: int, size: int) -> l
     return [int(index) for index in generator.integers(0, size, size=REPLACEMENT_TRIES)]
 
 
-class FailurePolicy:
-    """``on_error`` with its budget and its log.
+class BadSampleHandler:
+    """A `FailurePolicy` at work: ``on_error`` applied with its budget and its log.
 
     Args:
         on_error: ``"raise"``, ``"skip"`` or ``"zero"`` (see `stoker.Loader`).
         max_bad_samples: Bad samples allowed per epoch: a count, a fraction (below 1.0) of the
             epoch rounded up, or None for no limit.
         quarantine: Where the log appends every bad sample (JSON lines), or None.
+        source: The storage the samples come from, as its records name it.
 
     Raises:
-        ValueError: An unknown policy or a negative budget.
+        ConfigurationError: An unknown policy or a negative budget.
     """
 
-    def __init__(self, on_error: OnError, max_bad_samples: int | float | None, quarantine: str | os.PathLike[str] | None) -> None:
+    def __init__(
+        self, on_error: OnError, max_bad_samples: int | float | None, quarantine: str | os.PathLike[str] | None, source: str = ""
+    ) -> None:
         if on_error not in ("raise", "skip", "zero"):
-            raise ValueError(f'on_error must be "raise", "skip" or "zero", got {on_error!r}')
+            raise ConfigurationError(f'on_error must be "raise", "skip" or "zero", got {on_error!r}')
         if max_bad_samples is not None and (max_bad_samples < 0 or (isinstance(max_bad_samples, float) and max_bad_samples >= 1.0)):
-            raise ValueError(f"max_bad_samples must be a count >= 0 or a fraction below 1.0, got {max_bad_samples!r}")
+            raise ConfigurationError(f"max_bad_samples must be a count >= 0 or a fraction below 1.0, got {max_bad_samples!r}")
+        self.source = source
         self.on_error: OnError = on_error
         self.max_bad_samples = max_bad_samples
         self.log = FailureLog(quarantine)
@@ -85,7 +91,7 @@ class FailurePolicy:
             SampleError: ``on_error="raise"``; lists the batch's bad samples.
             TooManyBadSamplesError: The epoch's budget ran out.
         """
-        records: list[BadSample] = []
+        records: list[Failure] = []
         for slot, (stage, reason) in sorted(failed.items()):
             action = "raised"
             if self.on_error == "skip":
@@ -100,7 +106,7 @@ class FailurePolicy:
             elif self.on_error == "zero":
                 action = "zero-filled"
                 zero(slot)
-            record = BadSample(keys[slot], stage, reason, epoch, positions[slot], action)
+            record = Failure(keys[slot], stage, reason, action, source=self.source, epoch=epoch, position=positions[slot])
             records.append(record)
             count = self.log.add(record)
             if self.on_error != "raise" and self.budget is not None and count > self.budget:

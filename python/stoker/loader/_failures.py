@@ -1,7 +1,8 @@
-"""The Loader's record of bad samples: which sample failed, where, why, and what was done.
+"""The Loader's log of bad samples (`stoker.failures.Failure`): which sample failed, where, why,
+and what was done.
 
 A sample is either delivered as real data or listed here. The policy (``on_error``) decides what
-happens to a bad sample: ``"raise"`` stops the epoch with `SampleError`, ``"skip"`` puts another
+happens to a bad sample: ``"raise"`` stops the epoch with `stoker.errors.SampleError`, ``"skip"`` puts another
 sample in its slot (chosen deterministically), ``"zero"`` zero-fills its slot and marks it
 invalid. Whatever the policy, each failure is counted, listed in `FailureLog.failures`, written to
 the quarantine file when there is one, and summed up in one warning per epoch; past the budget
@@ -15,77 +16,15 @@ import logging
 import os
 import threading
 from collections import Counter
-from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Literal
 
-__all__ = ["BadSample", "FailureLog", "OnError", "SampleError", "TooManyBadSamplesError"]
+from ..failures import Failure
 
-OnError = Literal["raise", "skip", "zero"]
+__all__ = ["FailureLog"]
+
 _logger = logging.getLogger("stoker.loader")
 # Failures kept in memory; the count and the quarantine file have them all.
 _KEPT = 10_000
-_LISTED = 10
-
-
-@dataclass(frozen=True)
-class BadSample:
-    """One sample that could not be delivered as read.
-
-    Attributes:
-        key: The sample's key in the storage.
-        stage: Where it failed: ``"fetch"`` (unreadable, missing, checksum mismatch) or
-            ``"decode"`` (not a decodable image, over the pixel limit, the user's decode raised).
-        reason: The error, naming the sample or file.
-        epoch: The epoch it failed in.
-        position: Its position in that epoch's order.
-        action: What was done: ``"raised"``, ``"zero-filled"`` or ``"replaced by <key>"``.
-    """
-
-    key: str
-    stage: str
-    reason: str
-    epoch: int
-    position: int
-    action: str
-
-    @property
-    def outcome(self) -> str:
-        """The action without the replacement's key: ``"raised"``, ``"zero-filled..."`` or ``"replaced"``."""
-        return self.action.split(" by ")[0]
-
-    def describe(self) -> str:
-        return f"{self.key!r} ({self.stage}: {self.reason}) -> {self.action}"
-
-
-def _listing(failures: list[BadSample], total: int) -> str:
-    lines = [f"  - {failure.describe()}" for failure in failures[:_LISTED]]
-    if total > _LISTED:
-        lines.append(f"  ... and {total - _LISTED} more (see loader.failures)")
-    return "\n".join(lines)
-
-
-class SampleError(RuntimeError):
-    """A sample failed under ``on_error="raise"``; ``.failures`` lists the batch's bad samples."""
-
-    def __init__(self, failures: list[BadSample]) -> None:
-        self.failures = failures
-        super().__init__(
-            f"{len(failures)} sample(s) of a batch failed and on_error='raise' (use on_error='skip' or 'zero' "
-            f"with max_bad_samples to go on):\n{_listing(failures, len(failures))}"
-        )
-
-
-class TooManyBadSamplesError(RuntimeError):
-    """More samples failed in an epoch than ``max_bad_samples`` allows; ``.failures`` lists them."""
-
-    def __init__(self, count: int, budget: int, failures: list[BadSample]) -> None:
-        self.count = count
-        self.budget = budget
-        self.failures = failures
-        super().__init__(
-            f"{count} samples failed this epoch, more than max_bad_samples={budget}; the epoch stopped:\n{_listing(failures, count)}"
-        )
 
 
 class FailureLog:
@@ -108,27 +47,28 @@ class FailureLog:
                 open(self.quarantine, "a", encoding="utf-8").close()
             except OSError as error:
                 raise OSError(error.errno, f"cannot append to the quarantine file {self.quarantine}: {error.strerror}") from error
-        self.failures: list[BadSample] = []
+        self.failures: list[Failure] = []
         self.count = 0
         self._lock = threading.Lock()
         self._by_epoch: Counter[int] = Counter()
         self._by_kind: Counter[str] = Counter()  # every failure, also past the kept list
         self._summarized: Counter[int] = Counter()
 
-    def add(self, failure: BadSample) -> int:
+    def add(self, failure: Failure) -> int:
         """Record one failure; returns how many failed in its epoch so far."""
         with self._lock:
             self.count += 1
-            self._by_epoch[failure.epoch] += 1
+            epoch = failure.epoch if failure.epoch is not None else -1
+            self._by_epoch[epoch] += 1
             self._by_kind[f"{failure.stage}: {failure.outcome}"] += 1
             if len(self.failures) < _KEPT:
                 self.failures.append(failure)
             if self.quarantine is not None:
                 with open(self.quarantine, "a", encoding="utf-8") as file:
-                    file.write(json.dumps(asdict(failure)) + "\n")
-            return self._by_epoch[failure.epoch]
+                    file.write(json.dumps(failure.to_json()) + "\n")
+            return self._by_epoch[epoch]
 
-    def in_epoch(self, epoch: int) -> list[BadSample]:
+    def in_epoch(self, epoch: int) -> list[Failure]:
         """The kept failures of ``epoch``."""
         with self._lock:
             return [failure for failure in self.failures if failure.epoch == epoch]

@@ -31,17 +31,20 @@ from typing import Any, Literal
 import numpy as np
 
 from ..distributed import discover_world
+from ..errors import ConfigurationError, SampleError, TooManyBadSamplesError
+from ..failures import Failure
 from ..ops._media_backend import media_backend
-from ..ops.image import TRANSFORMS, AudioTransform, Transform, VideoTransform, allocate_batch
+from ..ops.batch import TRANSFORMS, Transform, allocate_batch
+from ..ops.media import AudioTransform, VideoTransform
 from ..pipeline import AbortPipeline, Pipeline, PipelineBuilder, PipelineStats
 from ..sampling import BlockLookahead, EpochWarmup, FetchedSample, OutOfOrderPrefetcher, Sampler
 from ..storage import RemoteStorage, Storage, StorageClosedError, StorageUnavailableError
-from ._arguments import as_storage, check_integer, check_number
+from ._arguments import as_storage, check_integer
 from ._batch import Batch
 from ._buffers import BufferPool, pinned_allocator
 from ._decode import decode_payloads
-from ._failure_policy import FailurePolicy, replacement_candidates
-from ._failures import BadSample, OnError, SampleError, TooManyBadSamplesError
+from ._failure_policy import BadSampleHandler, replacement_candidates
+from ._options import FailurePolicy, Reads, Sampling, Throughput, from_keywords
 from ._plan import BatchPlan, PlanSamples
 
 __all__ = ["Loader"]
@@ -55,6 +58,9 @@ _QUICK_STOP = 0.4
 class Loader:
     """Batches from a storage, for a training loop.
 
+    The common path is one line, ``Loader(storage, batch_size=256, transform=ImageTransform(...))``;
+    everything else is in four option objects, each checked where it is built and printable.
+
     Args:
         storage: Where the samples are: a `Storage`, or a path or URL that
             `stoker.storage.open_storage` opens (a folder, shards, LMDB, ``s3://``...).
@@ -65,58 +71,27 @@ class Loader:
             Windows and clips are placed by each sample's seed (seed, epoch, position). Without
             it, ``decode`` is applied per sample, or the raw bytes are delivered. Audio and
             video need the user's FFmpeg: without one, building the Loader raises
-            `stoker.ops.MediaUnavailableError`, saying what to install.
+            `stoker.errors.MediaUnavailableError`, saying what to install.
         decode: A function of a sample's bytes (when there is no ``transform``).
         extra: Other members of each sample to deliver beside the decoded payload, by extension
             (``("txt", "json")`` for LAION-style image-text shards): `Batch.extra` holds them
             per sample, ``txt`` as text, ``json`` parsed, others as bytes. A sample lacking one
-            is a bad sample (``on_error``). Tar shards, local or on S3.
-        shuffle: True: a uniform shuffle per epoch; ``"block"``: the block shuffle (each rank
-            reads a few of the storage's blocks at a time, shuffled together: for object stores
-            and Parquet; see `stoker.sampling.block_order`), and the storage streams whole
-            blocks (`Storage.stream_blocks`); False: storage order.
-        shuffle_window: With ``shuffle="block"``, blocks per rank shuffled together (32: with
-            8 MB blocks, 256 MB held per rank; wider mixes better, see `shuffle_quality`).
-        seed, rank, world_size, pad: The `Sampler`'s; ``pad=False`` drops the uneven
-            tail instead of padding ranks to equal counts. Rank and world size left out are
-            found (`stoker.distributed.discover_world`): from an initialized
-            ``torch.distributed`` process group, else ``RANK`` and ``WORLD_SIZE`` (as
-            ``torchrun`` sets them), else rank 0 of 1.
+            is a bad sample. Tar shards, local or on S3.
         drop_last: Drop this rank's last, short batch.
-        in_order: Deliver batches in sampler order (a slow batch then holds the others back).
-        fetch_concurrency: Batches being read at once (default 4; 8 for network storage).
-        sample_prefetch: Fetch per sample with out-of-order assembly and slow start (default:
-            on for network storage, whose ``fetch_index`` is async).
-        ramp_every: With ``sample_prefetch``, consumed batches per extra batch in flight while
-            ramping up (the Cassandra paper: 4).
-        stall_patience: With ``sample_prefetch``, least seconds a batch waits on stalled requests
-            before more are requested or they are sent again (see `OutOfOrderPrefetcher`).
-        hedge: With ``sample_prefetch``, send stalled requests again when no more can be
-            requested (at the cap, in order, at the end of an epoch); False waits for them.
-        decode_concurrency: Batches being decoded at once (default: the number of cores).
-        prefetch: Finished batches kept ready ahead of the training loop.
-        on_error: What to do with a sample that cannot be read or decoded (missing, corrupt,
-            failing its checksum, over the pixel limit, the ``decode`` function raising):
-            ``"raise"`` (default) stops with `SampleError` naming it; ``"skip"`` puts another
-            sample in its slot, drawn from (seed, epoch, position) so a resumed run makes the
-            same choice (``batch.replaced`` marks it); ``"zero"`` zero-fills the slot and marks
-            it invalid. Every bad sample is listed in `failures`, counted in `stats`, and summed
-            up in one warning per epoch. An unreachable store is not a bad sample: it is retried
-            to the storage's deadline, then `StorageUnavailableError` is raised.
-        max_bad_samples: With ``"skip"`` or ``"zero"``: bad samples allowed per epoch, as a
-            count, or as a fraction (below 1.0) of this rank's epoch, rounded up; past it the epoch stops
-            with `TooManyBadSamplesError`. None: no limit.
-        quarantine: A file to append every bad sample to (JSON lines: key, stage, reason,
-            epoch, position, action), to fix or drop them later.
-        max_failures: Batches a stage may fail on (an error outside any one sample) before the
-            epoch stops with an error.
-        pin_memory: Decode into page-locked host buffers when CUDA is available (``"auto"`` and
-            True; False never pins), for asynchronous copies with `stoker.device.to_device`.
-        stats_interval: Seconds between the timeline samples of each epoch's stats.
+        sampling: Order, sharding and seed (`Sampling`): a uniform shuffle seeded with 0, and
+            this process's rank found by itself, unless given.
+        reads: How reads are kept in flight (`Reads`); the defaults suit the storage (per-sample
+            out-of-order prefetch for network storage).
+        failures: What a bad sample does (`FailurePolicy`); by default it raises.
+        throughput: Concurrency, batches kept ready, pinned memory (`Throughput`).
+        **deprecated: The keywords these objects replaced (``shuffle=``, ``on_error=``...) work
+            for one release, each with a `DeprecationWarning` naming its new spelling.
 
     Attributes:
-        failures: Every bad sample met so far, oldest first (`BadSample`: key, stage, reason,
-            epoch, position, action; the first 10,000 are kept, `failure_count` counts all).
+        failures: Every bad sample met so far, oldest first (`stoker.failures.Failure`: key,
+            stage, reason, epoch, position, action; the first 10,000 are kept, `failure_count`
+            counts all).
+        options: The four option objects in force (``loader.options["sampling"]``...).
 
     Iterating a Loader gives the rest of the current epoch; once an epoch is finished, the next
     iteration starts the next epoch (as if ``set_epoch(epoch + 1)`` had been called). One
@@ -125,7 +100,7 @@ class Loader:
 
     Raises:
         TypeError: An argument of the wrong type (the message names it and what it takes).
-        ValueError: Bad sizes or policy.
+        ConfigurationError: Bad sizes or policy (a `ValueError`).
         MediaUnavailableError: An audio or video transform, and no FFmpeg this stoker supports.
     """
 
@@ -137,41 +112,24 @@ class Loader:
         transform: Transform | None = None,
         decode: Callable[[bytes], Any] | None = None,
         extra: Sequence[str] = (),
-        shuffle: bool | Literal["block"] = True,
-        shuffle_window: int = 32,
-        seed: int = 0,
-        rank: int | None = None,
-        world_size: int | None = None,
-        pad: bool = True,
         drop_last: bool = False,
-        in_order: bool = False,
-        fetch_concurrency: int | None = None,
-        sample_prefetch: bool | None = None,
-        ramp_every: int = 4,
-        stall_patience: float = 0.05,
-        hedge: bool = True,
-        decode_concurrency: int | None = None,
-        prefetch: int = 2,
-        on_error: OnError = "raise",
-        max_bad_samples: int | float | None = 0.01,
-        quarantine: str | os.PathLike[str] | None = None,
-        max_failures: int | None = 0,
-        pin_memory: bool | str = "auto",
-        stats_interval: float = 0.25,
+        sampling: Sampling | None = None,
+        reads: Reads | None = None,
+        failures: FailurePolicy | None = None,
+        throughput: Throughput | None = None,
+        **deprecated: Any,
     ) -> None:
+        options = from_keywords({"sampling": sampling, "reads": reads, "failures": failures, "throughput": throughput}, deprecated)
+        self.options: dict[str, Any] = options
+        sampling_options: Sampling = options["sampling"]
+        read_options: Reads = options["reads"]
+        failure_options: FailurePolicy = options["failures"]
+        throughput_options: Throughput = options["throughput"]
         storage = as_storage(storage)
         check_integer("batch_size", batch_size)
-        for name, value in (("fetch_concurrency", fetch_concurrency), ("decode_concurrency", decode_concurrency)):
-            check_integer(name, value, optional=True)
-        check_integer("prefetch", prefetch, minimum=0)
-        check_integer("shuffle_window", shuffle_window)
-        check_integer("ramp_every", ramp_every)
-        check_integer("seed", seed, minimum=0)
-        rank, world_size, _ = discover_world(rank, world_size)
+        rank, world_size, _ = discover_world(sampling_options.rank, sampling_options.world_size)
         check_integer("world_size", world_size)
         check_integer("rank", rank, minimum=0)
-        check_number("stall_patience", stall_patience)
-        check_number("stats_interval", stats_interval)
         if transform is not None and not isinstance(transform, TRANSFORMS):
             raise TypeError(
                 f"transform must be a stoker.ops ImageTransform, AudioTransform or VideoTransform, got {type(transform).__name__}"
@@ -179,22 +137,24 @@ class Loader:
         if decode is not None and not callable(decode):
             raise TypeError(f"decode must be a function of a sample's bytes, got {type(decode).__name__}")
         if transform is not None and decode is not None:
-            raise ValueError("give transform or decode, not both")
+            raise ConfigurationError("give transform or decode, not both")
         if isinstance(transform, (AudioTransform, VideoTransform)):
             media_backend()  # no FFmpeg here: say so now, before any thread starts, not at the first batch
-        self._policy = FailurePolicy(on_error, max_bad_samples, quarantine)
+        self._policy = BadSampleHandler(
+            failure_options.on_error, failure_options.max_bad_samples, failure_options.quarantine, source=storage.describe()
+        )
         self.storage = storage
         self.batch_size = batch_size
         self.transform = transform
         self.decode = decode
         self.drop_last = drop_last
-        self.in_order = in_order
+        self.in_order = sampling_options.in_order
         remote = storage.is_remote
-        self.sample_prefetch = remote if sample_prefetch is None else sample_prefetch
-        self.fetch_concurrency = fetch_concurrency or (8 if remote else 4)
-        self.ramp_every = ramp_every
-        self.stall_patience = stall_patience
-        self.hedge = hedge
+        self.sample_prefetch = remote if read_options.sample_prefetch is None else read_options.sample_prefetch
+        self.fetch_concurrency = read_options.fetch_concurrency or (8 if remote else 4)
+        self.ramp_every = read_options.ramp_every
+        self.stall_patience = read_options.stall_patience
+        self.hedge = read_options.hedge
         self.prefetcher: OutOfOrderPrefetcher | None = None
         # Network storage: the next epoch's first samples are requested before this one ends.
         self._warmup = (
@@ -202,19 +162,21 @@ class Loader:
             if isinstance(storage, RemoteStorage) and not storage.changes_per_epoch
             else None
         )
-        self.decode_concurrency = decode_concurrency or os.cpu_count() or 1
+        self.decode_concurrency = throughput_options.decode_concurrency or os.cpu_count() or 1
+        prefetch = throughput_options.prefetch
         self.prefetch = prefetch
-        self.max_failures = max_failures
-        self.stats_interval = stats_interval
+        self.max_failures = failure_options.max_failures
+        self.stats_interval = throughput_options.stats_interval
+        shuffle = sampling_options.shuffle
         self.sampler = Sampler(
             len(storage),
-            shuffle=bool(shuffle),
-            seed=seed,
+            shuffle=shuffle != "none",
+            seed=sampling_options.seed,
             rank=rank,
             world_size=world_size,
-            pad=pad,
+            pad=sampling_options.pad,
             blocks=_shuffle_blocks(storage, shuffle),
-            window=_block_window(storage, shuffle, shuffle_window),
+            window=_block_window(storage, shuffle, sampling_options.shuffle_window),
         )
         self.extra = _check_extra(extra, storage)
         self._labels = label_array(storage.labels)
@@ -222,7 +184,7 @@ class Loader:
         self._pool = None
         if transform is not None:
             allocate: Callable[[], np.ndarray] = lambda: allocate_batch(transform, batch_size)  # noqa: E731
-            if pin_memory:
+            if throughput_options.pin_memory:
                 # Page-locked when CUDA is there; without it there is nothing to pin.
                 shape = allocate_batch(transform, 1).shape[1:]
                 allocate = pinned_allocator((batch_size, *shape), transform.dtype)
@@ -238,7 +200,7 @@ class Loader:
         self._iterating: str | None = None  # the thread iterating now
 
     @property
-    def failures(self) -> list[BadSample]:
+    def failures(self) -> list[Failure]:
         """Every bad sample met so far (see the class notes)."""
         return list(self._policy.log.failures)
 
@@ -536,7 +498,7 @@ class Loader:
             builder.pipe(
                 self._decode, concurrency=self.decode_concurrency, name="decode", output_order=order, max_failures=self.max_failures
             )
-            .add_sink(self.prefetch)
+            .add_sink(max(1, self.prefetch))  # prefetch=0: the one batch being handed over, no more
             .build(name="loader", stats_interval=self.stats_interval)
         )
 
@@ -623,14 +585,14 @@ def _check_extra(extra: Sequence[str], storage: Storage) -> tuple[str, ...]:
     return extra
 
 
-def _block_window(storage: Storage, shuffle: Any, window: int) -> int:
+def _block_window(storage: Storage, shuffle: str, window: int) -> int:
     """``window``, or fewer blocks where the storage cannot hold that many at once (then said
     in a warning: mixing fewer blocks lowers shuffle quality, and a bigger cache restores it)."""
     most = storage.max_open_blocks() if shuffle == "block" else None
     if most is None or most >= window:
         return window
     _logger.warning(
-        "%s: the block shuffle mixes %d blocks, not shuffle_window=%d: its block cache holds %d at once "
+        "%s: the block shuffle mixes %d blocks, not shuffle_window=%d (of its Sampling): its block cache holds %d at once "
         "(a larger cache_bytes / block_cache_bytes mixes more)",
         storage.describe(),
         most,
@@ -640,22 +602,19 @@ def _block_window(storage: Storage, shuffle: Any, window: int) -> int:
     return most
 
 
-def _shuffle_blocks(storage: Storage, shuffle: Any) -> list[int] | None:
+def _shuffle_blocks(storage: Storage, shuffle: str) -> list[int] | None:
     """The block sizes a ``shuffle="block"`` Sampler needs, or None for the other shuffles.
 
     Raises:
-        ValueError: ``shuffle`` is not True, False or "block", or the storage has no blocks or
-            changes its samples per epoch.
+        ConfigurationError: The storage has no blocks or changes its samples per epoch.
     """
-    if shuffle is True or shuffle is False:
-        return None
     if shuffle != "block":
-        raise ValueError(f'shuffle must be True, False or "block", got {shuffle!r}')
+        return None
     blocks = storage.block_sizes()
     if blocks is None or storage.changes_per_epoch:
-        raise ValueError(
+        raise ConfigurationError(
             f'{storage.describe()} has no blocks to shuffle by (shuffle="block" needs shards, Parquet row groups or '
-            "another storage with block_sizes()); use shuffle=True"
+            'another storage with block_sizes()); use shuffle="uniform"'
         )
     storage.stream_blocks()
     return blocks

@@ -1,42 +1,41 @@
 """What happens to bytes: image, audio and video decode and transform into batch memory, token
 sequence packing (native, GIL-free). Images and packing are the core's; audio and video are the
 media part's, which uses the user's FFmpeg and is loaded on first use (`MediaUnavailableError`
-when there is none)."""
+when there is none).
 
-from ._media_backend import MediaUnavailableError
-from .image import (
-    BatchDecodeError,
-    DecodedBatch,
-    ImageDecodeError,
-    ImageTransform,
-    SampleFailure,
-    allocate_batch,
-    decode_batch,
-    decode_image,
-    sample_seeds,
-)
-from .media import AudioTransform, MediaDecodeError, VideoTransform, decode_audio, decode_video, seconds_to_samples
+- `batch`: any transform's samples into one batch buffer (`decode_batch`, `allocate_batch`).
+- `image`: one image (`decode_image`, `ImageTransform`).
+- `media`: one audio window or video clip (`decode_audio`, `decode_video`).
+- `packing`: token sequences packed into fixed-length rows (`SequencePacker`).
+"""
+
+from .._deprecation import moved_names
+from ..errors import BatchDecodeError, ImageDecodeError, MediaDecodeError, MediaUnavailableError
+from .batch import DecodedBatch, allocate_batch, decode_batch, sample_seeds
+from .image import ImageTransform, decode_image
+from .media import AudioTransform, VideoTransform, decode_audio, decode_video, seconds_to_samples
 from .packing import EfficiencyReport, PackedBatch, SequencePacker, as_token_array
 
 __all__ = [
     "AudioTransform",
-    "MediaDecodeError",
-    "MediaUnavailableError",
-    "VideoTransform",
-    "decode_audio",
-    "decode_video",
-    "seconds_to_samples",
     "BatchDecodeError",
     "DecodedBatch",
     "EfficiencyReport",
     "ImageDecodeError",
     "ImageTransform",
+    "MediaDecodeError",
+    "MediaUnavailableError",
     "PackedBatch",
-    "SampleFailure",
     "SequencePacker",
+    "VideoTransform",
     "allocate_batch",
     "as_token_array",
+    "decode_audio",
     "decode_batch",
     "decode_image",
+    "decode_video",
     "sample_seeds",
+    "seconds_to_samples",
 ]
+
+__getattr__ = moved_names(__name__, {"SampleFailure": "stoker.failures:Failure"})

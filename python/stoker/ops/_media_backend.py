@@ -29,6 +29,7 @@ from types import ModuleType
 from typing import Any
 
 from .._native import AudioTransform, VideoTransform
+from ..errors import MediaUnavailableError
 
 __all__ = [
     "MediaBuild",
@@ -41,13 +42,6 @@ __all__ = [
 
 _BUILDS = Path(__file__).resolve().parent.parent / "_media"
 _BUILD_FOLDER = re.compile(r"ffmpeg(\d+)")
-
-
-class MediaUnavailableError(ImportError):
-    """Audio and video decoding cannot run here: no FFmpeg this build of stoker supports was found.
-
-    Images, storage, the Loader and the CLI are unaffected; the message says what to install.
-    """
 
 
 @dataclass(frozen=True)

@@ -24,13 +24,10 @@ from typing import Any
 import numpy as np
 
 from .._native import AudioTransform, VideoTransform
-from .image import BatchDecodeError, ImageDecodeError, decode_batch
+from ..errors import BatchDecodeError, MediaDecodeError
+from .batch import decode_batch
 
 __all__ = ["AudioTransform", "MediaDecodeError", "VideoTransform", "decode_audio", "decode_video", "seconds_to_samples"]
-
-
-class MediaDecodeError(ImageDecodeError):
-    """One audio or video sample could not be decoded; the message names it and says why."""
 
 
 def seconds_to_samples(seconds: float, sample_rate: int) -> int:

@@ -4,15 +4,15 @@ Knows nothing about images or storage. See `PipelineBuilder` to describe a pipel
 `Pipeline` to run it; `profile_pipeline` finds each stage's best concurrency.
 """
 
+from ..errors import PipelineError, PipelineFailureError, PipelineStoppedError
 from ._builder import PipelineBuilder
-from ._errors import AbortPipeline, FailureRecord, PipelineError, PipelineFailureError, PipelineStoppedError
+from ._errors import AbortPipeline
 from ._pipeline import Pipeline
 from ._profile import ProfileResult, profile_pipeline
 from ._stats import PipelineStats, StageStats, TaskTimeSummary
 
 __all__ = [
     "AbortPipeline",
-    "FailureRecord",
     "Pipeline",
     "PipelineBuilder",
     "PipelineError",

@@ -6,17 +6,20 @@ never has to block a thread waiting for room. That is what lets every task run i
 thread pool without deadlock, however small the pool: when downstream is slow, upstream simply
 stops starting tasks, and the congestion reaches the source (backpressure).
 
-Not thread-safe by itself: the engine's lock guards every call.
+Not thread-safe by itself: the engine's lock guards every call. `StageRunner` is what a buffer
+knows of the stages at its two ends.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from time import perf_counter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from ._runner import StageRunner
+    from ..failures import Failure
+    from ._spec import StageSpec
+    from ._stats import StageStats
 
 
 class _Buffer:
@@ -85,3 +88,25 @@ class _Buffer:
         now = perf_counter()
         area = self._area + len(self.items) * (now - self._last_change)
         return area / (now - since) if now > since else float(len(self.items))
+
+
+class StageRunner(Protocol):
+    """A stage as the engine and its buffers see it, whichever kind: `_Stage` (sources and pipes,
+    run by tasks on threads or the event loop) or `_InlineStage` (aggregate and disaggregate, run
+    inside the engine's lock)."""
+
+    spec: StageSpec
+    name: str
+    output: _Buffer
+    items_out: int
+    failure_count: int
+    failure_records: list[Failure]
+    wake_pending: bool
+
+    def busy_seconds(self, now: float) -> float:
+        """Task-seconds run so far."""
+        ...
+
+    def snapshot(self, started: float) -> StageStats:
+        """The stage's stats so far, measured from ``started``."""
+        ...

@@ -20,10 +20,11 @@ from enum import Enum
 from time import perf_counter, thread_time
 from typing import Any
 
-from ._buffer import _Buffer
-from ._errors import AbortPipeline, FailureRecord, PipelineFailureError, PipelineStoppedError
-from ._inline import _InlineStage, _short_repr
-from ._runner import StageRunner
+from ..errors import PipelineFailureError, PipelineStoppedError
+from ..failures import Failure, error_text, qualified_name
+from ._buffer import StageRunner, _Buffer
+from ._errors import AbortPipeline, short_repr
+from ._inline import _InlineStage
 from ._spec import OpKind, StageKind, StageSpec
 from ._stage import _Job, _Stage
 from ._stats import PipelineStats
@@ -188,7 +189,7 @@ class _Engine:
         """Act on every woken stage; return the stages that need a new runner. Under the lock."""
         starts: list[_Stage] = []
         pending = self._pending
-        failures: list[tuple[StageRunner, FailureRecord]] = []
+        failures: list[tuple[StageRunner, Failure]] = []
         while pending:
             stage = pending.popleft()
             if stage is None:
@@ -364,17 +365,18 @@ class _Engine:
     # ---- failures --------------------------------------------------------------------------
 
     @staticmethod
-    def _failure_record(stage: _Stage, job: _Job, error: BaseException) -> FailureRecord:
-        return FailureRecord(
+    def _failure_record(stage: _Stage, job: _Job, error: BaseException) -> Failure:
+        return Failure(
+            sample=short_repr(job.item),
             stage=stage.name,
-            index=job.seq,
-            item=_short_repr(job.item),
-            error_type=f"{type(error).__module__}.{type(error).__qualname__}",
-            message=str(error),
+            error=error_text(error),
+            action="dropped",
+            position=job.seq,
+            error_type=qualified_name(error),
             traceback="".join(traceback.format_exception(type(error), error, error.__traceback__)),
         )
 
-    def _log_failure(self, stage: _Stage, record: FailureRecord, error: BaseException) -> None:
+    def _log_failure(self, stage: _Stage, record: Failure, error: BaseException) -> None:
         if stage.failure_count <= _TRACEBACKS_LOGGED:
             _logger.error("pipeline %s: %s", self.name, record.describe(), exc_info=error)
         else:

@@ -10,19 +10,20 @@ from collections.abc import Iterator
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
+from ..failures import Failure
 from ._buffer import _Buffer
-from ._errors import FailureRecord
+from ._errors import short_repr
 from ._spec import StageKind, StageSpec
 from ._stats import StageStats, _TaskTimeHistogram
 
 if TYPE_CHECKING:
-    from ._engine import _Engine
+    from ._scheduler import Scheduler
 
 
 class _InlineStage:
     """Runtime state of an aggregate or disaggregate stage."""
 
-    def __init__(self, spec: StageSpec, engine: _Engine, input_buffer: _Buffer) -> None:
+    def __init__(self, spec: StageSpec, engine: Scheduler, input_buffer: _Buffer) -> None:
         self.spec = spec
         self.name = spec.name
         self.engine = engine
@@ -35,17 +36,17 @@ class _InlineStage:
         self.items_in = 0
         self.items_out = 0
         self.failure_count = 0
-        self.failure_records: list[FailureRecord] = []
+        self.failure_records: list[Failure] = []
         self._batch: list[Any] = []
         self._pieces: Iterator[Any] | None = None
         self._wait_output = 0.0
         self._blocked_since: float | None = None
 
-    def process(self) -> list[FailureRecord]:
+    def process(self) -> list[Failure]:
         """Move what can move now; return failures to log (outside the lock)."""
         if self.finished or self.engine.stopping:
             return []
-        failures: list[FailureRecord] = []
+        failures: list[Failure] = []
         if self.spec.kind == StageKind.AGGREGATE:
             self._aggregate()
         else:
@@ -81,7 +82,7 @@ class _InlineStage:
             self._batch = []
             self._close()
 
-    def _disaggregate(self, failures: list[FailureRecord]) -> None:
+    def _disaggregate(self, failures: list[Failure]) -> None:
         while self.output.has_room():
             if self._pieces is not None:
                 try:
@@ -94,7 +95,14 @@ class _InlineStage:
                 try:
                     self._pieces = iter(item)
                 except TypeError as error:
-                    record = FailureRecord(self.name, self.items_in - 1, _short_repr(item), "TypeError", str(error), "")
+                    record = Failure(
+                        short_repr(item),
+                        self.name,
+                        f"TypeError: {error}",
+                        "dropped",
+                        position=self.items_in - 1,
+                        error_type="builtins.TypeError",
+                    )
                     self.failure_count += 1
                     self.failure_records.append(record)
                     failures.append(record)
@@ -142,12 +150,3 @@ class _InlineStage:
             queue_length_mean=self.output.mean_length(started),
             elapsed_seconds=elapsed,
         )
-
-
-def _short_repr(item: Any, limit: int = 200) -> str:
-    """``repr`` of an item for logs and errors, cut to ``limit`` characters."""
-    try:
-        text = repr(item)
-    except Exception as error:  # a broken __repr__ must not hide the real failure
-        text = f"<{type(item).__name__} with failing repr: {error}>"
-    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Generic, TypeVar
 
+from ..errors import PipelineStoppedError
 from ._engine import _Engine
-from ._errors import PipelineStoppedError
 from ._stats import PipelineStats
 
 __all__ = ["Pipeline"]

@@ -1,35 +1,24 @@
-"""What the engine needs of every stage, whichever kind: one typed surface for `_Stage` (sources
-and pipes, run by tasks on threads or the event loop) and `_InlineStage` (aggregate and
-disaggregate, run inside the engine's lock)."""
+"""What a stage sees of the engine that runs it: whether it is stopping, when it ended, and a way
+to wake a stage that may now run. Stages depend on this, not on the engine, so the engine can
+import its stages without a circle."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from ._buffer import _Buffer
-    from ._errors import FailureRecord
-    from ._spec import StageSpec
-    from ._stats import StageStats
+from ._buffer import StageRunner
 
-__all__ = ["StageRunner"]
+__all__ = ["Scheduler"]
 
 
-class StageRunner(Protocol):
-    """A stage as the engine sees it."""
+class Scheduler(Protocol):
+    """The engine, as its stages use it."""
 
-    spec: StageSpec
-    name: str
-    output: _Buffer
-    items_out: int
-    failure_count: int
-    failure_records: list[FailureRecord]
-    wake_pending: bool
+    stopping: bool
+    """Set once the pipeline is stopping: stages start nothing new."""
+    ended_at: float | None
+    """``perf_counter()`` when the pipeline ended, or None while it runs."""
 
-    def busy_seconds(self, now: float) -> float:
-        """Task-seconds run so far."""
-        ...
-
-    def snapshot(self, started: float) -> StageStats:
-        """The stage's stats so far, measured from ``started``."""
+    def wake(self, stage: StageRunner | None) -> None:
+        """Let ``stage`` (None: the consumer) take its next step once the lock is released."""
         ...

@@ -10,13 +10,13 @@ from collections import deque
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
+from ..failures import Failure
 from ._buffer import _Buffer
-from ._errors import FailureRecord
 from ._spec import OpKind, StageKind, StageSpec
 from ._stats import StageStats, _TaskTimeHistogram
 
 if TYPE_CHECKING:
-    from ._engine import _Engine
+    from ._scheduler import Scheduler
 
 # Failures a stage keeps for its error message; all are counted and logged.
 _FAILURE_RECORDS_KEPT = 100
@@ -47,7 +47,7 @@ class _OrderSlot:
 class _Stage:
     """Runtime state of a stage that runs tasks (a source or a pipe)."""
 
-    def __init__(self, spec: StageSpec, engine: _Engine, input_buffer: _Buffer | None) -> None:
+    def __init__(self, spec: StageSpec, engine: Scheduler, input_buffer: _Buffer | None) -> None:
         self.spec = spec
         self.name = spec.name
         self.engine = engine
@@ -75,7 +75,7 @@ class _Stage:
         self.items_in = 0
         self.items_out = 0
         self.failure_count = 0
-        self.failure_records: list[FailureRecord] = []
+        self.failure_records: list[Failure] = []
         self.task_times = _TaskTimeHistogram()
         # Added to by the runner threads without the lock: float += is a single bytecode under
         # the GIL, and on free-threaded builds a lost update only blurs a diagnostic number.
@@ -192,7 +192,7 @@ class _Stage:
         self.engine.wake(self)
         self.check_end()
 
-    def record_failure(self, record: FailureRecord) -> None:
+    def record_failure(self, record: Failure) -> None:
         self.failure_count += 1
         if len(self.failure_records) < _FAILURE_RECORDS_KEPT:
             self.failure_records.append(record)

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..storage import ConversionReport
+from ..ingest import ConversionReport
 
 __all__ = ["convert_with_ray"]
 

@@ -34,7 +34,7 @@ PARTS = ".ray-parts"
 def sample_records(key: str, data: bytes, label: Any) -> tuple[str, bytes]:
     """(member key, the tar records of one sample) exactly as `stoker convert` writes them: the
     payload member, then a ``.cls`` member with the label when there is one."""
-    from ..storage._convert import _add_member, shard_key
+    from ..ingest._convert import _add_member, shard_key
 
     member_key, extension = shard_key(key)
     buffer = io.BytesIO()
@@ -76,7 +76,7 @@ def _sink_class() -> type:
     from ray.data.datasource import Datasink
 
     from ..storage import StorageError
-    from ..storage._tar import DATASET_FORMAT
+    from ..storage.local._tar import DATASET_FORMAT
 
     class _StokerShardSink(Datasink):
         def __init__(
@@ -192,7 +192,7 @@ def _assemble_shard(destination: str, number: int, group: list[tuple[Any, ...]],
         StorageError: A sample reads back different bytes or label.
     """
     from ..storage import StorageError, TarShardStorage
-    from ..storage._tar_index import build_index, write_index
+    from ..storage.local._tar_index import build_index, write_index
 
     started = time.perf_counter()
     folder = Path(destination)

@@ -131,7 +131,7 @@ def _datasource_class() -> type:
             payloads = [payload for payload in payloads if payload is not None]
             images = None
             if "image" in self.columns:
-                from ..ops.image import decode_batch
+                from ..ops.batch import decode_batch
 
                 # Seeded by index, as the Loader seeds by position: the same crop on every run.
                 names = [storage.keys[index] for index in wanted]
@@ -139,7 +139,7 @@ def _datasource_class() -> type:
                     payloads, self.transform, seeds=wanted, names=names, on_error="skip" if self.on_error == "skip" else "raise"
                 )
                 for failure in decoded.failures:
-                    _log_skipped(failure.name, failure.message)
+                    _log_skipped(failure.sample, failure.error)
                 kept = [position for position, valid in enumerate(decoded.valid) if valid]
                 wanted, payloads, images = (
                     [wanted[position] for position in kept],

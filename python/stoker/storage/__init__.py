@@ -1,46 +1,56 @@
-"""Where bytes live: one protocol (`Storage`) and its backends.
+"""The read side: where bytes live. One small protocol (`Storage`) and its backends, by family.
 
-- `FileStorage`: one file per sample (ImageFolder tree or manifest), cached parallel listing.
-- `TarShardStorage`: WebDataset-compatible tar shards with sidecar indexes, random access,
-  coalesced reads.
-- `LmdbStorage`: LMDB (py-lmdb or Caffe) through a persisted offset index and explicit reads.
-- `ParquetStorage`: Parquet files (Hugging Face's layout), row groups read whole and cached.
-- `S3Storage`: S3-compatible object stores (objects or shards by ranged GETs), via obstore.
-- `CassandraStorage`: Cassandra/ScyllaDB rows, many requests in flight.
-Network backends share `RemoteStorage`: retries (`RetryPolicy`), a local `SampleCache`, async
-per-sample `fetch` for out-of-order prefetch.
+- `local`: `FileStorage` (one file per sample: an ImageFolder tree or a manifest),
+  `TarShardStorage` (WebDataset tar shards with sidecar indexes, random access, coalesced
+  reads), `LmdbStorage` (explicit I/O through an offset index), `ParquetStorage` (Hugging Face's
+  layout), `MemoryStorage`, and tokenized documents (`open_tokens`).
+- `remote`: `S3Storage` (S3-compatible stores, by ranged GETs) and `CassandraStorage`
+  (Cassandra/ScyllaDB rows), on `RemoteStorage`: retries, many requests in flight, async
+  per-sample fetches for out-of-order prefetch.
+- `policies`: `RetryPolicy`, `SampleCache`.
+- `views`: `SubsetStorage`, `MixedStorage`.
+
+`open_storage` picks the backend from a path or URL. Writing datasets (convert, upload,
+inspect) is `stoker.ingest`'s. A new backend implements `__len__`-defining keys and labels and
+one read (`_read_indices`); the rest are optional capabilities (see the package README).
 """
 
-from ._caffe import DatumLayout, encode_datum, parse_datum
-from ._cassandra import CassandraStorage, read_metadata_table, sample_id
-from ._cassandra_connection import CassandraConnection
-from ._convert import ConversionReport, convert_storage, shard_key
-from ._disk_cache import SampleCache
-from ._errors import CorruptSampleError, ShardError, StaleIndexError, StorageClosedError, StorageError, StorageUnavailableError
-from ._files import AUDIO_EXTENSIONS, IMAGE_EXTENSIONS, VIDEO_EXTENSIONS, FileStorage
-from ._inspect import format_report, inspect_storage
-from ._lmdb import LmdbStorage
-from ._memory import MemoryStorage
-from ._mixture import MixedStorage
+from .._deprecation import moved_names
+from ..errors import CorruptSampleError, ShardError, StaleIndexError, StorageClosedError, StorageError, StorageUnavailableError
 from ._open import open_storage, storage_format
-from ._parquet import ParquetStorage
-from ._protocol import ReadFailure, Storage
-from ._remote import RemoteStorage
-from ._retry import RetryPolicy
-from ._s3 import S3Storage
-from ._subset import SubsetStorage
-from ._tar import TarShardStorage
-from ._tar_index import INDEX_FORMAT, INDEX_VERSION, ShardIndex, build_index, index_path, load_index, write_index
-from ._tokens import TokenFile, TokenShards, open_tokens, write_token_shards
-from ._upload import read_metadata_csv, upload_to_cassandra, upload_to_s3
+from ._protocol import Storage
+from .local import (
+    AUDIO_EXTENSIONS,
+    IMAGE_EXTENSIONS,
+    INDEX_FORMAT,
+    INDEX_VERSION,
+    VIDEO_EXTENSIONS,
+    DatumLayout,
+    FileStorage,
+    LmdbStorage,
+    MemoryStorage,
+    ParquetStorage,
+    ShardIndex,
+    TarShardStorage,
+    TokenFile,
+    TokenShards,
+    build_index,
+    index_path,
+    load_index,
+    open_tokens,
+    parse_datum,
+    write_index,
+)
+from .policies import RetryPolicy, SampleCache
+from .remote import CassandraConnection, CassandraStorage, RemoteStorage, S3Storage, read_metadata_table, sample_id
+from .views import MixedStorage, SubsetStorage
 
 __all__ = [
+    "AUDIO_EXTENSIONS",
+    "IMAGE_EXTENSIONS",
     "INDEX_FORMAT",
     "INDEX_VERSION",
-    "IMAGE_EXTENSIONS",
-    "AUDIO_EXTENSIONS",
     "VIDEO_EXTENSIONS",
-    "ConversionReport",
     "CassandraConnection",
     "CassandraStorage",
     "CorruptSampleError",
@@ -50,7 +60,6 @@ __all__ = [
     "MemoryStorage",
     "MixedStorage",
     "ParquetStorage",
-    "ReadFailure",
     "RemoteStorage",
     "RetryPolicy",
     "S3Storage",
@@ -59,30 +68,39 @@ __all__ = [
     "ShardIndex",
     "StaleIndexError",
     "Storage",
-    "StorageError",
     "StorageClosedError",
+    "StorageError",
     "StorageUnavailableError",
     "SubsetStorage",
     "TarShardStorage",
     "TokenFile",
     "TokenShards",
     "build_index",
-    "convert_storage",
-    "encode_datum",
-    "format_report",
     "index_path",
-    "inspect_storage",
     "load_index",
-    "open_tokens",
     "open_storage",
+    "open_tokens",
     "parse_datum",
-    "read_metadata_csv",
     "read_metadata_table",
     "sample_id",
-    "shard_key",
     "storage_format",
-    "upload_to_cassandra",
-    "upload_to_s3",
-    "write_token_shards",
     "write_index",
 ]
+
+# The write side moved to stoker.ingest; the per-read failure record to stoker.failures.
+__getattr__ = moved_names(
+    __name__,
+    {
+        "ConversionReport": "stoker.ingest:ConversionReport",
+        "convert_storage": "stoker.ingest:convert_storage",
+        "encode_datum": "stoker.ingest:encode_datum",
+        "format_report": "stoker.ingest:format_report",
+        "inspect_storage": "stoker.ingest:inspect_storage",
+        "read_metadata_csv": "stoker.ingest:read_metadata_csv",
+        "shard_key": "stoker.ingest:shard_key",
+        "upload_to_cassandra": "stoker.ingest:upload_to_cassandra",
+        "upload_to_s3": "stoker.ingest:upload_to_s3",
+        "write_token_shards": "stoker.ingest:write_token_shards",
+        "ReadFailure": "stoker.failures:Failure",
+    },
+)

@@ -6,11 +6,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ._errors import StorageError
-from ._files import FileStorage
-from ._lmdb import LmdbStorage
+from ..errors import StorageError
 from ._protocol import Storage
-from ._tar import PARTIAL_MARKER, TarShardStorage
+from .local._files import FileStorage
+from .local._lmdb import LmdbStorage
+from .local._tar import PARTIAL_MARKER, TarShardStorage
 
 __all__ = ["open_storage", "storage_format"]
 
@@ -57,15 +57,15 @@ def open_storage(path: str | os.PathLike[str], **options: Any) -> Storage:
     backend's constructor."""
     text = str(path)
     if text.startswith("s3://") and (text.lower().endswith(".parquet") or any(character in text for character in "*?[")):
-        from ._s3_parquet import open_s3_parquet
+        from .remote._s3_parquet import open_s3_parquet
 
         return open_s3_parquet(text, **options)
     if text.startswith("s3://"):
-        from ._s3 import S3Storage
+        from .remote._s3 import S3Storage
 
         return S3Storage(text, **options)
     if text.startswith(("cassandra://", "scylla://", "scylladb://")):
-        from ._cassandra import CassandraStorage
+        from .remote._cassandra import CassandraStorage
 
         return CassandraStorage(text, **options)
     kind = storage_format(path)
@@ -74,7 +74,7 @@ def open_storage(path: str | os.PathLike[str], **options: Any) -> Storage:
     if kind == "shards":
         return TarShardStorage(path, **options)
     if kind == "parquet":
-        from ._parquet import ParquetStorage
+        from .local._parquet import ParquetStorage
 
         return ParquetStorage(path, **options)
     return FileStorage(path, **options)

@@ -18,26 +18,12 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Literal
+from typing import Any
 
-from ._errors import StorageError, StorageUnavailableError
+from ..errors import ConfigurationError, StorageError, StorageUnavailableError
+from ..failures import Failure, OnError, error_text, qualified_name
 
-__all__ = ["OnError", "ReadFailure", "Storage"]
-
-OnError = Literal["raise", "skip"]
-
-
-class ReadFailure:
-    """A sample a read skipped under ``on_error="skip"``: its key and why."""
-
-    __slots__ = ("key", "error")
-
-    def __init__(self, key: str, error: BaseException) -> None:
-        self.key = key
-        self.error = error
-
-    def __repr__(self) -> str:
-        return f"ReadFailure({self.key!r}, {self.error!r})"
+__all__ = ["Storage"]
 
 
 class Storage(ABC):
@@ -70,7 +56,7 @@ class Storage(ABC):
         self._index_of: dict[str, int] | None = None
         self._executor: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
-        self.failures: list[ReadFailure] = []
+        self.failures: list[Failure] = []
         self.failure_count = 0
 
     _keys: Sequence[str] = ()
@@ -171,7 +157,7 @@ class Storage(ABC):
             IndexError: A position outside the storage.
         """
         if on_error not in ("raise", "skip"):
-            raise ValueError(f'on_error must be "raise" or "skip", got {on_error!r}')
+            raise ConfigurationError(f'a read takes on_error="raise" or "skip" (it has no slot to zero), got {on_error!r}')
         return self.apply_on_error(indices, self.try_read_indices(indices), on_error)
 
     def apply_on_error(self, indices: Sequence[int], results: Sequence[bytes | Exception], on_error: OnError) -> list[bytes | None]:
@@ -270,7 +256,9 @@ class Storage(ABC):
         with self._lock:
             self.failure_count += 1
             if len(self.failures) < self._FAILURES_KEPT:
-                self.failures.append(ReadFailure(key, error))
+                self.failures.append(
+                    Failure(key, "read", error_text(error), "skipped", source=self.describe(), error_type=qualified_name(error))
+                )
 
     async def fetch(self, key: str) -> bytes:
         """`read`, for async code: runs on the storage's I/O threads."""

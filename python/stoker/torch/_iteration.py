@@ -17,16 +17,31 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import torch
 
 from ._randomness import draws_from_global_rng, item_seed, seed_global_rngs
 
-if TYPE_CHECKING:
-    from ._dataloader import DataLoader
+__all__ = ["IterationSettings", "MapStyleIteration"]
 
-__all__ = ["MapStyleIteration"]
+
+class IterationSettings(Protocol):
+    """What one pass reads of its `DataLoader` (typed here so this module never imports it)."""
+
+    dataset: Any
+    sampler: Any
+    batch_sampler: Any
+    auto_collation: bool
+    collate_fn: Callable[[Any], Any]
+    generator: torch.Generator | None
+    num_workers: int
+    prefetch_factor: int
+    pin_memory: bool
+    timeout: float
+    worker_init_fn: Callable[[int], None] | None
+    multiprocessing: bool
+    draws_from_rng: bool | None
 
 
 def _fetch(dataset: Any, index: Any) -> Any:
@@ -54,7 +69,7 @@ def _done(value: Any) -> Future[Any]:
 class MapStyleIteration(Iterator[Any]):
     """The iterator `DataLoader.__iter__` returns (see the module notes)."""
 
-    def __init__(self, loader: DataLoader) -> None:
+    def __init__(self, loader: IterationSettings) -> None:
         self.loader = loader
         self.dataset = loader.dataset
         self._index_iterator = iter(loader.batch_sampler if loader.batch_sampler is not None else loader.sampler)

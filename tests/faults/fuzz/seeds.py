@@ -10,7 +10,8 @@ from pathlib import Path
 
 from PIL import Image
 
-from stoker.storage import FileStorage, convert_storage
+from stoker.ingest import convert_storage
+from stoker.storage import FileStorage
 from tests.images import encode, photo
 from tests.support.media_files import require_ffmpeg, tone_with_clicks, wav_bytes
 

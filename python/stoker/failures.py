@@ -1,0 +1,111 @@
+"""One way to say "failed": the `OnError` policy and the `Failure` record.
+
+Every part of stoker that meets a sample (or an item) it cannot deliver describes it with one
+`Failure`: which sample, from which source, in which stage, the error, and what was done about
+it. Storage reads (``read_many(on_error="skip")``), batch decoding (`stoker.ops.decode_batch`),
+the pipeline engine (an op that raised) and the Loader (``on_error``) all record the same type,
+so a log, a quarantine file or a report reads them alike.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+__all__ = ["Failure", "OnError"]
+
+OnError = Literal["raise", "skip", "zero"]
+"""What to do with a sample that cannot be read or decoded: ``"raise"`` stops with an error
+naming it; ``"skip"`` leaves it out (or, in a Loader, puts another sample in its slot);
+``"zero"`` zero-fills its slot and marks it invalid. Storage reads take ``"raise"`` and
+``"skip"`` only (a read has no slot to zero)."""
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One sample (or pipeline item) that was not delivered as read.
+
+    Attributes:
+        sample: The sample's key or name (for a pipeline item, its ``repr``, truncated).
+        stage: Where it failed: ``"read"`` (a storage read), ``"fetch"`` (the Loader's read),
+            ``"decode"``, or a pipeline stage's name.
+        error: What went wrong, naming the sample or file (``"Type: message"`` where the type
+            says more than the message).
+        action: What was done: ``"raised"``, ``"skipped"``, ``"zero-filled"``,
+            ``"replaced by <key>"``, or ``"dropped"`` (a pipeline item, counted against its
+            stage's ``max_failures``).
+        source: The storage or pipeline it came from (``S3Storage(s3://bucket/x)``), where known.
+        epoch: The epoch it failed in, where there are epochs.
+        position: Its position: in the epoch's order (Loader), in the batch (decode), or in the
+            stage's input (pipeline).
+        error_type: The exception's qualified class name, where there was an exception.
+        traceback: The formatted traceback, where one was logged (pipeline ops).
+    """
+
+    sample: str
+    stage: str
+    error: str
+    action: str = "raised"
+    source: str = ""
+    epoch: int | None = None
+    position: int | None = None
+    error_type: str = ""
+    traceback: str = field(default="", repr=False)
+
+    @property
+    def key(self) -> str:
+        """The sample's key (the name the Loader's records and quarantine files use)."""
+        return self.sample
+
+    @property
+    def reason(self) -> str:
+        """The error (the name the Loader's records and quarantine files use)."""
+        return self.error
+
+    @property
+    def message(self) -> str:
+        """The error (the name `decode_batch`'s records used)."""
+        return self.error
+
+    @property
+    def outcome(self) -> str:
+        """The action without the replacement's key: ``"raised"``, ``"zero-filled"``, ``"replaced"``..."""
+        return self.action.split(" by ")[0]
+
+    @property
+    def name(self) -> str:
+        """The sample (the name `decode_batch`'s records used)."""
+        return self.sample
+
+    @property
+    def index(self) -> int | None:
+        """The position (the name `decode_batch`'s and the pipeline's records used)."""
+        return self.position
+
+    def describe(self) -> str:
+        """One line: the sample, where and why it failed, and what was done."""
+        where = f"stage {self.stage!r}" + (f", item #{self.position}" if self.position is not None else "")
+        return f"{self.sample!r} ({where}): {self.error} -> {self.action}"
+
+    def to_json(self) -> dict[str, object]:
+        """The record as a quarantine file's line holds it (key, stage, reason, epoch, position,
+        action, source): the file's format, kept stable whatever the attribute names."""
+        return {
+            "key": self.sample,
+            "stage": self.stage,
+            "reason": self.error,
+            "epoch": self.epoch,
+            "position": self.position,
+            "action": self.action,
+            "source": self.source,
+        }
+
+
+def error_text(error: BaseException) -> str:
+    """``"Type: message"`` for a failure record."""
+    return f"{type(error).__name__}: {error}"
+
+
+def qualified_name(error: BaseException) -> str:
+    """The exception's class as ``module.Qualified``."""
+    return f"{type(error).__module__}.{type(error).__qualname__}"

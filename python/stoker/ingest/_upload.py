@@ -1,0 +1,299 @@
+"""Ingestion into network storage: any `Storage` into an S3 bucket (objects or tar shards) or a
+Cassandra/ScyllaDB keyspace, with bounded concurrency, a progress bar, retries, and resume.
+
+Resume: what is already there is not written again. In S3 an object is written whole or not at
+all, so an object of the right size is done; ``dataset.json`` is written last, so a dataset is
+never seen half-written. In Cassandra a sample's metadata row is written after its data row and
+is its commit record: samples with one are skipped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..errors import StorageError
+from ..storage._protocol import Storage
+from ..storage.policies._retry import RetryPolicy, call_with_retries
+from ..storage.remote._cassandra import await_response, classify_cassandra_error, sample_id
+from ..storage.remote._cassandra_connection import CassandraConnection, check_identifier
+from ..storage.remote._s3 import OBJECTS_FORMAT
+from ..storage.remote._s3_client import classify_s3_error, open_s3_store, parse_s3_url
+from ._convert import ConversionReport, _progress, convert_storage
+from ._decode_check import checked, with_check
+
+__all__ = ["upload_to_cassandra", "upload_to_s3"]
+
+
+async def _bounded(limit: int, jobs: Any, run: Any) -> None:
+    """``await run(job)`` for every job, at most ``limit`` at once; the first error stops it."""
+    slots = asyncio.Semaphore(limit)
+    tasks: set[asyncio.Task[Any]] = set()
+    failures: list[BaseException] = []
+
+    def finished(task: asyncio.Task[Any]) -> None:
+        tasks.discard(task)
+        slots.release()
+        exception = None if task.cancelled() else task.exception()
+        if exception is not None:
+            failures.append(exception)
+
+    try:
+        for job in jobs:
+            await slots.acquire()
+            if failures:
+                break
+            task = asyncio.ensure_future(run(job))
+            tasks.add(task)
+            task.add_done_callback(finished)
+        while tasks and not failures:
+            await asyncio.wait(set(tasks))
+    finally:
+        for task in list(tasks):
+            task.cancel()
+    if failures:
+        raise failures[0]
+
+
+# Indexes up to this size ride inside the uploaded ``dataset.json`` (about 120,000 samples): an
+# open is then one round trip, not two. Past it, the sidecars' parallel GETs move the bytes
+# faster than one object would.
+INLINE_INDEX_BYTES = 16 << 20
+
+
+def manifest_with_indexes(folder: Path, limit: int = INLINE_INDEX_BYTES) -> bytes:
+    """The shard folder's ``dataset.json``, each shard entry carrying its ``.idx`` as ``index``
+    when all of them together are at most ``limit`` bytes (the ``.idx`` sidecars are uploaded
+    either way, for readers that look for them)."""
+    manifest = json.loads((folder / "dataset.json").read_bytes())
+    sidecars = [folder / f"{shard['name']}.idx" for shard in manifest["shards"]]
+    if sum(path.stat().st_size for path in sidecars) <= limit:
+        for shard, path in zip(manifest["shards"], sidecars):
+            shard["index"] = json.loads(path.read_bytes())
+    return json.dumps(manifest, separators=(",", ":")).encode()
+
+
+def upload_to_s3(
+    source: Storage,
+    url: str,
+    *,
+    to: str = "objects",
+    shard_size: int = 256 << 20,
+    concurrency: int = 32,
+    progress: bool = True,
+    retry: RetryPolicy | None = None,
+    decode_check: bool = True,
+    **store_options: Any,
+) -> ConversionReport:
+    """Write ``source`` under ``s3://bucket/prefix``: one object per sample (``to="objects"``) or
+    indexed tar shards (``to="shards"``), then ``dataset.json``.
+
+    Args:
+        source: Any storage.
+        url: ``s3://bucket/prefix``.
+        to: ``"objects"`` or ``"shards"``.
+        shard_size: Bytes per shard.
+        concurrency: PUTs in flight.
+        progress: Progress bar on stderr.
+        retry: Retries per PUT.
+        decode_check: Leave out (and list in the report) empty files and images that do not
+            decode, as `convert_storage` does; False uploads every sample as it is.
+        store_options: `open_s3_store` settings (endpoint, credentials...).
+
+    Raises:
+        StorageError: A PUT kept failing (names the key), or access refused.
+    """
+    bucket, prefix = parse_s3_url(url)
+    store = open_s3_store(bucket, **store_options)
+    policy = retry or RetryPolicy()
+    if to not in ("objects", "shards"):
+        raise ValueError(f'to must be "objects" or "shards", got {to!r}')
+    source, check = checked(source, decode_check)
+
+    def object_key(name: str) -> str:
+        return f"{prefix}/{name}" if prefix else name
+
+    async def existing_sizes() -> dict[str, int]:
+        import obstore
+
+        sizes: dict[str, int] = {}
+        base = f"{prefix}/" if prefix else ""
+        async for chunk in obstore.list(store, prefix or None, chunk_size=1000):
+            for meta in chunk:
+                sizes[meta["path"][len(base) :]] = meta["size"]
+        return sizes
+
+    async def put(name: str, data: bytes | Path) -> None:
+        import obstore
+
+        await call_with_retries(
+            lambda: obstore.put_async(store, object_key(name), data),
+            policy=policy,
+            classify=classify_s3_error,
+            name=f"s3://{bucket}/{object_key(name)}",
+        )
+
+    async def upload_objects() -> ConversionReport:
+        done = await existing_sizes()
+        total = 0
+        with _progress(len(source), f"uploading objects to {url}", progress) as bar:
+
+            async def one(item: tuple[str, bytes]) -> None:
+                nonlocal total
+                key, data = item
+                if done.get(key) != len(data):
+                    await put(key, data)
+                total += len(data)
+                bar.update()
+
+            await _bounded(concurrency, source.iter_sequential(), one)
+        samples = [[key, label] for key, label in zip(source.keys, source.labels)]
+        manifest = {"format": OBJECTS_FORMAT, "version": 1, "classes": source.classes, "samples": samples}
+        await put("dataset.json", json.dumps(manifest).encode())
+        return ConversionReport(url, "s3-objects", len(source), total, 0)
+
+    async def upload_shards(folder: Path) -> ConversionReport:
+        report = convert_storage(source, folder, to="shards", shard_size=shard_size, progress=progress, decode_check=False)
+        done = await existing_sizes()
+        files = sorted(path for path in folder.iterdir() if path.name != "dataset.json")
+
+        async def one(path: Path) -> None:
+            if done.get(path.name) != path.stat().st_size:
+                await put(path.name, path)  # streamed from the file (multipart), never read whole
+
+        await _bounded(max(1, min(concurrency, 8)), files, one)
+        await put("dataset.json", manifest_with_indexes(folder, INLINE_INDEX_BYTES))
+        return ConversionReport(url, "s3-shards", report.samples, report.bytes, report.shards)
+
+    try:
+        if to == "objects":
+            return with_check(asyncio.run(upload_objects()), check)
+        with tempfile.TemporaryDirectory(prefix="stoker-upload-") as folder:
+            return with_check(asyncio.run(upload_shards(Path(folder) / "shards")), check)
+    except StorageError:
+        raise
+    except Exception as error:  # listing or the first PUT refused: say where
+        raise StorageError(f"{url}: upload failed ({type(error).__name__}: {str(error).splitlines()[0]})") from error
+
+
+def create_schema(session: Any, connection: CassandraConnection, columns: list[str], replication: int, policy: RetryPolicy) -> None:
+    """Keyspace, data, metadata (with ``columns`` as text) and info tables, if missing. Each
+    statement goes through ``policy`` like the writes: a schema change that times out while a
+    node is busy or restarting is tried again (the CREATEs are idempotent)."""
+    keyspace = connection.keyspace
+
+    def execute(statement: str, parameters: tuple[Any, ...] | None = None) -> Any:
+        request = lambda: await_response(session.execute_async(statement, parameters))  # noqa: E731
+        return asyncio.run(
+            call_with_retries(request, policy=policy, classify=classify_cassandra_error, name=f"{connection.describe()} (schema)")
+        )
+
+    execute(
+        f"CREATE KEYSPACE IF NOT EXISTS {keyspace} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': {replication}}}"
+    )
+    execute(f"CREATE TABLE IF NOT EXISTS {keyspace}.{connection.data_table} (id uuid PRIMARY KEY, label int, data blob)")
+    execute(f"CREATE TABLE IF NOT EXISTS {keyspace}.{connection.metadata_table} (id uuid PRIMARY KEY, key text, label int)")
+    execute(f"CREATE TABLE IF NOT EXISTS {keyspace}.dataset_info (name text PRIMARY KEY, value text)")
+    rows = execute(
+        "SELECT column_name FROM system_schema.columns WHERE keyspace_name = %s AND table_name = %s",
+        (keyspace, connection.metadata_table),
+    )
+    present = {row.column_name for row in rows}
+    for column in columns:
+        if column not in present:
+            execute(f"ALTER TABLE {keyspace}.{connection.metadata_table} ADD {column} text")
+
+
+def upload_to_cassandra(
+    source: Storage,
+    connection: str | CassandraConnection,
+    *,
+    metadata: Mapping[str, Mapping[str, str]] | None = None,
+    concurrency: int = 8,
+    replication: int = 1,
+    progress: bool = True,
+    retry: RetryPolicy | None = None,
+    decode_check: bool = True,
+) -> ConversionReport:
+    """Write ``source`` into a keyspace: data rows, then metadata rows (key, label and the extra
+    ``metadata`` columns of each sample, e.g. ``{"cat/1.jpg": {"patient": "p7"}}``).
+
+    Args:
+        decode_check: Leave out (and list in the report) empty files and images that do not
+            decode, as `convert_storage` does; False writes every sample as it is.
+        concurrency: Samples being written at once (about 8 keeps a single node with 100 KB blobs
+            from reporting the connection overloaded).
+        replication: Replication factor of a keyspace this creates.
+
+    Raises:
+        StorageError: Cannot connect or log in, or a write kept failing (names the sample).
+    """
+    if isinstance(connection, str):
+        connection = CassandraConnection.from_url(connection)
+    source, check = checked(source, decode_check)
+    policy = retry or RetryPolicy()
+    columns = sorted({column for row in (metadata or {}).values() for column in row})
+    for column in columns:
+        check_identifier(column, "metadata column")
+        if column in ("id", "key", "label"):
+            raise ValueError(f"metadata column {column!r} clashes with the metadata table's own columns")
+    cluster, session = connection.connect()
+    try:
+        create_schema(session, connection, columns, replication, policy)
+        keyspace = connection.keyspace
+        done = {row.key for row in session.execute(f"SELECT key FROM {keyspace}.{connection.metadata_table}")}
+        insert_data = session.prepare(f"INSERT INTO {keyspace}.{connection.data_table} (id, label, data) VALUES (?, ?, ?)")
+        names = ", ".join(["id", "key", "label", *columns])
+        insert_metadata = session.prepare(
+            f"INSERT INTO {keyspace}.{connection.metadata_table} ({names}) VALUES ({', '.join('?' * (3 + len(columns)))})"
+        )
+        labels = dict(zip(source.keys, source.labels))
+        total = 0
+
+        async def write(statement: Any, values: tuple[Any, ...], key: str) -> None:
+            await call_with_retries(
+                lambda: await_response(session.execute_async(statement, values)),
+                policy=policy,
+                classify=classify_cassandra_error,
+                name=f"{connection.describe()}/{key}",
+            )
+
+        async def one(item: tuple[str, bytes]) -> None:
+            nonlocal total
+            key, data = item
+            identifier = sample_id(key)
+            extra = (metadata or {}).get(key, {})
+            await write(insert_data, (identifier, labels[key], data), key)
+            await write(insert_metadata, (identifier, key, labels[key], *(extra.get(column) for column in columns)), key)
+            total += len(data)
+            bar.update()
+
+        def pending() -> Any:
+            for key, data in source.iter_sequential():
+                if key in done:
+                    bar.update()
+                else:
+                    yield key, data
+
+        with _progress(len(source), f"writing rows to {connection.describe()}", progress) as bar:
+            asyncio.run(_bounded(concurrency, pending(), one))
+        session.execute(f"INSERT INTO {keyspace}.dataset_info (name, value) VALUES ('classes', %s)", (json.dumps(source.classes),))
+        return with_check(ConversionReport(connection.describe(), "cassandra", len(source), total, 0), check)
+    finally:
+        cluster.shutdown()
+
+
+def read_metadata_csv(path: str | os.PathLike[str]) -> dict[str, dict[str, str]]:
+    """``key,column1,column2...`` rows (a header names the columns) -> {key: {column: value}}."""
+    import csv
+
+    with open(path, newline="") as file:
+        reader = csv.DictReader(file)
+        if not reader.fieldnames or reader.fieldnames[0] != "key":
+            raise StorageError(f"{path}: the first column must be 'key'")
+        return {row["key"]: {name: value for name, value in row.items() if name != "key"} for row in reader}

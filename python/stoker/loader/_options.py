@@ -1,0 +1,212 @@
+"""The Loader's options, grouped by concern: what order (`Sampling`), how remote reads are kept in
+flight (`Reads`), what a bad sample does (`FailurePolicy`), and how much runs at once
+(`Throughput`). Each is checked where it is built, so a wrong value fails on the line that wrote
+it, and each prints as the call that would build it again.
+
+The keywords they replace (``Loader(shuffle=..., on_error=...)``) still work for one release,
+each with a `DeprecationWarning` naming the new spelling (`from_keywords`).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields
+from typing import Any, Literal
+
+from .._deprecation import warn_deprecated
+from ..errors import ConfigurationError
+from ..failures import OnError
+from ._arguments import check_integer, check_number
+
+__all__ = ["SHUFFLES", "FailurePolicy", "Reads", "Sampling", "Shuffle", "Throughput", "from_keywords"]
+
+Shuffle = Literal["uniform", "block", "none"]
+SHUFFLES: tuple[Shuffle, ...] = ("uniform", "block", "none")
+
+
+def _shuffle(value: Any) -> Shuffle:
+    """``value`` as one of `SHUFFLES`; the old booleans (True: uniform, False: none) are taken with
+    a deprecation warning."""
+    if value is True or value is False:
+        new: Shuffle = "uniform" if value else "none"
+        warn_deprecated(f'shuffle={value} is now shuffle="{new}"', stacklevel=5)
+        return new
+    if value not in SHUFFLES:
+        raise ConfigurationError(f'shuffle must be "uniform", "block" or "none" (as stoker bench --shuffle), got {value!r}')
+    shuffle: Shuffle = value
+    return shuffle
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Which samples this rank gets, in what order.
+
+    Args:
+        shuffle: ``"uniform"``: a seeded shuffle per epoch; ``"block"``: the block shuffle (each
+            rank reads a few of the storage's blocks at a time, shuffled together: for object
+            stores and Parquet; see `stoker.sampling.block_order`), and the storage streams whole
+            blocks; ``"none"``: storage order. The same words as ``stoker bench --shuffle``.
+        shuffle_window: With ``"block"``, blocks per rank shuffled together (32: with 8 MB blocks,
+            256 MB held per rank; wider mixes better, see `stoker.sampling.shuffle_quality`).
+        seed: Seeds the shuffle and every sample's augmentation, with the epoch.
+        rank, world_size: This process's share. Left out, they are found
+            (`stoker.distributed.discover_world`): from an initialized ``torch.distributed``
+            process group, else ``RANK`` and ``WORLD_SIZE`` (as ``torchrun`` sets them), else 0 of 1.
+        pad: Pad ranks to equal counts by repeating samples (marked in ``batch.padding``);
+            False drops the uneven tail instead.
+        in_order: Deliver batches in the sampler's order (a slow batch then holds the others
+            back); False (default) delivers each as it is ready, every sample keeping its identity.
+
+    Raises:
+        ConfigurationError: An unknown shuffle, or a number out of range.
+        TypeError: A value of the wrong type.
+    """
+
+    shuffle: Shuffle = "uniform"
+    shuffle_window: int = 32
+    seed: int = 0
+    rank: int | None = None
+    world_size: int | None = None
+    pad: bool = True
+    in_order: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "shuffle", _shuffle(self.shuffle))
+        check_integer("shuffle_window", self.shuffle_window)
+        check_integer("seed", self.seed, minimum=0)
+        check_integer("rank", self.rank, minimum=0, optional=True)
+        check_integer("world_size", self.world_size, optional=True)
+
+
+@dataclass(frozen=True)
+class Reads:
+    """How reads are kept in flight (most of it matters for network storage).
+
+    Args:
+        fetch_concurrency: Batches being read at once (default 4; 8 for network storage).
+        sample_prefetch: Fetch per sample with out-of-order assembly and slow start, the
+            Cassandra paper's incremental prefetch (default: on for network storage).
+        ramp_every: With ``sample_prefetch``, consumed batches per extra batch in flight while
+            ramping up (the Cassandra paper: 4).
+        stall_patience: With ``sample_prefetch``, least seconds a batch waits on stalled requests
+            before more are requested or they are sent again (see `OutOfOrderPrefetcher`).
+        hedge: With ``sample_prefetch``, send stalled requests again when no more can be
+            requested (at the cap, in order, at the end of an epoch); False waits for them.
+
+    Raises:
+        ConfigurationError: A number out of range.
+        TypeError: A value of the wrong type.
+    """
+
+    fetch_concurrency: int | None = None
+    sample_prefetch: bool | None = None
+    ramp_every: int = 4
+    stall_patience: float = 0.05
+    hedge: bool = True
+
+    def __post_init__(self) -> None:
+        check_integer("fetch_concurrency", self.fetch_concurrency, optional=True)
+        check_integer("ramp_every", self.ramp_every)
+        check_number("stall_patience", self.stall_patience)
+
+
+@dataclass(frozen=True)
+class FailurePolicy:
+    """What a sample that cannot be read or decoded does (missing, corrupt, failing its checksum,
+    over the pixel limit, the ``decode`` function raising). Whatever the policy, every bad sample
+    is listed in ``Loader.failures``, counted in its stats, and summed up in one warning per
+    epoch. An unreachable store is not a bad sample: it is retried to the storage's deadline,
+    then `stoker.errors.StorageUnavailableError` is raised.
+
+    Args:
+        on_error: ``"raise"`` stops with `stoker.errors.SampleError` naming it; ``"skip"`` puts
+            another sample in its slot, drawn from (seed, epoch, position) so a resumed run makes
+            the same choice (``batch.replaced`` marks it); ``"zero"`` zero-fills the slot and
+            marks it invalid.
+        max_bad_samples: With ``"skip"`` or ``"zero"``: bad samples allowed per epoch, as a
+            count, or as a fraction (below 1.0) of this rank's epoch, rounded up; past it the
+            epoch stops with `stoker.errors.TooManyBadSamplesError`. None: no limit.
+        quarantine: A file to append every bad sample to (JSON lines: key, stage, reason,
+            epoch, position, action, source), to fix or drop them later.
+        max_failures: Batches a stage may fail on (an error outside any one sample) before the
+            epoch stops with an error.
+
+    Raises:
+        ConfigurationError: An unknown policy or a budget out of range.
+    """
+
+    on_error: OnError = "raise"
+    max_bad_samples: int | float | None = 0.01
+    quarantine: str | os.PathLike[str] | None = None
+    max_failures: int | None = 0
+
+    def __post_init__(self) -> None:
+        if self.on_error not in ("raise", "skip", "zero"):
+            raise ConfigurationError(f'on_error must be "raise", "skip" or "zero", got {self.on_error!r}')
+        budget = self.max_bad_samples
+        if budget is not None and (
+            isinstance(budget, bool) or not isinstance(budget, (int, float)) or budget < 0 or (isinstance(budget, float) and budget >= 1.0)
+        ):
+            raise ConfigurationError(f"max_bad_samples must be a count >= 0 or a fraction below 1.0, got {budget!r}")
+        check_integer("max_failures", self.max_failures, minimum=0, optional=True)
+
+
+@dataclass(frozen=True)
+class Throughput:
+    """How much runs at once, and where batches are written.
+
+    Args:
+        decode_concurrency: Batches being decoded at once (default: the number of cores).
+        prefetch: Finished batches kept ready ahead of the training loop.
+        pin_memory: Decode into page-locked host buffers when CUDA is available (``"auto"`` and
+            True; False never pins), for asynchronous copies with `stoker.device.to_device`.
+        stats_interval: Seconds between the timeline samples of each epoch's stats.
+
+    Raises:
+        ConfigurationError: A number out of range, or an unknown ``pin_memory``.
+        TypeError: A value of the wrong type.
+    """
+
+    decode_concurrency: int | None = None
+    prefetch: int = 2
+    pin_memory: bool | Literal["auto"] = "auto"
+    stats_interval: float = 0.25
+
+    def __post_init__(self) -> None:
+        check_integer("decode_concurrency", self.decode_concurrency, optional=True)
+        check_integer("prefetch", self.prefetch, minimum=0)
+        check_number("stats_interval", self.stats_interval)
+        if self.pin_memory not in (True, False, "auto"):
+            raise ConfigurationError(f'pin_memory must be True, False or "auto", got {self.pin_memory!r}')
+
+
+_GROUPS: dict[str, type] = {"sampling": Sampling, "reads": Reads, "failures": FailurePolicy, "throughput": Throughput}
+_OLD_KEYWORDS = {name.name: group for group, kind in _GROUPS.items() for name in fields(kind)}
+
+
+def from_keywords(given: dict[str, Any], keywords: dict[str, Any]) -> dict[str, Any]:
+    """The option objects a Loader runs with: those ``given`` (``{"sampling": Sampling(...) or
+    None, ...}``), with the old keywords folded in, each with a warning naming its new spelling.
+
+    Raises:
+        TypeError: An unknown keyword, or an old keyword beside the option object it belongs to.
+    """
+    unknown = sorted(set(keywords) - set(_OLD_KEYWORDS))
+    if unknown:
+        raise TypeError(f"Loader() got unexpected keyword argument(s) {', '.join(map(repr, unknown))}")
+    result: dict[str, Any] = {}
+    for group, kind in _GROUPS.items():
+        mine = {name: value for name, value in keywords.items() if _OLD_KEYWORDS[name] == group}
+        option = given[group]
+        if option is not None and not isinstance(option, kind):
+            raise TypeError(f"{group} must be a stoker.{kind.__name__}, got {type(option).__name__}")
+        if mine and option is not None:
+            raise TypeError(f"give {', '.join(sorted(mine))} inside {group}={kind.__name__}(...), not beside it")
+        if isinstance(mine.get("shuffle"), bool):
+            mine["shuffle"] = "uniform" if mine["shuffle"] else "none"
+        if mine:
+            spelled = ", ".join(f"{name}={value!r}" for name, value in mine.items())
+            warn_deprecated(f"Loader({spelled}) is now Loader({group}=stoker.{kind.__name__}({spelled}))", stacklevel=4)
+            option = kind(**mine)
+        result[group] = option if option is not None else kind()
+    return result

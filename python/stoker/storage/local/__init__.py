@@ -1,0 +1,35 @@
+"""Storage on this machine's disks: one file per sample, WebDataset tar shards, LMDB, Parquet,
+tokenized documents, and bytes in memory. Reads are explicit positional reads through the Rust
+core, coalesced where samples sit side by side (LMDBIO), with the GIL released."""
+
+from ._caffe import DatumLayout, parse_datum
+from ._files import AUDIO_EXTENSIONS, IMAGE_EXTENSIONS, VIDEO_EXTENSIONS, FileStorage
+from ._lmdb import LmdbStorage
+from ._memory import MemoryStorage
+from ._parquet import ParquetStorage
+from ._tar import TarShardStorage
+from ._tar_index import INDEX_FORMAT, INDEX_VERSION, ShardIndex, build_index, index_path, load_index, write_index
+from ._tokens import TokenFile, TokenShards, open_tokens
+
+__all__ = [
+    "AUDIO_EXTENSIONS",
+    "IMAGE_EXTENSIONS",
+    "INDEX_FORMAT",
+    "INDEX_VERSION",
+    "VIDEO_EXTENSIONS",
+    "DatumLayout",
+    "FileStorage",
+    "LmdbStorage",
+    "MemoryStorage",
+    "ParquetStorage",
+    "ShardIndex",
+    "TarShardStorage",
+    "TokenFile",
+    "TokenShards",
+    "build_index",
+    "index_path",
+    "load_index",
+    "open_tokens",
+    "parse_datum",
+    "write_index",
+]

@@ -1,0 +1,165 @@
+"""One file per sample: an ImageFolder tree (class = folder name) or a manifest of (path, label).
+
+Listing a million files is the slow part of opening such a dataset, so the listing walks class
+folders in parallel in the Rust core (no GIL, no Python object per directory entry) and is
+cached; the cache is used only while every listed folder's modification time is unchanged.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from ... import _native
+from ...errors import StorageError
+from .._cache import cache_dir
+from .._protocol import Storage
+
+__all__ = ["AUDIO_EXTENSIONS", "FileStorage", "IMAGE_EXTENSIONS", "SAMPLE_EXTENSIONS", "VIDEO_EXTENSIONS"]
+
+# torchvision's ImageFolder extensions.
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
+AUDIO_EXTENSIONS = (".wav", ".flac", ".mp3", ".ogg", ".oga", ".opus", ".m4a", ".aac")
+VIDEO_EXTENSIONS = (".mp4", ".mkv", ".webm", ".mov", ".avi")
+# What a class folder's listing takes as samples (local folders and S3 prefixes alike).
+SAMPLE_EXTENSIONS = IMAGE_EXTENSIONS + AUDIO_EXTENSIONS + VIDEO_EXTENSIONS
+_LISTING_VERSION = 2
+
+
+class FileStorage(Storage):
+    """Samples as files: ``FileStorage("train/")`` (ImageFolder) or ``FileStorage("train.csv")``.
+
+    Args:
+        path: A folder of class folders (images, audio or video files by extension), or a manifest (CSV or TSV lines ``path,label``; paths
+            relative to the manifest's folder; labels integers or class names; a header line
+            ``path,label`` is allowed).
+        cache: Cache the folder listing (default True).
+        listing_threads: Threads walking class folders in parallel.
+        max_concurrent_reads: See `Storage`.
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+        StorageError: A malformed manifest (naming the line) or an empty dataset.
+    """
+
+    def __init__(
+        self, path: str | os.PathLike[str], *, cache: bool = True, listing_threads: int = 8, max_concurrent_reads: int = 64
+    ) -> None:
+        super().__init__(max_concurrent_reads)
+        self.path = Path(path)
+        if not self.path.exists():
+            raise FileNotFoundError(f"{self.path}: no such file or folder")
+        if self.path.is_dir():
+            self._root, self._keys, self._labels, self.classes = self._list_folder(cache, listing_threads)
+        else:
+            self._root = self.path.parent
+            self._keys, self._labels, self.classes = self._read_manifest()
+        if not self._keys:
+            raise StorageError(f"{self.path}: no samples found")
+
+    def describe(self) -> str:
+        return f"files at {self.path}"
+
+    def path_of(self, key: str) -> Path:
+        """The file holding sample ``key``."""
+        return self._root / key
+
+    def _read_indices(self, indices: Sequence[int]) -> list[bytes | Exception]:
+        results: list[bytes | Exception] = []
+        for index in indices:
+            key = self._keys[index]
+            try:
+                with open(self._root / key, "rb", buffering=0) as file:
+                    results.append(file.read())
+            except OSError as error:
+                failure = StorageError(error.errno, f"sample {key!r}: {error.strerror}", str(self._root / key))
+                failure.__cause__ = error
+                results.append(failure)
+        return results
+
+    # ---- listing --------------------------------------------------------------------------
+
+    def _cache_file(self) -> Path:
+        digest = hashlib.sha1(str(self.path.resolve()).encode()).hexdigest()[:16]
+        return cache_dir("listings") / f"{digest}.json"
+
+    def _list_folder(self, cache: bool, threads: int) -> tuple[Path, list[str], list[int | None], list[str]]:
+        root = self.path.resolve()
+        if cache:
+            cached = self._load_cached_listing(root)
+            if cached is not None:
+                return cached
+        classes = sorted(entry.name for entry in os.scandir(root) if entry.is_dir(follow_symlinks=True))
+        if not classes:
+            raise StorageError(f"{root}: an ImageFolder needs one folder per class; found none")
+        walked = _native.list_tree([root / name for name in classes], root, list(SAMPLE_EXTENSIONS), max(1, threads))
+        keys: list[str] = []
+        labels: list[int | None] = []
+        folders = {str(root): os.stat(root).st_mtime_ns}
+        for label, (files, visited) in enumerate(walked):
+            keys.extend(files)
+            labels.extend([label] * len(files))
+            folders.update(visited)
+        if cache:
+            self._save_listing(root, keys, labels, classes, folders)
+        return root, keys, labels, classes
+
+    def _load_cached_listing(self, root: Path) -> tuple[Path, list[str], list[int | None], list[str]] | None:
+        try:
+            data = json.loads(self._cache_file().read_text())
+            if data.get("version") != _LISTING_VERSION or data.get("root") != str(root):
+                return None
+            for folder, mtime in data["folders"].items():
+                if os.stat(folder).st_mtime_ns != mtime:
+                    return None
+        except (OSError, ValueError, KeyError):
+            return None
+        counts = data["counts"]
+        labels: list[int | None] = [label for label, count in enumerate(counts) for _ in range(count)]
+        return root, data["keys"], labels, data["classes"]
+
+    def _save_listing(self, root: Path, keys: list[str], labels: list[int | None], classes: list[str], folders: dict[str, int]) -> None:
+        counts = [0] * len(classes)
+        for label in labels:
+            counts[label] += 1  # type: ignore[index]
+        target = self._cache_file()
+        temporary = target.with_suffix(f".{os.getpid()}.tmp")
+        try:
+            temporary.write_text(
+                json.dumps(
+                    {"version": _LISTING_VERSION, "root": str(root), "classes": classes, "counts": counts, "keys": keys, "folders": folders}
+                )
+            )
+            temporary.replace(target)
+        except OSError:
+            temporary.unlink(missing_ok=True)  # a cache we cannot write is only slower
+
+    # ---- manifests ------------------------------------------------------------------------
+
+    def _read_manifest(self) -> tuple[list[str], list[int | None], list[str] | None]:
+        delimiter = "\t" if self.path.suffix.lower() in (".tsv", ".txt") else ","
+        rows: list[tuple[str, str | None]] = []
+        with open(self.path, newline="") as file:
+            for number, row in enumerate(csv.reader(file, delimiter=delimiter), start=1):
+                if not row or row[0].startswith("#"):
+                    continue
+                if number == 1 and [cell.strip().lower() for cell in row[:2]] in (["path", "label"], ["path"]):
+                    continue
+                if len(row) > 2:
+                    raise StorageError(f"{self.path}, line {number}: expected 'path{delimiter}label', got {len(row)} fields")
+                rows.append((row[0].strip(), row[1].strip() if len(row) == 2 and row[1].strip() else None))
+        values = {label for _, label in rows if label is not None}
+        classes: list[str] | None = None
+        if values and all(value.lstrip("-").isdigit() for value in values):
+            labels: list[int | None] = [int(label) if label is not None else None for _, label in rows]
+        elif values:
+            classes = sorted(values)
+            position = {name: index for index, name in enumerate(classes)}
+            labels = [position[label] if label is not None else None for _, label in rows]
+        else:
+            labels = [None] * len(rows)
+        return [path for path, _ in rows], labels, classes

@@ -1,0 +1,130 @@
+"""Parquet files on an S3-compatible store: `ParquetStorage` over ranged GETs.
+
+pyarrow reads a Parquet file through any seekable file object; here that object turns each read
+into one ranged GET (obstore), retried by the `RetryPolicy` like every other network read, and a
+response cut short is retried rather than handed over. pyarrow asks for the footer once, when the
+storage opens (it is then kept and reused), and for a row group's payload column chunk in one
+coalesced read (``pre_buffer``), so a row group, the block of the block shuffle, costs one GET.
+
+``s3://bucket/path/*.parquet`` (a glob; Hugging Face's ``data/train-*.parquet`` layout) or
+``s3://bucket/path/file.parquet``. Credentials as for `S3Storage`; never logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fnmatch
+import io
+from typing import Any
+
+from ...errors import StorageError
+from ..policies._retry import RetryCounters, RetryPolicy, call_with_retries
+from ._s3_client import classify_s3_error, open_s3_store, parse_s3_url
+
+__all__ = ["S3ObjectFile", "open_s3_parquet"]
+
+_S3_OPTIONS = ("endpoint", "region", "access_key_id", "secret_access_key", "session_token", "profile", "timeout", "connect_timeout")
+
+
+class S3ObjectFile(io.RawIOBase):
+    """One S3 object as a read-only, seekable file: every read is a retried ranged GET.
+
+    Args:
+        store: An obstore store.
+        key: The object's key.
+        size: Its size in bytes (from the listing).
+        name: Its URL, for errors.
+        retry: How failed GETs are retried.
+        counters: Where retries are counted.
+    """
+
+    def __init__(self, store: Any, key: str, size: int, name: str, retry: RetryPolicy, counters: RetryCounters) -> None:
+        super().__init__()
+        self.store, self.key, self.size, self.name = store, key, size, name
+        self.retry, self.counters = retry, counters
+        self._position = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._position
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._position, io.SEEK_END: self.size}[whence]
+        self._position = max(0, base + offset)
+        return self._position
+
+    def read(self, size: int = -1) -> bytes:
+        end = self.size if size is None or size < 0 else min(self.size, self._position + size)
+        if end <= self._position:
+            return b""
+        data = asyncio.run(self._get(self._position, end - self._position))
+        self._position = end
+        return data
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+    async def _get(self, start: int, length: int) -> bytes:
+        import obstore
+
+        async def get() -> bytes:
+            data = bytes(await obstore.get_range_async(self.store, self.key, start=start, length=length))
+            if len(data) != length:  # a response cut short: worth another try
+                raise ConnectionError(f"got {len(data)} of {length} bytes")
+            return data
+
+        name = f"{self.name} bytes {start}-{start + length - 1}"
+        return await call_with_retries(get, policy=self.retry, classify=classify_s3_error, name=name, counters=self.counters)
+
+
+def _list(store: Any, prefix: str, pattern: str) -> list[tuple[str, int]]:
+    import obstore
+
+    found = []
+    for chunk in obstore.list(store, prefix or None, chunk_size=1000):
+        for meta in chunk:
+            if fnmatch.fnmatchcase(meta["path"], pattern):
+                found.append((meta["path"], int(meta["size"])))
+    return sorted(found)
+
+
+def open_s3_parquet(url: str, *, retry: RetryPolicy | None = None, **options: Any) -> Any:
+    """A `ParquetStorage` over the Parquet objects at ``url`` (a glob or one object).
+
+    Args:
+        url: ``s3://bucket/path/*.parquet`` or ``s3://bucket/path/file.parquet``.
+        retry: How failed GETs are retried.
+        options: `S3Storage`'s connection settings (endpoint, region, credentials, timeouts),
+            and `ParquetStorage`'s (columns, cache size).
+
+    Raises:
+        StorageError: No Parquet objects there, or the store cannot be listed; names the URL.
+    """
+    from ..local._parquet import ParquetStorage
+
+    bucket, path = parse_s3_url(url)
+    store = open_s3_store(bucket, **{name: options.pop(name) for name in _S3_OPTIONS if name in options})
+    first_wildcard = min((path.index(character) for character in "*?[" if character in path), default=len(path))
+    prefix = path[:first_wildcard].rsplit("/", 1)[0] if first_wildcard < len(path) else path
+    try:
+        objects = _list(store, prefix, path)
+    except Exception as error:
+        raise StorageError(f"{url}: cannot list the objects ({type(error).__name__}: {error})") from error
+    if not objects:
+        raise StorageError(f"{url}: no Parquet objects match")
+    policy = retry or RetryPolicy()
+    counters = RetryCounters(url)
+    sizes = dict(objects)
+
+    def opener(name: str) -> S3ObjectFile:
+        key = name[len(f"s3://{bucket}/") :]
+        return S3ObjectFile(store, key, sizes[key], name, policy, counters)
+
+    return ParquetStorage(url, opener=opener, names=[f"s3://{bucket}/{key}" for key, _ in objects], **options)
