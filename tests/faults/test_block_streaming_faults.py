@@ -22,8 +22,8 @@ from stoker.errors import SampleError
 from stoker.ingest import upload_to_s3
 from stoker.loader import FailurePolicy, Sampling
 from stoker.storage import MemoryStorage, RetryPolicy, S3Storage, StorageClosedError
-from tests.remote.conftest import dataset, unique
 from tests.support import LatencyProxy
+from tests.support.datasets import dataset, unique
 from tests.support.s3_server import S3Server
 
 PATIENT = RetryPolicy(attempts=20, base_delay=0.01, max_delay=0.2, deadline=60)

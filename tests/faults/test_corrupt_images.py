@@ -14,7 +14,7 @@ from stoker.errors import SampleError, TooManyBadSamplesError
 from stoker.loader import FailurePolicy, Sampling
 from stoker.ops import ImageTransform, decode_image
 from stoker.storage import FileStorage
-from tests.images import jpeg
+from tests.support.images import jpeg
 
 from .conftest import BAD_FILES, make_images
 

@@ -13,7 +13,7 @@ from stoker import Loader
 from stoker.loader import FailurePolicy
 from stoker.ops import ImageDecodeError, ImageTransform, decode_batch, decode_image
 from stoker.storage import MemoryStorage
-from tests.images import encode, jpeg
+from tests.support.images import encode, jpeg
 
 
 def declaring(width: int, height: int) -> bytes:

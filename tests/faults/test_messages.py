@@ -16,7 +16,7 @@ from stoker.ingest import upload_to_s3
 from stoker.observe import write_report
 from stoker.ops import ImageTransform
 from stoker.storage import MemoryStorage, S3Storage, StorageClosedError
-from tests.remote.conftest import unique
+from tests.support.datasets import unique
 from tests.support.s3_server import S3Server
 
 

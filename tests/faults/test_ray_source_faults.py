@@ -1,6 +1,6 @@
 """Ray Data's stoker source under ``on_error="skip"``: a sample that cannot be decoded is left out
 of its block, the rest delivered, and a warning names it (what Ray forwards to the driver). The
-block reader runs in this process; tests/integrations/test_ray.py runs it on a real cluster."""
+block reader runs in this process; tests/ray/test_ray.py runs it on a real cluster."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from stoker.ingest import convert_storage
 from stoker.ops import ImageTransform
 from stoker.storage import MemoryStorage, open_storage
-from tests.images import jpeg
+from tests.support.images import jpeg
 
 pytest.importorskip("ray")
 

@@ -26,9 +26,9 @@ from stoker.storage import (
     S3Storage,
     StorageUnavailableError,
 )
-from tests.remote.conftest import dataset
 from tests.support.availability import started
 from tests.support.cassandra_server import CassandraServer
+from tests.support.datasets import dataset
 from tests.support.s3_server import S3Server
 from tests.support.server import ServerProcess
 

@@ -34,6 +34,16 @@ class BlockedStorage(SlowStorage):
     def block_sizes(self) -> list[int]:
         return [min(17, len(self) - start) for start in range(0, len(self), 17)]
 
+    # The rest of the BlockStorage capability: no bound on blocks in memory, nothing to stream.
+    def max_open_blocks(self) -> int | None:
+        return None
+
+    def stream_blocks(self) -> None:
+        pass
+
+    def prefetch_blocks(self, blocks):  # type: ignore[no-untyped-def]
+        pass
+
 
 def storage(count: int = 203, blocks: bool = False) -> MemoryStorage:
     return (BlockedStorage if blocks else SlowStorage)(
@@ -111,7 +121,7 @@ def test_elastic_resume_from_two_ranks_to_three(shuffle: bool | str) -> None:
 
 
 def test_images_from_shards_with_a_corrupt_sample(tmp_path: Path) -> None:
-    from tests.images import jpeg
+    from tests.support.images import jpeg
 
     folder = tmp_path / "images"
     for index in range(20):
@@ -141,7 +151,7 @@ def test_images_from_shards_with_a_corrupt_sample(tmp_path: Path) -> None:
 
 
 def test_buffers_held_by_the_loop_are_never_overwritten(tmp_path: Path) -> None:
-    from tests.images import jpeg
+    from tests.support.images import jpeg
 
     data = MemoryStorage({f"k{index}": jpeg(64, 48, seed=index) for index in range(40)})
     transform = ImageTransform(resize=(16, 16))

@@ -14,7 +14,7 @@ from stoker import _native
 from stoker.ingest import convert_storage, shard_key
 from stoker.loader import Loader, Sampling
 from stoker.storage import FileStorage, ShardError, StaleIndexError, TarShardStorage, build_index, index_path, write_index
-from tests.storage.conftest import make_folder
+from tests.support.datasets import make_folder
 
 
 @pytest.fixture

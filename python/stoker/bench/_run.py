@@ -16,7 +16,7 @@ from ..loader import FailurePolicy, Loader, Reads, Sampling, Throughput
 from ..loader._options import Shuffle
 from ..observe import DataWaitMeter, diagnose
 from ..ops import ImageTransform
-from ..storage import Storage
+from ..storage import BlockStorage, Storage
 from ._memory import PeakMemory
 from ._shuffle import shuffle_report
 
@@ -45,18 +45,20 @@ class LatencyStorage(Storage):
     def describe(self) -> str:
         return f"{self.inner.describe()} + {self.latency_seconds * 1e3:.0f} ms per read"
 
-    # The block shuffle sees the inner storage's blocks.
+    # The block shuffle sees the inner storage's blocks (none where it has none).
     def block_sizes(self) -> list[int] | None:
-        return self.inner.block_sizes()
+        return self.inner.block_sizes() if isinstance(self.inner, BlockStorage) else None
 
     def max_open_blocks(self) -> int | None:
-        return self.inner.max_open_blocks()
+        return self.inner.max_open_blocks() if isinstance(self.inner, BlockStorage) else None
 
     def stream_blocks(self) -> None:
-        self.inner.stream_blocks()
+        if isinstance(self.inner, BlockStorage):
+            self.inner.stream_blocks()
 
     def prefetch_blocks(self, blocks: Sequence[int]) -> None:
-        self.inner.prefetch_blocks(blocks)
+        if isinstance(self.inner, BlockStorage):
+            self.inner.prefetch_blocks(blocks)
 
 
 @dataclass

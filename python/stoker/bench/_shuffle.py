@@ -8,7 +8,7 @@ from typing import Any
 
 from ..loader import Loader
 from ..sampling import Sampler, shuffle_quality
-from ..storage import Storage
+from ..storage import BlockStorage, Storage
 
 __all__ = ["format_shuffle", "shuffle_report"]
 
@@ -17,7 +17,7 @@ def shuffle_report(storage: Storage, loader: Loader) -> dict[str, Any]:
     """The Loader's epoch-0 order and a uniform one over ``storage``, as `shuffle_quality` sees
     them: ``scheme``, ``window`` (block shuffle), and per order ``blocks_per_batch`` (None for
     storage without blocks), ``same_label_next`` and ``same_label_expected``."""
-    blocks = storage.block_sizes()
+    blocks = storage.block_sizes() if isinstance(storage, BlockStorage) else None
     sizes = blocks if blocks is not None else [1] * len(storage)
     labels = list(storage.labels)
     sampler = loader.sampler

@@ -37,19 +37,41 @@ from ..ops._media_backend import media_backend
 from ..ops.batch import TRANSFORMS, Transform, allocate_batch
 from ..ops.media import AudioTransform, VideoTransform
 from ..pipeline import AbortPipeline, Pipeline, PipelineBuilder, PipelineStats
-from ..sampling import BlockLookahead, EpochWarmup, FetchedSample, OutOfOrderPrefetcher, Sampler
-from ..storage import RemoteStorage, Storage, StorageClosedError, StorageUnavailableError
+from ..sampling import BatchPlan, BlockLookahead, EpochWarmup, FetchedSample, OutOfOrderPrefetcher, PlannedSample, Sampler
+from ..storage import (
+    BlockStorage,
+    EpochStorage,
+    LatencyReporting,
+    MemberStorage,
+    RemoteStorage,
+    Storage,
+    StorageClosedError,
+    StorageError,
+    StorageUnavailableError,
+)
 from ._arguments import as_storage, check_integer
 from ._batch import Batch
 from ._buffers import BufferPool, pinned_allocator
 from ._decode import decode_payloads
 from ._failure_policy import BadSampleHandler, replacement_candidates
 from ._options import FailurePolicy, Reads, Sampling, Throughput, from_keywords
-from ._plan import BatchPlan, PlanSamples
 
 __all__ = ["Loader"]
 
 _logger = logging.getLogger("stoker.loader")
+
+
+@dataclasses.dataclass
+class FetchedBatch:
+    """A batch between the fetch and decode stages: its number in the epoch, its plan, its
+    samples' keys, and each sample's bytes or the error its read failed with."""
+
+    number: int
+    plan: BatchPlan
+    keys: list[str]
+    payloads: list[bytes | Exception]
+
+
 # Seconds the loader waits for ops still running when the loop stops early (break, an error,
 # Ctrl-C): a read stuck in a storage call must not hold up the training script.
 _QUICK_STOP = 0.4
@@ -159,7 +181,7 @@ class Loader:
         # Network storage: the next epoch's first samples are requested before this one ends.
         self._warmup = (
             EpochWarmup(storage.fetch_index, storage.event_loop)
-            if isinstance(storage, RemoteStorage) and not storage.changes_per_epoch
+            if isinstance(storage, RemoteStorage) and not isinstance(storage, EpochStorage)
             else None
         )
         self.decode_concurrency = throughput_options.decode_concurrency or os.cpu_count() or 1
@@ -218,7 +240,7 @@ class Loader:
 
     def _sync_storage_epoch(self) -> None:
         # A mixture draws its samples per epoch: keys and labels change with it.
-        if self.storage.changes_per_epoch and self.storage.epoch != self.sampler.epoch:
+        if isinstance(self.storage, EpochStorage) and self.storage.epoch != self.sampler.epoch:
             self.storage.set_epoch(self.sampler.epoch)
             self._keys = self.storage.keys
             self._labels = label_array(self.storage.labels)
@@ -281,24 +303,22 @@ class Loader:
     def _batch_count(self, samples: int) -> int:
         return samples // self.batch_size if self.drop_last else -(-samples // self.batch_size)
 
-    def _batches(self, plan: tuple[np.ndarray, np.ndarray, np.ndarray]) -> Iterator[tuple[int, BatchPlan]]:
-        positions, indices, padding = plan
-        for number in range(self._batch_count(len(positions))):
-            part = slice(number * self.batch_size, (number + 1) * self.batch_size)
-            yield number, BatchPlan(positions[part], indices[part], padding[part])
+    def _batches(self, plan: BatchPlan) -> Iterator[tuple[int, BatchPlan]]:
+        for number in range(self._batch_count(plan.size)):
+            yield number, plan.part(number * self.batch_size, (number + 1) * self.batch_size)
 
     def __len__(self) -> int:
         """Batches left in this epoch for this rank."""
-        return self._batch_count(len(self.sampler.plan_arrays()[0]))
+        return self._batch_count(self.sampler.plan_arrays().size)
 
     # ---- the pipeline ---------------------------------------------------------------------
 
-    def _fetch(self, job: tuple[int, BatchPlan]) -> tuple[int, BatchPlan, list[str], list[bytes | Exception]]:
+    def _fetch(self, job: tuple[int, BatchPlan]) -> FetchedBatch:
         number, plan = job
         indices = plan.indices.tolist()
         payloads = self.storage.try_read_indices(indices)
         self._raise_if_unavailable(payloads)
-        return number, plan, [self._keys[index] for index in indices], payloads
+        return FetchedBatch(number, plan, [self._keys[index] for index in indices], payloads)
 
     def _raise_if_unavailable(self, payloads: Sequence[object]) -> None:
         """An unreachable store stops the epoch with one error naming every sample it failed; so
@@ -321,15 +341,11 @@ class Loader:
         error.__cause__ = first
         raise AbortPipeline(error)
 
-    def _prefetched_batches(self, plan: tuple[np.ndarray, np.ndarray, np.ndarray]) -> Any:
+    def _prefetched_batches(self, plan: BatchPlan) -> Any:
         """The source with sample prefetch: each batch as fetched, as the decode stage takes it."""
-        positions, indices, padding = plan
-        count = self._batch_count(len(positions)) * self.batch_size
-        # The prefetcher's "key" is the storage index (what fetch_index takes); the sample's name
-        # and padding flag ride along as its "label".
-        samples = PlanSamples(
-            positions[:count], indices[:count], padding[:count], self._keys, on_slice=self._block_lookahead(indices[:count])
-        )
+        plan = plan.part(0, self._batch_count(plan.size) * self.batch_size)
+        # Requested by storage index (what fetch_index takes); key and padding ride along.
+        samples = plan.requests(self._keys, on_slice=self._block_lookahead(plan.indices))
         fetch = self._warmup.fetcher(self.sampler.epoch) if self._warmup is not None else self.storage.fetch_index
         self.prefetcher = OutOfOrderPrefetcher(
             fetch,
@@ -346,7 +362,7 @@ class Loader:
             # every batch of 32 has a slow request, and the first would wait a whole patience.
             start_batches=self.prefetcher.ramp_level if self.prefetcher is not None else 2,
             on_all_requested=self._warm_next_epoch if self._warmup is not None else None,
-            latencies=self.prefetcher.latencies if self.prefetcher is not None else self.storage.request_latencies(),
+            latencies=self.prefetcher.latencies if self.prefetcher is not None else _request_latencies(self.storage),
         )
         return self._as_jobs(self.prefetcher)
 
@@ -354,7 +370,7 @@ class Loader:
         """With the block shuffle, each block is asked of the storage half a window of samples
         before its first sample is due (see `BlockLookahead`); None for the other shuffles."""
         blocks = self.sampler.blocks
-        if blocks is None:
+        if blocks is None or not isinstance(self.storage, BlockStorage):
             return None
         ahead = int(self.sampler.window * len(self.storage) / len(blocks) / 2)
         return BlockLookahead(indices, blocks, ahead, self.storage.prefetch_blocks).requested
@@ -372,27 +388,27 @@ class Loader:
             yield self._job_of(number, fetched)
             number += 1
 
-    def _job_of(self, number: int, fetched: list[FetchedSample]) -> tuple[int, BatchPlan, list[str], list[bytes | Exception]]:
-        keys = [sample.label[0] for sample in fetched]
+    def _job_of(self, number: int, fetched: list[FetchedSample]) -> FetchedBatch:
+        planned: list[PlannedSample] = [sample.context for sample in fetched]
         payloads: list[bytes | Exception] = []
-        for sample in fetched:
+        for sample, about in zip(fetched, planned):
             if sample.data is not None:
                 payloads.append(sample.data)
             elif isinstance(sample.error, Exception):
                 payloads.append(sample.error)
             else:
-                raise sample.error or RuntimeError(f"sample {sample.label[0]!r} was fetched with neither data nor error")
+                raise sample.error or RuntimeError(f"sample {about.key!r} was fetched with neither data nor error")
         self._raise_if_unavailable(payloads)
         plan = BatchPlan(
             np.array([sample.position for sample in fetched], dtype=np.int64),
-            np.array([sample.key for sample in fetched], dtype=np.int64),
-            np.array([sample.label[1] for sample in fetched], dtype=bool),
+            np.array([sample.request for sample in fetched], dtype=np.int64),
+            np.array([about.padding for about in planned], dtype=bool),
         )
-        return number, plan, keys, payloads
+        return FetchedBatch(number, plan, [about.key for about in planned], payloads)
 
-    def _decode(self, job: tuple[int, BatchPlan, list[str], list[bytes | Exception]]) -> Batch:
-        number, plan, keys, payloads = job
-        keys = list(keys)
+    def _decode(self, job: FetchedBatch) -> Batch:
+        number, plan, payloads = job.number, job.plan, job.payloads
+        keys = list(job.keys)
         labels = self._labels[plan.indices]
         positions = plan.positions.tolist()
         out = self._pool.acquire() if self._pool is not None else None
@@ -406,7 +422,7 @@ class Loader:
         )
         extras: list[dict[str, Any]] = [{} for _ in keys]
         if self.extra:
-            members = self.storage.try_read_members(plan.indices.tolist(), self.extra)
+            members = self._members(plan.indices.tolist())
             self._raise_if_unavailable(members)
             for slot, found in enumerate(members):
                 if isinstance(found, Exception):
@@ -448,6 +464,12 @@ class Loader:
             extra=extras if self.extra else None,
         )
 
+    def _members(self, indices: list[int]) -> list[dict[str, Any] | Exception]:
+        """The ``extra`` members of the samples at ``indices`` (`_check_extra` made sure the
+        storage has members)."""
+        assert isinstance(self.storage, MemberStorage)
+        return self.storage.try_read_members(indices, self.extra)
+
     def _decode_samples(
         self, payloads: Sequence[bytes | Exception], positions: list[int], keys: list[str], out: np.ndarray | None
     ) -> tuple[Any, dict[int, tuple[str, str]]]:
@@ -464,7 +486,7 @@ class Loader:
             if isinstance(payload, Exception):
                 continue
             if self.extra:
-                members = self.storage.try_read_members([index], self.extra)[0]
+                members = self._members([index])[0]
                 self._raise_if_unavailable([members])
                 if isinstance(members, Exception):
                     continue
@@ -484,7 +506,7 @@ class Loader:
         mixed = self.sampler.seed * 0x9E3779B97F4A7C15 + self.sampler.epoch * 0xBF58476D1CE4E5B9 + position
         return mixed & 0xFFFFFFFFFFFFFFFF
 
-    def _build(self, plan: tuple[np.ndarray, np.ndarray, np.ndarray]) -> Pipeline[Any]:
+    def _build(self, plan: BatchPlan) -> Pipeline[Any]:
         """The epoch's pipeline over ``plan`` (the sampler's `plan_arrays`)."""
         order: Literal["input", "completion"] = "input" if self.in_order else "completion"
         builder = PipelineBuilder()
@@ -524,13 +546,13 @@ class Loader:
         pipeline: Pipeline[Any] | None = None
         try:
             plan = self.sampler.plan_arrays()
-            if len(plan[0]) == 0 and self.sampler.delivered_count > 0:
+            if plan.size == 0 and self.sampler.delivered_count > 0:
                 _logger.info(
                     "epoch %d is finished; starting epoch %d (call set_epoch to choose)", self.sampler.epoch, self.sampler.epoch + 1
                 )
                 self.set_epoch(self.sampler.epoch + 1)
                 plan = self.sampler.plan_arrays()
-            self._policy.start_epoch(len(plan[0]) + self.sampler.delivered_count)
+            self._policy.start_epoch(plan.size + self.sampler.delivered_count)
             self._pipeline = pipeline = self._build(plan)
             pipeline.start()
             while True:
@@ -580,15 +602,18 @@ def _check_extra(extra: Sequence[str], storage: Storage) -> tuple[str, ...]:
     if not all(isinstance(extension, str) and extension for extension in extra):
         raise TypeError(f"extra must be member extensions such as ('txt', 'json'), got {extra!r}")
     extra = tuple(extension.lstrip(".") for extension in extra)
-    if extra:
-        storage.try_read_members([], extra)  # raises for storage with one payload per sample
+    if extra and not isinstance(storage, MemberStorage):
+        raise StorageError(
+            f"{storage.describe()}: one payload per sample; extra members (WebDataset's .txt, .json...) need tar shards "
+            "(a storage with members: stoker.storage.MemberStorage)"
+        )
     return extra
 
 
 def _block_window(storage: Storage, shuffle: str, window: int) -> int:
     """``window``, or fewer blocks where the storage cannot hold that many at once (then said
     in a warning: mixing fewer blocks lowers shuffle quality, and a bigger cache restores it)."""
-    most = storage.max_open_blocks() if shuffle == "block" else None
+    most = storage.max_open_blocks() if shuffle == "block" and isinstance(storage, BlockStorage) else None
     if most is None or most >= window:
         return window
     _logger.warning(
@@ -610,11 +635,17 @@ def _shuffle_blocks(storage: Storage, shuffle: str) -> list[int] | None:
     """
     if shuffle != "block":
         return None
-    blocks = storage.block_sizes()
-    if blocks is None or storage.changes_per_epoch:
+    blocks = storage.block_sizes() if isinstance(storage, BlockStorage) else None
+    if blocks is None or isinstance(storage, EpochStorage):
         raise ConfigurationError(
             f'{storage.describe()} has no blocks to shuffle by (shuffle="block" needs shards, Parquet row groups or '
-            'another storage with block_sizes()); use shuffle="uniform"'
+            'another storage with blocks: stoker.storage.BlockStorage); use shuffle="uniform"'
         )
+    assert isinstance(storage, BlockStorage)
     storage.stream_blocks()
     return blocks
+
+
+def _request_latencies(storage: Storage) -> Sequence[float]:
+    """What the store reports of its recent requests (`LatencyReporting`), or nothing."""
+    return storage.request_latencies() if isinstance(storage, LatencyReporting) else ()

@@ -202,11 +202,12 @@ def from_keywords(given: dict[str, Any], keywords: dict[str, Any]) -> dict[str, 
             raise TypeError(f"{group} must be a stoker.{kind.__name__}, got {type(option).__name__}")
         if mine and option is not None:
             raise TypeError(f"give {', '.join(sorted(mine))} inside {group}={kind.__name__}(...), not beside it")
-        if isinstance(mine.get("shuffle"), bool):
-            mine["shuffle"] = "uniform" if mine["shuffle"] else "none"
         if mine:
-            spelled = ", ".join(f"{name}={value!r}" for name, value in mine.items())
-            warn_deprecated(f"Loader({spelled}) is now Loader({group}=stoker.{kind.__name__}({spelled}))", stacklevel=4)
+            old = ", ".join(f"{name}={value!r}" for name, value in mine.items())
+            if isinstance(mine.get("shuffle"), bool):
+                mine["shuffle"] = "uniform" if mine["shuffle"] else "none"
+            new = ", ".join(f"{name}={value!r}" for name, value in mine.items())
+            warn_deprecated(f"Loader({old}) is now Loader({group}=stoker.{kind.__name__}({new}))", stacklevel=4)
             option = kind(**mine)
         result[group] = option if option is not None else kind()
     return result

@@ -5,17 +5,21 @@ k-fold folds."""
 from ._block_lookahead import BlockLookahead
 from ._block_order import block_order, shuffle_quality
 from ._epoch_warmup import EpochWarmup
+from ._plan import BatchPlan, PlannedSample, PlanRequests
 from ._prefetch import FetchedSample, OutOfOrderPrefetcher
 from ._ranges import PositionSet
 from ._sampler import SamplePlan, Sampler
 from ._split import SPLITS_FORMAT, k_folds, read_split, split_samples, write_splits
 
 __all__ = [
+    "BatchPlan",
     "BlockLookahead",
     "EpochWarmup",
     "SPLITS_FORMAT",
     "FetchedSample",
     "OutOfOrderPrefetcher",
+    "PlanRequests",
+    "PlannedSample",
     "PositionSet",
     "SamplePlan",
     "Sampler",

@@ -2,7 +2,7 @@
 
 Every sample of a batch is requested at once, and up to ``max_batches`` batches of requests are
 in flight. Out of order, a batch is filled by whichever requested samples arrive first, each
-keeping its key, label and epoch position, so one slow connection delays one sample instead of
+keeping what it was requested by, its context and its epoch position, so one slow connection delays one sample instead of
 a whole batch. In order, batch i holds exactly the samples requested for it (the slowest one
 sets its time). Slow start: one batch is requested first; each consumed batch is replaced, and
 every ``ramp_every`` consumed batches one extra is requested until ``max_batches`` are in flight
@@ -37,14 +37,33 @@ __all__ = ["FetchedSample", "OutOfOrderPrefetcher"]
 
 @dataclass(frozen=True)
 class FetchedSample:
-    """One sample as delivered: where it is in the epoch, its key and label, its bytes (None if
-    the fetch failed, with the error)."""
+    """One sample as delivered: where it is in the epoch, what it was fetched by, what rode along
+    with it, and its bytes (None if the fetch failed, with the error).
+
+    Attributes:
+        position: Its position in the epoch's order.
+        request: What ``fetch`` was awaited with: a key, or a storage index (the Loader's).
+        context: What the caller attached to the sample, handed back untouched (a label; the
+            Loader's `PlannedSample`).
+        data: The bytes, or None.
+        error: Why the fetch failed, or None.
+    """
 
     position: int
-    key: Any
-    label: Any
+    request: Any
+    context: Any
     data: bytes | None
     error: BaseException | None = None
+
+    @property
+    def key(self) -> Any:
+        """`request`, by the name the Cassandra paper's prefetcher gives it."""
+        return self.request
+
+    @property
+    def label(self) -> Any:
+        """`context`, by the name the Cassandra paper's prefetcher gives it."""
+        return self.context
 
 
 class _Request:
@@ -67,8 +86,8 @@ class OutOfOrderPrefetcher:
     the end of the epoch). Copies are budgeted at one per ten requests.
 
     Args:
-        fetch: ``await fetch(key)`` returns the sample's bytes.
-        samples: ``(position, key, label)`` in the order to request them (any sequence; slices
+        fetch: ``await fetch(request)`` returns the sample's bytes.
+        samples: ``(position, request, context)`` in the order to request them (any sequence; slices
             are taken a batch at a time).
         batch_size: Samples per batch.
         max_batches: Batches of requests in flight at most (K).
@@ -138,15 +157,15 @@ class OutOfOrderPrefetcher:
         return max(self.stall_patience, 2 * statistics.median(self._latencies))
 
     async def _copy(self, request: _Request) -> None:
-        position, key, label = request.sample
+        position, what, context = request.sample
         started = time.monotonic()
         try:
-            outcome = FetchedSample(position, key, label, await self.fetch(key))
+            outcome = FetchedSample(position, what, context, await self.fetch(what))
             self._latencies.append(time.monotonic() - started)
         except asyncio.CancelledError:
             raise
         except Exception as error:  # the sample is delivered as failed; the batch goes on
-            outcome = FetchedSample(position, key, label, None, error)
+            outcome = FetchedSample(position, what, context, None, error)
         if not request.result.done():
             request.result.set_result(outcome)
             if len(request.copies) > 1:  # hedged: the other copy is cancelled

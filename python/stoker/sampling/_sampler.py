@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from ._block_order import block_order, block_starts
+from ._plan import BatchPlan
 from ._ranges import PositionSet
 
 __all__ = ["Sampler", "SamplePlan"]
@@ -133,14 +134,14 @@ class Sampler:
             return np.arange(self.num_samples, dtype=np.int64)
         return np.nonzero(~self._excluded.mask(self.num_samples))[0]
 
-    def plan_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """This rank's samples for the rest of the epoch as arrays (positions, storage indices,
-        padding flags), in order, equal in count across ranks. Arrays, not objects: a plan over
-        a million samples takes milliseconds."""
+    def plan_arrays(self) -> BatchPlan:
+        """This rank's samples for the rest of the epoch as a `BatchPlan` of arrays (positions,
+        storage indices, padding flags), in order, equal in count across ranks. Arrays, not
+        objects: a plan over a million samples takes milliseconds."""
         with self._lock:
             return self._plan_locked()
 
-    def _plan_locked(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _plan_locked(self) -> BatchPlan:
         order = self.order()
         remaining = self._remaining_positions()
         per_rank = -(-len(remaining) // self.world_size) if self.pad else len(remaining) // self.world_size
@@ -153,7 +154,7 @@ class Sampler:
         mine = mine[~delivered[mine]]
         positions = np.concatenate([mine, padding_positions]).astype(np.int64)
         padding = np.concatenate([np.zeros(len(mine), bool), np.ones(len(padding_positions), bool)])
-        return positions, order[positions].astype(np.int64), padding
+        return BatchPlan(positions, order[positions].astype(np.int64), padding)
 
     def next_epoch_indices(self, count: int) -> np.ndarray:
         """The storage indices of this rank's first ``count`` samples of the next epoch (nothing

@@ -11,12 +11,15 @@
 - `views`: `SubsetStorage`, `MixedStorage`.
 
 `open_storage` picks the backend from a path or URL. Writing datasets (convert, upload,
-inspect) is `stoker.ingest`'s. A new backend implements `__len__`-defining keys and labels and
-one read (`_read_indices`); the rest are optional capabilities (see the package README).
+inspect) is `stoker.ingest`'s. A new backend sets its keys and labels and implements one read
+(`Storage._read_indices`); what it can do beyond that is declared by implementing a capability
+protocol (`BlockStorage`, `MemberStorage`, `EpochStorage`, `LatencyReporting`), which the Loader
+checks for. The package README walks through adding a backend.
 """
 
 from .._deprecation import moved_names
 from ..errors import CorruptSampleError, ShardError, StaleIndexError, StorageClosedError, StorageError, StorageUnavailableError
+from ._capabilities import BlockStorage, EpochStorage, LatencyReporting, MemberStorage
 from ._open import open_storage, storage_format
 from ._protocol import Storage
 from .local import (
@@ -51,12 +54,16 @@ __all__ = [
     "INDEX_FORMAT",
     "INDEX_VERSION",
     "VIDEO_EXTENSIONS",
+    "BlockStorage",
     "CassandraConnection",
     "CassandraStorage",
     "CorruptSampleError",
     "DatumLayout",
+    "EpochStorage",
     "FileStorage",
+    "LatencyReporting",
     "LmdbStorage",
+    "MemberStorage",
     "MemoryStorage",
     "MixedStorage",
     "ParquetStorage",

@@ -29,8 +29,13 @@ __all__ = ["Storage"]
 class Storage(ABC):
     """Where a dataset's bytes live.
 
-    Subclasses set ``self._keys`` and ``self._labels`` when they open, and provide
-    `_read_indices` (bytes or the exception, per sample); everything else derives from them.
+    A backend sets ``self._keys`` and ``self._labels`` when it opens and provides one read,
+    `_read_indices` (bytes or the exception, per sample), and `close` where it holds files or
+    connections; everything else (`read_many` and its failure policy, async fetches, sequential
+    iteration, key lookup) derives from them. What a backend may do beyond that (blocks, members,
+    samples that change per epoch, latency reports) is a protocol of its own
+    (`BlockStorage`, `MemberStorage`, `EpochStorage`, `LatencyReporting`), which the Loader checks
+    for explicitly.
 
     Attributes:
         classes: Class names, where labels are class indices (None otherwise).
@@ -41,11 +46,6 @@ class Storage(ABC):
     is_remote: bool = False
     """True for network storage: the Loader then fetches per sample, out of order (the Cassandra
     paper's incremental prefetch), with more batches in flight."""
-    changes_per_epoch: bool = False
-    """True when `set_epoch` changes the samples (a mixture's draw): the Loader then calls it and
-    reads `keys` and `labels` again at every epoch."""
-    epoch: int | None = None
-    """The epoch `set_epoch` last started, where the samples change per epoch."""
     _FAILURES_KEPT = 1000
 
     def __init__(self, max_concurrent_reads: int = 16) -> None:
@@ -206,50 +206,10 @@ class Storage(ABC):
         assert data is not None  # read_indices raises rather than return None under "raise"
         return data
 
-    def block_sizes(self) -> list[int] | None:
-        """Samples in each block, in storage order: the runs of consecutive samples that one
-        large read serves (shards, Parquet row groups), for the block shuffle
-        (``Loader(shuffle="block")``). None where the storage has no such blocks."""
-        return None
-
-    def request_latencies(self) -> Sequence[float]:
-        """Seconds taken by recent requests to the store (network storage; opening included),
-        from which a Loader's first patience with a stalled batch is set. Empty: unknown."""
-        return ()
-
-    def max_open_blocks(self) -> int | None:
-        """How many blocks this storage keeps in memory at once (its block cache over a mean
-        block's bytes), which bounds how many the block shuffle mixes; None: no bound."""
-        return None
-
-    def stream_blocks(self) -> None:  # noqa: B027 - a hook: storage read locally ignores it
-        """Read whole blocks from now on, where that pays (object stores): called by
-        ``Loader(shuffle="block")``, whose order reads a few blocks at a time."""
-
-    def prefetch_blocks(self, blocks: Sequence[int]) -> None:  # noqa: B027 - a hint: storage without blocks ignores it
-        """Start reading ``blocks`` (numbers in `block_sizes` order) without waiting, while
-        streaming blocks: the block shuffle knows its next blocks before their first sample is
-        asked for (see `stoker.sampling.BlockLookahead`). A read that fails here is read again,
-        and its error reported, when a sample of the block is asked for."""
-
-    def set_epoch(self, epoch: int) -> None:  # noqa: B027 - a hook: most storages ignore epochs
-        """Start epoch ``epoch``. Only storages whose samples change per epoch (see
-        `changes_per_epoch`) do anything here."""
-
     def stats(self) -> dict[str, int]:
         """Counters of what the storage did (network storage: requests, bytes, retries...);
         empty where nothing is counted."""
         return {}
-
-    def try_read_members(self, indices: Sequence[int], extensions: Sequence[str]) -> list[dict[str, Any] | Exception]:
-        """Other members of each sample (WebDataset's ``.txt``, ``.json``...), decoded; an
-        exception in place of a sample that lacks one. Backends whose samples have members
-        (tar shards, local or on S3) provide it.
-
-        Raises:
-            StorageError: This storage holds one payload per sample.
-        """
-        raise StorageError(f"{self.describe()}: one payload per sample; extra members (WebDataset's .txt, .json...) need tar shards")
 
     def record_failure(self, key: str, error: BaseException) -> None:
         """Count a sample a read skipped and keep it in `failures` (the first thousand)."""

@@ -12,7 +12,7 @@ from PIL import Image
 
 from stoker.ingest import convert_storage
 from stoker.storage import FileStorage
-from tests.images import encode, photo
+from tests.support.images import encode, photo
 from tests.support.media_files import require_ffmpeg, tone_with_clicks, wav_bytes
 
 from ..conftest import make_images

@@ -216,6 +216,12 @@ class ParquetStorage(Storage):
         ]
         return max(2, self._cache.capacity // (2 * max(1, int(np.mean(sizes))))) if sizes else 2
 
+    def stream_blocks(self) -> None:
+        """Nothing: row groups are always read whole (`BlockStorage`)."""
+
+    def prefetch_blocks(self, blocks: Sequence[int]) -> None:
+        """Nothing: a row group is read when its first row is asked for (`BlockStorage`)."""
+
     def _load_group(self, number: int, group: int) -> Any:
         with self._open(self.names[number]) as file:
             reader = self.parquet.ParquetFile(file, metadata=self.metadata[number], pre_buffer=True, page_checksum_verification=True)

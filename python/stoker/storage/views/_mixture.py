@@ -21,8 +21,6 @@ __all__ = ["MixedStorage"]
 
 
 class MixedStorage(Storage):
-    changes_per_epoch = True
-
     """A weighted mixture of storages.
 
     Args:

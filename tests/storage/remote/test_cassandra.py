@@ -12,8 +12,7 @@ from stoker.ingest import upload_to_cassandra
 from stoker.storage import CassandraConnection, CassandraStorage, RetryPolicy, StorageError
 from tests.support import LatencyProxy
 from tests.support.cassandra_server import CassandraServer
-
-from .conftest import dataset
+from tests.support.datasets import dataset
 
 
 def test_upload_then_read_every_sample_with_its_label_and_metadata(keyspace_connection: CassandraConnection) -> None:

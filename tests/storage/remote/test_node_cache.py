@@ -10,9 +10,8 @@ import sys
 from pathlib import Path
 
 from stoker.ingest import upload_to_s3
+from tests.support.datasets import dataset, unique
 from tests.support.s3_server import S3Server
-
-from .conftest import dataset, unique
 
 RANK = """
 import json, sys

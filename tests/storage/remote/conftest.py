@@ -4,44 +4,15 @@ CI, where ``STOKER_REQUIRE_SERVERS`` is set."""
 
 from __future__ import annotations
 
-import itertools
-import os
-import random
-from collections import Counter
 from collections.abc import Iterator
 
 import pytest
 
-from stoker.loader import Loader
-from stoker.storage import CassandraConnection, MemoryStorage
+from stoker.storage import CassandraConnection
 from tests.support.availability import started
 from tests.support.cassandra_server import CassandraServer
+from tests.support.datasets import unique
 from tests.support.s3_server import S3Server
-
-_names = itertools.count()
-
-
-def dataset(count: int = 120, classes: int = 3, seed: int = 0) -> MemoryStorage:
-    """Random payloads named like an ImageFolder, labelled by class."""
-    generator = random.Random(seed)
-    samples = {f"class_{index % classes}/{index:05d}.jpg": generator.randbytes(generator.randint(200, 4000)) for index in range(count)}
-    return MemoryStorage(samples, {key: int(key.split("/")[0][-1]) for key in samples})
-
-
-def epoch_contents(loader: Loader, truth: dict[str, bytes]) -> Counter[str]:
-    """How many times one epoch of ``loader`` delivered each key, checking every sample's bytes
-    against ``truth``."""
-    seen: Counter[str] = Counter()
-    for batch in loader:
-        for key, data in zip(batch.keys, batch.data):
-            assert data == truth[key]
-            seen[key] += 1
-    return seen
-
-
-def unique(prefix: str) -> str:
-    """A fresh bucket, prefix or keyspace name for one test."""
-    return f"{prefix}{next(_names)}x{os.getpid()}"
 
 
 @pytest.fixture(scope="session")

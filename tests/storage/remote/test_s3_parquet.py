@@ -14,9 +14,8 @@ from stoker.ingest import convert_storage
 from stoker.loader import Loader, Sampling
 from stoker.storage import ParquetStorage, RetryPolicy, StorageError, open_storage
 from tests.support import LatencyProxy
+from tests.support.datasets import dataset
 from tests.support.s3_server import S3Server
-
-from .conftest import dataset
 
 pytest.importorskip("pyarrow")
 

@@ -14,9 +14,8 @@ from stoker.cli import main
 from stoker.sampling import read_split
 from stoker.storage import CassandraConnection, S3Storage
 from tests.support.cassandra_server import CassandraServer
+from tests.support.datasets import make_folder
 from tests.support.s3_server import S3Server
-
-from ..storage.conftest import make_folder
 
 
 @pytest.fixture

@@ -12,9 +12,8 @@ import pytest
 from stoker.ingest import upload_to_s3
 from stoker.loader import Loader, Sampling
 from stoker.storage import RetryPolicy, S3Storage, SampleCache
+from tests.support.datasets import dataset, epoch_contents
 from tests.support.s3_server import S3Server
-
-from .conftest import dataset, epoch_contents
 
 PATIENT = RetryPolicy(attempts=20, base_delay=0.01, max_delay=0.2, deadline=60)
 

@@ -13,7 +13,7 @@ from stoker.device import pinned_allocator, to_device  # noqa: E402
 from stoker.loader import FailurePolicy, Sampling  # noqa: E402
 from stoker.ops import ImageTransform  # noqa: E402
 from stoker.storage import MemoryStorage  # noqa: E402
-from tests.images import jpeg  # noqa: E402
+from tests.support.images import jpeg  # noqa: E402
 
 
 def test_batches_reach_the_cpu_device_intact() -> None:

@@ -16,8 +16,7 @@ from stoker.loader import Sampling
 from stoker.storage import CassandraConnection, CassandraStorage, RetryPolicy, StorageError
 from tests.support.availability import started
 from tests.support.cassandra_cluster import CassandraCluster
-
-from .conftest import dataset, unique
+from tests.support.datasets import dataset, unique
 
 PATIENT = RetryPolicy(attempts=None, base_delay=0.05, max_delay=0.5, deadline=120)
 

@@ -1,0 +1,5 @@
+"""Small datasets on disk for the ingest tests (see `tests.support.fixtures`)."""
+
+from tests.support.fixtures import folder, private_cache
+
+__all__ = ["folder", "private_cache"]
