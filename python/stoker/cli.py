@@ -22,7 +22,8 @@ from typing import Any
 
 from .ingest import convert_storage, format_report, inspect_storage
 from .loader._options import SHUFFLES
-from .storage import StorageError, build_index, index_path, open_storage, write_index
+from .storage import StorageError, open_storage
+from .storage.local import build_index, index_path, write_index
 
 # Sizes are binary, as `du -h` and most storage tools mean them: 1 MB = 1 MiB = 2**20 bytes.
 _UNITS = {
@@ -143,7 +144,7 @@ def _parse_balance(text: str) -> str | dict[str, float]:
 def _split(arguments: argparse.Namespace) -> int:
     from .ingest import read_metadata_csv
     from .sampling import k_folds, split_samples, write_splits
-    from .storage import read_metadata_table
+    from .storage.remote import read_metadata_table
 
     groups = None
     if arguments.source.startswith(("cassandra://", "scylla://", "scylladb://")):

@@ -18,7 +18,8 @@ from stoker import Loader
 from stoker.errors import SampleError
 from stoker.loader import FailurePolicy, Sampling
 from stoker.ops import ImageTransform
-from stoker.storage import ShardError, TarShardStorage, build_index, write_index
+from stoker.storage import ShardError, TarShardStorage
+from stoker.storage.local import build_index, write_index
 
 TRANSFORM = ImageTransform(resize=(8, 8))
 

@@ -9,7 +9,8 @@ import lmdb
 import pytest
 
 from stoker.ingest import convert_storage, encode_datum
-from stoker.storage import FileStorage, LmdbStorage, StaleIndexError, StorageError, parse_datum
+from stoker.storage import FileStorage, LmdbStorage, StaleIndexError, StorageError
+from stoker.storage.local import parse_datum
 
 
 def _write(path: Path, values: dict[bytes, bytes], map_size: int = 1 << 26) -> None:

@@ -13,7 +13,8 @@ import pytest
 from stoker import _native
 from stoker.ingest import convert_storage, shard_key
 from stoker.loader import Loader, Sampling
-from stoker.storage import FileStorage, ShardError, StaleIndexError, TarShardStorage, build_index, index_path, write_index
+from stoker.storage import FileStorage, ShardError, StaleIndexError, TarShardStorage
+from stoker.storage.local import build_index, index_path, write_index
 from tests.support.datasets import make_folder
 
 

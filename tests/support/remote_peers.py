@@ -98,7 +98,7 @@ class CassandraRowDataset(_PerProcessClient):
         return session, statement
 
     def _get(self, client: Any, key: str) -> bytes:
-        from stoker.storage import sample_id
+        from stoker.storage.remote import sample_id
 
         session, statement = client
         return session.execute(statement, (sample_id(key),)).one().data

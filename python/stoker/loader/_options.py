@@ -49,9 +49,10 @@ class Sampling:
         shuffle_window: With ``"block"``, blocks per rank shuffled together (32: with 8 MB blocks,
             256 MB held per rank; wider mixes better, see `stoker.sampling.shuffle_quality`).
         seed: Seeds the shuffle and every sample's augmentation, with the epoch.
-        rank, world_size: This process's share. Left out, they are found
-            (`stoker.distributed.discover_world`): from an initialized ``torch.distributed``
-            process group, else ``RANK`` and ``WORLD_SIZE`` (as ``torchrun`` sets them), else 0 of 1.
+        rank: This process's rank. Left out, it is found (`stoker.distributed.discover_world`):
+            from an initialized ``torch.distributed`` process group, else ``RANK`` (as
+            ``torchrun`` sets it), else 0.
+        world_size: How many ranks share the data; left out, found as ``rank`` is (else 1).
         pad: Pad ranks to equal counts by repeating samples (marked in ``batch.padding``);
             False drops the uneven tail instead.
         in_order: Deliver batches in the sampler's order (a slow batch then holds the others

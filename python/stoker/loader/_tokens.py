@@ -36,10 +36,13 @@ class TokenLoader:
 
     Args:
         source: Tokenized documents (`TokenFile`, `TokenShards`).
-        context_length, batch_size: Row length and rows per batch.
-        shuffle, seed, rank, world_size: As for `Sampler` (ranks get equal document counts;
-            padding documents are not repeated here: ``pad=False``); left out, rank and world
-            size are found as for `Loader`.
+        context_length: Tokens per row.
+        batch_size: Rows per batch.
+        shuffle: Shuffle the documents per epoch, as `Sampler` does (ranks get equal document
+            counts; padding documents are not repeated here: ``pad=False``).
+        seed: Seeds the shuffle, with the epoch.
+        rank: This process's rank; left out, found as for `Loader` (`Sampling`).
+        world_size: How many ranks share the documents; left out, found as for `Loader`.
         read_ahead: Documents read per storage call.
         equal_steps: End every rank's epoch at the same step, the first where one rank has no
             batch left (`stoker.distributed.StepAgreement`: one small all-reduce a step), so

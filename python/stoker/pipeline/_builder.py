@@ -27,7 +27,7 @@ def _positive(name: str, value: int) -> int:
 class PipelineBuilder:
     """Describes a pipeline stage by stage: a source, pipes and regroupings, then a sink.
 
-    Example:
+    Examples:
         >>> pipeline = (
         ...     PipelineBuilder()
         ...     .add_source(range(10))

@@ -68,8 +68,21 @@ class StokerShardSink:
             end) a sample missing or repeated, or one that reads back different bytes.
     """
 
-    def __new__(cls, *arguments: Any, **options: Any) -> Any:
-        return _sink_class()(*arguments, **options)
+    report: dict[str, Any]
+    """What the write did, once it finished: ``samples``, ``bytes``, ``shards``, and seconds and
+    tasks per phase."""
+
+    def __new__(
+        cls, destination: str | os.PathLike[str], *, shard_size: int = 256 << 20, samples: int, classes: list[str] | None = None
+    ) -> Any:
+        # Built on first use: `ray` is an optional extra, imported only by those who use it.
+        return _sink_class()(destination, shard_size=shard_size, samples=samples, classes=classes)
+
+    def __init__(
+        self, destination: str | os.PathLike[str], *, shard_size: int = 256 << 20, samples: int, classes: list[str] | None = None
+    ) -> None:
+        """Never runs (`__new__` returns the Ray datasink's own instance): the signature, for
+        readers and type checkers."""
 
 
 def _sink_class() -> type:

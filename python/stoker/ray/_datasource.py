@@ -45,9 +45,38 @@ class StokerDatasource:
         StorageError: The source cannot be opened (on the driver, before any task runs).
     """
 
-    def __new__(cls, *arguments: Any, **options: Any) -> Any:
+    count: int
+    """Samples in the source."""
+    classes: list[str] | None
+    """The source's class names, where its labels are class indices."""
+
+    def __new__(
+        cls,
+        source: str,
+        *,
+        columns: Sequence[str] = ("key", "label", "bytes"),
+        transform: Any = None,
+        rows_per_block: int = 1024,
+        on_error: str = "raise",
+        **storage_options: Any,
+    ) -> Any:
         # Built on first use: `ray` is an optional extra, imported only by those who use it.
-        return _datasource_class()(*arguments, **options)
+        return _datasource_class()(
+            source, columns=columns, transform=transform, rows_per_block=rows_per_block, on_error=on_error, **storage_options
+        )
+
+    def __init__(
+        self,
+        source: str,
+        *,
+        columns: Sequence[str] = ("key", "label", "bytes"),
+        transform: Any = None,
+        rows_per_block: int = 1024,
+        on_error: str = "raise",
+        **storage_options: Any,
+    ) -> None:
+        """Never runs (`__new__` returns the Ray datasource's own instance): the signature, for
+        readers and type checkers."""
 
 
 def _log_skipped(name: str, reason: str) -> None:

@@ -49,7 +49,8 @@ class RayLoader:
         drop_last: Drop the last, short batch of each epoch.
         prefetch: Batches Ray prefetches, and batches the loader keeps copied ahead.
         pin_memory: Page-locked batch memory when CUDA is available (``"auto"``, True).
-        local_shuffle_buffer_size, local_shuffle_seed: Passed to Ray's ``iter_batches``.
+        local_shuffle_buffer_size: Passed to Ray's ``iter_batches``.
+        local_shuffle_seed: Passed to Ray's ``iter_batches``.
 
     Each full iteration is one epoch. `state_dict` records the epoch and the rows delivered.
     Continuing mid-epoch (iterating again after a ``break``, or `load_state_dict`) skips that many

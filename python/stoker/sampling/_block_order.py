@@ -50,7 +50,8 @@ def block_order(block_sizes: Sequence[int], *, seed: int, epoch: int, window: in
 
     Args:
         block_sizes: Samples in each block, in storage order (they cover every sample).
-        seed, epoch: What the order is drawn from.
+        seed: Seeds the order, with the epoch.
+        epoch: The epoch whose order this is.
         window: Blocks whose samples are shuffled together, per rank.
         ranks: The world size the order is laid out for.
 

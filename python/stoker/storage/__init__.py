@@ -25,40 +25,28 @@ from ._protocol import Storage
 from .local import (
     AUDIO_EXTENSIONS,
     IMAGE_EXTENSIONS,
-    INDEX_FORMAT,
-    INDEX_VERSION,
     VIDEO_EXTENSIONS,
-    DatumLayout,
     FileStorage,
     LmdbStorage,
     MemoryStorage,
     ParquetStorage,
-    ShardIndex,
     TarShardStorage,
     TokenFile,
     TokenShards,
-    build_index,
-    index_path,
-    load_index,
     open_tokens,
-    parse_datum,
-    write_index,
 )
 from .policies import RetryPolicy, SampleCache
-from .remote import CassandraConnection, CassandraStorage, RemoteStorage, S3Storage, read_metadata_table, sample_id
+from .remote import CassandraConnection, CassandraStorage, RemoteStorage, S3Storage
 from .views import MixedStorage, SubsetStorage
 
 __all__ = [
     "AUDIO_EXTENSIONS",
     "IMAGE_EXTENSIONS",
-    "INDEX_FORMAT",
-    "INDEX_VERSION",
     "VIDEO_EXTENSIONS",
     "BlockStorage",
     "CassandraConnection",
     "CassandraStorage",
     "CorruptSampleError",
-    "DatumLayout",
     "EpochStorage",
     "FileStorage",
     "LatencyReporting",
@@ -72,7 +60,6 @@ __all__ = [
     "S3Storage",
     "SampleCache",
     "ShardError",
-    "ShardIndex",
     "StaleIndexError",
     "Storage",
     "StorageClosedError",
@@ -82,19 +69,13 @@ __all__ = [
     "TarShardStorage",
     "TokenFile",
     "TokenShards",
-    "build_index",
-    "index_path",
-    "load_index",
     "open_storage",
     "open_tokens",
-    "parse_datum",
-    "read_metadata_table",
-    "sample_id",
     "storage_format",
-    "write_index",
 ]
 
-# The write side moved to stoker.ingest; the per-read failure record to stoker.failures.
+# The write side moved to stoker.ingest; the per-read failure record to stoker.failures; the
+# shard index and the Caffe Datum parser to stoker.storage.local, Cassandra's helpers to .remote.
 __getattr__ = moved_names(
     __name__,
     {
@@ -109,5 +90,16 @@ __getattr__ = moved_names(
         "upload_to_s3": "stoker.ingest:upload_to_s3",
         "write_token_shards": "stoker.ingest:write_token_shards",
         "ReadFailure": "stoker.failures:Failure",
+        "INDEX_FORMAT": "stoker.storage.local:INDEX_FORMAT",
+        "INDEX_VERSION": "stoker.storage.local:INDEX_VERSION",
+        "ShardIndex": "stoker.storage.local:ShardIndex",
+        "build_index": "stoker.storage.local:build_index",
+        "index_path": "stoker.storage.local:index_path",
+        "load_index": "stoker.storage.local:load_index",
+        "write_index": "stoker.storage.local:write_index",
+        "DatumLayout": "stoker.storage.local:DatumLayout",
+        "parse_datum": "stoker.storage.local:parse_datum",
+        "read_metadata_table": "stoker.storage.remote:read_metadata_table",
+        "sample_id": "stoker.storage.remote:sample_id",
     },
 )

@@ -50,8 +50,17 @@ class DataLoader:
     Args:
         dataset: A map-style dataset (``__getitem__``, and ``__len__`` unless the sampler is
             given) or an ``IterableDataset``.
-        batch_size, shuffle, sampler, batch_sampler, drop_last, collate_fn, generator,
-        pin_memory, timeout, worker_init_fn, persistent_workers: As torch's.
+        batch_size: As torch's.
+        shuffle: As torch's.
+        sampler: As torch's.
+        batch_sampler: As torch's.
+        drop_last: As torch's.
+        collate_fn: As torch's.
+        generator: As torch's.
+        pin_memory: As torch's (a CPU fallback where there is no CUDA).
+        timeout: As torch's.
+        worker_init_fn: As torch's.
+        persistent_workers: As torch's.
         num_workers: 0 fetches in the calling thread as torch does; N fetches with N threads
             (or processes with ``multiprocessing``), every item of a batch at once.
         prefetch_factor: Batches in flight per worker (default 2), as torch's.

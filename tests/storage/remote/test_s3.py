@@ -209,7 +209,7 @@ def test_image_text_shards_deliver_their_extra_members(s3_server: S3Server, buck
 
     webdataset = pytest.importorskip("webdataset")
     from stoker.loader import Loader
-    from stoker.storage import build_index
+    from stoker.storage.local import build_index
 
     shard = tmp_path / "shard-000000.tar"
     with webdataset.TarWriter(str(shard)) as writer:

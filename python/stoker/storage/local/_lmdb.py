@@ -61,7 +61,8 @@ class LmdbStorage(Storage):
             ``"error"`` (`StaleIndexError`).
         index_path: Where to keep the offset index (default: ``stoker-index.json`` beside
             ``data.mdb`` when writable, else in stoker's cache folder).
-        max_gap, max_read: Coalescing limits, as for tar shards.
+        max_gap: Largest gap in bytes between two values merged into one read (as for tar shards).
+        max_read: Largest merged read in bytes.
         max_concurrent_reads: Simultaneous reads (LMDBIO's staggering, for one machine).
 
     Raises:

@@ -57,19 +57,27 @@ class S3Storage(RemoteStorage):
 
     Args:
         url: ``s3://bucket/prefix``.
-        endpoint, region, access_key_id, secret_access_key, session_token, profile: Where and who
-            (see the module notes for the fallbacks).
+        endpoint: The store's URL, for S3-compatible stores other than AWS.
+        region: The region.
+        access_key_id: Credentials, where the environment's are not to be used (see the module
+            notes for the fallbacks; never logged).
+        secret_access_key: Its secret.
+        session_token: A temporary session's token.
+        profile: An AWS config profile to take them from (``stoker[aws-profiles]``).
         payload: Which member of a shard sample every read returns (default: chosen per sample,
             the first of ``image_extensions`` it has).
         image_extensions: The preference list for that choice.
         verify: Check each shard sample against the CRC-32 in its index, where it has them.
-        cache_dir, cache_bytes: A local cache of fetched samples at most ``cache_bytes`` large
-            (while block streaming, of whole blocks: later epochs read them from local disk).
+        cache_dir: A folder for a local cache of fetched samples (while block streaming, of whole
+            blocks: later epochs read them from local disk); one per node, shared by its ranks.
+        cache_bytes: The cache's size limit.
         block_bytes: Shards only: the blocks of the block shuffle and of block streaming are runs
             of a shard's samples spanning at most this many bytes.
         block_cache_bytes: Bytes of blocks kept in memory while block streaming.
-        timeout, connect_timeout: Per request (seconds).
-        max_in_flight, retry: See `RemoteStorage`.
+        timeout: Seconds per request.
+        connect_timeout: Seconds to connect.
+        max_in_flight: Requests in flight at most (see `RemoteStorage`).
+        retry: The `RetryPolicy` (see `RemoteStorage`).
 
     Raises:
         StorageError: Nothing there, access refused, or a manifest or index that cannot be read;
