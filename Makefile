@@ -81,8 +81,8 @@ wheel: | $(VENV)/.wheel-tools system-build
 	@ls -l dist/*.whl
 
 check: install-dev
-	$(BIN)/ruff check python tests benchmarks packaging
-	$(BIN)/ruff format --check python tests benchmarks packaging
+	$(BIN)/ruff check python tests benchmarks packaging docs/examples
+	$(BIN)/ruff format --check python tests benchmarks packaging docs/examples
 	$(BIN)/mypy
 	$(BIN)/python -m mypy.stubtest stoker._native
 	$(BIN)/python -m mypy.stubtest $$($(BIN)/python -c "from stoker.ops._media_backend import available_builds; print(available_builds()[0].module)")
