@@ -31,45 +31,30 @@ from typing import Any, Literal
 import numpy as np
 
 from ..distributed import discover_world
-from ..errors import ConfigurationError, SampleError, TooManyBadSamplesError
+from ..errors import ConfigurationError
 from ..failures import Failure
 from ..ops._media_backend import media_backend
 from ..ops.batch import TRANSFORMS, Transform, allocate_batch
 from ..ops.media import AudioTransform, VideoTransform
-from ..pipeline import AbortPipeline, Pipeline, PipelineBuilder, PipelineStats
-from ..sampling import BatchPlan, BlockLookahead, EpochWarmup, FetchedSample, OutOfOrderPrefetcher, PlannedSample, Sampler
+from ..pipeline import Pipeline, PipelineBuilder, PipelineStats
+from ..sampling import BatchPlan, EpochWarmup, OutOfOrderPrefetcher, Sampler
 from ..storage import (
-    BlockStorage,
     EpochStorage,
-    LatencyReporting,
-    MemberStorage,
     RemoteStorage,
     Storage,
-    StorageClosedError,
-    StorageError,
-    StorageUnavailableError,
 )
 from ._arguments import as_storage, check_integer
+from ._assembly import BatchAssembler
 from ._batch import Batch
 from ._buffers import BufferPool, pinned_allocator
-from ._decode import decode_payloads
-from ._failure_policy import BadSampleHandler, replacement_candidates
+from ._capabilities import block_window, check_extra, shuffle_blocks
+from ._failure_policy import BadSampleHandler
 from ._options import FailurePolicy, Reads, Sampling, Throughput, from_keywords
+from ._sample_prefetch import SamplePrefetch
 
 __all__ = ["Loader"]
 
 _logger = logging.getLogger("stoker.loader")
-
-
-@dataclasses.dataclass
-class FetchedBatch:
-    """A batch between the fetch and decode stages: its number in the epoch, its plan, its
-    samples' keys, and each sample's bytes or the error its read failed with."""
-
-    number: int
-    plan: BatchPlan
-    keys: list[str]
-    payloads: list[bytes | Exception]
 
 
 # Seconds the loader waits for ops still running when the loop stops early (break, an error,
@@ -177,7 +162,6 @@ class Loader:
         self.ramp_every = read_options.ramp_every
         self.stall_patience = read_options.stall_patience
         self.hedge = read_options.hedge
-        self.prefetcher: OutOfOrderPrefetcher | None = None
         # Network storage: the next epoch's first samples are requested before this one ends.
         self._warmup = (
             EpochWarmup(storage.fetch_index, storage.event_loop)
@@ -197,13 +181,11 @@ class Loader:
             rank=rank,
             world_size=world_size,
             pad=sampling_options.pad,
-            blocks=_shuffle_blocks(storage, shuffle),
-            window=_block_window(storage, shuffle, sampling_options.shuffle_window),
+            blocks=shuffle_blocks(storage, shuffle),
+            window=block_window(storage, shuffle, sampling_options.shuffle_window),
         )
-        self.extra = _check_extra(extra, storage)
-        self._labels = label_array(storage.labels)
-        self._keys = storage.keys
-        self._pool = None
+        self.extra = check_extra(extra, storage)
+        self._pool: BufferPool | None = None
         if transform is not None:
             allocate: Callable[[], np.ndarray] = lambda: allocate_batch(transform, batch_size)  # noqa: E731
             if throughput_options.pin_memory:
@@ -211,6 +193,18 @@ class Loader:
                 shape = allocate_batch(transform, 1).shape[1:]
                 allocate = pinned_allocator((batch_size, *shape), transform.dtype)
             self._pool = BufferPool(allocate, capacity=self.decode_concurrency + prefetch + 4)
+        self._assembler = BatchAssembler(
+            storage, self.sampler, transform=transform, decode=decode, extra=self.extra, pool=self._pool, policy=self._policy
+        )
+        self._sample_prefetch = SamplePrefetch(
+            storage,
+            self.sampler,
+            self._assembler,
+            batch_size=batch_size,
+            reads=dataclasses.replace(read_options, fetch_concurrency=self.fetch_concurrency),
+            in_order=self.in_order,
+            warmup=self._warmup,
+        )
         self._pipeline: Pipeline[Any] | None = None
         self._last_stats: PipelineStats | None = None
         self._iteration_lock = threading.Lock()
@@ -220,6 +214,11 @@ class Loader:
         self._holders = 0
         self._held: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._iterating: str | None = None  # the thread iterating now
+
+    @property
+    def prefetcher(self) -> OutOfOrderPrefetcher | None:
+        """The per-sample prefetcher of the running (or last) epoch, with sample prefetch."""
+        return self._sample_prefetch.prefetcher
 
     @property
     def failures(self) -> list[Failure]:
@@ -242,8 +241,7 @@ class Loader:
         # A mixture draws its samples per epoch: keys and labels change with it.
         if isinstance(self.storage, EpochStorage) and self.storage.epoch != self.sampler.epoch:
             self.storage.set_epoch(self.sampler.epoch)
-            self._keys = self.storage.keys
-            self._labels = label_array(self.storage.labels)
+            self._assembler.set_samples(self.storage.keys, self.storage.labels)
 
     def state_dict(self) -> dict[str, Any]:
         """Where this rank is in the epoch: delivered samples only, so batches in flight are read
@@ -313,212 +311,24 @@ class Loader:
 
     # ---- the pipeline ---------------------------------------------------------------------
 
-    def _fetch(self, job: tuple[int, BatchPlan]) -> FetchedBatch:
-        number, plan = job
-        indices = plan.indices.tolist()
-        payloads = self.storage.try_read_indices(indices)
-        self._raise_if_unavailable(payloads)
-        return FetchedBatch(number, plan, [self._keys[index] for index in indices], payloads)
-
-    def _raise_if_unavailable(self, payloads: Sequence[object]) -> None:
-        """An unreachable store stops the epoch with one error naming every sample it failed; so
-        does a closed one (its samples are not bad samples to skip: they were never read)."""
-        closed = next((payload for payload in payloads if isinstance(payload, StorageClosedError)), None)
-        if closed is not None:
-            raise AbortPipeline(closed)
-        outages = [payload for payload in payloads if isinstance(payload, StorageUnavailableError)]
-        if not outages:
-            return
-        first = outages[0]
-        samples = tuple(name for outage in outages for name in outage.samples)
-        error = StorageUnavailableError(
-            f"{first.store or self.storage.describe()} is unavailable: {len(outages)} sample(s) of a batch could not be read "
-            f"within the retry deadline (nothing of that batch was delivered; a resume reads them again), e.g. {first}",
-            store=first.store,
-            samples=samples,
-            seconds=max(outage.seconds for outage in outages),
-        )
-        error.__cause__ = first
-        raise AbortPipeline(error)
-
-    def _prefetched_batches(self, plan: BatchPlan) -> Any:
-        """The source with sample prefetch: each batch as fetched, as the decode stage takes it."""
-        plan = plan.part(0, self._batch_count(plan.size) * self.batch_size)
-        # Requested by storage index (what fetch_index takes); key and padding ride along.
-        samples = plan.requests(self._keys, on_slice=self._block_lookahead(plan.indices))
-        fetch = self._warmup.fetcher(self.sampler.epoch) if self._warmup is not None else self.storage.fetch_index
-        self.prefetcher = OutOfOrderPrefetcher(
-            fetch,
-            samples,
-            batch_size=self.batch_size,
-            max_batches=self.fetch_concurrency,
-            ramp_every=self.ramp_every,
-            in_order=self.in_order,
-            stall_patience=self.stall_patience,
-            hedge=self.hedge,
-            # Slow start once per job: a later epoch starts at the depth the last one reached.
-            # The first starts at two batches, so that out-of-order assembly fills the first
-            # batch from the faster of 64 requests: with one connection in ten slow, nearly
-            # every batch of 32 has a slow request, and the first would wait a whole patience.
-            start_batches=self.prefetcher.ramp_level if self.prefetcher is not None else 2,
-            on_all_requested=self._warm_next_epoch if self._warmup is not None else None,
-            latencies=self.prefetcher.latencies if self.prefetcher is not None else _request_latencies(self.storage),
-        )
-        return self._as_jobs(self.prefetcher)
-
-    def _block_lookahead(self, indices: np.ndarray) -> Callable[[int], None] | None:
-        """With the block shuffle, each block is asked of the storage half a window of samples
-        before its first sample is due (see `BlockLookahead`); None for the other shuffles."""
-        blocks = self.sampler.blocks
-        if blocks is None or not isinstance(self.storage, BlockStorage):
-            return None
-        ahead = int(self.sampler.window * len(self.storage) / len(blocks) / 2)
-        return BlockLookahead(indices, blocks, ahead, self.storage.prefetch_blocks).requested
-
-    def _warm_next_epoch(self) -> None:
-        """Request the next epoch's first batches (as many as are in flight now) while this
-        epoch's last requests are out, so its first batch does not wait a round trip."""
-        assert self._warmup is not None and self.prefetcher is not None
-        count = self.prefetcher.ramp_level * self.batch_size
-        self._warmup.start(self.sampler.epoch + 1, self.sampler.next_epoch_indices(count).tolist())
-
-    async def _as_jobs(self, prefetcher: OutOfOrderPrefetcher) -> Any:
-        number = 0
-        async for fetched in prefetcher:
-            yield self._job_of(number, fetched)
-            number += 1
-
-    def _job_of(self, number: int, fetched: list[FetchedSample]) -> FetchedBatch:
-        planned: list[PlannedSample] = [sample.context for sample in fetched]
-        payloads: list[bytes | Exception] = []
-        for sample, about in zip(fetched, planned):
-            if sample.data is not None:
-                payloads.append(sample.data)
-            elif isinstance(sample.error, Exception):
-                payloads.append(sample.error)
-            else:
-                raise sample.error or RuntimeError(f"sample {about.key!r} was fetched with neither data nor error")
-        self._raise_if_unavailable(payloads)
-        plan = BatchPlan(
-            np.array([sample.position for sample in fetched], dtype=np.int64),
-            np.array([sample.request for sample in fetched], dtype=np.int64),
-            np.array([about.padding for about in planned], dtype=bool),
-        )
-        return FetchedBatch(number, plan, [about.key for about in planned], payloads)
-
-    def _decode(self, job: FetchedBatch) -> Batch:
-        number, plan, payloads = job.number, job.plan, job.payloads
-        keys = list(job.keys)
-        labels = self._labels[plan.indices]
-        positions = plan.positions.tolist()
-        out = self._pool.acquire() if self._pool is not None else None
-        data, failed = self._decode_samples(payloads, positions, keys, out)
-        failed.update(
-            {
-                slot: ("fetch", f"{type(payload).__name__}: {payload}")
-                for slot, payload in enumerate(payloads)
-                if isinstance(payload, Exception)
-            }
-        )
-        extras: list[dict[str, Any]] = [{} for _ in keys]
-        if self.extra:
-            members = self._members(plan.indices.tolist())
-            self._raise_if_unavailable(members)
-            for slot, found in enumerate(members):
-                if isinstance(found, Exception):
-                    failed.setdefault(slot, ("fetch", f"{type(found).__name__}: {found}"))
-                else:
-                    extras[slot] = found
-        valid = np.ones(len(keys), dtype=bool)
-        replaced = np.zeros(len(keys), dtype=bool)
-        if failed:
-            replacements: dict[int, tuple[int, str]] = {}
-
-            def replace(slot: int) -> str | None:
-                found = self._replace(slot, data, out, positions[slot], extras)
-                if found is None:
-                    return None
-                replacements[slot] = found
-                return found[1]
-
-            def zero(slot: int) -> None:
-                valid[slot] = False
-                data[slot] = None if isinstance(data, list) else 0
-                extras[slot] = {}
-
-            try:
-                self._policy.apply(failed, epoch=self.sampler.epoch, keys=keys, positions=positions, replace=replace, zero=zero)
-            except (SampleError, TooManyBadSamplesError) as error:
-                raise AbortPipeline(error) from None
-            for slot, (index, key) in replacements.items():
-                keys[slot], labels[slot], replaced[slot] = key, self._labels[index], True
-        return Batch(
-            data=data,
-            labels=labels,
-            keys=keys,
-            valid=valid & ~plan.padding,
-            padding=plan.padding.copy(),
-            positions=plan.positions.copy(),
-            index=number,
-            replaced=replaced,
-            extra=extras if self.extra else None,
-        )
-
-    def _members(self, indices: list[int]) -> list[dict[str, Any] | Exception]:
-        """The ``extra`` members of the samples at ``indices`` (`_check_extra` made sure the
-        storage has members)."""
-        assert isinstance(self.storage, MemberStorage)
-        return self.storage.try_read_members(indices, self.extra)
-
-    def _decode_samples(
-        self, payloads: Sequence[bytes | Exception], positions: list[int], keys: list[str], out: np.ndarray | None
-    ) -> tuple[Any, dict[int, tuple[str, str]]]:
-        seeds = [self._augmentation_seed(position) for position in positions]
-        return decode_payloads(payloads, keys=keys, seeds=seeds, transform=self.transform, decode=self.decode, out=out)
-
-    def _replace(self, slot: int, data: Any, out: np.ndarray | None, position: int, extras: list[dict[str, Any]]) -> tuple[int, str] | None:
-        """Fill ``slot`` with the first readable, decodable replacement for the sample at
-        ``position`` (see `replacement_candidates`). Returns (storage index, key), or None."""
-        for index in replacement_candidates(self.sampler.seed, self.sampler.epoch, position, len(self._keys)):
-            key = self._keys[index]
-            payload = self.storage.try_read_indices([index])[0]
-            self._raise_if_unavailable([payload])
-            if isinstance(payload, Exception):
-                continue
-            if self.extra:
-                members = self._members([index])[0]
-                self._raise_if_unavailable([members])
-                if isinstance(members, Exception):
-                    continue
-                extras[slot] = members
-            target = out[slot : slot + 1] if out is not None else None
-            decoded, failures = self._decode_samples([payload], [position], [key], target)
-            if failures:
-                continue
-            if isinstance(data, list):
-                data[slot] = decoded[0]
-            return index, key
-        return None
-
-    def _augmentation_seed(self, position: int) -> int:
-        """A sample's random crop and flip depend on (seed, epoch, position) only: a resumed or
-        re-sharded run augments every sample exactly as the uninterrupted run would."""
-        mixed = self.sampler.seed * 0x9E3779B97F4A7C15 + self.sampler.epoch * 0xBF58476D1CE4E5B9 + position
-        return mixed & 0xFFFFFFFFFFFFFFFF
-
     def _build(self, plan: BatchPlan) -> Pipeline[Any]:
         """The epoch's pipeline over ``plan`` (the sampler's `plan_arrays`)."""
         order: Literal["input", "completion"] = "input" if self.in_order else "completion"
         builder = PipelineBuilder()
         if self.sample_prefetch:
-            builder.add_source(self._prefetched_batches(plan), name="fetch", buffer_size=max(1, self.prefetch))
+            whole = plan.part(0, self._batch_count(plan.size) * self.batch_size)
+            builder.add_source(self._sample_prefetch.source(whole), name="fetch", buffer_size=max(1, self.prefetch))
         else:
             builder.add_source(self._batches(plan), name="sampler").pipe(
-                self._fetch, concurrency=self.fetch_concurrency, name="fetch", output_order=order, max_failures=self.max_failures
+                self._assembler.fetch, concurrency=self.fetch_concurrency, name="fetch", output_order=order, max_failures=self.max_failures
             )
         return (
             builder.pipe(
-                self._decode, concurrency=self.decode_concurrency, name="decode", output_order=order, max_failures=self.max_failures
+                self._assembler.decode,
+                concurrency=self.decode_concurrency,
+                name="decode",
+                output_order=order,
+                max_failures=self.max_failures,
             )
             .add_sink(max(1, self.prefetch))  # prefetch=0: the one batch being handed over, no more
             .build(name="loader", stats_interval=self.stats_interval)
@@ -585,67 +395,3 @@ class Loader:
         if stats is None:
             return None
         return dataclasses.replace(stats, sample_failures=self._policy.log.counts())
-
-
-def label_array(labels: Sequence[int | float | None]) -> np.ndarray:
-    """Labels as one array: int64 with -1 where a sample has none, or float64 with NaN there
-    when any label is a float (a regression target)."""
-    if any(isinstance(label, float) for label in labels):
-        return np.array([np.nan if label is None else label for label in labels], dtype=np.float64)
-    return np.array([-1 if label is None else label for label in labels], dtype=np.int64)
-
-
-def _check_extra(extra: Sequence[str], storage: Storage) -> tuple[str, ...]:
-    """``extra`` as a tuple of member extensions, refused early when the storage has no members."""
-    if isinstance(extra, str):
-        extra = (extra,)
-    if not all(isinstance(extension, str) and extension for extension in extra):
-        raise TypeError(f"extra must be member extensions such as ('txt', 'json'), got {extra!r}")
-    extra = tuple(extension.lstrip(".") for extension in extra)
-    if extra and not isinstance(storage, MemberStorage):
-        raise StorageError(
-            f"{storage.describe()}: one payload per sample; extra members (WebDataset's .txt, .json...) need tar shards "
-            "(a storage with members: stoker.storage.MemberStorage)"
-        )
-    return extra
-
-
-def _block_window(storage: Storage, shuffle: str, window: int) -> int:
-    """``window``, or fewer blocks where the storage cannot hold that many at once (then said
-    in a warning: mixing fewer blocks lowers shuffle quality, and a bigger cache restores it)."""
-    most = storage.max_open_blocks() if shuffle == "block" and isinstance(storage, BlockStorage) else None
-    if most is None or most >= window:
-        return window
-    _logger.warning(
-        "%s: the block shuffle mixes %d blocks, not shuffle_window=%d (of its Sampling): its block cache holds %d at once "
-        "(a larger cache_bytes / block_cache_bytes mixes more)",
-        storage.describe(),
-        most,
-        window,
-        most,
-    )
-    return most
-
-
-def _shuffle_blocks(storage: Storage, shuffle: str) -> list[int] | None:
-    """The block sizes a ``shuffle="block"`` Sampler needs, or None for the other shuffles.
-
-    Raises:
-        ConfigurationError: The storage has no blocks or changes its samples per epoch.
-    """
-    if shuffle != "block":
-        return None
-    blocks = storage.block_sizes() if isinstance(storage, BlockStorage) else None
-    if blocks is None or isinstance(storage, EpochStorage):
-        raise ConfigurationError(
-            f'{storage.describe()} has no blocks to shuffle by (shuffle="block" needs shards, Parquet row groups or '
-            'another storage with blocks: stoker.storage.BlockStorage); use shuffle="uniform"'
-        )
-    assert isinstance(storage, BlockStorage)
-    storage.stream_blocks()
-    return blocks
-
-
-def _request_latencies(storage: Storage) -> Sequence[float]:
-    """What the store reports of its recent requests (`LatencyReporting`), or nothing."""
-    return storage.request_latencies() if isinstance(storage, LatencyReporting) else ()

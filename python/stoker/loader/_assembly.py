@@ -1,0 +1,233 @@
+"""Batch assembly: from a batch's plan to the `Batch` the training loop gets.
+
+The Loader's two stages call it: ``fetch`` reads a batch's samples in one read (or the
+prefetcher hands over the samples it assembled), ``decode`` decodes them into a pooled buffer
+and deals with every bad sample as the `FailurePolicy` says, drawing replacements from (seed,
+epoch, position) so a resumed run makes the same choice. A store that is down or closed is not a
+bad sample: it ends the run (`AbortPipeline`) with one error, and nothing of the batch counts as
+delivered.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..errors import SampleError, StorageClosedError, StorageUnavailableError, TooManyBadSamplesError
+from ..ops.batch import Transform
+from ..pipeline import AbortPipeline
+from ..sampling import BatchPlan, FetchedSample, PlannedSample, Sampler
+from ..storage import MemberStorage, Storage
+from ._batch import Batch
+from ._buffers import BufferPool
+from ._decode import decode_payloads
+from ._failure_policy import BadSampleHandler, replacement_candidates
+
+__all__ = ["BatchAssembler", "FetchedBatch", "label_array"]
+
+
+@dataclasses.dataclass
+class FetchedBatch:
+    """A batch between the fetch and decode stages: its number in the epoch, its plan, its
+    samples' keys, and each sample's bytes or the error its read failed with."""
+
+    number: int
+    plan: BatchPlan
+    keys: list[str]
+    payloads: list[bytes | Exception]
+
+
+def label_array(labels: Sequence[int | float | None]) -> np.ndarray:
+    """Labels as one array: int64 with -1 where a sample has none, or float64 with NaN there
+    when any label is a float (a regression target)."""
+    if any(isinstance(label, float) for label in labels):
+        return np.array([np.nan if label is None else label for label in labels], dtype=np.float64)
+    return np.array([-1 if label is None else label for label in labels], dtype=np.int64)
+
+
+class BatchAssembler:
+    """Reads, decodes and completes the batches of one Loader.
+
+    Args:
+        storage: Where the samples are.
+        sampler: The Loader's sampler (its seed and epoch place augmentation and replacements).
+        transform: Decodes a batch into one array, or None.
+        decode: Decodes one sample, when there is no ``transform``.
+        extra: Member extensions to deliver beside the payload (a `MemberStorage`'s).
+        pool: Reusable batch buffers, with a ``transform``.
+        policy: What a bad sample does, with its budget and log.
+    """
+
+    def __init__(
+        self,
+        storage: Storage,
+        sampler: Sampler,
+        *,
+        transform: Transform | None,
+        decode: Callable[[bytes], Any] | None,
+        extra: tuple[str, ...],
+        pool: BufferPool | None,
+        policy: BadSampleHandler,
+    ) -> None:
+        self.storage, self.sampler = storage, sampler
+        self.transform, self.decode_function, self.extra = transform, decode, extra
+        self.pool, self.policy = pool, policy
+        self.keys: Sequence[str] = storage.keys
+        self.labels = label_array(storage.labels)
+
+    def set_samples(self, keys: Sequence[str], labels: Sequence[int | float | None]) -> None:
+        """The storage's samples changed (a mixture's new epoch)."""
+        self.keys, self.labels = keys, label_array(labels)
+
+    def fetch(self, job: tuple[int, BatchPlan]) -> FetchedBatch:
+        """The fetch stage's op (local storage): the batch's samples in one read."""
+        number, plan = job
+        indices = plan.indices.tolist()
+        payloads = self.storage.try_read_indices(indices)
+        self.raise_if_unavailable(payloads)
+        return FetchedBatch(number, plan, [self.keys[index] for index in indices], payloads)
+
+    def raise_if_unavailable(self, payloads: Sequence[object]) -> None:
+        """An unreachable store stops the epoch with one error naming every sample it failed; so
+        does a closed one (its samples are not bad samples to skip: they were never read)."""
+        closed = next((payload for payload in payloads if isinstance(payload, StorageClosedError)), None)
+        if closed is not None:
+            raise AbortPipeline(closed)
+        outages = [payload for payload in payloads if isinstance(payload, StorageUnavailableError)]
+        if not outages:
+            return
+        first = outages[0]
+        samples = tuple(name for outage in outages for name in outage.samples)
+        error = StorageUnavailableError(
+            f"{first.store or self.storage.describe()} is unavailable: {len(outages)} sample(s) of a batch could not be read "
+            f"within the retry deadline (nothing of that batch was delivered; a resume reads them again), e.g. {first}",
+            store=first.store,
+            samples=samples,
+            seconds=max(outage.seconds for outage in outages),
+        )
+        error.__cause__ = first
+        raise AbortPipeline(error)
+
+    def from_prefetched(self, number: int, fetched: list[FetchedSample]) -> FetchedBatch:
+        """A batch the prefetcher assembled, as the decode stage takes it."""
+        planned: list[PlannedSample] = [sample.context for sample in fetched]
+        payloads: list[bytes | Exception] = []
+        for sample, about in zip(fetched, planned):
+            if sample.data is not None:
+                payloads.append(sample.data)
+            elif isinstance(sample.error, Exception):
+                payloads.append(sample.error)
+            else:
+                raise sample.error or RuntimeError(f"sample {about.key!r} was fetched with neither data nor error")
+        self.raise_if_unavailable(payloads)
+        plan = BatchPlan(
+            np.array([sample.position for sample in fetched], dtype=np.int64),
+            np.array([sample.request for sample in fetched], dtype=np.int64),
+            np.array([about.padding for about in planned], dtype=bool),
+        )
+        return FetchedBatch(number, plan, [about.key for about in planned], payloads)
+
+    def decode(self, job: FetchedBatch) -> Batch:
+        """The decode stage's op: the batch decoded into a pooled buffer, its bad samples dealt
+        with by the policy (replaced, zero-filled, or the run stopped), as a `Batch`."""
+        number, plan, payloads = job.number, job.plan, job.payloads
+        keys = list(job.keys)
+        labels = self.labels[plan.indices]
+        positions = plan.positions.tolist()
+        out = self.pool.acquire() if self.pool is not None else None
+        data, failed = self._decode_samples(payloads, positions, keys, out)
+        failed.update(
+            {
+                slot: ("fetch", f"{type(payload).__name__}: {payload}")
+                for slot, payload in enumerate(payloads)
+                if isinstance(payload, Exception)
+            }
+        )
+        extras: list[dict[str, Any]] = [{} for _ in keys]
+        if self.extra:
+            members = self._members(plan.indices.tolist())
+            self.raise_if_unavailable(members)
+            for slot, found in enumerate(members):
+                if isinstance(found, Exception):
+                    failed.setdefault(slot, ("fetch", f"{type(found).__name__}: {found}"))
+                else:
+                    extras[slot] = found
+        valid = np.ones(len(keys), dtype=bool)
+        replaced = np.zeros(len(keys), dtype=bool)
+        if failed:
+            replacements: dict[int, tuple[int, str]] = {}
+
+            def replace(slot: int) -> str | None:
+                found = self._replace(slot, data, out, positions[slot], extras)
+                if found is None:
+                    return None
+                replacements[slot] = found
+                return found[1]
+
+            def zero(slot: int) -> None:
+                valid[slot] = False
+                data[slot] = None if isinstance(data, list) else 0
+                extras[slot] = {}
+
+            try:
+                self.policy.apply(failed, epoch=self.sampler.epoch, keys=keys, positions=positions, replace=replace, zero=zero)
+            except (SampleError, TooManyBadSamplesError) as error:
+                raise AbortPipeline(error) from None
+            for slot, (index, key) in replacements.items():
+                keys[slot], labels[slot], replaced[slot] = key, self.labels[index], True
+        return Batch(
+            data=data,
+            labels=labels,
+            keys=keys,
+            valid=valid & ~plan.padding,
+            padding=plan.padding.copy(),
+            positions=plan.positions.copy(),
+            index=number,
+            replaced=replaced,
+            extra=extras if self.extra else None,
+        )
+
+    def _members(self, indices: list[int]) -> list[dict[str, Any] | Exception]:
+        """The ``extra`` members of the samples at ``indices`` (`check_extra` made sure the
+        storage has members)."""
+        assert isinstance(self.storage, MemberStorage)
+        return self.storage.try_read_members(indices, self.extra)
+
+    def _decode_samples(
+        self, payloads: Sequence[bytes | Exception], positions: list[int], keys: list[str], out: np.ndarray | None
+    ) -> tuple[Any, dict[int, tuple[str, str]]]:
+        seeds = [self._augmentation_seed(position) for position in positions]
+        return decode_payloads(payloads, keys=keys, seeds=seeds, transform=self.transform, decode=self.decode_function, out=out)
+
+    def _replace(self, slot: int, data: Any, out: np.ndarray | None, position: int, extras: list[dict[str, Any]]) -> tuple[int, str] | None:
+        """Fill ``slot`` with the first readable, decodable replacement for the sample at
+        ``position`` (see `replacement_candidates`). Returns (storage index, key), or None."""
+        for index in replacement_candidates(self.sampler.seed, self.sampler.epoch, position, len(self.keys)):
+            key = self.keys[index]
+            payload = self.storage.try_read_indices([index])[0]
+            self.raise_if_unavailable([payload])
+            if isinstance(payload, Exception):
+                continue
+            if self.extra:
+                members = self._members([index])[0]
+                self.raise_if_unavailable([members])
+                if isinstance(members, Exception):
+                    continue
+                extras[slot] = members
+            target = out[slot : slot + 1] if out is not None else None
+            decoded, failures = self._decode_samples([payload], [position], [key], target)
+            if failures:
+                continue
+            if isinstance(data, list):
+                data[slot] = decoded[0]
+            return index, key
+        return None
+
+    def _augmentation_seed(self, position: int) -> int:
+        """A sample's random crop and flip depend on (seed, epoch, position) only: a resumed or
+        re-sharded run augments every sample exactly as the uninterrupted run would."""
+        mixed = self.sampler.seed * 0x9E3779B97F4A7C15 + self.sampler.epoch * 0xBF58476D1CE4E5B9 + position
+        return mixed & 0xFFFFFFFFFFFFFFFF

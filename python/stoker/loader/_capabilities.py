@@ -1,0 +1,71 @@
+"""What the Loader asks of its storage's optional capabilities (`stoker.storage.BlockStorage`,
+`MemberStorage`, `LatencyReporting`), each checked explicitly, with an error that names the
+capability where a feature needs one the storage lacks."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from ..errors import ConfigurationError, StorageError
+from ..storage import BlockStorage, EpochStorage, LatencyReporting, MemberStorage, Storage
+
+__all__ = ["block_window", "check_extra", "request_latencies", "shuffle_blocks"]
+
+_logger = logging.getLogger("stoker.loader")
+
+
+def check_extra(extra: Sequence[str], storage: Storage) -> tuple[str, ...]:
+    """``extra`` as a tuple of member extensions, refused early when the storage has no members."""
+    if isinstance(extra, str):
+        extra = (extra,)
+    if not all(isinstance(extension, str) and extension for extension in extra):
+        raise TypeError(f"extra must be member extensions such as ('txt', 'json'), got {extra!r}")
+    extra = tuple(extension.lstrip(".") for extension in extra)
+    if extra and not isinstance(storage, MemberStorage):
+        raise StorageError(
+            f"{storage.describe()}: one payload per sample; extra members (WebDataset's .txt, .json...) need tar shards "
+            "(a storage with members: stoker.storage.MemberStorage)"
+        )
+    return extra
+
+
+def block_window(storage: Storage, shuffle: str, window: int) -> int:
+    """``window``, or fewer blocks where the storage cannot hold that many at once (then said
+    in a warning: mixing fewer blocks lowers shuffle quality, and a bigger cache restores it)."""
+    most = storage.max_open_blocks() if shuffle == "block" and isinstance(storage, BlockStorage) else None
+    if most is None or most >= window:
+        return window
+    _logger.warning(
+        "%s: the block shuffle mixes %d blocks, not shuffle_window=%d (of its Sampling): its block cache holds %d at once "
+        "(a larger cache_bytes / block_cache_bytes mixes more)",
+        storage.describe(),
+        most,
+        window,
+        most,
+    )
+    return most
+
+
+def shuffle_blocks(storage: Storage, shuffle: str) -> list[int] | None:
+    """The block sizes a ``shuffle="block"`` Sampler needs, or None for the other shuffles.
+
+    Raises:
+        ConfigurationError: The storage has no blocks or changes its samples per epoch.
+    """
+    if shuffle != "block":
+        return None
+    blocks = storage.block_sizes() if isinstance(storage, BlockStorage) else None
+    if blocks is None or isinstance(storage, EpochStorage):
+        raise ConfigurationError(
+            f'{storage.describe()} has no blocks to shuffle by (shuffle="block" needs shards, Parquet row groups or '
+            'another storage with blocks: stoker.storage.BlockStorage); use shuffle="uniform"'
+        )
+    assert isinstance(storage, BlockStorage)
+    storage.stream_blocks()
+    return blocks
+
+
+def request_latencies(storage: Storage) -> Sequence[float]:
+    """What the store reports of its recent requests (`LatencyReporting`), or nothing."""
+    return storage.request_latencies() if isinstance(storage, LatencyReporting) else ()
