@@ -164,10 +164,11 @@ class _nothing:  # noqa: N801 - a null context manager that reads like pytest.wa
 @pytest.mark.parametrize(
     "options, error, message",
     [
-        ({"batch_size": "32"}, TypeError, "batch_size should be a positive integer or None, got str '32'"),
-        ({"batch_size": 32.0}, TypeError, "batch_size should be a positive integer or None, got float 32.0"),
+        # torch's words, as torch's DataLoader says them (test_differential_construction.py)
+        ({"batch_size": "32"}, ValueError, "batch_size should be a positive integer value, but got batch_size=32"),
+        ({"batch_size": 32.0}, ValueError, "batch_size should be a positive integer value, but got batch_size=32.0"),
         ({"batch_size": 0}, ValueError, "batch_size should be a positive integer"),
-        ({"num_workers": -1}, ValueError, "num_workers option should be a non-negative integer"),
+        ({"num_workers": -1}, ValueError, "num_workers option should be non-negative; use num_workers=0 to disable multiprocessing"),
         ({"prefetch_factor": 2}, ValueError, "prefetch_factor option could only be specified"),
         ({"multiprocessing": True}, ValueError, "multiprocessing=True needs num_workers > 0"),
     ],

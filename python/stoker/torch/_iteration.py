@@ -17,6 +17,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
+from multiprocessing.context import BaseContext
 from typing import Any, Protocol
 
 import torch
@@ -41,6 +42,7 @@ class IterationSettings(Protocol):
     timeout: float
     worker_init_fn: Callable[[int], None] | None
     multiprocessing: bool
+    multiprocessing_context: BaseContext | None
     draws_from_rng: bool | None
 
 
@@ -196,7 +198,7 @@ class MapStyleIteration(Iterator[Any]):
             # copy a held lock into the child and deadlock it.
             self._executor = ProcessPoolExecutor(
                 loader.num_workers,
-                mp_context=multiprocessing.get_context("forkserver"),
+                mp_context=self.loader.multiprocessing_context or multiprocessing.get_context("forkserver"),
                 initializer=_init_process,
                 initargs=(self.dataset, loader.worker_init_fn),
             )
