@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 
 import pytest
 
@@ -84,23 +85,54 @@ def test_sampler_batch_sampler_collate_and_no_batching() -> None:
         DataLoader(Squares(), batch_sampler=BatchSampler(range(3), 2, False), batch_size=4)
 
 
-def test_all_items_of_a_batch_are_fetched_at_once() -> None:
-    batch_size = 16
-    barrier = threading.Barrier(batch_size, timeout=20)
+class InFlight(Squares):
+    """Each item says how many items of its process were being fetched at the same moment."""
+
+    def __init__(self, size: int, wait: float) -> None:
+        super().__init__(size)
+        self.wait = wait
+        self.lock = threading.Lock()
+        self.now = 0
+
+    def __getitem__(self, index: int):  # type: ignore[no-untyped-def]
+        with self.lock:
+            self.now += 1
+            seen = self.now
+        if self.wait:  # (even sleep(0) gives up the CPU: it is a wait)
+            time.sleep(self.wait)
+        with self.lock:
+            self.now -= 1
+        return torch.tensor([index]), seen
+
+
+def _most_in_flight(loader: DataLoader) -> int:
+    return max(int(batch[1].max()) for batch in loader)
+
+
+@pytest.mark.parametrize("worker_kind", ["processes", "threads"])
+def test_items_that_wait_are_fetched_a_whole_batch_at_once(worker_kind: str) -> None:
+    loader = DataLoader(InFlight(128, wait=0.02), batch_size=16, num_workers=2, worker_kind=worker_kind)  # type: ignore[arg-type]
+    # Each worker keeps its whole batch in flight; threads share one dataset, and so its count.
+    assert _most_in_flight(loader) == (16 if worker_kind == "processes" else 2 * 16)
+
+
+def test_cheap_items_are_fetched_one_after_another() -> None:
+    assert _most_in_flight(DataLoader(InFlight(512, wait=0), batch_size=16, num_workers=2)) == 1
+
+
+def test_items_in_flight_is_the_users_choice() -> None:
+    assert _most_in_flight(DataLoader(InFlight(64, wait=0.02), batch_size=16, num_workers=1, items_in_flight=1)) == 1
+    barrier = threading.Barrier(8, timeout=20)
 
     class Gathering(Squares):
         def __getitem__(self, index: int):  # type: ignore[no-untyped-def]
-            # The very first item is fetched alone (to see whether it draws random numbers);
-            # from the second batch on, the barrier opens only when a whole batch is in flight.
-            if index >= batch_size:
-                barrier.wait()
+            barrier.wait()  # opens only when 8 items of the worker's batch are in flight
             return super().__getitem__(index)
 
-    loader = DataLoader(Gathering(64), batch_size=batch_size, num_workers=batch_size, prefetch_factor=1)
-    same(loader, TorchDataLoader(Squares(64), batch_size=batch_size))
+    same(DataLoader(Gathering(32), batch_size=8, num_workers=1, items_in_flight=8), TorchDataLoader(Squares(32), batch_size=8))
 
 
-def test_worker_init_fn_runs_once_per_fetch_thread() -> None:
+def test_worker_init_fn_runs_once_per_worker_thread() -> None:
     seen: list[tuple[int, str]] = []
     lock = threading.Lock()
 
@@ -108,9 +140,9 @@ def test_worker_init_fn_runs_once_per_fetch_thread() -> None:
         with lock:
             seen.append((worker_id, threading.current_thread().name))
 
-    list(DataLoader(Squares(), batch_size=8, num_workers=3, worker_init_fn=init))
-    assert sorted(worker_id for worker_id, _ in seen) == list(range(len(seen)))
-    assert len({name for _, name in seen}) == len(seen) <= 3
+    list(DataLoader(Squares(), batch_size=8, num_workers=3, worker_init_fn=init, worker_kind="threads"))
+    assert sorted(worker_id for worker_id, _ in seen) == [0, 1, 2]
+    assert len({name for _, name in seen}) == 3
 
 
 class PidDataset(Squares):
@@ -118,10 +150,18 @@ class PidDataset(Squares):
         return torch.tensor([index]), os.getpid()
 
 
-def test_process_fallback() -> None:
-    batches = list(DataLoader(PidDataset(40), batch_size=8, num_workers=2, multiprocessing=True))
+def test_workers_are_processes_by_default_and_threads_on_request() -> None:
+    batches = list(DataLoader(PidDataset(40), batch_size=8, num_workers=2))
     assert torch.equal(torch.cat([batch[0] for batch in batches]).flatten(), torch.arange(40))
     assert os.getpid() not in {int(pid) for batch in batches for pid in batch[1]}
+    threaded = list(DataLoader(PidDataset(40), batch_size=8, num_workers=2, worker_kind="threads"))
+    assert {int(pid) for batch in threaded for pid in batch[1]} == {os.getpid()}
+
+
+def test_the_old_multiprocessing_keyword_still_works_and_says_the_new_one() -> None:
+    with pytest.warns(DeprecationWarning, match="worker_kind='threads'"):
+        loader = DataLoader(PidDataset(8), batch_size=4, num_workers=1, multiprocessing=False)
+    assert loader.worker_kind == "threads"
 
 
 def test_an_exception_in_the_dataset_names_the_batch() -> None:

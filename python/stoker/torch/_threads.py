@@ -1,0 +1,173 @@
+"""Worker threads for `stoker.torch.DataLoader(worker_kind="threads")`: torch's worker design
+(whole batches assigned round robin, ``prefetch_factor`` batches in flight per worker, errors
+carried back to the batch that raised them) with threads in place of processes.
+
+Threads share the dataset instead of copying it into every process, so a large in-memory dataset
+costs its own size once, whatever the number of workers (torch's processes grow towards a copy
+each as they read it: its issue #13246). They also share the global random generators, so random
+augmentation drawn from them is not repeatable run to run here: the loader warns when it sees
+such draws (the default worker processes give torch's exact augmentation).
+
+The iterator is a ``torch.utils.data.dataloader._BaseDataLoaderIter``: torch's own bookkeeping
+(when the base seed and the indices are drawn, the ``pin_memory`` warnings, ``len()``) with this
+module fetching the batches.
+"""
+
+from __future__ import annotations
+
+import itertools
+import queue
+import threading
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+from torch._utils import ExceptionWrapper
+from torch.utils.data._utils.pin_memory import pin_memory
+from torch.utils.data.dataloader import _BaseDataLoaderIter
+
+from ._fetching import BatchFetcher
+
+__all__ = ["ThreadWorkers", "ThreadedIteration"]
+
+_iterations = itertools.count()
+
+
+class ThreadWorkers:
+    """``num_workers`` threads, each running ``worker_init_fn(worker_id)`` once and then fetching and
+    collating the batches sent to it, each with a `BatchFetcher` of its own.
+
+    Args:
+        dataset: The user's map-style dataset (shared by the threads).
+        num_workers: Threads to start.
+        fetch: Makes a batch from its indices with a worker's fetcher (fetching and collation).
+        worker_init_fn: As torch's, called in each thread with its id.
+        items_in_flight: As `BatchFetcher`'s.
+    """
+
+    def __init__(
+        self,
+        num_workers: int,
+        make_batch: Callable[[BatchFetcher, Any], Any],
+        worker_init_fn: Callable[[int], None] | None,
+        items_in_flight: int | None,
+    ) -> None:
+        self.results: queue.SimpleQueue[tuple[int, int, Any]] = queue.SimpleQueue()
+        self.draws_random_numbers = False
+        self._make_batch = make_batch
+        self._worker_init_fn = worker_init_fn
+        self._items_in_flight = items_in_flight
+        self._tasks: list[queue.SimpleQueue[tuple[int, int, Any] | None]] = [queue.SimpleQueue() for _ in range(num_workers)]
+        self._threads = [
+            threading.Thread(target=self._work, args=(worker_id,), name=f"stoker-torch-worker-{worker_id}", daemon=True)
+            for worker_id in range(num_workers)
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def send(self, worker_id: int, iteration: int, batch_number: int, indices: Any) -> None:
+        """Have worker ``worker_id`` make batch ``batch_number`` of ``iteration``."""
+        self._tasks[worker_id].put((iteration, batch_number, indices))
+
+    def stop(self) -> None:
+        """Ask every thread to end once its current batch is done (threads are daemons: one stuck
+        in the dataset's code cannot keep the program from exiting)."""
+        for tasks in self._tasks:
+            tasks.put(None)
+
+    def _work(self, worker_id: int) -> None:
+        fetcher = BatchFetcher(self._items_in_flight)
+        where = f"in DataLoader worker thread {worker_id}"
+        failed_to_start: ExceptionWrapper | None = None
+        try:
+            if self._worker_init_fn is not None:
+                self._worker_init_fn(worker_id)
+        except Exception:
+            failed_to_start = ExceptionWrapper(where=where)
+        while (task := self._tasks[worker_id].get()) is not None:
+            iteration, batch_number, indices = task
+            result: Any = failed_to_start  # a worker that did not start fails each batch sent to it
+            if failed_to_start is None:
+                try:
+                    result = self._make_batch(fetcher, indices)
+                except Exception:
+                    result = ExceptionWrapper(where=where)
+            self.draws_random_numbers = self.draws_random_numbers or bool(fetcher.draws_random_numbers)
+            self.results.put((iteration, batch_number, result))
+            del result, task, indices
+        fetcher.close()
+
+
+class ThreadedIteration(_BaseDataLoaderIter):
+    """One pass over a map-style dataset with `ThreadWorkers` (see the module notes).
+
+    Args:
+        loader: torch's DataLoader holding the settings (its dataset is never read here).
+        workers: The threads (kept across passes with ``persistent_workers``).
+        stop_workers_at_end: Stop the threads when this pass ends or is dropped.
+    """
+
+    def __init__(self, loader: Any, workers: ThreadWorkers, stop_workers_at_end: bool) -> None:
+        super().__init__(loader)
+        self._workers = workers
+        self._stop_workers_at_end = stop_workers_at_end
+        self._iteration = next(_iterations)
+        self._in_order = loader.in_order
+        self._worker_cycle = itertools.cycle(range(loader.num_workers))
+        self._sent = 0
+        self._delivered = 0
+        self._next_number = 0  # in order: the batch to deliver next
+        self._arrived: dict[int, Any] = {}
+        self._warned = False
+        for _ in range(loader.prefetch_factor * loader.num_workers):
+            self._send_next()
+
+    def _send_next(self) -> None:
+        try:
+            indices = self._next_index()
+        except StopIteration:
+            return
+        self._workers.send(next(self._worker_cycle), self._iteration, self._sent, indices)
+        self._sent += 1
+
+    def _next_data(self) -> Any:
+        if self._delivered == self._sent:
+            self._end()
+            raise StopIteration
+        result = self._take()
+        self._delivered += 1
+        self._send_next()  # as torch: the next batch is asked for as one is delivered
+        if self._workers.draws_random_numbers and not self._warned:
+            self._warned = True
+            warnings.warn(
+                "the dataset's __getitem__ draws from the global random generators (torch, random or numpy), which "
+                "worker threads share: its augmentation is not repeatable run to run with worker_kind='threads'. "
+                "Worker processes (the default) give torch's exact augmentation.",
+                stacklevel=3,
+            )
+        if isinstance(result, ExceptionWrapper):
+            result.reraise()
+        return pin_memory(result, self._pin_memory_device) if self._pin_memory else result
+
+    def _take(self) -> Any:
+        """The next batch: in sampler order, or with ``in_order=False`` whichever is ready first."""
+        while True:
+            if self._in_order and self._next_number in self._arrived:
+                self._next_number += 1
+                return self._arrived.pop(self._next_number - 1)
+            if not self._in_order and self._arrived:
+                return self._arrived.pop(min(self._arrived))
+            try:
+                iteration, number, result = self._workers.results.get(timeout=self._timeout or None)
+            except queue.Empty:
+                raise RuntimeError(f"DataLoader timed out after {self._timeout} seconds") from None
+            if iteration == self._iteration:  # a dropped earlier pass's batches are let go
+                self._arrived[number] = result
+
+    def _end(self) -> None:
+        if self._stop_workers_at_end:
+            self._workers.stop()
+            self._stop_workers_at_end = False
+
+    def __del__(self) -> None:
+        self._end()
