@@ -141,6 +141,13 @@ class Shards(IterableDataset):
         return iter(range(start, self.size, step))
 
 
+def shuffled_datapipe() -> Any:
+    """An IterDataPipe with a shuffle in it, which the loader's ``shuffle=True`` switches on."""
+    from torch.utils.data.datapipes.iter import IterableWrapper
+
+    return IterableWrapper(range(12)).shuffle()
+
+
 def plain(value: Any) -> Any:
     """A batch as plain Python, to compare exactly (tensors with their dtype)."""
     if isinstance(value, torch.Tensor):

@@ -4,6 +4,8 @@ and keeps torch's documented semantics where threads allow."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -181,3 +183,36 @@ def test_loader_as_an_iterable_dataset() -> None:
     wrapped = TorchDataLoader(LoaderDataset(loader), batch_size=None)
     labels = torch.cat([labels for _, labels in wrapped])
     assert labels.tolist() == list(range(20))
+
+
+def test_worker_threads_end_with_their_pass() -> None:
+    def workers() -> list[threading.Thread]:
+        return [thread for thread in threading.enumerate() if thread.name.startswith("stoker-torch-worker")]
+
+    loader = DataLoader(Squares(64), batch_size=4, num_workers=2, worker_kind="threads")
+    list(loader)
+    iterator = iter(loader)
+    next(iterator)
+    del iterator  # a pass dropped half way
+    deadline = time.monotonic() + 10
+    while workers() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not workers()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fork is torch's default start method on Linux only")
+def test_a_script_without_a_main_guard_runs_as_under_torch(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """torch's default start method on Linux is fork: a script with no ``if __name__ ==
+    "__main__":`` guard works there, and so it does here."""
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import torch\n"
+        "from stoker.torch import DataLoader\n"
+        "class Items:\n"
+        "    def __len__(self): return 40\n"
+        "    def __getitem__(self, index): return index\n"
+        "print(sum(int(batch.sum()) for batch in DataLoader(Items(), batch_size=8, num_workers=2)))\n"
+    )
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(sum(range(40)))

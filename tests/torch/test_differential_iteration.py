@@ -77,6 +77,8 @@ CASES: dict[str, tuple[Callable[[], Any], dict[str, Any] | Callable[[], dict[str
     "an iterable dataset sharded by its workers": (d.Shards, {"batch_size": 4, "num_workers": 3}, 2),
     "an iterable dataset longer than its len": (lambda: d.Shards(30, declared=10), {"batch_size": None}, 1),
     "an iterable dataset without batching": (d.Shards, {"batch_size": None, "num_workers": 2}, 1),
+    "an IterDataPipe shuffled by the loader": (d.shuffled_datapipe, {"batch_size": 3, "shuffle": True}, 2),
+    "an IterDataPipe shuffled by the loader, workers": (d.shuffled_datapipe, {"batch_size": 3, "shuffle": True, "num_workers": 2}, 1),
 }
 
 
@@ -154,3 +156,23 @@ def test_a_thread_whose_worker_init_fn_failed_fails_each_of_its_batches() -> Non
     ours = d.outcomes(lambda: DataLoader(d.Numbers(8), batch_size=2, num_workers=2, worker_init_fn=d.failing_init, worker_kind="threads"))
     raised = [outcome for outcome in ours if outcome[0] == "raised at next"]
     assert raised == [("raised at next", "OSError", "Caught OSError in DataLoader worker thread 1.")] * 2
+
+
+THREADS_MATCH = [
+    name
+    for name, (make_dataset, arguments, _) in CASES.items()
+    if make_dataset in (d.Numbers, d.Batched, d.Failing)
+    and name != "worker_init_fn raises"  # pinned below: deliberately different
+    and "multiprocessing_context" not in (arguments if isinstance(arguments, dict) else arguments())
+]
+
+
+@pytest.mark.parametrize("name", THREADS_MATCH)
+def test_worker_threads_give_torchs_batches_and_errors(name: str) -> None:
+    """Where nothing depends on the worker's process (its random state, its worker info), worker
+    threads give what torch's processes give; their errors say "thread" for "process"."""
+    make_dataset, arguments, passes = CASES[name]
+    fresh = arguments if callable(arguments) else arguments.copy
+    theirs = d.outcomes(lambda: TorchDataLoader(make_dataset(), **fresh()), passes)
+    ours = d.outcomes(lambda: DataLoader(make_dataset(), worker_kind="threads", **fresh()), passes)
+    assert repr(ours).replace("worker thread", "worker process") == repr(theirs)

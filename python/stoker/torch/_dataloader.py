@@ -169,7 +169,12 @@ class DataLoader(Generic[T_co]):
 
     def _start_threads(self) -> ThreadWorkers:
         dataset, collate = self.dataset, self.collate_fn
-        if self._torch._auto_collation:
+        own = getattr(dataset, "__getitems__", None)
+        if self._torch._auto_collation and own:  # the dataset fetches its batches itself: as under torch
+
+            def make_batch(fetcher: BatchFetcher, indices: Any) -> Any:
+                return collate(own(indices))
+        elif self._torch._auto_collation:
 
             def make_batch(fetcher: BatchFetcher, indices: Any) -> Any:
                 return collate(fetcher.fetch(dataset, indices))

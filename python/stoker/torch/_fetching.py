@@ -23,6 +23,7 @@ another for good if they were drawn from.
 from __future__ import annotations
 
 import logging
+import operator
 import os
 import time
 from collections.abc import Sequence
@@ -54,15 +55,17 @@ _log = logging.getLogger("stoker.torch")
 
 def fetch_items(dataset: Any, indices: Sequence[Any]) -> list[Any]:
     """``[dataset[index] for index in indices]``, and an error names the item that raised it."""
-    items: list[Any] = []
+    remaining = iter(indices)
     try:
-        # extend() over map() runs the loop in C and keeps the items fetched so far, so a failure
-        # still tells which position raised.
-        items.extend(map(dataset.__getitem__, indices))
+        # The comprehension itself, as torch writes it: Python 3.11 runs a Python class's
+        # __getitem__ in it without a call's overhead. What is left of the iterator tells, on
+        # failure, which position raised.
+        return [dataset[index] for index in remaining]
     except Exception as error:
-        _name_the_item(error, indices[len(items)])
+        left = operator.length_hint(remaining, -1)
+        if left >= 0:
+            _name_the_item(error, indices[len(indices) - left - 1])
         raise
-    return items
 
 
 def _fetch_one(dataset: Any, index: Any) -> Any:
