@@ -68,13 +68,19 @@ class CassandraCluster:
         return {node.host for node in self.nodes if node.running and wait_for_port(node.host, self.port, 0.5)}
 
     def joined(self) -> int:
-        """How many nodes the seed knows in the ring (itself and its peers)."""
+        """How many nodes the seed knows as owners of the ring (itself and its peers that have
+        tokens: a node still bootstrapping is listed without them, and a keyspace made then gets
+        fewer replicas than asked for), counted only once all of them agree on the schema."""
         from stoker.storage import CassandraConnection
 
         connection = CassandraConnection(hosts=[self.hosts[0]], port=self.port, connect_timeout=5)
         cluster, session = connection.connect(executor_threads=1)
         try:
-            return 1 + len(list(session.execute("SELECT peer FROM system.peers_v2")))
+            peers = list(session.execute("SELECT peer, tokens, schema_version FROM system.peers_v2"))
+            local = session.execute("SELECT schema_version FROM system.local").one()
+            versions = {peer.schema_version for peer in peers} | {local.schema_version}
+            owners = [peer for peer in peers if peer.tokens]
+            return 1 + len(owners) if len(versions) == 1 else 0
         finally:
             cluster.shutdown()
 

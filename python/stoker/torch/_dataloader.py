@@ -5,7 +5,8 @@ It is built on torch's own DataLoader: the constructor's checks, errors and warn
 samplers, when the base seed and the indices are drawn, worker processes (ids ``0 .. N-1``,
 ``base_seed + worker_id`` seeding, ``get_worker_info()``, torch's default start method, the
 round-robin assignment of batches to workers), error propagation, dead-worker detection,
-``timeout``, ``persistent_workers``, ``pin_memory`` and ``in_order`` are torch's. What changes is
+``timeout``, ``persistent_workers``, ``pin_memory`` and ``in_order`` are torch's (a dead
+worker's error also says which worker it was and how it ended, `stoker.torch._worker_deaths`). What changes is
 how a worker fetches the items of one batch (`stoker.torch._fetching`): one after another as
 torch does, or, once a worker sees its items spend their time waiting (a remote read), every item
 of the batch in flight at once, ConcurrentDataloader's idea. A ``__getitem__`` that draws random
@@ -31,6 +32,7 @@ from .._deprecation import warn_deprecated
 from ._fetching import BatchFetcher
 from ._threads import ThreadedIteration, ThreadWorkers
 from ._worker_dataset import WorkerDataset, WorkerStart
+from ._worker_deaths import NamedWorkerDeaths
 
 __all__ = ["DataLoader"]
 
@@ -159,8 +161,10 @@ class DataLoader(Generic[T_co]):
         return len(self._torch)
 
     def __iter__(self) -> Iterator[Any]:
-        if self.worker_kind == "processes" or self.num_workers == 0:
+        if self.num_workers == 0:
             return iter(self._torch)
+        if self.worker_kind == "processes":
+            return NamedWorkerDeaths(iter(self._torch))
         self._torch.check_worker_number_rationality()  # torch's warning, as at each pass there
         workers = self._thread_workers or self._start_threads()
         persistent = bool(self.persistent_workers)

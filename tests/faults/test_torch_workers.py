@@ -1,0 +1,87 @@
+"""`stoker.torch.DataLoader` interrupted for real: Ctrl-C while an item is stuck in the dataset's
+code, with worker processes and with worker threads. The training process ends promptly with
+KeyboardInterrupt and leaves no worker behind. (Errors, dead workers and timeouts are compared
+with torch's in tests/torch/test_differential_iteration.py.)"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+ROOT = Path(__file__).resolve().parents[2]
+
+STUCK_ITEM = textwrap.dedent(
+    """
+    import sys, threading, time
+    from stoker.torch import DataLoader
+
+    class Stuck:
+        # Items of the third batch on never return, as a read from a hung mount does.
+        def __len__(self):
+            return 64
+
+        def __getitem__(self, index):
+            if index >= 16:
+                threading.Event().wait()
+            return index
+
+    loader = DataLoader(Stuck(), batch_size=8, num_workers=2, worker_kind=sys.argv[1])
+    try:
+        for batch in loader:
+            print("batch", int(batch[0]), flush=True)
+    except KeyboardInterrupt:
+        print("interrupted", time.monotonic(), flush=True)
+        sys.exit(3)
+    """
+)
+
+
+def _processes_with(marker: str) -> list[int]:
+    """Processes whose command line holds ``marker`` (forked workers keep their parent's)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.parametrize("worker_kind", ["processes", "threads"])
+def test_ctrl_c_with_an_item_stuck_in_the_dataset_ends_the_run_and_its_workers(worker_kind: str) -> None:
+    marker = f"stoker-test-{uuid.uuid4().hex}"
+    process = subprocess.Popen(
+        [sys.executable, "-c", STUCK_ITEM, worker_kind, marker],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        assert [process.stdout.readline() for _ in range(2)] == ["batch 0\n", "batch 8\n"]
+        time.sleep(0.5)  # the loop now waits on the third batch, whose items never return
+        sent = time.monotonic()
+        process.send_signal(signal.SIGINT)
+        output, errors = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert process.returncode == 3, errors
+    assert float(output.split("interrupted ")[1]) - sent < 5.0, "a hang guard, not a speed target"
+    deadline = time.monotonic() + 20
+    while _processes_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _processes_with(marker), f"workers left behind: {_processes_with(marker)} (pid {os.getpid()} is the test)"
