@@ -14,7 +14,7 @@ from typing import Any
 
 from ..loader import FailurePolicy, Loader, Reads, Sampling, Throughput
 from ..loader._options import Shuffle
-from ..observe import DataWaitMeter, diagnose
+from ..observe import CpuWatch, DataWaitMeter, diagnose
 from ..ops import ImageTransform
 from ..storage import BlockStorage, Storage
 from ._memory import PeakMemory
@@ -133,6 +133,7 @@ def run_loader(
     )
     shuffle_facts = shuffle_report(storage, loader)
     usage_before = resource.getrusage(resource.RUSAGE_SELF)
+    watch = CpuWatch().__enter__()  # what else held the CPU meanwhile, from the kernel's accounting
     peak = PeakMemory().__enter__()
     started = time.perf_counter()
     first_batch = None
@@ -200,6 +201,7 @@ def run_loader(
     bar.close()
     seconds = time.perf_counter() - started
     peak.__exit__(None, None, None)
+    watch.__exit__(None, None, None)
     usage = resource.getrusage(resource.RUSAGE_SELF)
     cpu_seconds = (usage.ru_utime - usage_before.ru_utime) + (usage.ru_stime - usage_before.ru_stime)
     cpu_fraction = cpu_seconds / (seconds * cores)
@@ -208,7 +210,13 @@ def run_loader(
     # Bad samples are counted over the whole run, not the chosen epoch.
     longest = dataclasses.replace(longest, sample_failures=stats.sample_failures)
     verdict = diagnose(
-        longest, cpu_fraction=cpu_fraction, cores=cores, meter=meter.report(), storage_facts=facts, training_step=step_seconds > 0
+        longest,
+        cpu_fraction=cpu_fraction,
+        cores=cores,
+        meter=meter.report(),
+        storage_facts=facts,
+        training_step=step_seconds > 0,
+        contention=watch.contention,
     )
     return RunResult(
         name=name,

@@ -1,7 +1,20 @@
-"""Visibility: the data-wait meter, bottleneck diagnosis in words, run reports."""
+"""Visibility: the data-wait meter, bottleneck diagnosis in words (knowing when other processes or
+a CPU limit hold the cores), run reports."""
 
+from ._contention import Contention, CpuLimits, CpuSnapshot, CpuWatch
 from ._diagnosis import Diagnosis, StageState, diagnose
 from ._meter import DataWaitMeter, DataWaitReport
 from ._report import write_report
 
-__all__ = ["DataWaitMeter", "DataWaitReport", "Diagnosis", "StageState", "diagnose", "write_report"]
+__all__ = [
+    "Contention",
+    "CpuLimits",
+    "CpuSnapshot",
+    "CpuWatch",
+    "DataWaitMeter",
+    "DataWaitReport",
+    "Diagnosis",
+    "StageState",
+    "diagnose",
+    "write_report",
+]

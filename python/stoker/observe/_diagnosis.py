@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..pipeline import PipelineStats, StageStats
+from ._contention import Contention
 from ._meter import DataWaitReport
 
 __all__ = ["Diagnosis", "StageState", "diagnose"]
@@ -96,6 +97,7 @@ def diagnose(
     meter: DataWaitReport | None = None,
     storage_facts: dict[str, Any] | None = None,
     training_step: bool = True,
+    contention: Contention | None = None,
 ) -> Diagnosis:
     """Name the bottleneck of a finished (or running) pipeline: exactly one verdict, from one
     model of each stage (`StageState`) and of the machine.
@@ -104,7 +106,10 @@ def diagnose(
        compute-bound: the loader keeps up. Without one (the loader measured alone), the loop can
        never be the bottleneck: the loader's slowest stage is named.
     2. Otherwise the stage running closest to its capacity (the highest share of busy slots) is
-       the bottleneck, and its kind decides the knob: its tasks mostly computing (or the
+       the bottleneck. If the kernel says the process's threads waited long to run and why
+       (``contention``: other processes on the cores, a CPU quota, an affinity mask), that is
+       the verdict: the stage is short of CPU, and more concurrency would only queue. Otherwise
+       its kind decides the knob: its tasks mostly computing (or the
        machine's cores saturated) is CPU-bound, with advice that depends on whether cores are
        free; its slots full while it waits is latency-bound (raise concurrency); neither is
        starved (look upstream or at output order).
@@ -116,6 +121,7 @@ def diagnose(
         meter: The training loop's data-wait report, if it was metered.
         storage_facts: ``bytes_read`` and ``bytes_delivered`` (and any other facts to report).
         training_step: Whether the consumer does work of its own between batches.
+        contention: What the kernel says of the run's CPU (`Contention.between` two snapshots).
     """
     elapsed = max(stats.elapsed_seconds, 1e-9)
     wait_fraction = meter.wait_fraction if meter is not None and meter.steps else stats.consumer_wait_seconds / elapsed
@@ -139,6 +145,19 @@ def diagnose(
         )
     bottleneck = max(states, key=lambda state: state.utilization)
     facts["bottleneck"] = asdict(bottleneck)
+    if contention is not None:
+        facts["contention"] = asdict(contention)
+        explained = contention.explanation()
+        if explained is not None:
+            loop = f" The training loop waits for data {100 * wait_fraction:.0f}% of the time." if training_step else ""
+            cores = max(1, int(contention.limits.usable + 0.5))
+            return Diagnosis(
+                bottleneck.name,
+                "contention",
+                f"{bottleneck.name} is short of CPU, not of concurrency: {explained}. More threads would only queue for the same "
+                f"cores: keep {bottleneck.name} concurrency at most {cores}, and free cores (or raise the limit) to go faster.{loop}{notes}",
+                facts,
+            )
     return _verdict(bottleneck, states, cpu_fraction, cores, wait_fraction, training_step, notes, facts)
 
 
