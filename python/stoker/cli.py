@@ -239,11 +239,13 @@ def _index(arguments: argparse.Namespace) -> int:
 
 
 def _bench(arguments: argparse.Namespace) -> int:
-    import os
+    import tempfile
 
     from .bench import image_folder, require_optimized_core, run_loader
-    from .bench._compare import compare, format_comparison
+    from .bench._compare import Comparison, compare, format_comparison
+    from .bench._folder import PeerData, peer_data
     from .bench._shuffle import format_shuffle
+    from .observe import CpuLimits
     from .ops import ImageTransform
 
     require_optimized_core()
@@ -275,30 +277,34 @@ def _bench(arguments: argparse.Namespace) -> int:
             shuffle_window=arguments.shuffle_window,
         )
     diagnosed = {key: value for key, value in ours.as_dict().items() if key not in ("stats", "diagnosis")}
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    cores = CpuLimits.read().affinity
     print(f"\nstoker bench: {dataset}; Resize(256) + CenterCrop(224); batch {arguments.batch_size}; {cores} cores")
     print(
         f"diagnosed run (stoker.Loader in this process, {ours.seconds:.0f} s, uint8 CHW): {ours.images_per_second:,.0f} images/s, "
-        f"{ours.megabytes_per_second:.1f} MB/s read, CPU {ours.cpu_percent:.0f}%, peak RSS {ours.peak_rss_mb:.0f} MB, "
-        f"first batch {ours.first_batch_seconds:.2f} s"
+        f"{ours.megabytes_per_second:.1f} MB/s read, CPU {ours.cpu_percent / cores:.0f}% of {cores} cores, "
+        f"peak RSS {ours.peak_rss_mb:.0f} MB, first batch {ours.first_batch_seconds:.2f} s"
     )
     print(format_shuffle(ours.shuffle))
     results = [diagnosed]
     float_results: list[dict[str, Any]] = []
-    if not arguments.no_peers and not arguments.path:
-        if not arguments.quiet:
-            print("Now each method over the whole dataset in its own process, into uint8 then float32 batches:", file=sys.stderr)
-        comparison = compare(Path(root), progress=not arguments.quiet)
-        print(format_comparison(comparison))
+    if not arguments.no_peers:
+        with tempfile.TemporaryDirectory(prefix="stoker-bench-peers-") as scratch:
+            bad = {bad["key"] for bad in ours.bad_samples}
+            peers = (
+                PeerData(Path(root), note=dataset)
+                if not arguments.path
+                else peer_data(arguments.path, Path(scratch), arguments.images, bad)
+            )
+            comparison = Comparison(left_out=[f"{name} ({reason})" for name, reason in peers.reasons.items()])
+            if peers.root is not None:
+                if not arguments.quiet:
+                    print(f"Now each method in its own process, into uint8 then float32 batches, over {peers.note}:", file=sys.stderr)
+                comparison = compare(peers.root, progress=not arguments.quiet, cannot_read=peers.reasons)
+            print(format_comparison(comparison, cores))
         results = [{"name": name, "output": "uint8", **row} for name, row in comparison.rows.get("uint8", {}).items()] or results
         float_results = [{"name": name, "output": "float32", **row} for name, row in comparison.rows.get("float32", {}).items()]
     print(f"\ndiagnosis: {ours.diagnosis['message']}")
-    if ours.bad_samples:
-        print(f"bad samples ({len(ours.bad_samples)}), by name:")
-        for bad in ours.bad_samples[:10]:
-            print(f"  - {bad['key']} ({bad['stage']}): {bad['reason']} -> {bad['action']}")
-        if len(ours.bad_samples) > 10:
-            print(f"  ... and {len(ours.bad_samples) - 10} more (all in --json's run file)")
+    _print_bad_samples(ours.bad_samples)
     if arguments.json:
         run = {
             "format": "stoker.bench-run",
@@ -317,6 +323,23 @@ def _bench(arguments: argparse.Namespace) -> int:
     return 0
 
 
+def _print_bad_samples(bad_samples: list[dict[str, Any]]) -> None:
+    """Each bad sample once, by name, with what was wrong and how often it came up (once an
+    epoch, typically)."""
+    if not bad_samples:
+        return
+    by_sample: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for bad in bad_samples:
+        by_sample.setdefault((bad["key"], bad["stage"]), []).append(bad)
+    print(f"bad samples: {len(by_sample)} ({len(bad_samples)} times in all), by name:")
+    for (key, stage), times in list(by_sample.items())[:10]:
+        reasons = " / ".join(dict.fromkeys(bad["reason"] for bad in times))
+        actions = "/".join(dict.fromkeys(bad["action"].split(" ")[0] for bad in times))
+        print(f"  - {key} ({stage}): {reasons} -> {actions}{f', {len(times)} times' if len(times) > 1 else ''}")
+    if len(by_sample) > 10:
+        print(f"  ... and {len(by_sample) - 10} more (all in --json's run file)")
+
+
 def _report(arguments: argparse.Namespace) -> int:
     from .observe import write_report
 
@@ -325,7 +348,8 @@ def _report(arguments: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The ``stoker`` command line: each command with its arguments, every one with help."""
     parser = argparse.ArgumentParser(prog="stoker", description="Keeps accelerators fed.")
     parser.add_argument("--version", action="version", version=_version())
     commands = parser.add_subparsers(dest="command", required=True)
@@ -343,8 +367,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     bench.add_argument("--latency-ms", type=float, default=0.0, help="delay added to every storage read")
     bench.add_argument("--step-ms", type=float, default=0.0, help="simulated training step after each batch")
     bench.add_argument("--duration", type=float, default=20.0, help="seconds of measurement")
-    bench.add_argument("--images", type=int, default=2000, help="generated JPEGs when no PATH is given")
-    bench.add_argument("--no-peers", action="store_true", help="skip PyTorch DataLoader and SPDL")
+    bench.add_argument(
+        "--images",
+        type=int,
+        default=2000,
+        help="generated JPEGs when no PATH is given; with a PATH, the most of its images each peer reads (a sample)",
+    )
+    bench.add_argument("--no-peers", action="store_true", help="skip the peers (PyTorch DataLoader, SPDL, a bare thread pool)")
     bench.add_argument("--json", help="write the run (results, stats, diagnosis) here")
     bench.add_argument("--scenario", choices=("small-files", "starvation", "padding", "pinned"), help="run one of the papers' experiments")
     bench.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -352,13 +381,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     report = commands.add_parser(
         "report", formatter_class=_HelpWithDefaults, help="plots and an HTML page from a `stoker bench --json` run"
     )
-    report.add_argument("run_file", metavar="RUN.json")
+    report.add_argument("run_file", metavar="RUN.json", help="a run written by `stoker bench --json RUN.json`")
     report.add_argument("--out", help="folder for the report (default: next to RUN.json)")
     report.set_defaults(run=_report)
     convert = commands.add_parser(
         "convert", formatter_class=_HelpWithDefaults, help="a dataset to indexed tar shards, LMDB, Parquet, an S3 bucket or Cassandra"
     )
-    convert.add_argument("source")
+    convert.add_argument(
+        "source", help="a dataset: an image folder, shards, LMDB, Parquet, s3://bucket/prefix or cassandra://host:port/keyspace"
+    )
     convert.add_argument("destination", help="a folder, a .lmdb path, s3://bucket/prefix or cassandra://host:port/keyspace")
     convert.add_argument(
         "--to",
@@ -399,15 +430,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     split.add_argument("--seed", type=int, default=0, help="seeds the shuffle; the same seed gives the same splits")
     split.set_defaults(run=_split)
     inspect = commands.add_parser("inspect", formatter_class=_HelpWithDefaults, help="format, sample count, shards, sizes, label histogram")
-    inspect.add_argument("path")
+    inspect.add_argument(
+        "path", help="a dataset: a folder, shards, a .lmdb path, Parquet files, s3://bucket/prefix or cassandra://host:port/keyspace"
+    )
     inspect.add_argument("--json", action="store_true", help="print the report as JSON")
     inspect.set_defaults(run=_inspect)
     index = commands.add_parser("index", formatter_class=_HelpWithDefaults, help="write the sidecar index of existing WebDataset shards")
-    index.add_argument("shards", nargs="+")
+    index.add_argument("shards", nargs="+", help="WebDataset .tar shards (an index is written next to each)")
     index.add_argument("--no-checksums", action="store_true", help="skip CRC-32s (indexing reads less)")
     index.add_argument("--label-key", help="take labels from this field of each sample's .json (a.b reaches inside)")
     index.set_defaults(run=_index)
-    arguments = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``stoker`` command line; the exit status."""
+    arguments = build_parser().parse_args(argv)
     try:
         return arguments.run(arguments)
     except BrokenPipeError:

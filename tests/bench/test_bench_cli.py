@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 from html.parser import HTMLParser
@@ -126,3 +128,78 @@ def test_bench_reports_the_shuffles_mixing_against_a_uniform_one(tmp_path: Path,
     assert "shuffle (uniform):" in capsys.readouterr().out
     shuffle = json.loads((tmp_path / "run.json").read_text())["results"][0]["shuffle"]
     assert shuffle["scheme"] == "uniform" and shuffle["chosen"] == shuffle["uniform"], "the uniform shuffle is its own reference"
+
+
+def test_every_argument_of_every_command_has_help() -> None:
+    from stoker.cli import build_parser
+
+    commands = next(action for action in build_parser()._actions if isinstance(action, argparse._SubParsersAction))
+    missing = [
+        f"stoker {name} {action.dest}"
+        for name, command in commands.choices.items()
+        for action in command._actions
+        if not isinstance(action, argparse._HelpAction) and not action.help
+    ]
+    assert not missing, f"arguments without help: {missing}"
+
+
+def _mixed_folder(root: Path) -> Path:
+    """An ImageFolder of JPEGs and PNGs with one corrupt JPEG, as users' folders are."""
+    generator = np.random.default_rng(0)
+    for index in range(24):
+        folder = root / ("cats" if index % 2 else "dogs")
+        folder.mkdir(parents=True, exist_ok=True)
+        pixels = (generator.random((60, 80, 3)) * 255).astype("uint8")
+        Image.fromarray(pixels).save(folder / f"{index:03d}.{'png' if index % 3 == 0 else 'jpg'}")
+    (root / "cats" / "broken.jpg").write_bytes(b"\xff\xd8\xff\xe0 not really a jpeg")
+    return root
+
+
+def test_bench_on_a_users_folder_names_every_peer_and_each_bad_file_once(tmp_path: Path, capsys) -> None:
+    from stoker.bench._peers import PEERS
+
+    folder = _mixed_folder(tmp_path / "mixed")
+    assert main(["bench", str(folder), "--duration", "1", "--quiet", "--images", "12"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"CPU \d+% of \d+ cores", out)
+    for name in PEERS:  # compared, or named with the reason: never left out in silence
+        assert name in out, f"{name} is neither compared nor named:\n{out}"
+    assert "not compared: SPDL + spdl.io (reads .jpg files only; 4 of the 12 images compared are not (.png 4))" in out
+    bad_lines = [line for line in out.splitlines() if "cats/broken.jpg (decode)" in line]
+    assert len(bad_lines) == 1 and "corrupt JPEG" in bad_lines[0], out
+
+
+def test_the_peers_view_of_a_dataset(tmp_path: Path) -> None:
+    from stoker.bench._folder import peer_data
+
+    remote = peer_data("s3://bucket/train", tmp_path / "a", 100)
+    assert remote.root is None and all("is not one" in reason for reason in remote.reasons.values())
+    flat = tmp_path / "flat"
+    flat.mkdir()
+    Image.fromarray(np.zeros((8, 8, 3), "uint8")).save(flat / "one.jpg")
+    assert peer_data(str(flat), tmp_path / "b", 100).root is None, "no ROOT/CLASS/IMAGE layout: nobody can read it"
+    folder = _mixed_folder(tmp_path / "mixed")
+    scratch = tmp_path / "sample"
+    scratch.mkdir()
+    sample = peer_data(str(folder), scratch, 10, bad={"cats/broken.jpg"})
+    assert sample.root == scratch
+    linked = sorted(path.relative_to(scratch).as_posix() for path in scratch.glob("*/*"))
+    assert len(linked) == 10 and "cats/broken.jpg" not in linked
+    assert "a sample of 10 of the folder's 24 images" in sample.note and "without the 1" in sample.note
+
+
+def test_a_short_run_still_draws_its_rate_and_peers_get_megabytes(tmp_path: Path) -> None:
+    from stoker.observe._report import _loader_series, _row
+
+    arrivals = [(0.05 * step, 32 * step) for step in range(1, 9)]  # a 0.4 s run
+    [(name, times, rates)] = _loader_series([{"name": "stoker.Loader", "arrivals": arrivals}])
+    assert times and all(rate == pytest.approx(640, rel=0.01) for rate in rates)
+    peer = {
+        "name": "PyTorch DataLoader (2 workers)",
+        "images_per_second": 100.0,
+        "peak_rss_mb": 900,
+        "first_batch_seconds": 1.0,
+        "cpu_percent": 150.0,
+    }
+    row = _row(peer, bytes_per_image=50_000, cores=2)
+    assert "<td>5.0*</td>" in row and "<td>75%</td>" in row

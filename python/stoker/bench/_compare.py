@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..observe import CpuLimits
 from ._peers import CEILING, available_peers, run_in_subprocess
 
 __all__ = ["Comparison", "compare", "format_comparison", "format_ratios", "format_table"]
@@ -26,16 +27,23 @@ class Comparison:
     left_out: list[str] = field(default_factory=list)
 
 
-def compare(root: Path, outputs: tuple[str, ...] = ("uint8", "float32"), repeats: int = 1, progress: bool = True) -> Comparison:
+def compare(
+    root: Path,
+    outputs: tuple[str, ...] = ("uint8", "float32"),
+    repeats: int = 1,
+    progress: bool = True,
+    cannot_read: dict[str, str] | None = None,
+) -> Comparison:
     """Run every method over one epoch of the ImageFolder ``root``, ``repeats`` interleaved rounds
     per output (the machine's noise hits every method alike); keep each method's median row.
 
-    A method that cannot run here (not installed, or it fails) is left out with its reason,
-    never shown as 0.
+    A method that cannot run here (not installed, cannot read the data: ``cannot_read``, or it
+    fails) is left out with its reason, never shown as 0.
     """
     comparison = Comparison()
     runnable = []
-    for name, reason in available_peers().items():
+    for name, missing in available_peers().items():
+        reason = missing or (cannot_read or {}).get(name)
         if reason:
             comparison.left_out.append(f"{name} ({reason})")
         else:
@@ -64,14 +72,17 @@ def _median(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return ordered[(len(ordered) - 1) // 2]
 
 
-def format_table(rows: dict[str, dict[str, Any]], title: str) -> str:
-    lines = [title, f"  {'method':<46} {'images/s':>9} {'x stoker':>9} {'first batch':>12} {'peak RSS':>9} {'CPU ms/img':>11}"]
+def format_table(rows: dict[str, dict[str, Any]], title: str, cores: int | None = None) -> str:
+    """One output's rows; CPU as a share of the machine's cores (``cores``: this machine's)."""
+    cores = cores or CpuLimits.read().affinity
+    cpu_title = f"CPU % of {cores}"
+    lines = [title, f"  {'method':<46} {'images/s':>9} {'x stoker':>9} {'first batch':>12} {'peak RSS':>9} {cpu_title:>11}"]
     ours = rows.get(OURS, {}).get("images_per_second")
     for name, row in rows.items():
         relative = f"{ours / row['images_per_second']:>8.2f}x" if ours else f"{'-':>9}"
         lines.append(
             f"  {name:<46} {row['images_per_second']:>9.0f} {relative} {row['first_batch_seconds']:>11.2f}s "
-            f"{row['peak_rss_mb']:>7.0f}MB {row['cpu_seconds_per_image'] * 1e3:>11.2f}"
+            f"{row['peak_rss_mb']:>7.0f}MB {row['cpu_percent'] / cores:>10.0f}%"
         )
     return "\n".join(lines)
 
@@ -94,11 +105,12 @@ def format_ratios(rows: dict[str, dict[str, Any]]) -> str:
     return "\n".join(parts)
 
 
-def format_comparison(comparison: Comparison) -> str:
+def format_comparison(comparison: Comparison, cores: int | None = None) -> str:
     """Every output's table and ratios, then the methods not compared and why."""
     parts: list[str] = []
     for output, title in _OUTPUT_TITLES.items():
         rows = comparison.rows.get(output, {})
-        parts += [format_table(rows, f"\n{title}: images/s over the epoch, start-up included"), format_ratios(rows)]
+        if rows:
+            parts += [format_table(rows, f"\n{title}: images/s over the epoch, start-up included", cores), format_ratios(rows)]
     parts += [f"  not compared: {note}" for note in comparison.left_out]
     return "\n".join(parts)

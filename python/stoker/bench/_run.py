@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 import resource
 import sys
 import threading
@@ -14,7 +13,7 @@ from typing import Any
 
 from ..loader import FailurePolicy, Loader, Reads, Sampling, Throughput
 from ..loader._options import Shuffle
-from ..observe import CpuWatch, DataWaitMeter, diagnose
+from ..observe import CpuLimits, CpuWatch, DataWaitMeter, diagnose
 from ..ops import ImageTransform
 from ..storage import BlockStorage, Storage
 from ._memory import PeakMemory
@@ -121,7 +120,7 @@ def run_loader(
     transform = transform or ImageTransform(
         resize_shorter=256, center_crop=(224, 224), layout="CHW", dtype="float32", mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225]
     )
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cores = CpuLimits.read().affinity
     loader = Loader(
         source,
         batch_size=batch_size,

@@ -43,12 +43,15 @@ def windowed_rate(times: Sequence[float], totals: Sequence[float], window: float
 
 
 def _loader_series(results: list[dict[str, Any]]) -> list[tuple[str, list[float], list[float]]]:
-    """Per loader: (name, times, samples per second) from its batch arrivals."""
+    """Per loader: (name, times, samples per second) from its batch arrivals; a run shorter than
+    a few windows is measured on a fifth of its length instead, so that it still draws a line."""
     series = []
     for result in results:
         arrivals = result.get("arrivals") or []
         if len(arrivals) > 1:
-            times, rates = windowed_rate([time for time, _ in arrivals], [count for _, count in arrivals])
+            times = [time for time, _ in arrivals]
+            window = min(_WINDOW_SECONDS, (times[-1] - times[0]) / 5) or _WINDOW_SECONDS
+            times, rates = windowed_rate(times, [count for _, count in arrivals], window)
             series.append((str(result["name"]), times, rates))
     return series
 
@@ -118,12 +121,19 @@ def _bars(path: Path, results: list[dict[str, Any]]) -> None:
     plt.close(figure)
 
 
-def _row(result: dict[str, Any]) -> str:
-    megabytes = f"{result['megabytes_per_second']:.1f}" if "megabytes_per_second" in result else "-"
+def _row(result: dict[str, Any], bytes_per_image: float | None, cores: int) -> str:
+    """One loader's row. Every loader reads the same files per image, so one whose own read bytes
+    were not counted (a peer) is given the diagnosed run's bytes per image (marked *)."""
+    if "megabytes_per_second" in result:
+        megabytes = f"{result['megabytes_per_second']:.1f}"
+    elif bytes_per_image:
+        megabytes = f"{result['images_per_second'] * bytes_per_image / 1e6:.1f}*"
+    else:
+        megabytes = "-"
+    cpu = f"{result['cpu_percent'] / cores:.0f}%" if "cpu_percent" in result else "-"
     return (
         f"<tr><td>{html.escape(result['name'])}</td><td>{result['images_per_second']:.0f}</td><td>{megabytes}</td>"
-        f"<td>{result.get('cpu_percent', 0):.0f}%</td><td>{result['peak_rss_mb']:.0f} MB</td>"
-        f"<td>{result['first_batch_seconds']:.2f} s</td></tr>"
+        f"<td>{cpu}</td><td>{result['peak_rss_mb']:.0f} MB</td><td>{result['first_batch_seconds']:.2f} s</td></tr>"
     )
 
 
@@ -149,7 +159,12 @@ def write_report(run_file: str | Path, out_dir: str | Path | None = None) -> Pat
     target = Path(out_dir) if out_dir else source.with_suffix("")
     target.mkdir(parents=True, exist_ok=True)
     busy, wait = _stage_series(run["stats"])
-    _lines(target / "samples.png", "Samples per second, by loader (1 s window)", "samples/s", _loader_series(run["results"]))
+    _lines(
+        target / "samples.png",
+        "Samples per second, by loader (1 s window, or a fifth of a shorter run)",
+        "samples/s",
+        _loader_series(run["results"]),
+    )
     _lines(
         target / "busy.png",
         "How busy each stage of stoker's Loader is (share of its task slots, 1 s window)",
@@ -165,7 +180,12 @@ def write_report(run_file: str | Path, out_dir: str | Path | None = None) -> Pat
         share=True,
     )
     _bars(target / "peers.png", run["results"])
-    rows = "".join(_row(result) for result in run["results"])
+    diagnosed = run.get("diagnosed_run") or {}
+    bytes_per_image = (
+        1e6 * diagnosed["megabytes_per_second"] / diagnosed["images_per_second"] if diagnosed.get("images_per_second") else None
+    )
+    cores = int(run.get("cores") or 1)
+    rows = "".join(_row(result, bytes_per_image, cores) for result in run["results"])
     diagnosis = run["diagnosis"]
     page = f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>stoker bench: {html.escape(run.get("dataset", ""))}</title>
@@ -175,7 +195,8 @@ td,th{{border:1px solid #ccc;padding:4px 10px;text-align:right}}td:first-child,t
 <body><h1>stoker bench</h1>
 <p>Dataset: {html.escape(run.get("dataset", ""))}; {run.get("cores", "?")} cores; batch size {run.get("batch_size", "?")}.</p>
 <h2>Diagnosis</h2><p class="diagnosis" id="diagnosis"><b>{html.escape(diagnosis["bottleneck"])}</b>: {html.escape(diagnosis["message"])}</p>
-<h2>Results</h2><table id="results"><tr><th>loader</th><th>images/s</th><th>MB/s</th><th>CPU</th><th>peak RSS</th><th>first batch</th></tr>{rows}</table>
+<h2>Results</h2><table id="results"><tr><th>loader</th><th>images/s</th><th>MB/s read</th><th>CPU (% of {cores} cores)</th><th>peak RSS</th><th>first batch</th></tr>{rows}</table>
+<p>* the diagnosed run's bytes read per image times the loader's images/s (every loader reads the same files).</p>
 <h2>Side by side</h2><img id="peers" src="peers.png" alt="samples per second of each loader">
 <h2>Over time</h2><img id="samples" src="samples.png" alt="samples per second of each loader over time">
 <p>A stage near 100% of its slots is the one to give more concurrency or cheaper work; one far below is waiting on another.</p>
