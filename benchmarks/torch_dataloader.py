@@ -24,6 +24,7 @@ Run:  python benchmarks/torch_dataloader.py [--rounds 3] [--rows cheap,python,la
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import statistics
@@ -169,6 +170,9 @@ def main() -> None:
         return
     scale, rounds = (0.01, 1) if args.quick else (1.0, args.rounds)
     rows = [row for row in args.rows.split(",") if row]
+    if "images" in rows and importlib.util.find_spec("torchvision") is None:
+        rows.remove("images")
+        print("images: left out (it reads through torchvision's ImageFolder: pip install torchvision)")
     with tempfile.TemporaryDirectory(prefix="stoker-torch-bench-") as scratch:
         images = args.images
         if "images" in rows and not images:

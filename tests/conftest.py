@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -9,6 +10,12 @@ from collections.abc import Iterator
 import pytest
 
 from tests.support.s3_server import S3Server
+
+# A shell that starts a command in the background (`cmd &` without job control) has it ignore
+# SIGINT, and Python then leaves SIGINT ignored: Ctrl-C would do nothing, in this process and in
+# every child it starts. The tests of Ctrl-C need it to be Ctrl-C, however the suite was started.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def stoker_threads() -> list[threading.Thread]:
