@@ -9,8 +9,9 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
+
+from tests.support.interrupts import interrupt_when_stuck
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -39,22 +40,13 @@ STUCK_READ = textwrap.dedent(
 
 
 def test_ctrl_c_returns_promptly_with_a_read_stuck_in_storage() -> None:
-    process = subprocess.Popen([sys.executable, "-c", STUCK_READ], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        assert process.stdout is not None
-        lines = [process.stdout.readline() for _ in range(3)]
-        assert lines == ["batch 0\n", "batch 1\n", "batch 2\n"]
-        time.sleep(0.5)  # the loop now waits on batch 3, whose read never returns
-        sent = time.monotonic()
-        process.send_signal(signal.SIGINT)
-        output, errors = process.communicate(timeout=60)
-    finally:
-        process.kill()
-    assert process.returncode == 3, errors
-    interrupted = float(output.split("interrupted ")[1])
+    # The loop waits on batch 3, whose read never returns, once it has printed batches 0 to 2.
+    ended = interrupt_when_stuck(STUCK_READ, [], ["batch 0\n", "batch 1\n", "batch 2\n"])
+    assert ended.returncode == 3, ended.errors
     # Before: the stop waited 10 s for the stuck read. Now it leaves that thread behind (a
     # daemon, with a warning) after a fraction of a second. A hang guard, not a speed target.
-    assert interrupted - sent < 5.0, errors
+    assert ended.seconds_to_react is not None and ended.seconds_to_react < 5.0, ended.errors
+    errors = ended.errors
     assert "still inside an op" in errors
 
 

@@ -6,8 +6,6 @@ with torch's in tests/torch/test_differential_iteration.py.)"""
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 import sys
 import textwrap
 import time
@@ -16,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.interrupts import interrupt_when_stuck
+
 pytest.importorskip("torch")
 
-ROOT = Path(__file__).resolve().parents[2]
 
 STUCK_ITEM = textwrap.dedent(
     """
@@ -63,24 +62,10 @@ def _processes_with(marker: str) -> list[int]:
 @pytest.mark.parametrize("worker_kind", ["processes", "threads"])
 def test_ctrl_c_with_an_item_stuck_in_the_dataset_ends_the_run_and_its_workers(worker_kind: str) -> None:
     marker = f"stoker-test-{uuid.uuid4().hex}"
-    process = subprocess.Popen(
-        [sys.executable, "-c", STUCK_ITEM, worker_kind, marker],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert process.stdout is not None
-        assert [process.stdout.readline() for _ in range(2)] == ["batch 0\n", "batch 8\n"]
-        time.sleep(0.5)  # the loop now waits on the third batch, whose items never return
-        sent = time.monotonic()
-        process.send_signal(signal.SIGINT)
-        output, errors = process.communicate(timeout=60)
-    finally:
-        process.kill()
-    assert process.returncode == 3, errors
-    assert float(output.split("interrupted ")[1]) - sent < 5.0, "a hang guard, not a speed target"
+    # The loop waits on the third batch, whose items never return, once it has printed two.
+    ended = interrupt_when_stuck(STUCK_ITEM, [worker_kind, marker], ["batch 0\n", "batch 8\n"])
+    assert ended.returncode == 3, ended.errors
+    assert ended.seconds_to_react is not None and ended.seconds_to_react < 5.0, "a hang guard, not a speed target"
     deadline = time.monotonic() + 20
     while _processes_with(marker) and time.monotonic() < deadline:
         time.sleep(0.1)
