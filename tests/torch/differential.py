@@ -141,6 +141,12 @@ class Shards(IterableDataset):
         return iter(range(start, self.size, step))
 
 
+def augmented_split() -> Any:
+    """The training part of a random_split (a torch Subset) of an augmented dataset."""
+    train, _ = torch.utils.data.random_split(SlowAugmented(), [17, 6], generator=torch.Generator().manual_seed(1))
+    return train
+
+
 def shuffled_datapipe() -> Any:
     """An IterDataPipe with a shuffle in it, which the loader's ``shuffle=True`` switches on."""
     from torch.utils.data.datapipes.iter import IterableWrapper

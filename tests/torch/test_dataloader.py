@@ -118,6 +118,13 @@ def test_items_that_wait_are_fetched_a_whole_batch_at_once(worker_kind: str) -> 
     assert _most_in_flight(loader) == (16 if worker_kind == "processes" else 2 * 16)
 
 
+def test_a_random_split_of_waiting_items_is_fetched_a_whole_batch_at_once() -> None:
+    """torch's Subset (what random_split makes) has a __getitems__ that only loops over its
+    dataset's items: it does not stop the concurrent fetch."""
+    train, _ = torch.utils.data.random_split(InFlight(160, wait=0.02), [128, 32], generator=torch.Generator().manual_seed(0))
+    assert _most_in_flight(DataLoader(train, batch_size=16, num_workers=2)) == 16
+
+
 def test_cheap_items_are_fetched_one_after_another() -> None:
     assert _most_in_flight(DataLoader(InFlight(512, wait=0), batch_size=16, num_workers=2)) == 1
 

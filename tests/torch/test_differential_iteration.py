@@ -51,6 +51,7 @@ CASES: dict[str, tuple[Callable[[], Any], dict[str, Any] | Callable[[], dict[str
     ),
     "a sampler and a collate_fn": (d.Numbers, {"batch_size": 4, "sampler": [3, 1, 4, 1, 5, 9, 2, 6], "collate_fn": _collate_labels}, 1),
     "__getitems__": (d.Batched, {"batch_size": 4, "num_workers": 2}, 1),
+    "a random_split subset, augmented": (d.augmented_split, {"batch_size": 4, "shuffle": True, "num_workers": 2}, 2),
     "random augmentation, no workers": (d.Augmented, {"batch_size": 4, "shuffle": True}, 2),
     "random augmentation, workers": (d.Augmented, {"batch_size": 4, "shuffle": True, "num_workers": 2}, 2),
     "random augmentation that waits": (d.SlowAugmented, {"batch_size": 8, "shuffle": True, "num_workers": 2}, 2),

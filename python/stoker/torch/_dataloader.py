@@ -31,7 +31,7 @@ from torch.utils.data import IterableDataset, Sampler
 from .._deprecation import warn_deprecated
 from ._fetching import BatchFetcher
 from ._threads import ThreadedIteration, ThreadWorkers
-from ._worker_dataset import WorkerDataset, WorkerStart
+from ._worker_dataset import WorkerDataset, WorkerStart, own_batch_fetch
 from ._worker_deaths import NamedWorkerDeaths
 
 __all__ = ["DataLoader"]
@@ -173,8 +173,8 @@ class DataLoader(Generic[T_co]):
 
     def _start_threads(self) -> ThreadWorkers:
         dataset, collate = self.dataset, self.collate_fn
-        own = getattr(dataset, "__getitems__", None)
-        if self._torch._auto_collation and own:  # the dataset fetches its batches itself: as under torch
+        own = own_batch_fetch(dataset)
+        if self._torch._auto_collation and own is not None:  # the dataset fetches its batches itself: as under torch
 
             def make_batch(fetcher: BatchFetcher, indices: Any) -> Any:
                 return collate(own(indices))

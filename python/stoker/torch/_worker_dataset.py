@@ -13,12 +13,12 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from torch.utils.data import Dataset
+from torch.utils.data import Dataset, Subset
 from torch.utils.data._utils import worker as torch_worker
 
 from ._fetching import BatchFetcher
 
-__all__ = ["WorkerDataset", "WorkerStart"]
+__all__ = ["WorkerDataset", "WorkerStart", "own_batch_fetch"]
 
 
 class WorkerDataset(Dataset[Any]):
@@ -42,8 +42,8 @@ class WorkerDataset(Dataset[Any]):
         return self.dataset[index]
 
     def __getitems__(self, indices: Sequence[Any]) -> Any:
-        own = getattr(self.dataset, "__getitems__", None)
-        if own:  # the dataset fetches its batches itself: as under torch
+        own = own_batch_fetch(self.dataset)
+        if own is not None:  # the dataset fetches its batches itself: as under torch
             return own(indices)
         if self._fetcher is None or self._fetcher_pid != os.getpid():
             self._fetcher, self._fetcher_pid = BatchFetcher(self.items_in_flight), os.getpid()
@@ -55,6 +55,18 @@ class WorkerDataset(Dataset[Any]):
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state["dataset"], state["items_in_flight"])  # type: ignore[misc]
+
+
+def own_batch_fetch(dataset: Any) -> Callable[[Sequence[Any]], Any] | None:
+    """The dataset's own ``__getitems__``, or None where it has none worth keeping: torch's
+    ``Subset`` (what ``random_split`` makes) has one that only loops over its dataset's items
+    when that dataset has none, and fetching those items concurrently gives the same items."""
+    own = getattr(dataset, "__getitems__", None)
+    if not own:
+        return None
+    if isinstance(dataset, Subset) and own_batch_fetch(dataset.dataset) is None:
+        return None
+    return own
 
 
 class WorkerStart:
