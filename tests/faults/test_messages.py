@@ -85,6 +85,6 @@ def test_stoker_bench_names_the_bad_samples_it_met(tmp_path: Path, capsys: pytes
     make_images(tmp_path / "images", count=30, bad=BAD_FILES)
     assert main(["bench", str(tmp_path / "images"), "--duration", "1", "--no-peers", "--quiet"]) == 0
     out = capsys.readouterr().out
-    assert "bad samples (" in out
+    assert f"bad samples: {len(BAD_FILES)} (" in out, out[-2000:]
     for key in BAD_FILES:
-        assert f"  - {key} (" in out, out[-2000:]
+        assert sum(line.startswith(f"  - {key} (") for line in out.splitlines()) == 1, "each bad file named once"
