@@ -55,10 +55,12 @@ def test_a_report_of_a_file_that_is_not_a_run_says_so(tmp_path: Path) -> None:
 def test_closing_a_storage_under_a_running_loader_says_so_at_once(s3_server: S3Server, caplog: pytest.LogCaptureFixture) -> None:
     bucket = unique("bucket-")
     s3_server.create_bucket(bucket)
-    jpegs = make_jpegs(96, 64, 48)
+    # Enough batches that reads are still ahead when the storage closes: with 12, the
+    # prefetcher could have read them all by the second batch, and the epoch ended without error.
+    jpegs = make_jpegs(480, 64, 48)
     samples = MemoryStorage(
         {f"c{index % 2}/{index:03d}.jpg": data for index, data in enumerate(jpegs)},
-        {f"c{index % 2}/{index:03d}.jpg": index % 2 for index in range(96)},
+        {f"c{index % 2}/{index:03d}.jpg": index % 2 for index in range(480)},
     )
     upload_to_s3(samples, f"s3://{bucket}/d", progress=False, **s3_server.options())
     storage = S3Storage(f"s3://{bucket}/d", **s3_server.options())
