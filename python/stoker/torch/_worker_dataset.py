@@ -32,6 +32,7 @@ class WorkerDataset(Dataset[Any]):
     def __init__(self, dataset: Any, items_in_flight: int | None) -> None:
         self.dataset = dataset
         self.items_in_flight = items_in_flight
+        self._own_fetch = own_batch_fetch(dataset)  # looked up once, not at every batch
         self._fetcher: BatchFetcher | None = None
         self._fetcher_pid = 0
 
@@ -42,9 +43,8 @@ class WorkerDataset(Dataset[Any]):
         return self.dataset[index]
 
     def __getitems__(self, indices: Sequence[Any]) -> Any:
-        own = own_batch_fetch(self.dataset)
-        if own is not None:  # the dataset fetches its batches itself: as under torch
-            return own(indices)
+        if self._own_fetch is not None:  # the dataset fetches its batches itself: as under torch
+            return self._own_fetch(indices)
         if self._fetcher is None or self._fetcher_pid != os.getpid():
             self._fetcher, self._fetcher_pid = BatchFetcher(self.items_in_flight), os.getpid()
         return self._fetcher.fetch(self.dataset, indices)
