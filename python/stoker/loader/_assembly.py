@@ -77,6 +77,15 @@ class BatchAssembler:
         self.pool, self.policy = pool, policy
         self.keys: Sequence[str] = storage.keys
         self.labels = label_array(storage.labels)
+        # Bytes read so far and in how many batches: what a batch holds before decode, for the
+        # live tuner's memory count. Updated by several threads without a lock: a lost update
+        # only blurs an estimate.
+        self.bytes_fetched = 0
+        self.batches_fetched = 0
+
+    def _count(self, payloads: Sequence[bytes | Exception]) -> None:
+        self.bytes_fetched += sum(len(payload) for payload in payloads if not isinstance(payload, Exception))
+        self.batches_fetched += 1
 
     def set_samples(self, keys: Sequence[str], labels: Sequence[int | float | None]) -> None:
         """The storage's samples changed (a mixture's new epoch)."""
@@ -88,6 +97,7 @@ class BatchAssembler:
         indices = plan.indices.tolist()
         payloads = self.storage.try_read_indices(indices)
         self.raise_if_unavailable(payloads)
+        self._count(payloads)
         return FetchedBatch(number, plan, [self.keys[index] for index in indices], payloads)
 
     def raise_if_unavailable(self, payloads: Sequence[object]) -> None:
@@ -123,6 +133,7 @@ class BatchAssembler:
             else:
                 raise sample.error or RuntimeError(f"sample {about.key!r} was fetched with neither data nor error")
         self.raise_if_unavailable(payloads)
+        self._count(payloads)
         plan = BatchPlan(
             np.array([sample.position for sample in fetched], dtype=np.int64),
             np.array([sample.request for sample in fetched], dtype=np.int64),

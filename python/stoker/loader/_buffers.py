@@ -37,12 +37,12 @@ class BufferPool:
 
     `acquire` returns a fresh array over a free buffer (or a new one when none is free); the
     buffer is free again once that array and everything made from it are gone. Beyond
-    ``capacity``, returned buffers are dropped rather than kept.
+    ``capacity`` (which may be changed at any time), returned buffers are dropped rather than kept.
     """
 
     def __init__(self, allocate: Callable[[], np.ndarray], capacity: int) -> None:
         self._allocate = allocate
-        self._capacity = capacity
+        self.capacity = capacity
         # deque's append and pop are atomic: the return path runs from the garbage collector,
         # possibly inside acquire on the same thread, where a lock would deadlock.
         self._free: deque[np.ndarray] = deque()
@@ -61,7 +61,7 @@ class BufferPool:
         return leased
 
     def _give_back(self, buffer: np.ndarray) -> None:
-        if len(self._free) < self._capacity:
+        if len(self._free) < self.capacity:
             self._free.append(buffer)
 
     @property

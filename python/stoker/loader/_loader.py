@@ -51,6 +51,7 @@ from ._capabilities import block_window, check_extra, shuffle_blocks
 from ._failure_policy import BadSampleHandler
 from ._options import FailurePolicy, Reads, Sampling, Throughput, from_keywords
 from ._sample_prefetch import SamplePrefetch
+from ._tuning import LoaderTuning
 
 __all__ = ["Loader"]
 
@@ -169,8 +170,7 @@ class Loader:
             else None
         )
         self.decode_concurrency = throughput_options.decode_concurrency or os.cpu_count() or 1
-        prefetch = throughput_options.prefetch
-        self.prefetch = prefetch
+        self.prefetch = 2 if throughput_options.prefetch is None else throughput_options.prefetch
         self.max_failures = failure_options.max_failures
         self.stats_interval = throughput_options.stats_interval
         shuffle = sampling_options.shuffle
@@ -192,7 +192,7 @@ class Loader:
                 # Page-locked when CUDA is there; without it there is nothing to pin.
                 shape = allocate_batch(transform, 1).shape[1:]
                 allocate = pinned_allocator((batch_size, *shape), transform.dtype)
-            self._pool = BufferPool(allocate, capacity=self.decode_concurrency + prefetch + 4)
+            self._pool = BufferPool(allocate, capacity=self.decode_concurrency + self.prefetch + 4)
         self._assembler = BatchAssembler(
             storage, self.sampler, transform=transform, decode=decode, extra=self.extra, pool=self._pool, policy=self._policy
         )
@@ -205,6 +205,24 @@ class Loader:
             in_order=self.in_order,
             warmup=self._warmup,
         )
+        self._tuning: LoaderTuning | None = None
+        if throughput_options.autotune:
+            pinned = {
+                name
+                for name, value in (
+                    ("decode", throughput_options.decode_concurrency),
+                    ("fetch", read_options.fetch_concurrency),
+                    ("prefetch", throughput_options.prefetch),
+                )
+                if value is not None
+            }
+            self._tuning = LoaderTuning(
+                self,
+                pinned=pinned,
+                wait_target=throughput_options.wait_target,
+                memory_budget=throughput_options.memory_budget,
+                batch_bytes=allocate_batch(transform, 1).nbytes * batch_size if transform is not None else None,
+            )
         self._pipeline: Pipeline[Any] | None = None
         self._last_stats: PipelineStats | None = None
         self._iteration_lock = threading.Lock()
@@ -364,6 +382,8 @@ class Loader:
                 plan = self.sampler.plan_arrays()
             self._policy.start_epoch(plan.size + self.sampler.delivered_count)
             self._pipeline = pipeline = self._build(plan)
+            if self._tuning is not None:
+                self._tuning.attach(pipeline)
             pipeline.start()
             while True:
                 try:
@@ -382,6 +402,8 @@ class Loader:
                 # nothing left running.
                 pipeline.stop(timeout=10.0 if finished else _QUICK_STOP)
                 self._last_stats = pipeline.stats()
+                if self._tuning is not None:
+                    self._tuning.detach()
             self._policy.log.summarize(self.sampler.epoch, self.sampler.delivered_count)
             self._pipeline = None
             with self._iteration_lock:
@@ -389,9 +411,16 @@ class Loader:
 
     def stats(self) -> PipelineStats | None:
         """Per-stage stats of the running epoch, or of the last one, with the bad samples met so
-        far by stage and action (``sample_failures``)."""
+        far by stage and action (``sample_failures``) and the live tuner's moves in all epochs
+        (``tuning``)."""
         pipeline = self._pipeline
         stats = pipeline.stats() if pipeline is not None else self._last_stats
         if stats is None:
             return None
-        return dataclasses.replace(stats, sample_failures=self._policy.log.counts())
+        tuning = list(self._tuning.decisions) if self._tuning is not None else []
+        return dataclasses.replace(stats, sample_failures=self._policy.log.counts(), tuning=tuning)
+
+    def _resize_pool(self) -> None:
+        """Keep as many batch buffers for reuse as can be in use at once (the tuner moved a knob)."""
+        if self._pool is not None:
+            self._pool.capacity = self.decode_concurrency + self.prefetch + 4

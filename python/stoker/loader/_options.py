@@ -84,7 +84,8 @@ class Reads:
     """How reads are kept in flight (most of it matters for network storage).
 
     Args:
-        fetch_concurrency: Batches being read at once (default 4; 8 for network storage).
+        fetch_concurrency: Batches being read at once (default 4, or 8 for network storage, to
+            start; the Loader tunes it live unless it is given here).
         sample_prefetch: Fetch per sample with out-of-order assembly and slow start, the
             Cassandra paper's incremental prefetch (default: on for network storage).
         ramp_every: With ``sample_prefetch``, consumed batches per extra batch in flight while
@@ -156,12 +157,21 @@ class FailurePolicy:
 class Throughput:
     """How much runs at once, and where batches are written.
 
+    With ``autotune`` (the default), the Loader moves what is left unset while it runs: batches
+    decoded at once, reads in flight, and finished batches kept ready, towards the training loop
+    waiting for data at most ``wait_target`` of the time with the fewest threads, requests and
+    bytes that achieve it (see `stoker.pipeline.Tuner`). A value given here pins that knob.
+
     Args:
-        decode_concurrency: Batches being decoded at once (default: the number of cores).
-        prefetch: Finished batches kept ready ahead of the training loop.
+        decode_concurrency: Batches being decoded at once (default: the number of cores to start).
+        prefetch: Finished batches kept ready ahead of the training loop (default: 2 to start).
         pin_memory: Decode into page-locked host buffers when CUDA is available (``"auto"`` and
             True; False never pins), for asynchronous copies with `stoker.device.to_device`.
         stats_interval: Seconds between the timeline samples of each epoch's stats.
+        autotune: Tune the unpinned knobs live; False keeps the starting values.
+        wait_target: Share of the time the training loop may wait for data (the tuner's goal).
+        memory_budget: Bytes the batches in flight and kept ready may hold at most, as the
+            tuner counts them (default: a tenth of the machine's memory, at most 4 GiB).
 
     Raises:
         ConfigurationError: A number out of range, or an unknown ``pin_memory``.
@@ -169,14 +179,23 @@ class Throughput:
     """
 
     decode_concurrency: int | None = None
-    prefetch: int = 2
+    prefetch: int | None = None
     pin_memory: bool | Literal["auto"] = "auto"
     stats_interval: float = 0.25
+    autotune: bool = True
+    wait_target: float = 0.02
+    memory_budget: int | None = None
 
     def __post_init__(self) -> None:
         check_integer("decode_concurrency", self.decode_concurrency, optional=True)
-        check_integer("prefetch", self.prefetch, minimum=0)
+        check_integer("prefetch", self.prefetch, minimum=0, optional=True)
         check_number("stats_interval", self.stats_interval)
+        check_number("wait_target", self.wait_target)
+        check_integer("memory_budget", self.memory_budget, optional=True)
+        if not isinstance(self.autotune, bool):
+            raise TypeError(f"autotune must be True or False, got {type(self.autotune).__name__}")
+        if self.wait_target >= 1:
+            raise ConfigurationError(f"wait_target is a share of the time, below 1 (0.02 is 2%), got {self.wait_target!r}")
         if self.pin_memory not in (True, False, "auto"):
             raise ConfigurationError(f'pin_memory must be True, False or "auto", got {self.pin_memory!r}')
 

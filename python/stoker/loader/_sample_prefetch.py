@@ -51,6 +51,23 @@ class SamplePrefetch:
         self.storage, self.sampler, self.assembler = storage, sampler, assembler
         self.batch_size, self.reads, self.in_order, self.warmup = batch_size, reads, in_order, warmup
         self.prefetcher: OutOfOrderPrefetcher | None = None
+        self._max_batches = reads.fetch_concurrency or 8
+
+    @property
+    def max_batches(self) -> int:
+        """Batches of requests in flight at most (the live tuner moves it)."""
+        return self._max_batches
+
+    @max_batches.setter
+    def max_batches(self, value: int) -> None:
+        self._max_batches = value
+        if self.prefetcher is not None:  # read at every batch it assembles
+            self.prefetcher.max_batches = value
+
+    def saturated(self) -> bool:
+        """Whether the running epoch's requests reached the cap (its last batch saw it)."""
+        history = self.prefetcher.in_flight_history if self.prefetcher is not None else []
+        return bool(history) and history[-1] >= self._max_batches
 
     def source(self, plan: BatchPlan) -> Any:
         """The epoch's source over ``plan`` (whole batches only): each batch as the prefetcher
@@ -62,7 +79,7 @@ class SamplePrefetch:
             fetch,
             samples,
             batch_size=self.batch_size,
-            max_batches=self.reads.fetch_concurrency or 8,
+            max_batches=self._max_batches,
             ramp_every=self.reads.ramp_every,
             in_order=self.in_order,
             stall_patience=self.reads.stall_patience,

@@ -25,7 +25,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from types import TracebackType
 
-__all__ = ["Contention", "CpuLimits", "CpuSnapshot", "CpuWatch"]
+from ..pipeline import CpuRoom
+
+__all__ = ["Contention", "CpuLimits", "CpuMeter", "CpuSnapshot", "CpuWatch"]
 
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -166,6 +168,31 @@ class CpuWatch:
             self._seen.update(end.threads)
             end = replace(end, threads=dict(self._seen))
         self.contention = Contention.between(self._start, end)
+
+
+class CpuMeter:
+    """The cores over each interval between calls, as a live tuner reads them (`CpuRoom`):
+    what this process used, what other processes used, and how long its threads waited to run.
+
+    Returns None on the first call and where the kernel's accounting is not readable.
+    """
+
+    def __init__(self) -> None:
+        self.limits = CpuLimits.read()
+        self._last: CpuSnapshot | None = None
+
+    def __call__(self) -> CpuRoom | None:
+        now = CpuSnapshot.take()
+        last, self._last = self._last, now
+        if last is None or not now.threads:
+            return None
+        contention = Contention.between(last, now, self.limits)
+        return CpuRoom(
+            usable=self.limits.usable,
+            used=(now.process_cpu - last.process_cpu) / contention.seconds,
+            others=(contention.others_share or 0.0) * self.limits.online,
+            waited=contention.runqueue_wait_share or 0.0,
+        )
 
 
 WAITED_TO_RUN = 0.25

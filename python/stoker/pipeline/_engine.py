@@ -16,6 +16,7 @@ import logging
 import threading
 import traceback
 from collections import deque
+from collections.abc import Callable
 from enum import Enum
 from time import perf_counter, thread_time
 from typing import Any
@@ -78,6 +79,8 @@ class _Engine:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: threading.Thread | None = None
         self._loop_tasks: set[asyncio.Task[Any]] = set()
+        # Called on the scheduler thread after each timeline sample (a live tuner, a meter).
+        self.monitors: list[Callable[[], None]] = []
         self.stages: list[StageRunner] = []
         upstream: _Buffer | None = None
         for spec in specs:
@@ -142,6 +145,8 @@ class _Engine:
                 self.ended_at = perf_counter()
             self.consumer_ready.notify_all()
             parked = [job for stage in self.stages if isinstance(stage, _Stage) for job in stage.parked]
+            # A monitor usually holds the Pipeline; the Pipeline's finalizer holds this engine.
+            self.monitors = []
         loop, thread = self._loop, self._loop_thread
         if loop is not None and thread is not None and thread.is_alive():
             try:
@@ -174,6 +179,51 @@ class _Engine:
         if self._loop_thread is not None:
             threads.append(self._loop_thread)
         return threads
+
+    # ---- changing concurrency while it runs -----------------------------------------------
+
+    def stage(self, name: str) -> StageRunner:
+        """The stage called ``name``.
+
+        Raises:
+            KeyError: No stage has that name.
+        """
+        for stage in self.stages:
+            if stage.name == name:
+                return stage
+        raise KeyError(f"pipeline {self.name} has no stage {name!r}; its stages are {[stage.name for stage in self.stages]}")
+
+    def set_concurrency(self, name: str, concurrency: int) -> None:
+        """Let stage ``name`` run up to ``concurrency`` tasks from now on (see `_Stage.set_concurrency`)."""
+        stage = self.stage(name)
+        if not isinstance(stage, _Stage):
+            raise ValueError(f"stage {name!r} moves items inside the engine; it has no concurrency to set")
+        with self.lock:
+            stage.set_concurrency(concurrency)
+            if stage is self.stages[-1]:
+                self.consumer_ready.notify_all()
+            wanted = sum(each.concurrency for each in self.stages if isinstance(each, _Stage) and not each.spec.runs_on_loop)
+            if self._pool is not None:
+                self._pool.set_max_threads(max(self._num_threads, wanted))
+            starts = self.drain()
+        self.start_runners(starts)
+
+    def set_sink_size(self, size: int) -> None:
+        """Keep up to ``size`` finished items ready for the consumer from now on."""
+        if size < 1:
+            raise ValueError(f"the sink holds at least 1 item, got {size}")
+        with self.lock:
+            last = self.stages[-1]
+            self.sink.capacity = size + (last.concurrency if isinstance(last, _Stage) else 0)
+            self.wake(last)
+            starts = self.drain()
+        self.start_runners(starts)
+
+    @property
+    def sink_size(self) -> int:
+        """Finished items the sink keeps ready for the consumer."""
+        last = self.stages[-1]
+        return self.sink.capacity - (last.concurrency if isinstance(last, _Stage) else 0)
 
     # ---- waking stages ---------------------------------------------------------------------
 
@@ -471,5 +521,11 @@ class _Engine:
         if self._report_interval is not None and now - self._last_report >= self._report_interval:
             self._last_report = now
             _logger.info("pipeline %s:\n%s", self.name, self.stats().format_table())
+        for monitor in list(self.monitors):
+            try:
+                monitor()
+            except Exception:  # a monitor's bug must not stop the pipeline: it is dropped, loudly
+                _logger.exception("pipeline %s: monitor %r raised; it is removed", self.name, monitor)
+                self.monitors.remove(monitor)
         assert self._loop is not None
         self._loop.call_later(self._sample_interval, self._sample)

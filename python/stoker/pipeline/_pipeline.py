@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Generic, TypeVar
 
@@ -116,6 +116,46 @@ class Pipeline(Generic[T]):
                 yield item
         finally:
             self.stop()
+
+    # ---- changing it while it runs (a live tuner, or by hand) -------------------------------
+
+    def concurrency(self, stage: str) -> int:
+        """Tasks stage ``stage`` may run at once now.
+
+        Raises:
+            KeyError: No stage has that name.
+        """
+        return int(getattr(self._engine.stage(stage), "concurrency", 1))
+
+    def set_concurrency(self, stage: str, concurrency: int) -> None:
+        """Let ``stage`` run up to ``concurrency`` tasks from now on, while the pipeline runs.
+        Order and results are unaffected: tasks in flight finish, and a stage that keeps input
+        order keeps it.
+
+        Raises:
+            KeyError: No stage has that name.
+            ValueError: ``concurrency`` below 1, or an aggregate or disaggregate stage.
+        """
+        self._engine.set_concurrency(stage, concurrency)
+
+    @property
+    def sink_size(self) -> int:
+        """Finished items kept ready for the consumer."""
+        return self._engine.sink_size
+
+    def set_sink_size(self, size: int) -> None:
+        """Keep up to ``size`` finished items ready for the consumer from now on.
+
+        Raises:
+            ValueError: ``size`` below 1.
+        """
+        self._engine.set_sink_size(size)
+
+    def add_monitor(self, monitor: Callable[[], None]) -> None:
+        """Call ``monitor()`` on the scheduler thread after every stats sample (each
+        ``stats_interval``) while the pipeline runs: for a live tuner or an exporter. It must
+        return quickly; one that raises is logged and removed."""
+        self._engine.monitors.append(monitor)
 
     def stats(self) -> PipelineStats:
         """Per-stage statistics now, as plain data. Cheap; callable from any thread at any time."""

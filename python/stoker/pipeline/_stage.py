@@ -52,7 +52,9 @@ class _Stage:
         self.name = spec.name
         self.engine = engine
         self.concurrency = spec.concurrency
-        self.ordered = spec.ordered and spec.concurrency > 1
+        # Decided once: a stage whose concurrency is raised while it runs must already be
+        # keeping input order (switching mid-run would lose the sequence numbers' meaning).
+        self.ordered = spec.ordered
         self.is_generator = spec.op_kind in (OpKind.GENERATOR, OpKind.ASYNC_GENERATOR)
         self.input = input_buffer
         # Reservations count toward capacity, so the queue holds buffer_size finished items
@@ -152,6 +154,18 @@ class _Stage:
         if not self.ordered or job.seq != self.head_seq:
             self.output.reserved += 1
             job.reserved = True
+
+    def set_concurrency(self, concurrency: int) -> None:
+        """Run up to ``concurrency`` tasks from now on. Raising it makes room in the output queue
+        for the new tasks' results; lowering it lets running tasks finish (runners beyond the new
+        limit stop claiming jobs), so nothing in flight is dropped."""
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be at least 1, got {concurrency}")
+        self.output.capacity += concurrency - self.concurrency
+        self._account_busy()
+        self.concurrency = concurrency
+        self._update_wait_state()
+        self.engine.wake(self)
 
     # ---- taking results --------------------------------------------------------------------
 

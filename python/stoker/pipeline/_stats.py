@@ -12,7 +12,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["PipelineStats", "StageStats", "TaskTimeSummary"]
+__all__ = ["PipelineStats", "StageStats", "TaskTimeSummary", "TuningDecision"]
 
 # Task times are kept in a log-scale histogram: bounded memory whatever the run length, and
 # quantiles within about 2.5% of the truth (each bucket spans 5%).
@@ -131,6 +131,29 @@ class StageStats:
 
 
 @dataclass(frozen=True)
+class TuningDecision:
+    """One move of the tuner.
+
+    Attributes:
+        seconds: When, in seconds since the pipeline started.
+        knob: What changed (``"decode concurrency"``, ``"prefetch"``...).
+        old: The value before.
+        new: The value after.
+        reason: Why, in words, with the figures that decided it.
+    """
+
+    seconds: float
+    knob: str
+    old: int
+    new: int
+    reason: str
+
+    def describe(self) -> str:
+        """One line: ``at 3.2 s: decode concurrency 2 -> 3 (reason)``."""
+        return f"at {self.seconds:.1f} s: {self.knob} {self.old} -> {self.new} ({self.reason})"
+
+
+@dataclass(frozen=True)
 class PipelineStats:
     """A snapshot of every stage, source first, plus the sampled timeline.
 
@@ -145,6 +168,7 @@ class PipelineStats:
             stage is, and the consumer's data wait over time.
         sample_failures: Bad samples by stage and what was done, as a user of the pipeline
             (the Loader) counted them, e.g. ``{"decode: replaced": 2}``.
+        tuning: The live tuner's moves, oldest first (`TuningDecision`), where one runs.
     """
 
     stages: list[StageStats]
@@ -153,6 +177,7 @@ class PipelineStats:
     items_consumed: int
     timeline: list[dict[str, Any]] = field(default_factory=list)
     sample_failures: dict[str, int] = field(default_factory=dict)
+    tuning: list[TuningDecision] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         """Plain data (dicts, lists, numbers, strings), ready for ``json.dumps``."""
@@ -176,6 +201,8 @@ class PipelineStats:
         lines.append(
             f"consumer: {self.items_consumed} items in {self.elapsed_seconds:.2f}s, waited {self.consumer_wait_seconds:.2f}s for data"
         )
+        if self.tuning:
+            lines.append(f"tuned live ({len(self.tuning)} moves), last: " + "; ".join(move.describe() for move in self.tuning[-3:]))
         if self.sample_failures:
             lines.append("bad samples: " + ", ".join(f"{kind} {count}" for kind, count in sorted(self.sample_failures.items())))
         return "\n".join(lines)

@@ -37,6 +37,11 @@ class _WorkerPool:
         """The worker threads started so far."""
         return list(self._threads)
 
+    def set_max_threads(self, max_threads: int) -> None:
+        """Start up to ``max_threads`` threads from now on (threads already started stay, idle)."""
+        with self._lock:
+            self._max_threads = max(1, max_threads)
+
     def submit(self, function: Callable[..., Any], *args: Any) -> None:
         """Queue ``function(*args)``; start a thread if none is idle and the cap allows."""
         with self._lock:

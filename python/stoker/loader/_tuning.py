@@ -1,0 +1,174 @@
+"""What the Loader lets its live tuner move, and what each setting costs in memory.
+
+The knobs: batches decoded at once (``decode``'s concurrency), batches read at once (``fetch``'s,
+local storage) or batches of per-sample requests in flight (network storage, the prefetcher's
+cap), and finished batches kept ready (the sink). A knob the user set in `Throughput` or `Reads`
+is pinned and left out. The tuner's moves are written back to the Loader, so the next epoch starts
+where this one ended.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from ..observe import CpuMeter
+from ..pipeline import Knob, Pipeline, Tuner, TuningDecision
+
+if TYPE_CHECKING:
+    from ._loader import Loader
+
+__all__ = ["LoaderTuning"]
+
+# Threads a stage of work that waits (I/O, a sleep) may reach; CPU-bound work stops at the cores.
+_MAX_WAITING_THREADS = 64
+# Batches of per-sample requests in flight at most.
+_MAX_REQUEST_BATCHES = 64
+# Finished batches kept ready at most.
+_MAX_PREFETCH = 16
+_GIB = 1 << 30
+
+
+def default_memory_budget() -> int:
+    """A tenth of the machine's memory, at most 4 GiB (1 GiB where it cannot be read)."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return _GIB
+    return int(min(4 * _GIB, total / 10))
+
+
+class LoaderTuning:
+    """The live tuning of one Loader, across its epochs.
+
+    Args:
+        loader: The Loader; its ``decode_concurrency``, ``fetch_concurrency`` and ``prefetch``
+            follow the tuner's moves.
+        pinned: The knobs the user set: any of ``"decode"``, ``"fetch"``, ``"prefetch"``.
+        wait_target: The tuner's goal (`Throughput.wait_target`).
+        memory_budget: Bytes, or None for `default_memory_budget`.
+        batch_bytes: Bytes of one decoded batch, or None when unknown (no transform).
+    """
+
+    def __init__(self, loader: Loader, *, pinned: set[str], wait_target: float, memory_budget: int | None, batch_bytes: int | None) -> None:
+        self.loader = loader
+        self.pinned = pinned
+        self.wait_target = wait_target
+        self.memory_budget = memory_budget if memory_budget is not None else default_memory_budget()
+        self.batch_bytes = batch_bytes
+        self.decisions: deque[TuningDecision] = deque(maxlen=1000)
+        self.tuner: Tuner | None = None
+        self._cpu = CpuMeter()
+
+    def fetched_batch_bytes(self) -> float:
+        """Mean bytes of one batch as read (the assembler counts them)."""
+        assembler = self.loader._assembler
+        return assembler.bytes_fetched / assembler.batches_fetched if assembler.batches_fetched else 0.0
+
+    def decoded_batch_bytes(self) -> float:
+        """Bytes of one decoded batch (the batch buffer), or the bytes read where unknown."""
+        return float(self.batch_bytes) if self.batch_bytes is not None else self.fetched_batch_bytes()
+
+    def attach(self, pipeline: Pipeline[Any]) -> None:
+        """Tune ``pipeline`` (an epoch's) while it runs."""
+        knobs = self.knobs(pipeline)
+        if not knobs:
+            return
+        if self.tuner is not None:
+            self.tuner.restart(pipeline, knobs)
+            pipeline.add_monitor(self.tuner)
+            return
+        self.tuner = Tuner(
+            pipeline,
+            knobs,
+            wait_target=self.wait_target,
+            memory_budget=self.memory_budget,
+            cpu=self._cpu,
+            decisions=self.decisions,
+        )
+        pipeline.add_monitor(self.tuner)
+
+    def detach(self) -> None:
+        """The epoch's pipeline ended: let it go (a cycle through it would keep its engine, and the
+        storage's threads, alive until a second garbage collection)."""
+        if self.tuner is not None:
+            self.tuner.restart(None, [])
+
+    def knobs(self, pipeline: Pipeline[Any]) -> list[Knob]:
+        """The knobs of ``pipeline`` the user left unset."""
+        loader = self.loader
+        knobs: list[Knob] = []
+        cores = os.cpu_count() or 1
+        if "decode" not in self.pinned:
+
+            def set_decode(value: int) -> None:
+                pipeline.set_concurrency("decode", value)
+                loader.decode_concurrency = value
+                loader._resize_pool()
+
+            knobs.append(
+                Knob(
+                    "decode concurrency",
+                    "threads",
+                    lambda: pipeline.concurrency("decode"),
+                    set_decode,
+                    maximum=max(_MAX_WAITING_THREADS, 4 * cores),
+                    stage="decode",
+                    bytes_each=self.decoded_batch_bytes,
+                )
+            )
+        if "fetch" not in self.pinned:
+            prefetch = loader._sample_prefetch
+            if loader.sample_prefetch:
+
+                def set_requests(value: int) -> None:
+                    prefetch.max_batches = value
+                    loader.fetch_concurrency = value
+
+                knobs.append(
+                    Knob(
+                        "batches of requests in flight",
+                        "requests",
+                        lambda: prefetch.max_batches,
+                        set_requests,
+                        maximum=_MAX_REQUEST_BATCHES,
+                        bytes_each=self.fetched_batch_bytes,
+                        saturated=prefetch.saturated,
+                    )
+                )
+            else:
+
+                def set_fetch(value: int) -> None:
+                    pipeline.set_concurrency("fetch", value)
+                    loader.fetch_concurrency = value
+
+                knobs.append(
+                    Knob(
+                        "fetch concurrency",
+                        "threads",
+                        lambda: pipeline.concurrency("fetch"),
+                        set_fetch,
+                        maximum=_MAX_WAITING_THREADS,
+                        stage="fetch",
+                        bytes_each=self.fetched_batch_bytes,
+                    )
+                )
+        if "prefetch" not in self.pinned:
+
+            def set_prefetch(value: int) -> None:
+                pipeline.set_sink_size(value)
+                loader.prefetch = value
+                loader._resize_pool()
+
+            knobs.append(
+                Knob(
+                    "prefetch",
+                    "memory",
+                    lambda: pipeline.sink_size,
+                    set_prefetch,
+                    maximum=_MAX_PREFETCH,
+                    bytes_each=self.decoded_batch_bytes,
+                )
+            )
+        return knobs

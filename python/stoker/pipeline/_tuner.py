@@ -1,0 +1,397 @@
+"""Live tuning: a running pipeline adjusts its own concurrency and buffers to a stated goal.
+
+The goal is the consumer's: it waits for data at most ``wait_target`` of the time (2% by default),
+and among the settings that achieve it, the one with the fewest threads, requests in flight and
+bytes of memory. tf.data's AUTOTUNE tunes towards throughput inside a RAM budget; this tunes towards
+*enough* throughput, so a consumer with a long step (a GPU) gets one thread where one suffices.
+
+Every window (a second, or long enough for a few items) the `Tuner` reads the pipeline's stats:
+how long the consumer waited, each stage's busy slots and how much of that was CPU, and, where the
+caller measures it, how many cores other processes hold. Then one move at most:
+
+- The consumer waited more than the target: raise the knob of the busiest stage (one thread more
+  for CPU-bound work, while cores are free; twice as many for work that waits), or, when no stage
+  is busy, keep one more finished item ready (bursts). Each raise is a *trial*: it is kept only if
+  the next window delivers 5% more or meets the target, and undone otherwise; an undone value is
+  not tried again for a while (hysteresis), so the settings never visibly oscillate.
+- The consumer hardly waited for two windows, or a stage has idle slots: lower that stage's knob
+  to what its measured load needs, also as a trial that is undone if the wait rises or the rate
+  falls.
+- Other processes hold the cores and our threads wait to run: CPU-bound stages back off to the
+  cores left, without a trial (more threads would only take turns with the other processes).
+
+Each move is a `TuningDecision`, logged on ``stoker.tune`` and kept for `stats()`. Tuning moves
+only how many tasks run and how many items wait; it never changes what is delivered or in what
+order, so exact resume and a deterministic order are unaffected.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from time import perf_counter
+from typing import TYPE_CHECKING, Literal
+
+from ._stats import PipelineStats, TuningDecision
+
+if TYPE_CHECKING:
+    from ._pipeline import Pipeline
+
+__all__ = ["CpuRoom", "Knob", "Tuner"]
+
+_logger = logging.getLogger("stoker.tune")
+
+# A raise is kept when it delivers this much more (the machines are noisy: less is not a result).
+_GAIN = 1.05
+# A lowering is kept unless the rate falls by more than this (when the goal is not met anyway).
+_LOSS = 0.97
+# Windows an undone value waits before it may be tried again.
+_COOLDOWN_WINDOWS = 12
+# A stage this busy (share of its slots) is a bottleneck candidate.
+_BUSY = 0.75
+# A stage whose CPU time is at least this share of its busy time is CPU-bound.
+_CPU_BOUND = 0.5
+# Items a window must see before it is judged, unless it has lasted four windows.
+_MIN_ITEMS = 6
+# Decisions kept for stats().
+_DECISIONS_KEPT = 1000
+
+
+@dataclass(frozen=True)
+class CpuRoom:
+    """The cores over one window, as the kernel counts them.
+
+    Attributes:
+        usable: Cores this process may use (affinity, cgroup quota).
+        used: Cores this process kept busy.
+        others: Cores other processes kept busy.
+        waited: Share of this process's runnable thread time spent waiting for a core.
+    """
+
+    usable: float
+    used: float
+    others: float
+    waited: float
+
+    @property
+    def free(self) -> float:
+        """Cores neither this process nor the others used."""
+        return max(0.0, self.usable - self.used - self.others)
+
+    @property
+    def contended(self) -> bool:
+        """Other processes hold cores and this process's threads wait to run because of it."""
+        return self.waited >= 0.2 and self.others >= 0.5
+
+
+@dataclass
+class Knob:
+    """One setting the tuner may move.
+
+    Attributes:
+        name: What it is, as decisions name it (``"decode concurrency"``).
+        kind: ``"threads"`` (tasks of a stage), ``"requests"`` (reads in flight) or ``"memory"``
+            (finished items kept ready).
+        get: Its value now.
+        set: Changes it while the pipeline runs.
+        minimum: Least value.
+        maximum: Greatest value.
+        stage: The stage whose figures say whether it is the bottleneck (threads knobs).
+        bytes_each: Memory one unit holds, for the budget (0 when unknown or negligible).
+        saturated: For a requests knob: whether the reads are at its cap now.
+    """
+
+    name: str
+    kind: Literal["threads", "requests", "memory"]
+    get: Callable[[], int]
+    set: Callable[[int], None]
+    minimum: int = 1
+    maximum: int = 64
+    stage: str | None = None
+    bytes_each: Callable[[], float] = lambda: 0.0
+    saturated: Callable[[], bool] | None = None
+
+
+@dataclass(frozen=True)
+class _StageWindow:
+    busy: float  # mean tasks running
+    concurrency: int
+    cpu_share: float  # CPU seconds over busy seconds (0 for ops on the event loop)
+
+    @property
+    def utilization(self) -> float:
+        return self.busy / self.concurrency if self.concurrency else 0.0
+
+
+@dataclass(frozen=True)
+class _Window:
+    """What one window measured."""
+
+    seconds: float
+    rate: float  # items consumed per second
+    wait: float  # share of the window the consumer waited
+    stages: dict[str, _StageWindow]
+    cpu: CpuRoom | None
+
+    @classmethod
+    def between(cls, before: PipelineStats, after: PipelineStats, cpu: CpuRoom | None) -> _Window:
+        seconds = max(after.elapsed_seconds - before.elapsed_seconds, 1e-9)
+        stages = {}
+        for old, new in zip(before.stages, after.stages):
+            busy = (new.busy_tasks_mean * new.elapsed_seconds - old.busy_tasks_mean * old.elapsed_seconds) / seconds
+            cpu_seconds = new.task_cpu_seconds - old.task_cpu_seconds
+            stages[new.name] = _StageWindow(max(0.0, busy), new.concurrency, cpu_seconds / (busy * seconds) if busy > 0 else 0.0)
+        return cls(
+            seconds,
+            (after.items_consumed - before.items_consumed) / seconds,
+            min(1.0, max(0.0, (after.consumer_wait_seconds - before.consumer_wait_seconds) / seconds)),
+            stages,
+            cpu,
+        )
+
+
+@dataclass
+class _Trial:
+    knob: Knob
+    old: int
+    new: int
+    before: _Window
+    raising: bool
+
+
+class Tuner:
+    """Moves ``knobs`` of a running ``pipeline`` towards the wait target (see the module notes).
+    Install it with ``pipeline.add_monitor(tuner)``: it runs on the scheduler thread.
+
+    Args:
+        pipeline: The pipeline whose stats it reads.
+        knobs: What it may move (leave out what the user pinned).
+        wait_target: Share of the time the consumer may wait for data.
+        memory_budget: Bytes the memory the knobs hold may reach (None: no cap).
+        window: Least seconds between moves.
+        cpu: Called once per window: the cores over that window (`CpuRoom`), or None.
+        decisions: Where to append decisions (kept across epochs by the caller).
+    """
+
+    def __init__(
+        self,
+        pipeline: Pipeline[object],
+        knobs: Sequence[Knob],
+        *,
+        wait_target: float = 0.02,
+        memory_budget: float | None = None,
+        window: float = 1.0,
+        cpu: Callable[[], CpuRoom | None] | None = None,
+        decisions: deque[TuningDecision] | None = None,
+    ) -> None:
+        self.pipeline: Pipeline[object] | None = pipeline
+        self.knobs = list(knobs)
+        self.wait_target = wait_target
+        self.memory_budget = memory_budget
+        self.window = window
+        self.cpu = cpu
+        self.decisions: deque[TuningDecision] = decisions if decisions is not None else deque(maxlen=_DECISIONS_KEPT)
+        self._previous: PipelineStats | None = None
+        self._trial: _Trial | None = None
+        self._settle = 0
+        self._calm = 0
+        self._windows = 0
+        self._checked = 0.0
+        # knob name -> (value not to try, window number until which it holds)
+        self._ceilings: dict[str, tuple[int, int]] = {}
+        self._floors: dict[str, tuple[int, int]] = {}
+        if cpu is not None:
+            cpu()  # the first window is measured from here
+
+    def restart(self, pipeline: Pipeline[object] | None, knobs: Sequence[Knob]) -> None:
+        """Tune a new pipeline (the next epoch's) with these ``knobs``, remembering which values
+        were tried and undone; None lets go of the last one."""
+        self.pipeline, self.knobs = pipeline, list(knobs)
+        self._previous, self._trial, self._settle, self._calm = None, None, 0, 0
+        if self.cpu is not None and pipeline is not None:
+            self.cpu()  # the first window is measured from here
+
+    # ---- the monitor ----------------------------------------------------------------------
+
+    def __call__(self) -> None:
+        """Read the stats; once a window is complete, judge it and make at most one move."""
+        if self._previous is not None and perf_counter() - self._checked < self.window:
+            return
+        self._checked = perf_counter()
+        if self.pipeline is None:
+            return
+        stats = self.pipeline.stats()
+        previous = self._previous
+        if previous is None or stats.elapsed_seconds < previous.elapsed_seconds:
+            self._previous = stats
+            return
+        seconds = stats.elapsed_seconds - previous.elapsed_seconds
+        items = stats.items_consumed - previous.items_consumed
+        if seconds < self.window or (items < _MIN_ITEMS and seconds < 4 * self.window):
+            return
+        self._previous = stats
+        self._windows += 1
+        self._step(_Window.between(previous, stats, self.cpu() if self.cpu is not None else None), stats.elapsed_seconds)
+
+    def memory(self) -> float:
+        """Bytes the knobs hold now (each knob's value times its ``bytes_each``)."""
+        return sum(knob.get() * knob.bytes_each() for knob in self.knobs)
+
+    # ---- one move -------------------------------------------------------------------------
+
+    def _step(self, window: _Window, now: float) -> None:
+        if self._settle > 0:  # the window right after a move: queues are still filling
+            self._settle -= 1
+            return
+        if self._trial is not None:
+            self._judge(self._trial, window, now)
+            self._trial = None
+            return
+        if window.cpu is not None and window.cpu.contended and self._back_off(window, now):
+            return
+        if window.wait > self.wait_target:
+            self._calm = 0
+            if not self._try_raise(window, now):
+                self._try_lower(window, now, calm=False)
+        elif window.wait < self.wait_target / 2:
+            self._calm += 1
+            if self._calm >= 2:
+                self._try_lower(window, now, calm=True)
+        else:
+            self._calm = 0
+
+    def _try_raise(self, window: _Window, now: float) -> bool:
+        busiest = sorted(
+            (knob for knob in self.knobs if knob.kind == "threads" and knob.stage in window.stages),
+            key=lambda knob: -window.stages[knob.stage].utilization,  # type: ignore[index]
+        )
+        bottleneck = False
+        for knob in busiest:
+            stage = window.stages[knob.stage]  # type: ignore[index]
+            if stage.utilization < _BUSY:
+                continue
+            bottleneck = True
+            old = knob.get()
+            if stage.cpu_share >= _CPU_BOUND:
+                cpu = window.cpu
+                if cpu is not None and cpu.free < 0.5 * stage.cpu_share:
+                    continue  # no core free for one more: more threads would take turns
+                new = old + 1
+                why = f"consumer waited {_percent(window.wait)}; {knob.stage} busy {_percent(stage.utilization)}, CPU-bound"
+            else:
+                new = old * 2
+                why = f"consumer waited {_percent(window.wait)}; {knob.stage} busy {_percent(stage.utilization)}, waiting on I/O"
+            if self._start(knob, new, window, now, why, raising=True):
+                return True
+        for knob in self.knobs:
+            if knob.kind == "requests" and knob.saturated is not None and knob.saturated():
+                why = f"consumer waited {_percent(window.wait)} with every allowed read in flight"
+                if self._start(knob, math.ceil(knob.get() * 1.5), window, now, why, raising=True):
+                    return True
+        if not bottleneck:
+            for knob in self.knobs:
+                if knob.kind == "memory":
+                    why = f"consumer waited {_percent(window.wait)} though no stage is busy (bursts)"
+                    if self._start(knob, knob.get() + 1, window, now, why, raising=True):
+                        return True
+        return False
+
+    def _try_lower(self, window: _Window, now: float, *, calm: bool) -> bool:
+        # Threads first (the dearest), then reads in flight, then memory; the last two only when
+        # the consumer is the slower side, since they hold no thread.
+        slack = []
+        for knob in self.knobs:
+            if knob.kind == "threads" and knob.stage in window.stages:
+                stage = window.stages[knob.stage]
+                idle = stage.concurrency - stage.busy
+                if idle >= (1.0 if calm else 1.5):
+                    slack.append((idle, knob, stage))
+        for _idle, knob, stage in sorted(slack, key=lambda entry: -entry[0]):
+            needed = max(1, math.ceil(stage.busy * 1.25 + 0.25))
+            why = f"{knob.stage} used {stage.busy:.1f} of {stage.concurrency} slots; consumer waited {_percent(window.wait)}"
+            if self._start(knob, min(needed, knob.get() - 1), window, now, why, raising=False):
+                return True
+        if not calm:
+            return False
+        for kind in ("requests", "memory"):
+            for knob in self.knobs:
+                if knob.kind == kind:
+                    old = knob.get()
+                    new = old // 2 if kind == "requests" else old - 1
+                    why = f"consumer waited {_percent(window.wait)}, under half the {_percent(self.wait_target)} target"
+                    if self._start(knob, new, window, now, why, raising=False):
+                        return True
+        return False
+
+    def _back_off(self, window: _Window, now: float) -> bool:
+        cpu = window.cpu
+        assert cpu is not None
+        cores = max(1, round(cpu.usable - cpu.others))
+        for knob in self.knobs:
+            stage = window.stages.get(knob.stage or "")
+            if knob.kind != "threads" or stage is None or stage.cpu_share < _CPU_BOUND:
+                continue
+            old = knob.get()
+            new = max(knob.minimum, cores)
+            if new < old:
+                why = (
+                    f"other processes keep {cpu.others:.1f} of {cpu.usable:g} cores busy and stoker's threads waited to run "
+                    f"{_percent(cpu.waited)} of their time: {cores} thread(s) for {knob.stage}, not more"
+                )
+                self._apply(knob, old, new, now, why)
+                self._ceilings[knob.name] = (new + 1, self._windows + _COOLDOWN_WINDOWS)
+                self._settle = 1
+                return True
+        return False
+
+    # ---- trials ---------------------------------------------------------------------------
+
+    def _start(self, knob: Knob, new: int, window: _Window, now: float, why: str, *, raising: bool) -> bool:
+        old = knob.get()
+        new = max(knob.minimum, min(knob.maximum, new))
+        if new == old:
+            return False
+        ceiling = self._ceilings.get(knob.name)
+        if raising and ceiling is not None and self._windows < ceiling[1]:
+            new = min(new, ceiling[0] - 1)
+        floor = self._floors.get(knob.name)
+        if not raising and floor is not None and self._windows < floor[1]:
+            new = max(new, floor[0] + 1)
+        if (raising and new <= old) or (not raising and new >= old):
+            return False
+        if raising and self.memory_budget is not None and self.memory() + (new - old) * knob.bytes_each() > self.memory_budget:
+            return False
+        self._apply(knob, old, new, now, why)
+        self._trial = _Trial(knob, old, new, window, raising)
+        self._settle = 1
+        return True
+
+    def _judge(self, trial: _Trial, window: _Window, now: float) -> None:
+        before, target = trial.before, self.wait_target
+        if trial.raising:
+            kept = window.rate >= before.rate * _GAIN or (before.wait > target and window.wait <= target)
+        elif before.wait <= target:
+            kept = window.wait <= target
+        else:
+            kept = window.rate >= before.rate * _LOSS
+        if kept:
+            _logger.debug("kept %s %d (rate %.1f/s -> %.1f/s)", trial.knob.name, trial.new, before.rate, window.rate)
+            return
+        why = f"undone: {window.rate:.1f} items/s against {before.rate:.1f} before, consumer waited {_percent(window.wait)}"
+        self._apply(trial.knob, trial.new, trial.old, now, why)
+        limits = self._ceilings if trial.raising else self._floors
+        limits[trial.knob.name] = (trial.new, self._windows + _COOLDOWN_WINDOWS)
+        self._settle = 1
+
+    def _apply(self, knob: Knob, old: int, new: int, now: float, why: str) -> None:
+        knob.set(new)
+        decision = TuningDecision(round(now, 2), knob.name, old, new, why)
+        self.decisions.append(decision)
+        _logger.info("pipeline %s: %s", self.pipeline.name if self.pipeline is not None else "?", decision.describe())
+
+
+def _percent(share: float) -> str:
+    return f"{100 * share:.1f}%" if share < 0.1 else f"{100 * share:.0f}%"
