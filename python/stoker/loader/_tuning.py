@@ -59,6 +59,7 @@ class LoaderTuning:
         self.batch_bytes = batch_bytes
         self.decisions: deque[TuningDecision] = deque(maxlen=1000)
         self.tuner: Tuner | None = None
+        self.window = 1.0  # seconds between moves; shorter in tests
         self._cpu = CpuMeter()
 
     def fetched_batch_bytes(self) -> float:
@@ -76,6 +77,7 @@ class LoaderTuning:
         if not knobs:
             return
         if self.tuner is not None:
+            self.tuner.window = self.window
             self.tuner.restart(pipeline, knobs)
             pipeline.add_monitor(self.tuner)
             return
@@ -84,6 +86,7 @@ class LoaderTuning:
             knobs,
             wait_target=self.wait_target,
             memory_budget=self.memory_budget,
+            window=self.window,
             cpu=self._cpu,
             decisions=self.decisions,
         )

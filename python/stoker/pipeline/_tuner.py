@@ -136,6 +136,13 @@ class _Window:
     stages: dict[str, _StageWindow]
     cpu: CpuRoom | None
 
+    def cpu_bound(self, stage: _StageWindow) -> bool:
+        """Whether the stage's tasks mostly compute. Time spent waiting for a core counts as
+        computing: a decode thread that waits to run looks, from its own clock, like one that
+        waits on I/O, and more of them would only take turns."""
+        waited = self.cpu.waited if self.cpu is not None else 0.0
+        return stage.cpu_share / max(0.1, 1.0 - waited) >= _CPU_BOUND
+
     @classmethod
     def between(cls, before: PipelineStats, after: PipelineStats, cpu: CpuRoom | None) -> _Window:
         seconds = max(after.elapsed_seconds - before.elapsed_seconds, 1e-9)
@@ -275,7 +282,7 @@ class Tuner:
                 continue
             bottleneck = True
             old = knob.get()
-            if stage.cpu_share >= _CPU_BOUND:
+            if window.cpu_bound(stage):
                 cpu = window.cpu
                 if cpu is not None and cpu.free < 0.5 * stage.cpu_share:
                     continue  # no core free for one more: more threads would take turns
@@ -332,7 +339,7 @@ class Tuner:
         cores = max(1, round(cpu.usable - cpu.others))
         for knob in self.knobs:
             stage = window.stages.get(knob.stage or "")
-            if knob.kind != "threads" or stage is None or stage.cpu_share < _CPU_BOUND:
+            if knob.kind != "threads" or stage is None or not window.cpu_bound(stage):
                 continue
             old = knob.get()
             new = max(knob.minimum, cores)
