@@ -204,3 +204,20 @@ def test_memory_knobs_stay_within_the_budget() -> None:
     list(bursty())
     assert pipeline.sink_size <= 3
     assert tuner.memory() <= 3.5e6
+
+
+def test_a_back_off_is_undone_when_the_other_processes_work_for_this_job() -> None:
+    pipeline = PipelineBuilder().add_source(range(100_000)).pipe(digest, concurrency=4, name="spin").add_sink(2).build(stats_interval=0.02)
+
+    def serving_processes() -> CpuRoom:
+        # A local server: its CPU follows this job's, so it falls when the job backs off.
+        ours = pipeline.concurrency("spin")
+        return CpuRoom(usable=2.0, used=1.0, others=0.3 * ours, waited=0.5)
+
+    tuner = Tuner(pipeline, [concurrency_knob(pipeline, "spin")], window=0.25, cpu=serving_processes)
+    list(run_tuned(pipeline, tuner, 2.0))
+    reasons = [move.reason for move in tuner.decisions]
+    assert reasons[0].startswith("other processes keep 1.2 of 2 cores busy"), reasons
+    assert "undone: other processes' CPU fell with this job's (1.2 -> 0.3 cores)" in reasons[1], reasons
+    assert pipeline.concurrency("spin") == 4, reasons
+    assert len(reasons) == 2, "not backed off again within the cooldown"

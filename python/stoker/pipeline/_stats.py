@@ -135,7 +135,7 @@ class TuningDecision:
     """One move of the tuner.
 
     Attributes:
-        seconds: When, in seconds since the pipeline started.
+        seconds: When, in seconds since tuning began (the first epoch's start, for a Loader).
         knob: What changed (``"decode concurrency"``, ``"prefetch"``...).
         old: The value before.
         new: The value after.

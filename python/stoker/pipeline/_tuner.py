@@ -18,7 +18,9 @@ caller measures it, how many cores other processes hold. Then one move at most:
   to what its measured load needs, also as a trial that is undone if the wait rises or the rate
   falls.
 - Other processes hold the cores and our threads wait to run: CPU-bound stages back off to the
-  cores left, without a trial (more threads would only take turns with the other processes).
+  cores left (more threads would only take turns with the other processes). This is a trial too:
+  it is undone when the other processes' CPU falls with ours, because then they work for this job
+  (a server or proxy on the same machine) and backing off only slows both.
 
 Each move is a `TuningDecision`, logged on ``stoker.tune`` and kept for `stats()`. Tuning moves
 only how many tasks run and how many items wait; it never changes what is delivered or in what
@@ -31,7 +33,7 @@ import logging
 import math
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from time import perf_counter
 from typing import TYPE_CHECKING, Literal
 
@@ -128,13 +130,18 @@ class _StageWindow:
 
 @dataclass(frozen=True)
 class _Window:
-    """What one window measured."""
+    """What one window measured (possibly pieced together from the ends of several epochs)."""
 
     seconds: float
-    rate: float  # items consumed per second
+    items: int  # items the consumer took
     wait: float  # share of the window the consumer waited
     stages: dict[str, _StageWindow]
-    cpu: CpuRoom | None
+    cpu: CpuRoom | None = None
+
+    @property
+    def rate(self) -> float:
+        """Items consumed per second."""
+        return self.items / self.seconds
 
     def cpu_bound(self, stage: _StageWindow) -> bool:
         """Whether the stage's tasks mostly compute. Time spent waiting for a core counts as
@@ -144,20 +151,27 @@ class _Window:
         return stage.cpu_share / max(0.1, 1.0 - waited) >= _CPU_BOUND
 
     @classmethod
-    def between(cls, before: PipelineStats, after: PipelineStats, cpu: CpuRoom | None) -> _Window:
+    def between(cls, before: PipelineStats, after: PipelineStats) -> _Window:
         seconds = max(after.elapsed_seconds - before.elapsed_seconds, 1e-9)
         stages = {}
         for old, new in zip(before.stages, after.stages):
             busy = (new.busy_tasks_mean * new.elapsed_seconds - old.busy_tasks_mean * old.elapsed_seconds) / seconds
             cpu_seconds = new.task_cpu_seconds - old.task_cpu_seconds
             stages[new.name] = _StageWindow(max(0.0, busy), new.concurrency, cpu_seconds / (busy * seconds) if busy > 0 else 0.0)
-        return cls(
-            seconds,
-            (after.items_consumed - before.items_consumed) / seconds,
-            min(1.0, max(0.0, (after.consumer_wait_seconds - before.consumer_wait_seconds) / seconds)),
-            stages,
-            cpu,
-        )
+        waited = (after.consumer_wait_seconds - before.consumer_wait_seconds) / seconds
+        return cls(seconds, after.items_consumed - before.items_consumed, min(1.0, max(0.0, waited)), stages)
+
+    def then(self, later: _Window) -> _Window:
+        """This window and a ``later`` one as one (time-weighted; the later concurrency)."""
+        seconds = self.seconds + later.seconds
+        stages = {}
+        for name, new in later.stages.items():
+            old = self.stages.get(name, new)
+            busy = (old.busy * self.seconds + new.busy * later.seconds) / seconds
+            cpu = old.cpu_share * old.busy * self.seconds + new.cpu_share * new.busy * later.seconds
+            stages[name] = _StageWindow(busy, new.concurrency, cpu / (busy * seconds) if busy > 0 else 0.0)
+        wait = (self.wait * self.seconds + later.wait * later.seconds) / seconds
+        return _Window(seconds, self.items + later.items, wait, stages)
 
 
 @dataclass
@@ -167,6 +181,7 @@ class _Trial:
     new: int
     before: _Window
     raising: bool
+    backing_off: bool = False
 
 
 class Tuner:
@@ -201,7 +216,9 @@ class Tuner:
         self.window = window
         self.cpu = cpu
         self.decisions: deque[TuningDecision] = decisions if decisions is not None else deque(maxlen=_DECISIONS_KEPT)
-        self._previous: PipelineStats | None = None
+        self._previous: PipelineStats | None = pipeline.stats()  # from its start
+        self._partial: _Window | None = None  # the end of the last pipeline's window
+        self._began = perf_counter()
         self._trial: _Trial | None = None
         self._settle = 0
         self._calm = 0
@@ -210,14 +227,25 @@ class Tuner:
         # knob name -> (value not to try, window number until which it holds)
         self._ceilings: dict[str, tuple[int, int]] = {}
         self._floors: dict[str, tuple[int, int]] = {}
+        self._serving_until: dict[str, int] = {}  # knob name -> window until which no back-off
         if cpu is not None:
             cpu()  # the first window is measured from here
 
     def restart(self, pipeline: Pipeline[object] | None, knobs: Sequence[Knob]) -> None:
         """Tune a new pipeline (the next epoch's) with these ``knobs``, remembering which values
-        were tried and undone; None lets go of the last one."""
+        were tried and undone; None lets go of the last one. A trial still open is judged in the
+        new pipeline, after a window for its queues to fill."""
+        if self.pipeline is not None and self._previous is not None:
+            # The last pipeline's unfinished window counts towards the next one: epochs shorter
+            # than a window are tuned too.
+            part = _Window.between(self._previous, self.pipeline.stats())
+            self._partial = part if self._partial is None else self._partial.then(part)
         self.pipeline, self.knobs = pipeline, list(knobs)
-        self._previous, self._trial, self._settle, self._calm = None, None, 0, 0
+        self._previous = pipeline.stats() if pipeline is not None else None  # from its start
+        self._settle, self._calm = 1 if self._trial is not None else 0, 0
+        if self._trial is not None:
+            # By name: the knob of the last pipeline must not keep that pipeline alive.
+            self._trial.knob = next((knob for knob in self.knobs if knob.name == self._trial.knob.name), _detached(self._trial.knob))
         if self.cpu is not None and pipeline is not None:
             self.cpu()  # the first window is measured from here
 
@@ -225,23 +253,23 @@ class Tuner:
 
     def __call__(self) -> None:
         """Read the stats; once a window is complete, judge it and make at most one move."""
-        if self._previous is not None and perf_counter() - self._checked < self.window:
+        if self.pipeline is None or perf_counter() - self._checked < self.window / 4:
             return
         self._checked = perf_counter()
-        if self.pipeline is None:
-            return
         stats = self.pipeline.stats()
         previous = self._previous
-        if previous is None or stats.elapsed_seconds < previous.elapsed_seconds:
+        if previous is None:
             self._previous = stats
             return
-        seconds = stats.elapsed_seconds - previous.elapsed_seconds
-        items = stats.items_consumed - previous.items_consumed
-        if seconds < self.window or (items < _MIN_ITEMS and seconds < 4 * self.window):
+        window = _Window.between(previous, stats)
+        if self._partial is not None:
+            window = self._partial.then(window)
+        if window.seconds < self.window or (window.items < _MIN_ITEMS and window.seconds < 4 * self.window):
             return
-        self._previous = stats
+        self._previous, self._partial = stats, None
         self._windows += 1
-        self._step(_Window.between(previous, stats, self.cpu() if self.cpu is not None else None), stats.elapsed_seconds)
+        cpu = self.cpu() if self.cpu is not None else None
+        self._step(replace(window, cpu=cpu), perf_counter() - self._began)
 
     def memory(self) -> float:
         """Bytes the knobs hold now (each knob's value times its ``bytes_each``)."""
@@ -341,6 +369,8 @@ class Tuner:
             stage = window.stages.get(knob.stage or "")
             if knob.kind != "threads" or stage is None or not window.cpu_bound(stage):
                 continue
+            if self._windows < self._serving_until.get(knob.name, -1):
+                continue  # the other processes were found to work for this job
             old = knob.get()
             new = max(knob.minimum, cores)
             if new < old:
@@ -349,7 +379,7 @@ class Tuner:
                     f"{_percent(cpu.waited)} of their time: {cores} thread(s) for {knob.stage}, not more"
                 )
                 self._apply(knob, old, new, now, why)
-                self._ceilings[knob.name] = (new + 1, self._windows + _COOLDOWN_WINDOWS)
+                self._trial = _Trial(knob, old, new, window, raising=False, backing_off=True)
                 self._settle = 1
                 return True
         return False
@@ -378,6 +408,22 @@ class Tuner:
 
     def _judge(self, trial: _Trial, window: _Window, now: float) -> None:
         before, target = trial.before, self.wait_target
+        if trial.backing_off:
+            # Kept when the other processes took the cores we left (their own work); undone when
+            # their CPU fell with ours: they serve this job (a local server, a proxy), and fewer
+            # threads only slow both.
+            others_before = before.cpu.others if before.cpu is not None else 0.0
+            others_now = window.cpu.others if window.cpu is not None else others_before
+            if others_now >= 0.85 * others_before:
+                return
+            why = (
+                f"undone: other processes' CPU fell with this job's ({others_before:.1f} -> {others_now:.1f} cores): "
+                "they work for it (a local server or proxy)"
+            )
+            self._apply(trial.knob, trial.new, trial.old, now, why)
+            self._serving_until[trial.knob.name] = self._windows + _COOLDOWN_WINDOWS
+            self._settle = 1
+            return
         if trial.raising:
             kept = window.rate >= before.rate * _GAIN or (before.wait > target and window.wait <= target)
         elif before.wait <= target:
@@ -389,8 +435,11 @@ class Tuner:
             return
         why = f"undone: {window.rate:.1f} items/s against {before.rate:.1f} before, consumer waited {_percent(window.wait)}"
         self._apply(trial.knob, trial.new, trial.old, now, why)
-        limits = self._ceilings if trial.raising else self._floors
-        limits[trial.knob.name] = (trial.new, self._windows + _COOLDOWN_WINDOWS)
+        # No move in the same direction from the restored value for a while: the hysteresis.
+        if trial.raising:
+            self._ceilings[trial.knob.name] = (trial.old + 1, self._windows + _COOLDOWN_WINDOWS)
+        else:
+            self._floors[trial.knob.name] = (trial.old - 1, self._windows + _COOLDOWN_WINDOWS)
         self._settle = 1
 
     def _apply(self, knob: Knob, old: int, new: int, now: float, why: str) -> None:
@@ -398,6 +447,12 @@ class Tuner:
         decision = TuningDecision(round(now, 2), knob.name, old, new, why)
         self.decisions.append(decision)
         _logger.info("pipeline %s: %s", self.pipeline.name if self.pipeline is not None else "?", decision.describe())
+
+
+def _detached(knob: Knob) -> Knob:
+    """A stand-in for a knob whose pipeline ended: its name and limits, nothing to move."""
+    value = knob.get()
+    return Knob(knob.name, knob.kind, lambda: value, lambda _value: None, knob.minimum, knob.maximum, knob.stage)
 
 
 def _percent(share: float) -> str:
