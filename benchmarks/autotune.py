@@ -29,10 +29,10 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ContextManager
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, for tests.support
 
@@ -127,7 +127,12 @@ SCENARIOS = {
     "a": Scenario("a", "local JPEGs, compute-bound", [{"decode": d, "fetch": f} for d in (1, 2, 3, 4) for f in (1, 4)]),
     "b": Scenario("b", "S3 at 50 ms", [{"decode": 2, "fetch": r} for r in (2, 4, 8, 16, 32)], remote=True),
     "c": Scenario("c", "S3 at 150 ms, heavy tail", [{"decode": 2, "fetch": r} for r in (4, 8, 16, 32, 64)], remote=True),
-    "d": Scenario("d", "local, 30 ms training step", [{"decode": d, "fetch": f, "prefetch": p} for d in (1, 2) for f in (1, 4) for p in (1, 2)], step=0.03),
+    "d": Scenario(
+        "d",
+        "local, 30 ms training step",
+        [{"decode": d, "fetch": f, "prefetch": p} for d in (1, 2) for f in (1, 4) for p in (1, 2)],
+        step=0.03,
+    ),
     "e": Scenario("e", "local, CPU hog from a third in", [{"decode": d, "fetch": 1} for d in (1, 2, 4)], hog_at=1 / 3),
 }
 
@@ -150,7 +155,9 @@ def cpu_hog(after: float) -> Iterator[list[float]]:
         result.extend([cpu, max(time.perf_counter() - started - after, 1e-9)])
 
 
-def run_scenario(scenario: Scenario, open_store: Callable[[], ContextManager[Storage]], seconds: float, tune_seconds: float) -> list[Run]:
+def run_scenario(
+    scenario: Scenario, open_store: Callable[[], AbstractContextManager[Storage]], seconds: float, tune_seconds: float
+) -> list[Run]:
     runs: list[Run] = []
     for config in scenario.grid:
         hog = cpu_hog(0.0) if scenario.hog_at is not None else nullcontext([])
@@ -203,7 +210,7 @@ def report(scenario: Scenario, runs: list[Run]) -> None:
     best = pick_best(scenario, runs[:-1])
     tuned = runs[-1]
     print(f"\n({scenario.name}) {scenario.title}")
-    print(f"| setting | images/s | wait | threads | reads in flight | memory MB |")
+    print("| setting | images/s | wait | threads | reads in flight | memory MB |")
     print("| --- | --- | --- | --- | --- | --- |")
     for run in runs:
         mark = " **grid best**" if run is best else ""
@@ -267,7 +274,7 @@ def main() -> None:
                         with S3Storage("s3://tune/images", **{**s3.options(), "endpoint": f"http://127.0.0.1:{proxy.port}"}) as storage:
                             yield storage
 
-                opener: Callable[[], ContextManager[Storage]] = through_proxy
+                opener: Callable[[], AbstractContextManager[Storage]] = through_proxy
             else:
                 opener = lambda: local(root)  # noqa: E731
             report(scenario, run_scenario(scenario, opener, args.seconds, args.tune_seconds))
