@@ -421,7 +421,8 @@ class Tuner:
                 "they work for it (a local server or proxy)"
             )
             self._apply(trial.knob, trial.new, trial.old, now, why)
-            self._serving_until[trial.knob.name] = self._windows + _COOLDOWN_WINDOWS
+            # Who serves whom changes rarely: a long cooldown.
+            self._serving_until[trial.knob.name] = self._windows + 5 * _COOLDOWN_WINDOWS
             self._settle = 1
             return
         if trial.raising:
