@@ -348,6 +348,32 @@ def _report(arguments: argparse.Namespace) -> int:
     return 0
 
 
+def _replay(arguments: argparse.Namespace) -> int:
+    import numpy as np
+
+    from .observe import read_ledger, replay
+
+    batch = replay(arguments.ledger, arguments.step, rank=arguments.rank, storage=arguments.storage, verify=not arguments.no_verify)
+    rows = read_ledger(arguments.ledger, rank=arguments.rank)
+    rows = rows.filter(rows.column("step").to_numpy() == arguments.step).to_pydict()
+    print(f"step {arguments.step} of rank {arguments.rank}: epoch {rows['epoch'][0]}, batch {batch.index}, {len(batch.keys)} samples")
+    for slot, key in enumerate(batch.keys):
+        flags = [name for name, on in (("padding", batch.padding[slot]), ("replaced", batch.replaced[slot])) if on]
+        if not batch.valid[slot] and not batch.padding[slot]:
+            flags.append("zero-filled")
+        where = rows["location"][slot] + (f" @ {rows['offset'][slot]}" if rows["offset"][slot] >= 0 else "")
+        print(
+            f"  {slot:>4} {key}  {where}  {rows['length'][slot]} bytes  crc {rows['checksum'][slot]:08x}  seed {rows['seed'][slot]}"
+            + (f"  ({', '.join(flags)})" if flags else "")
+        )
+    print("every sample's bytes match the ledger" if not arguments.no_verify else "not verified (--no-verify)")
+    if arguments.out:
+        data = batch.data if isinstance(batch.data, np.ndarray) else np.array(batch.data, dtype=object)
+        np.save(arguments.out, data, allow_pickle=not isinstance(batch.data, np.ndarray))
+        print(f"batch data: {arguments.out}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``stoker`` command line: each command with its arguments, every one with help."""
     parser = argparse.ArgumentParser(prog="stoker", description="Keeps accelerators fed.")
@@ -440,6 +466,16 @@ def build_parser() -> argparse.ArgumentParser:
     index.add_argument("--no-checksums", action="store_true", help="skip CRC-32s (indexing reads less)")
     index.add_argument("--label-key", help="take labels from this field of each sample's .json (a.b reaches inside)")
     index.set_defaults(run=_index)
+    replay = commands.add_parser(
+        "replay", formatter_class=_HelpWithDefaults, help="build a recorded batch again from a provenance ledger, checking every sample"
+    )
+    replay.add_argument("ledger", help="the run's ledger directory (Loader(..., ledger=DIR))")
+    replay.add_argument("--step", type=int, required=True, help="the rank's batch number since the run began")
+    replay.add_argument("--rank", type=int, default=0, help="which rank's batch")
+    replay.add_argument("--storage", default=None, help="read the samples here instead of the path or URL the run opened")
+    replay.add_argument("--out", default=None, help="save the batch's data here (.npy)")
+    replay.add_argument("--no-verify", action="store_true", help="do not check each sample's length and CRC-32 against the ledger")
+    replay.set_defaults(run=_replay)
     return parser
 
 

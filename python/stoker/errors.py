@@ -14,6 +14,8 @@ One family per concern, so ``except`` can be as wide or as narrow as a training 
     ├── MediaUnavailableError     no FFmpeg this stoker supports (also ImportError)
     ├── SampleError               a Loader's sample failed under on_error="raise" (also RuntimeError)
     ├── TooManyBadSamplesError    an epoch's bad-sample budget ran out (also RuntimeError)
+    ├── ProvenanceError           what was recorded does not match: a replayed sample changed, a
+    │                             resume on another dataset or configuration (also ValueError)
     └── PipelineError             the engine stopped (also RuntimeError)
         ├── PipelineStoppedError, PipelineFailureError
 
@@ -39,6 +41,7 @@ __all__ = [
     "PipelineError",
     "PipelineFailureError",
     "PipelineStoppedError",
+    "ProvenanceError",
     "SampleError",
     "ShardError",
     "StaleIndexError",
@@ -177,6 +180,12 @@ class TooManyBadSamplesError(StokerError, RuntimeError):
             f"{count} samples failed this epoch, more than max_bad_samples={budget}; the epoch stopped:\n"
             f"{_listing(failures, count, 'loader.failures')}"
         )
+
+
+class ProvenanceError(StokerError, ValueError):
+    """What a run recorded does not match what is there now: a replayed batch's sample changed
+    since (each one is named), or a state is loaded into a Loader over another dataset or
+    configuration (the message says what differs)."""
 
 
 # ---- the pipeline engine -------------------------------------------------------------------

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import _native
 from ..errors import SampleError, StorageClosedError, StorageUnavailableError, TooManyBadSamplesError
 from ..ops.batch import Transform
 from ..pipeline import AbortPipeline
@@ -38,6 +39,16 @@ class FetchedBatch:
     plan: BatchPlan
     keys: list[str]
     payloads: list[bytes | Exception]
+
+
+def _checksums(payloads: Sequence[bytes | Exception]) -> tuple[np.ndarray, np.ndarray]:
+    """Each payload's CRC-32 and length (0 and -1 for a failed read), for the provenance ledger."""
+    checksums = np.zeros(len(payloads), dtype=np.uint32)
+    lengths = np.full(len(payloads), -1, dtype=np.int64)
+    for slot, payload in enumerate(payloads):
+        if not isinstance(payload, Exception):
+            checksums[slot], lengths[slot] = _native.crc32(payload), len(payload)
+    return checksums, lengths
 
 
 def label_array(labels: Sequence[int | float | None]) -> np.ndarray:
@@ -82,6 +93,8 @@ class BatchAssembler:
         # only blurs an estimate.
         self.bytes_fetched = 0
         self.batches_fetched = 0
+        # With a provenance ledger: each batch carries its samples' CRC-32 and length.
+        self.provenance = False
 
     def _count(self, payloads: Sequence[bytes | Exception]) -> None:
         self.bytes_fetched += sum(len(payload) for payload in payloads if not isinstance(payload, Exception))
@@ -168,8 +181,12 @@ class BatchAssembler:
                     extras[slot] = found
         valid = np.ones(len(keys), dtype=bool)
         replaced = np.zeros(len(keys), dtype=bool)
+        indices = plan.indices.copy()
+        checksums = lengths = None
+        if self.provenance:
+            checksums, lengths = _checksums(payloads)
         if failed:
-            replacements: dict[int, tuple[int, str]] = {}
+            replacements: dict[int, tuple[int, str, bytes]] = {}
 
             def replace(slot: int) -> str | None:
                 found = self._replace(slot, data, out, positions[slot], extras)
@@ -187,8 +204,13 @@ class BatchAssembler:
                 self.policy.apply(failed, epoch=self.sampler.epoch, keys=keys, positions=positions, replace=replace, zero=zero)
             except (SampleError, TooManyBadSamplesError) as error:
                 raise AbortPipeline(error) from None
-            for slot, (index, key) in replacements.items():
-                keys[slot], labels[slot], replaced[slot] = key, self.labels[index], True
+            for slot, (index, key, payload) in replacements.items():
+                keys[slot], labels[slot], replaced[slot], indices[slot] = key, self.labels[index], True, index
+                if checksums is not None and lengths is not None:
+                    checksums[slot], lengths[slot] = _native.crc32(payload), len(payload)
+            if checksums is not None and lengths is not None:
+                zeroed = ~valid
+                checksums[zeroed], lengths[zeroed] = 0, -1
         return Batch(
             data=data,
             labels=labels,
@@ -199,6 +221,9 @@ class BatchAssembler:
             index=number,
             replaced=replaced,
             extra=extras if self.extra else None,
+            indices=indices,
+            checksums=checksums,
+            lengths=lengths,
         )
 
     def _members(self, indices: list[int]) -> list[dict[str, Any] | Exception]:
@@ -213,9 +238,11 @@ class BatchAssembler:
         seeds = [self._augmentation_seed(position) for position in positions]
         return decode_payloads(payloads, keys=keys, seeds=seeds, transform=self.transform, decode=self.decode_function, out=out)
 
-    def _replace(self, slot: int, data: Any, out: np.ndarray | None, position: int, extras: list[dict[str, Any]]) -> tuple[int, str] | None:
+    def _replace(
+        self, slot: int, data: Any, out: np.ndarray | None, position: int, extras: list[dict[str, Any]]
+    ) -> tuple[int, str, bytes] | None:
         """Fill ``slot`` with the first readable, decodable replacement for the sample at
-        ``position`` (see `replacement_candidates`). Returns (storage index, key), or None."""
+        ``position`` (see `replacement_candidates`). Returns (storage index, key, its bytes), or None."""
         for index in replacement_candidates(self.sampler.seed, self.sampler.epoch, position, len(self.keys)):
             key = self.keys[index]
             payload = self.storage.try_read_indices([index])[0]
@@ -234,7 +261,7 @@ class BatchAssembler:
                 continue
             if isinstance(data, list):
                 data[slot] = decoded[0]
-            return index, key
+            return index, key, payload
         return None
 
     def _augmentation_seed(self, position: int) -> int:

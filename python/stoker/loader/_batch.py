@@ -29,6 +29,10 @@ class Batch:
             slot's key and label are the replacement's, its position the bad sample's.
         extra: With the Loader's ``extra``: per sample, its other members by extension (``txt``
             as text, ``json`` parsed, others bytes); ``{}`` in a zero-filled slot. None otherwise.
+        indices: The samples' indices in the storage (a replacement's where one was replaced).
+        checksums: With a provenance ledger: the CRC-32 of each sample's bytes as read (0 where
+            none were). None otherwise.
+        lengths: With a provenance ledger: each sample's length in bytes (-1 where not read).
     """
 
     data: Any
@@ -40,6 +44,9 @@ class Batch:
     index: int
     replaced: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     extra: list[dict[str, Any]] | None = None
+    indices: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    checksums: np.ndarray | None = None
+    lengths: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.keys)

@@ -33,6 +33,7 @@ import numpy as np
 from ..distributed import discover_world
 from ..errors import ConfigurationError
 from ..failures import Failure
+from ..observe._ledger import ProvenanceLedger, transform_description
 from ..ops._media_backend import media_backend
 from ..ops.batch import TRANSFORMS, Transform, allocate_batch
 from ..ops.media import AudioTransform, VideoTransform
@@ -91,7 +92,11 @@ class Loader:
         reads: How reads are kept in flight (`Reads`); the defaults suit the storage (per-sample
             out-of-order prefetch for network storage).
         failures: What a bad sample does (`FailurePolicy`); by default it raises.
-        throughput: Concurrency, batches kept ready, pinned memory (`Throughput`).
+        throughput: Concurrency, batches kept ready, pinned memory, live tuning (`Throughput`).
+        ledger: A directory for a provenance ledger: every delivered batch's samples (key, where
+            their bytes are, CRC-32, epoch, position, augmentation seed), one file per rank,
+            readable up to the last batch even after a kill; `stoker.observe.replay` (and
+            ``stoker replay``) builds any recorded batch again bit for bit. Needs pyarrow.
         **deprecated: The keywords these objects replaced (``shuffle=``, ``on_error=``...) work
             for one release, each with a `DeprecationWarning` naming its new spelling.
 
@@ -125,6 +130,7 @@ class Loader:
         reads: Reads | None = None,
         failures: FailurePolicy | None = None,
         throughput: Throughput | None = None,
+        ledger: str | os.PathLike[str] | None = None,
         **deprecated: Any,
     ) -> None:
         options = from_keywords({"sampling": sampling, "reads": reads, "failures": failures, "throughput": throughput}, deprecated)
@@ -133,6 +139,7 @@ class Loader:
         read_options: Reads = options["reads"]
         failure_options: FailurePolicy = options["failures"]
         throughput_options: Throughput = options["throughput"]
+        source = os.fspath(storage) if isinstance(storage, (str, os.PathLike)) else getattr(storage, "url", None)
         storage = as_storage(storage)
         check_integer("batch_size", batch_size)
         rank, world_size, _ = discover_world(sampling_options.rank, sampling_options.world_size)
@@ -223,6 +230,25 @@ class Loader:
                 memory_budget=throughput_options.memory_budget,
                 batch_bytes=allocate_batch(transform, 1).nbytes * batch_size if transform is not None else None,
             )
+        self.step = 0  # batches this rank delivered since the run began (carried by state_dict)
+        self._ledger: ProvenanceLedger | None = None
+        if ledger is not None:
+            self._assembler.provenance = True
+            self._ledger = ProvenanceLedger(
+                ledger,
+                rank=rank,
+                storage=storage,
+                metadata={
+                    "source": source,
+                    "transform": transform_description(transform),
+                    "decode": getattr(decode, "__qualname__", None),
+                    "batch_size": batch_size,
+                    "seed": sampling_options.seed,
+                    "shuffle": sampling_options.shuffle,
+                    "world_size": world_size,
+                },
+            )
+        self._pending_records: dict[int, tuple[Batch, int]] = {}
         self._pipeline: Pipeline[Any] | None = None
         self._last_stats: PipelineStats | None = None
         self._iteration_lock = threading.Lock()
@@ -267,7 +293,7 @@ class Loader:
         still holds count as in flight). Plain data."""
         with self._held_lock:
             sampler = self.sampler.state_dict(holding=list(self._held.values()))
-        return {"version": 1, "sampler": sampler, "batch_size": self.batch_size}
+        return {"version": 1, "sampler": sampler, "batch_size": self.batch_size, "step": self.step}
 
     @contextlib.contextmanager
     def hold_deliveries(self) -> Iterator[None]:
@@ -295,11 +321,16 @@ class Loader:
                     self._held.clear()
                 for positions, padding in undelivered:
                     self.sampler.unmark_delivered(positions, padding)
+                if self._holders == 0:
+                    self._pending_records.clear()
 
     def release(self, batch: Batch) -> None:
         """A held batch reached the training loop (see `hold_deliveries`); a batch not held is ignored."""
         with self._held_lock:
             self._held.pop(id(batch), None)
+            pending = self._pending_records.pop(id(batch), None)
+        if pending is not None:
+            self._record(*pending)
 
     def load_state_dict(self, state: dict[str, Any] | Sequence[dict[str, Any]]) -> None:
         """Continue from this rank's state, or from every rank's states to change world size."""
@@ -314,6 +345,7 @@ class Loader:
                 raise ValueError(f"Loader state version {saved['version']!r}: this stoker reads version 1; save the state again with it")
         sampler_states = [saved["sampler"] for saved in states]
         self.sampler.load_state_dict(sampler_states[0] if isinstance(state, dict) else sampler_states)
+        self.step = max(int(saved.get("step", 0)) for saved in states)
         self._sync_storage_epoch()
 
     def _batch_count(self, samples: int) -> int:
@@ -394,6 +426,10 @@ class Loader:
                     self.sampler.mark_delivered(batch.positions, batch.padding)
                     if self._holders:
                         self._held[id(batch)] = (batch.positions, batch.padding)
+                        if self._ledger is not None:
+                            self._pending_records[id(batch)] = (batch, self.sampler.epoch)
+                if self._ledger is not None and id(batch) not in self._pending_records:
+                    self._record(batch, self.sampler.epoch)
                 yield batch
             finished = True
         finally:
@@ -419,6 +455,18 @@ class Loader:
             return None
         tuning = list(self._tuning.decisions) if self._tuning is not None else []
         return dataclasses.replace(stats, sample_failures=self._policy.log.counts(), tuning=tuning)
+
+    def _record(self, batch: Batch, epoch: int) -> None:
+        """Write a delivered batch to the provenance ledger, as the rank's next step."""
+        assert self._ledger is not None
+        seeds = [self._assembler._augmentation_seed(int(position)) for position in batch.positions]
+        self._ledger.record(step=self.step, epoch=epoch, batch=batch, seeds=seeds)
+        self.step += 1
+
+    def close(self) -> None:
+        """Finish the provenance ledger, if any (the storage stays open: it is the caller's)."""
+        if self._ledger is not None:
+            self._ledger.close()
 
     def _resize_pool(self) -> None:
         """Keep as many batch buffers for reuse as can be in use at once (the tuner moved a knob)."""

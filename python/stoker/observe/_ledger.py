@@ -1,0 +1,222 @@
+"""The provenance ledger: for every batch a rank delivered, what was in it and where it came from.
+
+One row per sample: the rank's step (its batch number since the run began, carried across
+resumes), epoch, batch number in the epoch, slot, key, storage index, where the bytes are (file,
+shard or object, and offset), their length and CRC-32, the sample's position in the epoch, its
+augmentation seed, and whether the slot pads the rank, was replaced or zero-filled. With it,
+`replay` rebuilds any batch bit for bit and names a sample whose bytes changed since.
+
+The format is Arrow's IPC stream, one stream per rank and run (``rank-00000-0000.arrows``, the
+next run of that rank appends ``-0001``...). Each batch is one record batch, written and flushed to
+the operating system before the batch reaches the training loop, so a killed job leaves a ledger
+readable up to its last delivered batch (`read_ledger` stops at a torn tail). Arrow IPC is
+Parquet's in-memory sibling: ``pyarrow.parquet.write_table(read_ledger(dir), "ledger.parquet")``
+compacts a finished run for long-term keeping (about 60 bytes a sample after compression, see
+``benchmarks/provenance.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import ConfigurationError, StorageError
+from ..storage import Storage
+from ..storage._locate import sample_location
+
+if TYPE_CHECKING:
+    import pyarrow
+
+__all__ = ["LEDGER_VERSION", "ProvenanceLedger", "ledger_metadata", "read_ledger", "transform_description"]
+
+LEDGER_VERSION = 1
+_SEGMENT = re.compile(r"rank-(\d{5})-(\d{4})\.arrows$")
+
+
+def _pyarrow() -> Any:
+    try:
+        import pyarrow
+        import pyarrow.ipc  # noqa: F401
+    except ImportError as error:
+        raise ConfigurationError("the provenance ledger is written with pyarrow: pip install 'stoker[parquet]'") from error
+    return pyarrow
+
+
+def _schema(metadata: dict[str, Any]) -> pyarrow.Schema:
+    pa = _pyarrow()
+    return pa.schema(
+        [
+            ("step", pa.int64()),
+            ("epoch", pa.int32()),
+            ("batch", pa.int32()),
+            ("rank", pa.int32()),
+            ("slot", pa.int32()),
+            ("key", pa.string()),
+            ("index", pa.int64()),
+            ("location", pa.dictionary(pa.int32(), pa.string())),
+            ("offset", pa.int64()),
+            ("length", pa.int64()),
+            ("checksum", pa.uint32()),
+            ("position", pa.int64()),
+            ("seed", pa.uint64()),
+            ("padding", pa.bool_()),
+            ("replaced", pa.bool_()),
+            ("valid", pa.bool_()),
+        ],
+        metadata={"stoker": json.dumps(metadata)},
+    )
+
+
+def transform_description(transform: Any) -> dict[str, Any] | None:
+    """A transform as plain data (its type and constructor keywords), to build it again."""
+    if transform is None:
+        return None
+    _, keywords = transform.__getnewargs_ex__()
+    return {"type": type(transform).__name__, "arguments": {name: _plain(value) for name, value in keywords.items()}}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, (tuple, list)):
+        return [_plain(item) for item in value]
+    if isinstance(value, (np.integer, np.floating)):
+        return value.item()
+    return value
+
+
+class ProvenanceLedger:
+    """Writes one rank's ledger (see the module notes). The Loader makes one with
+    ``Loader(..., ledger=DIRECTORY)``.
+
+    Args:
+        directory: Where every rank writes its files.
+        rank: This rank.
+        storage: The samples' storage (where each sample lives is asked of it).
+        metadata: What replay needs to build the batches again (source, transform, seed...).
+
+    Raises:
+        ConfigurationError: pyarrow is not installed.
+        StorageError: The directory cannot be written.
+    """
+
+    def __init__(self, directory: str | os.PathLike[str], *, rank: int, storage: Storage, metadata: dict[str, Any]) -> None:
+        pa = _pyarrow()
+        self.directory = Path(directory)
+        self.rank = rank
+        self.storage = storage
+        self._lock = threading.Lock()
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            taken = [
+                int(match.group(2))
+                for path in self.directory.iterdir()
+                if (match := _SEGMENT.search(path.name)) and int(match.group(1)) == rank
+            ]
+            self.path = self.directory / f"rank-{rank:05d}-{max(taken, default=-1) + 1:04d}.arrows"
+            self._file = open(self.path, "xb")  # noqa: SIM115 - kept open for the run; closed by close()
+        except OSError as error:
+            raise StorageError(f"cannot write the provenance ledger in {self.directory}: {error}") from error
+        self._schema = _schema({"version": LEDGER_VERSION, **metadata})
+        self._writer = pa.ipc.new_stream(self._file, self._schema)
+        self._file.flush()
+        self.rows = 0
+
+    def record(self, *, step: int, epoch: int, batch: Any, seeds: Sequence[int]) -> None:
+        """Append one delivered batch (a `stoker.Batch` with ``indices``, ``checksums`` and
+        ``lengths``) and flush it to the operating system."""
+        pa = _pyarrow()
+        count = len(batch.keys)
+        indices = [int(index) for index in batch.indices]
+        where = [sample_location(self.storage, index) for index in indices]
+        columns = [
+            pa.array(np.full(count, step, dtype=np.int64)),
+            pa.array(np.full(count, epoch, dtype=np.int32)),
+            pa.array(np.full(count, batch.index, dtype=np.int32)),
+            pa.array(np.full(count, self.rank, dtype=np.int32)),
+            pa.array(np.arange(count, dtype=np.int32)),
+            pa.array(batch.keys, type=pa.string()),
+            pa.array(np.asarray(indices, dtype=np.int64)),
+            pa.array([location for location, _ in where], type=pa.string()).dictionary_encode(),
+            pa.array(np.asarray([offset for _, offset in where], dtype=np.int64)),
+            pa.array(np.asarray(batch.lengths, dtype=np.int64)),
+            pa.array(np.asarray(batch.checksums, dtype=np.uint32)),
+            pa.array(np.asarray(batch.positions, dtype=np.int64)),
+            pa.array(np.asarray(seeds, dtype=np.uint64)),
+            pa.array(np.asarray(batch.padding, dtype=bool)),
+            pa.array(np.asarray(batch.replaced, dtype=bool) if len(batch.replaced) else np.zeros(count, dtype=bool)),
+            pa.array(np.asarray(batch.valid, dtype=bool)),
+        ]
+        record = pa.record_batch(columns, schema=self._schema)
+        with self._lock:
+            self._writer.write_batch(record)
+            self._file.flush()
+            self.rows += count
+
+    def close(self) -> None:
+        """Finish the stream (a reader needs no end marker: a killed run's ledger reads too)."""
+        with self._lock:
+            if not self._file.closed:
+                self._writer.close()
+                self._file.close()
+
+
+def _segments(directory: Path, rank: int | None) -> list[Path]:
+    found = []
+    for path in sorted(directory.iterdir()):
+        match = _SEGMENT.search(path.name)
+        if match and (rank is None or int(match.group(1)) == rank):
+            found.append(path)
+    return found
+
+
+def read_ledger(directory: str | os.PathLike[str], *, rank: int | None = None) -> pyarrow.Table:
+    """Every row a run's ranks (or one ``rank``) recorded, oldest first per rank; a torn last
+    record (the job was killed while writing it) is left out.
+
+    Raises:
+        StorageError: No ledger there.
+    """
+    pa = _pyarrow()
+    directory = Path(directory)
+    paths = _segments(directory, rank) if directory.is_dir() else []
+    if not paths:
+        raise StorageError(f"{directory}: no provenance ledger (rank-NNNNN-NNNN.arrows files){'' if rank is None else f' for rank {rank}'}")
+    tables = []
+    for path in paths:
+        records = []
+        with open(path, "rb") as file:
+            try:
+                reader = pa.ipc.open_stream(file)
+                while True:
+                    records.append(reader.read_next_batch())
+            except StopIteration:
+                pass
+            except (pa.ArrowInvalid, OSError):
+                pass  # a torn tail: what came before it is whole
+        if records:
+            tables.append(pa.Table.from_batches(records).cast(_schema({})))
+    if not tables:
+        return _schema({}).empty_table()
+    return pa.concat_tables(tables)
+
+
+def ledger_metadata(directory: str | os.PathLike[str], *, rank: int = 0) -> dict[str, Any]:
+    """What the rank's latest ledger file says of its run (source, transform, seed...).
+
+    Raises:
+        StorageError: No ledger there for ``rank``.
+    """
+    pa = _pyarrow()
+    directory = Path(directory)
+    paths = _segments(directory, rank) if directory.is_dir() else []
+    if not paths:
+        raise StorageError(f"{directory}: no provenance ledger for rank {rank}")
+    with open(paths[-1], "rb") as file:
+        schema = pa.ipc.open_stream(file).schema
+    return dict(json.loads(schema.metadata[b"stoker"]))

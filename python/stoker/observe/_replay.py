@@ -1,0 +1,131 @@
+"""Replay: a batch a run delivered, built again from its provenance ledger and the storage.
+
+The ledger holds, per sample, the storage index, the length and CRC-32 of the bytes that were
+read, the augmentation seed and the slot's flags; the transform is in its metadata. Replay reads
+the same samples, checks every one against the ledger (a changed sample is named, not silently
+decoded), and decodes them with the same seeds into a fresh batch: the same crops and flips, the
+same padding slots, zero-filled slots zero again.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .. import _native
+from ..errors import ProvenanceError, StorageError
+from ..ops import ImageTransform
+from ..ops.batch import allocate_batch
+from ..ops.media import AudioTransform, VideoTransform
+from ..storage import Storage, open_storage
+from ._ledger import ledger_metadata, read_ledger
+
+if TYPE_CHECKING:
+    from ..loader import Batch
+
+__all__ = ["replay"]
+
+_TRANSFORMS: dict[str, Any] = {kind.__name__: kind for kind in (ImageTransform, AudioTransform, VideoTransform)}
+
+
+def _transform(described: dict[str, Any] | None) -> Any:
+    if described is None:
+        return None
+    kind = _TRANSFORMS.get(described["type"])
+    if kind is None:
+        raise ProvenanceError(f"the ledger's transform {described['type']!r} is not one this stoker knows")
+    arguments = {name: tuple(value) if isinstance(value, list) else value for name, value in described["arguments"].items()}
+    return kind(**arguments)
+
+
+def replay(
+    ledger: str | os.PathLike[str],
+    step: int,
+    *,
+    rank: int = 0,
+    storage: Storage | str | os.PathLike[str] | None = None,
+    decode: Callable[[bytes], Any] | None = None,
+    verify: bool = True,
+) -> Batch:
+    """Batch ``step`` of ``rank``, built again as the run delivered it.
+
+    Args:
+        ledger: The run's ledger directory (``Loader(..., ledger=...)``).
+        step: The rank's batch number since the run began (the ledger's ``step``).
+        rank: Which rank's batch.
+        storage: Where to read the samples; by default the path or URL the run opened.
+        decode: The run's ``decode`` function, where it used one instead of a transform.
+        verify: Check each sample's length and CRC-32 against the ledger.
+
+    Returns:
+        The batch: ``data`` as the run's training loop got it (a fresh array), ``keys``,
+        ``positions``, ``padding``, ``valid`` and ``replaced`` from the ledger.
+
+    Raises:
+        ProvenanceError: No such step, or a sample's bytes changed since (each one is named).
+        StorageError: No ledger there, or no storage to read from.
+    """
+    table = read_ledger(ledger, rank=rank)
+    rows = table.filter(table.column("step").to_numpy() == step).to_pydict()
+    if not rows["step"]:
+        steps = table.column("step").to_numpy()
+        span = f"{int(steps.min())}..{int(steps.max())}" if len(steps) else "none"
+        raise ProvenanceError(f"{ledger}: rank {rank} recorded no step {step} (steps recorded: {span})")
+    metadata = ledger_metadata(ledger, rank=rank)
+    if storage is None:
+        source = metadata.get("source")
+        if source is None:
+            raise StorageError(f"{ledger}: the run's storage was not a path or URL; pass storage= to replay")
+        storage = open_storage(source)
+    elif not isinstance(storage, Storage):
+        storage = open_storage(storage)
+    transform = _transform(metadata.get("transform"))
+    from ..loader import Batch  # here: the loader imports this package
+    from ..loader._assembly import label_array
+    from ..loader._decode import decode_payloads
+
+    indices = rows["index"]
+    valid = np.asarray(rows["valid"], dtype=bool)
+    padding = np.asarray(rows["padding"], dtype=bool)
+    filled = ~valid & ~padding  # zero-filled in the run (a bad sample under on_error="zero")
+    payloads: list[bytes | Exception] = list(storage.try_read_indices(indices))
+    changed = []
+    for slot, payload in enumerate(payloads):
+        if filled[slot]:
+            continue
+        if isinstance(payload, Exception):
+            changed.append(f"{rows['key'][slot]} ({rows['location'][slot]}): cannot be read: {payload}")
+        elif verify and (len(payload) != rows["length"][slot] or _native.crc32(payload) != rows["checksum"][slot]):
+            changed.append(
+                f"{rows['key'][slot]} ({rows['location'][slot]}): {len(payload)} bytes with CRC-32 {_native.crc32(payload):08x}, "
+                f"the ledger has {rows['length'][slot]} bytes with {rows['checksum'][slot]:08x}"
+            )
+    if changed:
+        raise ProvenanceError(
+            f"step {step} of rank {rank} cannot be replayed as it was: {len(changed)} sample(s) changed: " + "; ".join(changed)
+        )
+    for zeroed in np.flatnonzero(filled).tolist():
+        payloads[zeroed] = ProvenanceError("zero-filled in the run")
+    keys = list(rows["key"])
+    seeds = [int(seed) for seed in rows["seed"]]
+    data: Any
+    if transform is not None:
+        out = allocate_batch(transform, len(keys))
+        data, _ = decode_payloads(payloads, keys=keys, seeds=seeds, transform=transform, decode=None, out=out)
+        data[filled] = 0
+    else:
+        data = [decode(payload) if decode is not None and not isinstance(payload, Exception) else payload for payload in payloads]
+        data = [None if isinstance(item, Exception) else item for item in data]
+    return Batch(
+        data=data,
+        labels=label_array([storage.labels[index] for index in indices]),
+        keys=keys,
+        valid=valid,
+        padding=padding,
+        positions=np.asarray(rows["position"], dtype=np.int64),
+        index=int(rows["batch"][0]),
+        replaced=np.asarray(rows["replaced"], dtype=bool),
+    )
