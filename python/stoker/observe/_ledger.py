@@ -29,7 +29,7 @@ import numpy as np
 
 from ..errors import ConfigurationError, StorageError
 from ..storage import Storage
-from ..storage._locate import sample_location
+from ..storage._locate import sample_locations
 
 if TYPE_CHECKING:
     import pyarrow
@@ -60,7 +60,7 @@ def _schema(metadata: dict[str, Any]) -> pyarrow.Schema:
             ("slot", pa.int32()),
             ("key", pa.string()),
             ("index", pa.int64()),
-            ("location", pa.dictionary(pa.int32(), pa.string())),
+            ("location", pa.string()),
             ("offset", pa.int64()),
             ("length", pa.int64()),
             ("checksum", pa.uint32()),
@@ -132,8 +132,8 @@ class ProvenanceLedger:
         ``lengths``) and flush it to the operating system."""
         pa = _pyarrow()
         count = len(batch.keys)
-        indices = [int(index) for index in batch.indices]
-        where = [sample_location(self.storage, index) for index in indices]
+        indices = batch.indices.tolist()
+        places, offsets = sample_locations(self.storage, indices)
         columns = [
             pa.array(np.full(count, step, dtype=np.int64)),
             pa.array(np.full(count, epoch, dtype=np.int32)),
@@ -142,8 +142,8 @@ class ProvenanceLedger:
             pa.array(np.arange(count, dtype=np.int32)),
             pa.array(batch.keys, type=pa.string()),
             pa.array(np.asarray(indices, dtype=np.int64)),
-            pa.array([location for location, _ in where], type=pa.string()).dictionary_encode(),
-            pa.array(np.asarray([offset for _, offset in where], dtype=np.int64)),
+            pa.array(places, type=pa.string()),
+            pa.array(np.asarray(offsets, dtype=np.int64)),
             pa.array(np.asarray(batch.lengths, dtype=np.int64)),
             pa.array(np.asarray(batch.checksums, dtype=np.uint32)),
             pa.array(np.asarray(batch.positions, dtype=np.int64)),
