@@ -469,7 +469,7 @@ def build_parser() -> argparse.ArgumentParser:
     replay = commands.add_parser(
         "replay", formatter_class=_HelpWithDefaults, help="build a recorded batch again from a provenance ledger, checking every sample"
     )
-    replay.add_argument("ledger", help="the run's ledger directory (Loader(..., ledger=DIR))")
+    replay.add_argument("ledger", help="the run's ledger directory (loader.record_provenance(DIR))")
     replay.add_argument("--step", type=int, required=True, help="the rank's batch number since the run began")
     replay.add_argument("--rank", type=int, default=0, help="which rank's batch")
     replay.add_argument("--storage", default=None, help="read the samples here instead of the path or URL the run opened")

@@ -15,4 +15,4 @@ def test_the_provenance_benchmark_runs() -> None:
     pytest.importorskip("pyarrow")
     done = subprocess.run([sys.executable, str(BENCHMARK), "--images", "64", "--rounds", "1"], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
-    assert "| with `ledger=` |" in done.stdout and "bytes a step as written" in done.stdout, done.stdout
+    assert "| with `record_provenance` |" in done.stdout and "bytes a step as written" in done.stdout, done.stdout

@@ -46,8 +46,8 @@ RUN = textwrap.dedent(
         transform=ImageTransform(random_resized_crop=32, flip_probability=0.5, layout="CHW"),
         sampling=Sampling(seed=7, rank=1, world_size=2),
         failures=FailurePolicy(on_error="zero", max_bad_samples=None),
-        ledger=ledger,
     )
+    loader.record_provenance(ledger)
     step = 0
     for epoch in range(3):
         for batch in loader:
@@ -98,7 +98,8 @@ def test_a_killed_runs_batches_replay_byte_for_byte(tmp_path: Path) -> None:
 
 def test_replay_names_a_sample_whose_bytes_changed(tmp_path: Path) -> None:
     images = jpeg_folder(tmp_path / "images", count=40)
-    loader = Loader(images, batch_size=8, sampling=Sampling(seed=1), failures=FailurePolicy(on_error="skip"), ledger=tmp_path / "ledger")
+    loader = Loader(images, batch_size=8, sampling=Sampling(seed=1), failures=FailurePolicy(on_error="skip"))
+    loader.record_provenance(tmp_path / "ledger")
     first = next(iter(loader))
     loader.close()
     victim = first.keys[2]
@@ -111,13 +112,15 @@ def test_replay_names_a_sample_whose_bytes_changed(tmp_path: Path) -> None:
 def test_a_resumed_run_continues_the_step_numbers_in_a_new_file(tmp_path: Path) -> None:
     images = jpeg_folder(tmp_path / "images", count=60)
     ledger = tmp_path / "ledger"
-    loader = Loader(images, batch_size=4, failures=FailurePolicy(on_error="skip"), ledger=ledger)
+    loader = Loader(images, batch_size=4, failures=FailurePolicy(on_error="skip"))
+    loader.record_provenance(ledger)
     for number, _ in enumerate(loader):
         if number == 2:
             state = loader.state_dict()
             break
     loader.close()
-    resumed = Loader(images, batch_size=4, failures=FailurePolicy(on_error="skip"), ledger=ledger)
+    resumed = Loader(images, batch_size=4, failures=FailurePolicy(on_error="skip"))
+    resumed.record_provenance(ledger)
     resumed.load_state_dict(state)
     keys = [batch.keys for _, batch in zip(range(2), resumed)]
     resumed.close()
@@ -129,7 +132,8 @@ def test_a_resumed_run_continues_the_step_numbers_in_a_new_file(tmp_path: Path) 
 
 def test_held_batches_are_recorded_when_released_and_not_before(tmp_path: Path) -> None:
     images = jpeg_folder(tmp_path / "images", count=40)
-    loader = Loader(images, batch_size=4, failures=FailurePolicy(on_error="skip"), ledger=tmp_path / "ledger")
+    loader = Loader(images, batch_size=4, failures=FailurePolicy(on_error="skip"))
+    loader.record_provenance(tmp_path / "ledger")
     with loader.hold_deliveries():
         batches = iter(loader)
         held = [next(batches) for _ in range(3)]
@@ -146,5 +150,5 @@ def test_held_batches_are_recorded_when_released_and_not_before(tmp_path: Path) 
 def test_no_ledger_without_pyarrow_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setitem(sys.modules, "pyarrow", None)
     with pytest.raises(ValueError, match=r"pip install 'stoker\[parquet\]'"):
-        Loader(jpeg_folder(tmp_path / "images", count=4), batch_size=2, ledger=tmp_path / "ledger")
+        Loader(jpeg_folder(tmp_path / "images", count=4), batch_size=2).record_provenance(tmp_path / "ledger")
     assert not (tmp_path / "ledger").exists() or not os.listdir(tmp_path / "ledger")

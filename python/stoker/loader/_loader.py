@@ -49,7 +49,9 @@ from ._assembly import BatchAssembler
 from ._batch import Batch
 from ._buffers import BufferPool, pinned_allocator
 from ._capabilities import block_window, check_extra, shuffle_blocks
+from ._deliveries import Deliveries
 from ._failure_policy import BadSampleHandler
+from ._fingerprint import check_resume, dataset_digest, fingerprint, verify_deliveries
 from ._options import FailurePolicy, Reads, Sampling, Throughput, from_keywords
 from ._sample_prefetch import SamplePrefetch
 from ._tuning import LoaderTuning
@@ -93,10 +95,6 @@ class Loader:
             out-of-order prefetch for network storage).
         failures: What a bad sample does (`FailurePolicy`); by default it raises.
         throughput: Concurrency, batches kept ready, pinned memory, live tuning (`Throughput`).
-        ledger: A directory for a provenance ledger: every delivered batch's samples (key, where
-            their bytes are, CRC-32, epoch, position, augmentation seed), one file per rank,
-            readable up to the last batch even after a kill; `stoker.observe.replay` (and
-            ``stoker replay``) builds any recorded batch again bit for bit. Needs pyarrow.
         **deprecated: The keywords these objects replaced (``shuffle=``, ``on_error=``...) work
             for one release, each with a `DeprecationWarning` naming its new spelling.
 
@@ -130,7 +128,6 @@ class Loader:
         reads: Reads | None = None,
         failures: FailurePolicy | None = None,
         throughput: Throughput | None = None,
-        ledger: str | os.PathLike[str] | None = None,
         **deprecated: Any,
     ) -> None:
         options = from_keywords({"sampling": sampling, "reads": reads, "failures": failures, "throughput": throughput}, deprecated)
@@ -139,7 +136,7 @@ class Loader:
         read_options: Reads = options["reads"]
         failure_options: FailurePolicy = options["failures"]
         throughput_options: Throughput = options["throughput"]
-        source = os.fspath(storage) if isinstance(storage, (str, os.PathLike)) else getattr(storage, "url", None)
+        self._source = os.fspath(storage) if isinstance(storage, (str, os.PathLike)) else getattr(storage, "url", None)
         storage = as_storage(storage)
         check_integer("batch_size", batch_size)
         rank, world_size, _ = discover_world(sampling_options.rank, sampling_options.world_size)
@@ -230,33 +227,11 @@ class Loader:
                 memory_budget=throughput_options.memory_budget,
                 batch_bytes=allocate_batch(transform, 1).nbytes * batch_size if transform is not None else None,
             )
-        self.step = 0  # batches this rank delivered since the run began (carried by state_dict)
-        self._ledger: ProvenanceLedger | None = None
-        if ledger is not None:
-            self._assembler.provenance = True
-            self._ledger = ProvenanceLedger(
-                ledger,
-                rank=rank,
-                storage=storage,
-                metadata={
-                    "source": source,
-                    "transform": transform_description(transform),
-                    "decode": getattr(decode, "__qualname__", None),
-                    "batch_size": batch_size,
-                    "seed": sampling_options.seed,
-                    "shuffle": sampling_options.shuffle,
-                    "world_size": world_size,
-                },
-            )
-        self._pending_records: dict[int, tuple[Batch, int]] = {}
+        self._deliveries = Deliveries(self.sampler, self._assembler._augmentation_seed)
+        self._dataset_digests: dict[int, str] = {}  # by epoch (a mixture's samples change with it)
         self._pipeline: Pipeline[Any] | None = None
         self._last_stats: PipelineStats | None = None
         self._iteration_lock = threading.Lock()
-        # Batches a read-ahead wrapper holds (delivered by this Loader, not yet by the wrapper):
-        # see `hold_deliveries`. Guarded with marking deliveries, so a checkpoint is never between.
-        self._held_lock = threading.Lock()
-        self._holders = 0
-        self._held: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._iterating: str | None = None  # the thread iterating now
 
     @property
@@ -280,6 +255,7 @@ class Loader:
         """Start epoch ``epoch``: a new order from (seed, epoch), and a new draw of a mixture."""
         self.sampler.set_epoch(epoch)
         self._sync_storage_epoch()
+        self._deliveries.new_epoch(epoch)
 
     def _sync_storage_epoch(self) -> None:
         # A mixture draws its samples per epoch: keys and labels change with it.
@@ -290,10 +266,33 @@ class Loader:
     def state_dict(self) -> dict[str, Any]:
         """Where this rank is in the epoch: delivered samples only, so batches in flight are read
         again after a resume (batches a read-ahead wrapper such as `stoker.device.to_device`
-        still holds count as in flight). Plain data."""
-        with self._held_lock:
-            sampler = self.sampler.state_dict(holding=list(self._held.values()))
-        return {"version": 1, "sampler": sampler, "batch_size": self.batch_size, "step": self.step}
+        still holds count as in flight), with what the positions mean (`fingerprint`) and the
+        epoch's delivery digest (`verify_epoch`). Plain data."""
+        sampler, digest, step = self._deliveries.state()
+        return {
+            "version": 1,
+            "sampler": sampler,
+            "batch_size": self.batch_size,
+            "step": step,
+            "fingerprint": self.fingerprint(),
+            "delivered_digest": digest,
+        }
+
+    def fingerprint(self) -> dict[str, Any]:
+        """What a position in this Loader's epochs means (saved with its state): the dataset's
+        samples and labels (a hash), the sampling and batching, and the transform."""
+        epoch = self.sampler.epoch if isinstance(self.storage, EpochStorage) else 0
+        if epoch not in self._dataset_digests:
+            self._dataset_digests[epoch] = dataset_digest(self._assembler.keys, self._assembler.labels)
+        options: Sampling = self.options["sampling"]
+        return fingerprint(
+            samples=len(self._assembler.keys),
+            dataset=self._dataset_digests[epoch],
+            sampling={"shuffle": options.shuffle, "seed": options.seed, "pad": options.pad, "shuffle_window": options.shuffle_window},
+            batch_size=self.batch_size,
+            drop_last=self.drop_last,
+            transform=transform_description(self.transform) or getattr(self.decode, "__qualname__", None),
+        )
 
     @contextlib.contextmanager
     def hold_deliveries(self) -> Iterator[None]:
@@ -309,31 +308,27 @@ class Loader:
                     loader.release(batch)
                     yield batch
         """
-        with self._held_lock:
-            self._holders += 1
-        try:
+        with self._deliveries.hold():
             yield
-        finally:
-            with self._held_lock:
-                self._holders -= 1
-                undelivered = list(self._held.values()) if self._holders == 0 else []
-                if self._holders == 0:
-                    self._held.clear()
-                for positions, padding in undelivered:
-                    self.sampler.unmark_delivered(positions, padding)
-                if self._holders == 0:
-                    self._pending_records.clear()
 
     def release(self, batch: Batch) -> None:
         """A held batch reached the training loop (see `hold_deliveries`); a batch not held is ignored."""
-        with self._held_lock:
-            self._held.pop(id(batch), None)
-            pending = self._pending_records.pop(id(batch), None)
-        if pending is not None:
-            self._record(*pending)
+        self._deliveries.release(batch)
 
-    def load_state_dict(self, state: dict[str, Any] | Sequence[dict[str, Any]]) -> None:
-        """Continue from this rank's state, or from every rank's states to change world size."""
+    def load_state_dict(self, state: dict[str, Any] | Sequence[dict[str, Any]], *, allow_changes: bool = False) -> None:
+        """Continue from this rank's state, or from every rank's states to change world size.
+
+        Args:
+            state: What `state_dict` returned (this rank's), or every rank's states.
+            allow_changes: Resume although the dataset, sampling, batching or transform differ
+                from what the state was saved with (logged); the saved positions then refer to
+                the saved order.
+
+        Raises:
+            ProvenanceError: The state was saved over another dataset or configuration; the
+                message says what differs.
+            ValueError: Not a Loader state, or states that do not fit together.
+        """
         states = [state] if isinstance(state, dict) else list(state)
         for saved in states:
             if not isinstance(saved, dict) or not {"version", "sampler"} <= saved.keys():
@@ -343,10 +338,41 @@ class Loader:
                 )
             if saved["version"] != 1:
                 raise ValueError(f"Loader state version {saved['version']!r}: this stoker reads version 1; save the state again with it")
+        changed = check_resume(states, self.fingerprint(), allow_changes=allow_changes)
+        if changed:
+            _logger.warning("resuming with changes (allow_changes=True): %s", "; ".join(changed))
         sampler_states = [saved["sampler"] for saved in states]
         self.sampler.load_state_dict(sampler_states[0] if isinstance(state, dict) else sampler_states)
-        self.step = max(int(saved.get("step", 0)) for saved in states)
         self._sync_storage_epoch()
+        digests = [saved["delivered_digest"] for saved in states if "delivered_digest" in saved]
+        # After a change of world size, rank 0 carries what the old world delivered, so the new
+        # ranks' digests still sum to the world's.
+        carried = len(digests) == len(states) and (isinstance(state, dict) or self.sampler.rank == 0)
+        self._deliveries.restore(digests, carried=carried, step=max(int(saved.get("step", 0)) for saved in states))
+
+    def verify_epoch(self, states: Sequence[dict[str, Any]] | None = None) -> dict[str, int]:
+        """Prove that the epoch delivered each of its samples exactly once, across resumes.
+
+        Args:
+            states: Every rank's `state_dict` at the end of the epoch; None for this Loader's
+                own (a world of one rank). The epoch's samples are counted as the world of these
+                states deals them.
+
+        Returns:
+            ``{"epoch", "samples", "delivered"}``.
+
+        Raises:
+            ProvenanceError: A sample was missed or delivered twice (the digests differ).
+        """
+        states = [self.state_dict()] if states is None else list(states)
+        return verify_deliveries(
+            [saved["delivered_digest"] for saved in states],
+            samples=self.sampler.num_samples,
+            world_size=int(states[0]["sampler"]["world_size"]),
+            pad=self.sampler.pad,
+            batch_size=self.batch_size,
+            drop_last=self.drop_last,
+        )
 
     def _batch_count(self, samples: int) -> int:
         return samples // self.batch_size if self.drop_last else -(-samples // self.batch_size)
@@ -422,14 +448,7 @@ class Loader:
                     batch = pipeline.get()
                 except StopIteration:
                     break
-                with self._held_lock:
-                    self.sampler.mark_delivered(batch.positions, batch.padding)
-                    if self._holders:
-                        self._held[id(batch)] = (batch.positions, batch.padding)
-                        if self._ledger is not None:
-                            self._pending_records[id(batch)] = (batch, self.sampler.epoch)
-                if self._ledger is not None and id(batch) not in self._pending_records:
-                    self._record(batch, self.sampler.epoch)
+                self._deliveries.delivered(batch)
                 yield batch
             finished = True
         finally:
@@ -456,17 +475,49 @@ class Loader:
         tuning = list(self._tuning.decisions) if self._tuning is not None else []
         return dataclasses.replace(stats, sample_failures=self._policy.log.counts(), tuning=tuning)
 
-    def _record(self, batch: Batch, epoch: int) -> None:
-        """Write a delivered batch to the provenance ledger, as the rank's next step."""
-        assert self._ledger is not None
-        seeds = [self._assembler._augmentation_seed(int(position)) for position in batch.positions]
-        self._ledger.record(step=self.step, epoch=epoch, batch=batch, seeds=seeds)
-        self.step += 1
+    def record_provenance(self, directory: str | os.PathLike[str]) -> ProvenanceLedger:
+        """Keep a provenance ledger in ``directory`` from now on: every delivered batch's samples
+        (key, where their bytes are, length and CRC-32, epoch, position, augmentation seed), one
+        file per rank and run, readable up to the last batch even after a kill.
+        `stoker.observe.replay` (and ``stoker replay``) builds any recorded batch again bit for
+        bit. Steps are numbered from this rank's `step` (carried by `state_dict`).
+
+        Example::
+
+            loader = Loader("shards/", batch_size=256, transform=transform)
+            loader.record_provenance("runs/42/ledger")
+
+        Raises:
+            ConfigurationError: pyarrow is not installed (``pip install 'stoker[parquet]'``).
+            StorageError: The directory cannot be written.
+        """
+        options: Sampling = self.options["sampling"]
+        ledger = ProvenanceLedger(
+            directory,
+            rank=self.sampler.rank,
+            storage=self.storage,
+            metadata={
+                "source": self._source,
+                "transform": transform_description(self.transform),
+                "decode": getattr(self.decode, "__qualname__", None),
+                "batch_size": self.batch_size,
+                "seed": options.seed,
+                "shuffle": options.shuffle,
+                "world_size": self.sampler.world_size,
+            },
+        )
+        self._assembler.provenance = True
+        self._deliveries.ledger = ledger
+        return ledger
+
+    @property
+    def step(self) -> int:
+        """Batches this rank delivered since the run began (carried across resumes by the state)."""
+        return self._deliveries.step
 
     def close(self) -> None:
         """Finish the provenance ledger, if any (the storage stays open: it is the caller's)."""
-        if self._ledger is not None:
-            self._ledger.close()
+        self._deliveries.close()
 
     def _resize_pool(self) -> None:
         """Keep as many batch buffers for reuse as can be in use at once (the tuner moved a knob)."""

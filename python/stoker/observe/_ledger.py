@@ -92,7 +92,7 @@ def _plain(value: Any) -> Any:
 
 class ProvenanceLedger:
     """Writes one rank's ledger (see the module notes). The Loader makes one with
-    ``Loader(..., ledger=DIRECTORY)``.
+    ``loader.record_provenance(DIRECTORY)``.
 
     Args:
         directory: Where every rank writes its files.

@@ -53,7 +53,7 @@ def replay(
     """Batch ``step`` of ``rank``, built again as the run delivered it.
 
     Args:
-        ledger: The run's ledger directory (``Loader(..., ledger=...)``).
+        ledger: The run's ledger directory (``loader.record_provenance(...)``).
         step: The rank's batch number since the run began (the ledger's ``step``).
         rank: Which rank's batch.
         storage: Where to read the samples; by default the path or URL the run opened.

@@ -1,0 +1,108 @@
+"""What a Loader delivered: the sampler's record, the epoch's delivery digest, the step count and
+the provenance ledger, kept together under one lock so a checkpoint never falls between them.
+
+A batch counts as delivered when the Loader yields it, unless a read-ahead wrapper holds
+deliveries (`hold`): then it counts once the wrapper hands it on (`release`), and batches still
+held when the wrapper stops were never delivered (a continued epoch reads them again).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..observe._ledger import ProvenanceLedger
+from ..sampling import Sampler
+from ._batch import Batch
+from ._fingerprint import DeliveryDigest
+
+__all__ = ["Deliveries"]
+
+
+class Deliveries:
+    """The delivery record of one Loader.
+
+    Args:
+        sampler: The Loader's sampler (told what was delivered).
+        seed_of: A sample's augmentation seed from its position (for the ledger).
+    """
+
+    def __init__(self, sampler: Sampler, seed_of: Callable[[int], int]) -> None:
+        self.sampler = sampler
+        self.seed_of = seed_of
+        self.lock = threading.Lock()
+        self.step = 0  # batches this rank delivered since the run began (carried by the state)
+        self.digest = DeliveryDigest(epoch=sampler.epoch)
+        self.ledger: ProvenanceLedger | None = None
+        self._holders = 0
+        self._held: dict[int, tuple[Batch, int]] = {}  # id(batch) -> (batch, epoch)
+
+    def new_epoch(self, epoch: int) -> None:
+        with self.lock:
+            self.digest = DeliveryDigest(epoch=epoch)
+
+    def delivered(self, batch: Batch) -> None:
+        """The Loader yields ``batch``: delivered now, or once released while deliveries are held."""
+        with self.lock:
+            self.sampler.mark_delivered(batch.positions, batch.padding)
+            self.digest.add(batch.positions[~batch.padding])
+            if self._holders:
+                self._held[id(batch)] = (batch, self.sampler.epoch)
+                return
+            self._record(batch, self.sampler.epoch)
+
+    @contextlib.contextmanager
+    def hold(self) -> Iterator[None]:
+        """See `Loader.hold_deliveries`."""
+        with self.lock:
+            self._holders += 1
+        try:
+            yield
+        finally:
+            with self.lock:
+                self._holders -= 1
+                if self._holders == 0:
+                    for batch, _ in self._held.values():
+                        self.sampler.unmark_delivered(batch.positions, batch.padding)
+                        self.digest.remove(batch.positions[~batch.padding])
+                    self._held.clear()
+
+    def release(self, batch: Batch) -> None:
+        """A held batch reached the training loop; a batch not held is ignored."""
+        with self.lock:
+            held = self._held.pop(id(batch), None)
+            if held is not None:
+                self._record(*held)
+
+    def _record(self, batch: Batch, epoch: int) -> None:
+        """Under the lock: one more step, written to the ledger if one is kept."""
+        if self.ledger is not None:
+            seeds = [self.seed_of(position) for position in batch.positions.tolist()]
+            self.ledger.record(step=self.step, epoch=epoch, batch=batch, seeds=seeds)
+        self.step += 1
+
+    def state(self) -> tuple[dict[str, Any], dict[str, int], int]:
+        """(the sampler's state, the delivery digest, the step), held batches left out."""
+        with self.lock:
+            held = [(batch.positions, batch.padding) for batch, _ in self._held.values()]
+            sampler = self.sampler.state_dict(holding=held)
+            digest = DeliveryDigest(**vars(self.digest))
+            step = self.step
+        for positions, padding in held:
+            digest.remove(np.asarray(positions)[~np.asarray(padding)])
+        return sampler, digest.state(), step
+
+    def restore(self, digests: Sequence[dict[str, int]], *, carried: bool, step: int) -> None:
+        """After the sampler loaded a state: the digest it carried (or a fresh one) and the step."""
+        with self.lock:
+            self.digest = DeliveryDigest.from_states(digests) if carried and digests else DeliveryDigest(epoch=self.sampler.epoch)
+            self.step = step
+
+    def close(self) -> None:
+        """Finish the ledger, if one is kept."""
+        if self.ledger is not None:
+            self.ledger.close()

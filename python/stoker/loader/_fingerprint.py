@@ -1,0 +1,142 @@
+"""What a saved position means, and proof of what an epoch delivered.
+
+A Loader state says "these positions of epoch E were delivered"; that means something only for the
+same dataset in the same order with the same batches. `fingerprint` describes all of it (the
+dataset's samples and labels, the sampling and batching, the transform) so `load_state_dict` can
+refuse a state saved over something else, saying what differs (`differences`). The world size is
+left out: resuming on another number of ranks is supported.
+
+`DeliveryDigest` is a running multiset digest of the positions delivered in an epoch: a count and
+the sum, modulo 2**64, of a 64-bit mix of each position. It travels in the state across resumes;
+summed over every rank at the end of the epoch it equals the digest of the epoch's positions if
+and only if (up to a 2**-64 chance) each was delivered exactly once: a repeat or a gap changes it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import ProvenanceError
+
+__all__ = ["DeliveryDigest", "check_resume", "differences", "fingerprint", "mix_positions", "verify_deliveries"]
+
+_MASK = (1 << 64) - 1
+
+
+def mix_positions(positions: np.ndarray) -> int:
+    """Sum (mod 2**64) of splitmix64 of each position: order-free, sensitive to repeats."""
+    with np.errstate(over="ignore"):
+        mixed = np.asarray(positions, dtype=np.uint64) + np.uint64(0x9E3779B97F4A7C15)
+        mixed = (mixed ^ (mixed >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        mixed = (mixed ^ (mixed >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        mixed = mixed ^ (mixed >> np.uint64(31))
+        return int(mixed.sum(dtype=np.uint64))
+
+
+@dataclass
+class DeliveryDigest:
+    """The positions delivered in one epoch, as a count and a sum (see the module notes)."""
+
+    epoch: int = 0
+    count: int = 0
+    total: int = 0
+
+    def add(self, positions: np.ndarray) -> None:
+        self.count += len(positions)
+        self.total = (self.total + mix_positions(positions)) & _MASK
+
+    def remove(self, positions: np.ndarray) -> None:
+        self.count -= len(positions)
+        self.total = (self.total - mix_positions(positions)) & _MASK
+
+    def state(self) -> dict[str, int]:
+        return {"epoch": self.epoch, "count": self.count, "sum": self.total}
+
+    @classmethod
+    def from_states(cls, states: Sequence[dict[str, Any]]) -> DeliveryDigest:
+        """The digests of every rank (or one) as one: what the world delivered."""
+        epochs = {state["epoch"] for state in states}
+        if len(epochs) != 1:
+            raise ValueError(f"the delivery digests come from different epochs: {sorted(epochs)}")
+        return cls(epochs.pop(), sum(state["count"] for state in states), sum(state["sum"] for state in states) & _MASK)
+
+
+def dataset_digest(keys: Sequence[str], labels: np.ndarray) -> str:
+    """A short hash of every key, in order, and every label."""
+    digest = hashlib.blake2b(digest_size=12)
+    digest.update("\n".join(keys).encode("utf-8", "surrogatepass"))
+    digest.update(np.ascontiguousarray(labels).tobytes())
+    return digest.hexdigest()
+
+
+def fingerprint(
+    *, samples: int, dataset: str, sampling: dict[str, Any], batch_size: int, drop_last: bool, transform: Any
+) -> dict[str, Any]:
+    """What a position means, as plain data (saved in the Loader's state)."""
+    return {
+        "dataset": {"samples": samples, "keys_and_labels_hash": dataset},
+        "sampling": sampling,
+        "batch_size": batch_size,
+        "drop_last": drop_last,
+        "transform": transform,
+    }
+
+
+def differences(saved: dict[str, Any], current: dict[str, Any], prefix: str = "") -> list[str]:
+    """Each field that differs, as ``"name: X then, Y now"``."""
+    found = []
+    for name in sorted(set(saved) | set(current)):
+        then, now = saved.get(name), current.get(name)
+        if isinstance(then, dict) and isinstance(now, dict):
+            found += differences(then, now, f"{prefix}{name}.")
+        elif then != now:
+            found.append(f"{prefix}{name}: {then!r} then, {now!r} now")
+    return found
+
+
+def check_resume(saved: Sequence[dict[str, Any]], current: dict[str, Any], *, allow_changes: bool) -> list[str]:
+    """What differs between the states' fingerprints and ``current`` (each as ``"name: X then, Y
+    now"``); states saved before fingerprints existed pass.
+
+    Raises:
+        ProvenanceError: Something differs and ``allow_changes`` is False.
+    """
+    prints = [state["fingerprint"] for state in saved if "fingerprint" in state]
+    changed = differences(prints[0], current) if prints else []
+    if changed and not allow_changes:
+        raise ProvenanceError(
+            f"this state was saved over another dataset or configuration: {'; '.join(changed)}. "
+            "Resume with the same ones, or pass allow_changes=True to resume anyway (the saved positions "
+            "then refer to the saved order)"
+        )
+    return changed
+
+
+def verify_deliveries(
+    digests: Sequence[dict[str, int]], *, samples: int, world_size: int, pad: bool, batch_size: int, drop_last: bool
+) -> dict[str, int]:
+    """Check that the ranks' digests add up to the epoch's samples, each once, as a world of
+    ``world_size`` ranks is dealt them (see `Sampler`): rank r takes positions r, r + W, ...,
+    padded or with the uneven tail left out; ``drop_last`` leaves out each rank's short last batch.
+
+    Raises:
+        ProvenanceError: A sample was missed or delivered more than once.
+    """
+    world = DeliveryDigest.from_states(digests)
+    per_rank = -(-samples // world_size) if pad else samples // world_size
+    kept = (per_rank // batch_size) * batch_size if drop_last else per_rank
+    truth = DeliveryDigest(world.epoch)
+    for rank in range(world_size):
+        truth.add(np.arange(samples, dtype=np.int64)[rank::world_size][:per_rank][:kept])
+    if (world.count, world.total) != (truth.count, truth.total):
+        gap = truth.count - world.count
+        what = f"{gap} missing" if gap > 0 else f"{-gap} more than once" if gap < 0 else "as many, but not the same ones"
+        raise ProvenanceError(
+            f"epoch {world.epoch} did not deliver each sample exactly once: {world.count} deliveries for {truth.count} samples ({what})"
+        )
+    return {"epoch": world.epoch, "samples": truth.count, "delivered": world.count}
