@@ -34,6 +34,7 @@ from ..distributed import discover_world
 from ..errors import ConfigurationError
 from ..failures import Failure
 from ..observe._ledger import ProvenanceLedger, transform_description
+from ..observe._metrics import RunTotals
 from ..ops._media_backend import media_backend
 from ..ops.batch import TRANSFORMS, Transform, allocate_batch
 from ..ops.media import AudioTransform, VideoTransform
@@ -229,6 +230,7 @@ class Loader:
             )
         self._deliveries = Deliveries(self.sampler, self._assembler._augmentation_seed)
         self._dataset_digests: dict[int, str] = {}  # by epoch (a mixture's samples change with it)
+        self.totals = RunTotals()  # the finished epochs' counts (for counters across epochs)
         self._pipeline: Pipeline[Any] | None = None
         self._last_stats: PipelineStats | None = None
         self._iteration_lock = threading.Lock()
@@ -457,6 +459,7 @@ class Loader:
                 # nothing left running.
                 pipeline.stop(timeout=10.0 if finished else _QUICK_STOP)
                 self._last_stats = pipeline.stats()
+                self.totals.add(self._last_stats)
                 if self._tuning is not None:
                     self._tuning.detach()
             self._policy.log.summarize(self.sampler.epoch, self.sampler.delivered_count)

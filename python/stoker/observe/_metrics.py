@@ -1,0 +1,169 @@
+"""Live metrics: a Loader's figures on a Prometheus endpoint, off by default, one line to turn on.
+
+``serve_metrics(loader, port=9464)`` starts prometheus_client's HTTP server on its own registry;
+each scrape reads the Loader's stats then (no thread of ours, nothing sampled between scrapes).
+Names follow Prometheus's conventions: a ``stoker_`` prefix, units in the name, ``_total`` on
+counters, which count from the start of the run (finished epochs plus the running one), so
+``rate()`` works across epochs:
+
+- ``stoker_batches_delivered_total``, ``stoker_run_seconds_total`` and
+  ``stoker_data_wait_seconds_total``: ``rate(wait) / rate(run)`` is the data-wait share;
+- ``stoker_stage_items_total``, ``stoker_stage_busy_seconds_total`` (task-seconds: over time and
+  concurrency, how busy a stage is), ``stoker_stage_failures_total``, by ``stage``;
+- gauges ``stoker_stage_concurrency`` and ``stoker_stage_queue_items``, by ``stage``;
+- ``stoker_bad_samples_total`` by ``stage`` and ``action``; ``stoker_tuning_moves_total`` by
+  ``knob``; ``stoker_step`` (the rank's batch number).
+
+Every series carries the rank as a label, so ranks on one host can share a scrape config.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ConfigurationError
+from ..pipeline import PipelineStats
+
+if TYPE_CHECKING:
+    from ..loader import Loader
+
+__all__ = ["MetricsServer", "RunTotals", "serve_metrics"]
+
+
+@dataclass
+class RunTotals:
+    """Counts of the epochs a Loader finished, so counters keep growing across epochs."""
+
+    batches: int = 0
+    seconds: float = 0.0
+    wait_seconds: float = 0.0
+    stage_items: Counter[str] = field(default_factory=Counter)
+    stage_busy_seconds: dict[str, float] = field(default_factory=dict)
+    stage_failures: Counter[str] = field(default_factory=Counter)
+
+    def add(self, stats: PipelineStats) -> None:
+        """Count a finished epoch's final stats."""
+        self.batches += stats.items_consumed
+        self.seconds += stats.elapsed_seconds
+        self.wait_seconds += stats.consumer_wait_seconds
+        for stage in stats.stages:
+            self.stage_items[stage.name] += stage.items_out
+            self.stage_busy_seconds[stage.name] = (
+                self.stage_busy_seconds.get(stage.name, 0.0) + stage.busy_tasks_mean * stage.elapsed_seconds
+            )
+            self.stage_failures[stage.name] += stage.failures
+
+
+def _collector(loader: Loader) -> Any:
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+    class LoaderCollector:
+        def collect(self) -> Iterator[Any]:
+            rank = str(loader.sampler.rank)
+            totals: RunTotals = loader.totals
+            running = loader._pipeline.stats() if loader._pipeline is not None else None
+            stages = running.stages if running is not None else (loader._last_stats.stages if loader._last_stats else [])
+
+            def counter(name: str, help_text: str, value: float) -> Any:
+                family = CounterMetricFamily(name, help_text, labels=["rank"])
+                family.add_metric([rank], value)
+                return family
+
+            yield counter(
+                "stoker_batches_delivered", "Batches the Loader delivered.", totals.batches + (running.items_consumed if running else 0)
+            )
+            yield counter(
+                "stoker_run_seconds", "Seconds the Loader's epochs ran.", totals.seconds + (running.elapsed_seconds if running else 0.0)
+            )
+            yield counter(
+                "stoker_data_wait_seconds",
+                "Seconds the training loop waited for data.",
+                totals.wait_seconds + (running.consumer_wait_seconds if running else 0.0),
+            )
+            items = CounterMetricFamily("stoker_stage_items", "Items a stage put out.", labels=["rank", "stage"])
+            busy = CounterMetricFamily("stoker_stage_busy_seconds", "Task-seconds a stage ran.", labels=["rank", "stage"])
+            failures = CounterMetricFamily("stoker_stage_failures", "Items a stage failed on.", labels=["rank", "stage"])
+            concurrency = GaugeMetricFamily("stoker_stage_concurrency", "Tasks a stage may run at once now.", labels=["rank", "stage"])
+            queue = GaugeMetricFamily("stoker_stage_queue_items", "Finished items in a stage's output queue now.", labels=["rank", "stage"])
+            for stage in stages:
+                now = [stage] if running is not None else []
+                labels = [rank, stage.name]
+                items.add_metric(labels, totals.stage_items[stage.name] + sum(each.items_out for each in now))
+                busy.add_metric(
+                    labels,
+                    totals.stage_busy_seconds.get(stage.name, 0.0) + sum(each.busy_tasks_mean * each.elapsed_seconds for each in now),
+                )
+                failures.add_metric(labels, totals.stage_failures[stage.name] + sum(each.failures for each in now))
+                concurrency.add_metric(labels, stage.concurrency)
+                queue.add_metric(labels, stage.queue_length)
+            yield from (items, busy, failures, concurrency, queue)
+            bad = CounterMetricFamily("stoker_bad_samples", "Bad samples, by stage and what was done.", labels=["rank", "stage", "action"])
+            for kind, count in loader._policy.log.counts().items():
+                stage_name, _, action = kind.partition(": ")
+                bad.add_metric([rank, stage_name, action], count)
+            yield bad
+            moves = CounterMetricFamily("stoker_tuning_moves", "Moves of the live tuner, by knob.", labels=["rank", "knob"])
+            for knob, count in Counter(move.knob for move in (loader._tuning.decisions if loader._tuning else [])).items():
+                moves.add_metric([rank, knob], count)
+            yield moves
+            step = GaugeMetricFamily("stoker_step", "The rank's batch number since the run began.", labels=["rank"])
+            step.add_metric([rank], loader.step)
+            yield step
+
+    return LoaderCollector()
+
+
+class MetricsServer:
+    """A running metrics endpoint (`serve_metrics`); `close` stops it.
+
+    Attributes:
+        port: The port it listens on (the one chosen, with ``port=0``).
+        url: ``http://ADDRESS:PORT/metrics``.
+    """
+
+    def __init__(self, server: Any, thread: threading.Thread, address: str) -> None:
+        self._server, self._thread = server, thread
+        self.port = int(server.server_address[1])
+        self.url = f"http://{address}:{self.port}/metrics"
+
+    def close(self) -> None:
+        """Stop serving and join the server's thread."""
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(5)
+
+    def __enter__(self) -> MetricsServer:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+def serve_metrics(loader: Loader, port: int = 9464, address: str = "127.0.0.1") -> MetricsServer:
+    """Serve ``loader``'s figures for Prometheus at ``http://ADDRESS:PORT/metrics`` (see the
+    module notes for the names).
+
+    Args:
+        loader: The Loader to report on.
+        port: The port (0: any free one; `MetricsServer.port` says which).
+        address: Where to listen; loopback by default (give ``"0.0.0.0"`` for a scraper on
+            another host).
+
+    Returns:
+        The running server; ``close()`` it, or use it as a context manager.
+
+    Raises:
+        ConfigurationError: prometheus_client is not installed (``pip install 'stoker[metrics]'``).
+    """
+    try:
+        from prometheus_client import CollectorRegistry, start_http_server
+    except ImportError as error:
+        raise ConfigurationError("live metrics are served with prometheus_client: pip install 'stoker[metrics]'") from error
+    registry = CollectorRegistry(auto_describe=True)
+    registry.register(_collector(loader))
+    server, thread = start_http_server(port, addr=address, registry=registry)
+    return MetricsServer(server, thread, address)
