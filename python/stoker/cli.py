@@ -247,6 +247,7 @@ def _bench(arguments: argparse.Namespace) -> int:
     from .bench._shuffle import format_shuffle
     from .observe import CpuLimits
     from .ops import ImageTransform
+    from .storage.policies._traffic import describe_traffic
 
     require_optimized_core()
     from .bench._scenarios import SCENARIOS
@@ -285,6 +286,9 @@ def _bench(arguments: argparse.Namespace) -> int:
         f"peak RSS {ours.peak_rss_mb:.0f} MB, first batch {ours.first_batch_seconds:.2f} s"
     )
     print(format_shuffle(ours.shuffle))
+    if ours.storage:
+        per_epoch = f"; about ${ours.storage['dollars_per_epoch']:,.4f} an epoch" if "dollars_per_epoch" in ours.storage else ""
+        print(f"storage over the run: {describe_traffic(ours.storage)}{per_epoch}")
     results = [diagnosed]
     float_results: list[dict[str, Any]] = []
     if not arguments.no_peers:

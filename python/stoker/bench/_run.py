@@ -16,6 +16,7 @@ from ..loader._options import Shuffle
 from ..observe import CpuLimits, CpuWatch, DataWaitMeter, diagnose
 from ..ops import ImageTransform
 from ..storage import BlockStorage, Storage
+from ..storage.policies._traffic import add_traffic
 from ._memory import PeakMemory
 from ._shuffle import shuffle_report
 
@@ -81,6 +82,9 @@ class RunResult:
     """(seconds since the start, images delivered so far) at each batch, for plots over time."""
     bad_samples: list[dict[str, str]] = field(default_factory=list)
     """Each bad sample met: ``{"key", "stage", "reason", "action"}`` (the Loader's failures)."""
+    storage: dict[str, Any] = field(default_factory=dict)
+    """Network storage only: the run's requests by kind, bytes, cache bytes, retries and cost
+    (`stoker.pipeline.PipelineStats.storage` over every epoch), with ``dollars_per_epoch``."""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -159,6 +163,7 @@ def run_loader(
     busy_totals: list[float] | None = None
     wait_total = 0.0
     arrivals: list[tuple[float, int]] = []  # (seconds since start, images delivered so far)
+    traffic: dict[str, Any] = {}  # network storage: what reading took, over every epoch
     while True:
         epoch_started = time.perf_counter() - started
         loader.set_epoch(epoch)
@@ -176,6 +181,8 @@ def run_loader(
                 break
         stats = loader.stats()
         assert stats is not None
+        if stats.storage:
+            traffic = add_traffic(traffic, stats.storage)
         if longest is None or stats.elapsed_seconds > longest.elapsed_seconds:
             longest = stats
         base = totals or [0] * len(stats.stages)
@@ -234,6 +241,9 @@ def run_loader(
         bad_samples=[
             {"key": failure.key, "stage": failure.stage, "reason": failure.reason, "action": failure.action} for failure in loader.failures
         ],
+        storage={**traffic, "dollars_per_epoch": traffic["cost"]["dollars"] * len(storage) / max(images, 1)}
+        if "cost" in traffic
+        else traffic,
     )
 
 

@@ -45,6 +45,7 @@ from ..storage import (
     RemoteStorage,
     Storage,
 )
+from ..storage.policies._traffic import PRICE_TABLES, describe_traffic, epoch_traffic
 from ._arguments import as_storage, check_integer
 from ._assembly import BatchAssembler
 from ._batch import Batch
@@ -230,6 +231,7 @@ class Loader:
             )
         self._deliveries = Deliveries(self.sampler, self._assembler._augmentation_seed)
         self._dataset_digests: dict[int, str] = {}  # by epoch (a mixture's samples change with it)
+        self._traffic_start: dict[str, Any] | None = None
         self.totals = RunTotals()  # the finished epochs' counts (for counters across epochs)
         self._pipeline: Pipeline[Any] | None = None
         self._last_stats: PipelineStats | None = None
@@ -441,6 +443,7 @@ class Loader:
                 self.set_epoch(self.sampler.epoch + 1)
                 plan = self.sampler.plan_arrays()
             self._policy.start_epoch(plan.size + self.sampler.delivered_count)
+            self._traffic_start = self.storage.traffic_report() if isinstance(self.storage, RemoteStorage) else None
             self._pipeline = pipeline = self._build(plan)
             if self._tuning is not None:
                 self._tuning.attach(pipeline)
@@ -463,6 +466,9 @@ class Loader:
                 if self._tuning is not None:
                     self._tuning.detach()
             self._policy.log.summarize(self.sampler.epoch, self.sampler.delivered_count)
+            traffic = self._epoch_traffic()
+            if traffic:
+                _logger.info("epoch %d from %s: %s", self.sampler.epoch, self.storage.describe(), describe_traffic(traffic))
             self._pipeline = None
             with self._iteration_lock:
                 self._iterating = None
@@ -476,7 +482,18 @@ class Loader:
         if stats is None:
             return None
         tuning = list(self._tuning.decisions) if self._tuning is not None else []
-        return dataclasses.replace(stats, sample_failures=self._policy.log.counts(), tuning=tuning)
+        return dataclasses.replace(stats, sample_failures=self._policy.log.counts(), tuning=tuning, storage=self._epoch_traffic())
+
+    def _epoch_traffic(self) -> dict[str, Any]:
+        """What reading network storage took since the epoch began, priced (see `Reads.prices`)."""
+        if self._traffic_start is None or not isinstance(self.storage, RemoteStorage):
+            return {}
+        traffic = epoch_traffic(self._traffic_start, self.storage.traffic_report())
+        prices = self.options["reads"].prices
+        table = PRICE_TABLES[prices] if isinstance(prices, str) else prices
+        if table is not None:
+            traffic["cost"] = {"dollars": table.cost(traffic), "prices": table.name, "as_of": table.as_of}
+        return traffic
 
     def record_provenance(self, directory: str | os.PathLike[str]) -> ProvenanceLedger:
         """Keep a provenance ledger in ``directory`` from now on: every delivered batch's samples

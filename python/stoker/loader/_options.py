@@ -16,6 +16,7 @@ from typing import Any, Literal
 from .._deprecation import warn_deprecated
 from ..errors import ConfigurationError
 from ..failures import OnError
+from ..storage.policies._traffic import PRICE_TABLES, PriceTable
 from ._arguments import check_integer, check_number
 
 __all__ = ["SHUFFLES", "FailurePolicy", "Reads", "Sampling", "Shuffle", "Throughput", "from_keywords"]
@@ -94,6 +95,10 @@ class Reads:
             before more are requested or they are sent again (see `OutOfOrderPrefetcher`).
         hedge: With ``sample_prefetch``, send stalled requests again when no more can be
             requested (at the cap, in order, at the end of an epoch); False waits for them.
+        prices: What network storage's requests cost, for the estimate in ``stats().storage``
+            and the end-of-epoch log: a name in `stoker.storage.PRICE_TABLES`
+            (``"aws-s3-standard"``, ``"gcs-standard"``, ``"azure-blob-hot"``,
+            ``"cloudflare-r2"``), your own `stoker.storage.PriceTable`, or None for no estimate.
 
     Raises:
         ConfigurationError: A number out of range.
@@ -105,8 +110,11 @@ class Reads:
     ramp_every: int = 4
     stall_patience: float = 0.05
     hedge: bool = True
+    prices: str | PriceTable | None = "aws-s3-standard"
 
     def __post_init__(self) -> None:
+        if isinstance(self.prices, str) and self.prices not in PRICE_TABLES:
+            raise ConfigurationError(f"prices must be one of {sorted(PRICE_TABLES)} or a PriceTable, got {self.prices!r}")
         check_integer("fetch_concurrency", self.fetch_concurrency, optional=True)
         check_integer("ramp_every", self.ramp_every)
         check_number("stall_patience", self.stall_patience)

@@ -121,6 +121,16 @@ def _bars(path: Path, results: list[dict[str, Any]]) -> None:
     plt.close(figure)
 
 
+def _storage_section(traffic: dict[str, Any]) -> str:
+    """What reading network storage took over the run, with its price, or nothing."""
+    if not traffic:
+        return ""
+    from ..storage.policies._traffic import describe_traffic
+
+    per_epoch = f"; about ${traffic['dollars_per_epoch']:,.4f} an epoch" if "dollars_per_epoch" in traffic else ""
+    return f'<h2>Storage</h2><p id="storage">{html.escape(describe_traffic(traffic) + per_epoch)}</p>'
+
+
 def _row(result: dict[str, Any], bytes_per_image: float | None, cores: int) -> str:
     """One loader's row. Every loader reads the same files per image, so one whose own read bytes
     were not counted (a peer) is given the diagnosed run's bytes per image (marked *)."""
@@ -197,6 +207,7 @@ td,th{{border:1px solid #ccc;padding:4px 10px;text-align:right}}td:first-child,t
 <h2>Diagnosis</h2><p class="diagnosis" id="diagnosis"><b>{html.escape(diagnosis["bottleneck"])}</b>: {html.escape(diagnosis["message"])}</p>
 <h2>Results</h2><table id="results"><tr><th>loader</th><th>images/s</th><th>MB/s read</th><th>CPU (% of {cores} cores)</th><th>peak RSS</th><th>first batch</th></tr>{rows}</table>
 <p>* the diagnosed run's bytes read per image times the loader's images/s (every loader reads the same files).</p>
+{_storage_section(diagnosed.get("storage") or {})}
 <h2>Side by side</h2><img id="peers" src="peers.png" alt="samples per second of each loader">
 <h2>Over time</h2><img id="samples" src="samples.png" alt="samples per second of each loader over time">
 <p>A stage near 100% of its slots is the one to give more concurrency or cheaper work; one far below is waiting on another.</p>

@@ -169,6 +169,10 @@ class PipelineStats:
         sample_failures: Bad samples by stage and what was done, as a user of the pipeline
             (the Loader) counted them, e.g. ``{"decode: replaced": 2}``.
         tuning: The live tuner's moves, oldest first (`TuningDecision`), where one runs.
+        storage: What reading the storage took in this epoch, as the pipeline's user (the
+            Loader) counted it on network storage: ``requests`` by kind, ``bytes_read``,
+            ``cache_bytes`` by cache level, ``retries``, and ``cost`` (``dollars``, ``prices``,
+            ``as_of``) at the chosen price table.
     """
 
     stages: list[StageStats]
@@ -178,6 +182,7 @@ class PipelineStats:
     timeline: list[dict[str, Any]] = field(default_factory=list)
     sample_failures: dict[str, int] = field(default_factory=dict)
     tuning: list[TuningDecision] = field(default_factory=list)
+    storage: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         """Plain data (dicts, lists, numbers, strings), ready for ``json.dumps``."""
@@ -203,6 +208,11 @@ class PipelineStats:
         )
         if self.tuning:
             lines.append(f"tuned live ({len(self.tuning)} moves), last: " + "; ".join(move.describe() for move in self.tuning[-3:]))
+        if self.storage:
+            requests = ", ".join(f"{count:,} {kind}" for kind, count in sorted(self.storage["requests"].items())) or "no requests"
+            cost = self.storage.get("cost")
+            priced = f"; about ${cost['dollars']:,.4f} at {cost['prices']} list prices ({cost['as_of']})" if cost else ""
+            lines.append(f"storage: {requests}; {self.storage['bytes_read'] / 1e6:,.1f} MB read{priced}")
         if self.sample_failures:
             lines.append("bad samples: " + ", ".join(f"{kind} {count}" for kind, count in sorted(self.sample_failures.items())))
         return "\n".join(lines)

@@ -35,13 +35,14 @@ from .local import (
     TokenShards,
     open_tokens,
 )
-from .policies import RetryPolicy, SampleCache
+from .policies import PRICE_TABLES, PriceTable, RetryPolicy, SampleCache, StoreTraffic
 from .remote import CassandraConnection, CassandraStorage, RemoteStorage, S3Storage
 from .views import MixedStorage, SubsetStorage
 
 __all__ = [
     "AUDIO_EXTENSIONS",
     "IMAGE_EXTENSIONS",
+    "PRICE_TABLES",
     "VIDEO_EXTENSIONS",
     "BlockStorage",
     "CassandraConnection",
@@ -55,6 +56,7 @@ __all__ = [
     "MemoryStorage",
     "MixedStorage",
     "ParquetStorage",
+    "PriceTable",
     "RemoteStorage",
     "RetryPolicy",
     "S3Storage",
@@ -65,6 +67,7 @@ __all__ = [
     "StorageClosedError",
     "StorageError",
     "StorageUnavailableError",
+    "StoreTraffic",
     "SubsetStorage",
     "TarShardStorage",
     "TokenFile",

@@ -34,7 +34,15 @@ def test_convert_to_s3_then_bench_it(s3_server: S3Server, bucket: str, folder, m
     assert main(["bench", f"s3://{bucket}/images", "--duration", "1", "--quiet", "--json", str(root.parent / "run.json")]) == 0
     run = json.loads((root.parent / "run.json").read_text())
     assert run["results"][0]["images"] > 0
-    assert "diagnosis" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "diagnosis" in printed
+    # What reading the bucket took: requests by kind, priced, per run and per epoch.
+    storage = run["diagnosed_run"]["storage"]
+    assert storage["requests"]["GET"] >= run["diagnosed_run"]["images"]
+    assert storage["cost"]["prices"].startswith("AWS S3 Standard") and storage["dollars_per_epoch"] > 0
+    assert "storage over the run: " in printed and " GET; " in printed and "an epoch" in printed
+    assert main(["report", str(root.parent / "run.json"), "--out", str(root.parent / "report")]) == 0
+    assert 'id="storage"' in (root.parent / "report" / "index.html").read_text()
 
 
 def test_convert_to_cassandra_with_metadata_then_split_by_patient(

@@ -169,9 +169,11 @@ class CassandraStorage(RemoteStorage):
 
     async def _request(self, index: int) -> bytes:
         session, select = next(self._next_route)
+        self.traffic.request("read")
         rows = await await_response(session.execute_async(select, (self._ids[index],), execution_profile=READ_PROFILE))
         if not rows:
             raise StorageError(f"{self.sample_name(index)}: listed in metadata but has no data row")
+        self.traffic.received(len(rows[0][0]))
         return rows[0][0]
 
     def close(self) -> None:

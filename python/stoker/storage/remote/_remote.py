@@ -29,6 +29,7 @@ from ...failures import OnError
 from .._protocol import Storage
 from ..policies._disk_cache import SampleCache
 from ..policies._retry import ErrorKind, RetryCounters, RetryPolicy, call_with_retries, first_line
+from ..policies._traffic import StoreTraffic
 
 __all__ = ["RemoteStorage"]
 
@@ -62,6 +63,7 @@ class RemoteStorage(Storage):
         self._counters: RetryCounters | None = None
         self.requests = 0
         self.bytes_fetched = 0
+        self.traffic = StoreTraffic()  # requests by kind, bytes, cache bytes: what reading costs
         self._latencies: deque[float] = deque(maxlen=64)
         self._limits: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -114,6 +116,7 @@ class RemoteStorage(Storage):
         if cache is not None:
             cached, claim = await cache.get_or_claim(name)
             if cached is not None:
+                self.traffic.served("node cache", len(cached))
                 return cached
         try:
             async with self._limit():
@@ -233,6 +236,10 @@ class RemoteStorage(Storage):
         if self.cache is not None:
             self.cache.close()
         super().close()
+
+    def traffic_report(self) -> dict[str, Any]:
+        """`StoreTraffic.snapshot` with the retries: what a Loader reports per epoch."""
+        return {**self.traffic.snapshot(), "retries": self.counters.retries}
 
     def stats(self) -> dict[str, int]:
         """Requests, bytes, retries, server-busy waits, samples given up on, cache hits."""

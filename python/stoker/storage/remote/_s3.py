@@ -219,7 +219,9 @@ class S3Storage(RemoteStorage):
 
         async def get(store: Any) -> memoryview:
             # A view of obstore's buffer: a block is not copied whole, only each sample's slice.
+            self.traffic.request("ranged GET")
             data = memoryview(await obstore.get_range_async(store, key, start=block.start, length=length))
+            self.traffic.received(len(data))
             if len(data) != length:  # a response cut short: worth another try
                 raise ConnectionError(f"got {len(data)} of {length} bytes")
             return data
@@ -291,8 +293,10 @@ class S3Storage(RemoteStorage):
 
         async def get(store: Any) -> bytes:
             started = time.monotonic()
+            self.traffic.request("GET")
             result = await obstore.get_async(store, self.object_key(name))
             data = bytes(await result.bytes_async())
+            self.traffic.received(len(data))
             self._latencies.append(time.monotonic() - started)
             return data
 
@@ -381,13 +385,17 @@ class S3Storage(RemoteStorage):
         parquet: list[str] = []
         base = f"{self.prefix}/" if self.prefix else ""
         try:
+            pages = 0
             async for chunk in obstore.list(self.store, self.prefix or None, chunk_size=1000):
+                pages += 1  # a page of up to 1,000 keys is one LIST request
                 for meta in chunk:
                     relative = meta["path"][len(base) :]
                     if relative.lower().endswith(SAMPLE_EXTENSIONS):
                         names.append(relative)
                     elif relative.lower().endswith(".parquet"):
                         parquet.append(relative)
+            for _ in range(max(pages, 1)):  # an empty listing is one request too
+                self.traffic.request("LIST")
         except Exception as error:
             raise StorageError(f"{self.url}: cannot list the objects ({type(error).__name__}: {error})") from error
         if not names and parquet:
@@ -419,16 +427,22 @@ class S3Storage(RemoteStorage):
                 number = int(block_of[index])
                 start = offset - blocks[number].start
                 data = bytes((await self._block_reader.block(number))[start : start + size])
+                self.traffic.served("block cache", len(data))
                 if extension is None:  # the payload: each sample's one read of the epoch
                     self._block_reader.served(number)
             else:
+                self.traffic.request("ranged GET")
                 data = bytes(await obstore.get_range_async(self.store, self.object_key(shard.shard.name), start=offset, length=size))
+                self.traffic.received(len(data))
             corrupt = shard.corruption(position, member, data, lambda: self.sample_name(index)) if self.verify else None
             if corrupt is not None:
                 raise corrupt
             return data
+        self.traffic.request("GET")
         result = await obstore.get_async(self.store, self.object_key(self._keys[index]))
-        return bytes(await result.bytes_async())
+        data = bytes(await result.bytes_async())
+        self.traffic.received(len(data))
+        return data
 
     def try_read_members(self, indices: Sequence[int], extensions: Sequence[str]) -> list[dict[str, Any] | Exception]:
         """Members ``extensions`` of each shard sample, decoded as `decode_member` does, one
