@@ -42,12 +42,13 @@ from ..pipeline import Pipeline, PipelineBuilder, PipelineStats
 from ..sampling import BatchPlan, EpochWarmup, OutOfOrderPrefetcher, Sampler
 from ..storage import (
     EpochStorage,
+    MixedStorage,
     RemoteStorage,
     Storage,
 )
 from ..storage.policies._traffic import PRICE_TABLES, describe_traffic, epoch_traffic
 from ._arguments import as_storage, check_integer
-from ._assembly import BatchAssembler
+from ._assembly import BatchAssembler, label_array
 from ._batch import Batch
 from ._buffers import BufferPool, pinned_allocator
 from ._capabilities import block_window, check_extra, shuffle_blocks
@@ -230,8 +231,9 @@ class Loader:
                 batch_bytes=allocate_batch(transform, 1).nbytes * batch_size if transform is not None else None,
             )
         self._deliveries = Deliveries(self.sampler, self._assembler._augmentation_seed)
-        self._dataset_digests: dict[int, str] = {}  # by epoch (a mixture's samples change with it)
+        self._dataset_digest: str | None = None  # worked out at the first state saved or loaded
         self._traffic_start: dict[str, Any] | None = None
+        self._pending_weights: dict[str, float] | None = None  # set_mixture_weights, between steps
         self.totals = RunTotals()  # the finished epochs' counts (for counters across epochs)
         self._pipeline: Pipeline[Any] | None = None
         self._last_stats: PipelineStats | None = None
@@ -280,18 +282,22 @@ class Loader:
             "step": step,
             "fingerprint": self.fingerprint(),
             "delivered_digest": digest,
+            **({"mixture": self.storage.state()} if isinstance(self.storage, MixedStorage) else {}),
         }
 
     def fingerprint(self) -> dict[str, Any]:
         """What a position in this Loader's epochs means (saved with its state): the dataset's
         samples and labels (a hash), the sampling and batching, and the transform."""
-        epoch = self.sampler.epoch if isinstance(self.storage, EpochStorage) else 0
-        if epoch not in self._dataset_digests:
-            self._dataset_digests[epoch] = dataset_digest(self._assembler.keys, self._assembler.labels)
+        if self._dataset_digest is None:
+            # A storage whose samples change per epoch (a mixture, whose weights may change too)
+            # is described by its sources; any other by its own samples.
+            sources = getattr(self.storage, "sources", None) if isinstance(self.storage, EpochStorage) else None
+            parts = sources.values() if isinstance(sources, dict) else [self.storage]
+            self._dataset_digest = "-".join(dataset_digest(part.keys, label_array(part.labels)) for part in parts)
         options: Sampling = self.options["sampling"]
         return fingerprint(
             samples=len(self._assembler.keys),
-            dataset=self._dataset_digests[epoch],
+            dataset=self._dataset_digest,
             sampling={"shuffle": options.shuffle, "seed": options.seed, "pad": options.pad, "shuffle_window": options.shuffle_window},
             batch_size=self.batch_size,
             drop_last=self.drop_last,
@@ -347,6 +353,12 @@ class Loader:
             _logger.warning("resuming with changes (allow_changes=True): %s", "; ".join(changed))
         sampler_states = [saved["sampler"] for saved in states]
         self.sampler.load_state_dict(sampler_states[0] if isinstance(state, dict) else sampler_states)
+        mixtures = [saved["mixture"] for saved in states if "mixture" in saved]
+        if mixtures and isinstance(self.storage, MixedStorage):
+            if len(states) > 1 and any(mixture["changes"] for mixture in mixtures):
+                raise ValueError("an epoch whose mixture weights changed resumes on the same world size only")
+            self.storage.load_state(mixtures[0])
+            self._assembler.set_samples(self.storage.keys, self.storage.labels)
         self._sync_storage_epoch()
         digests = [saved["delivered_digest"] for saved in states if "delivered_digest" in saved]
         # After a change of world size, rank 0 carries what the old world delivered, so the new
@@ -449,6 +461,8 @@ class Loader:
                 self._tuning.attach(pipeline)
             pipeline.start()
             while True:
+                if self._pending_weights is not None:
+                    self._pipeline = pipeline = self._reweigh(pipeline)
                 try:
                     batch = pipeline.get()
                 except StopIteration:
@@ -483,6 +497,50 @@ class Loader:
             return None
         tuning = list(self._tuning.decisions) if self._tuning is not None else []
         return dataclasses.replace(stats, sample_failures=self._policy.log.counts(), tuning=tuning, storage=self._epoch_traffic())
+
+    def set_mixture_weights(self, weights: dict[str, float]) -> None:
+        """Change a `stoker.storage.MixedStorage`'s weights between steps (a curriculum): the
+        samples not yet delivered in this epoch are drawn again with them, from the next batch
+        on (batches read ahead are read again), and the next epochs use them too. The change is
+        part of `state_dict`, so a resume after it reproduces the same stream.
+
+        Args:
+            weights: ``{source name: weight}`` for every source, positive.
+
+        Raises:
+            ConfigurationError: The storage is not a weighted mixture.
+            ValueError: Missing or non-positive weights.
+        """
+        if not isinstance(self.storage, MixedStorage):
+            raise ConfigurationError(f"set_mixture_weights needs a MixedStorage, not {type(self.storage).__name__}")
+        if set(weights) != set(self.storage.names) or any(weight <= 0 for weight in weights.values()):
+            raise ValueError(f"give every source a positive weight; sources {self.storage.names}, weights {weights}")
+        if self._iterating is None:
+            self._apply_weights(dict(weights))
+        else:
+            self._pending_weights = dict(weights)
+
+    def _apply_weights(self, weights: dict[str, float]) -> None:
+        assert isinstance(self.storage, MixedStorage)
+        delivered = self.sampler.order()[self.sampler.delivered_positions()]
+        self.storage.reweight(weights, delivered)
+        self._assembler.set_samples(self.storage.keys, self.storage.labels)
+
+    def _reweigh(self, pipeline: Pipeline[Any]) -> Pipeline[Any]:
+        """Between two batches: stop the epoch's pipeline (what it read ahead was not
+        delivered), apply the pending weights, and go on with a pipeline over the rest."""
+        weights, self._pending_weights = self._pending_weights, None
+        assert weights is not None
+        pipeline.stop(timeout=_QUICK_STOP)
+        if self._tuning is not None:
+            self._tuning.detach()
+        self.totals.add(pipeline.stats())
+        self._apply_weights(weights)
+        rebuilt = self._build(self.sampler.plan_arrays())
+        if self._tuning is not None:
+            self._tuning.attach(rebuilt)
+        rebuilt.start()
+        return rebuilt
 
     def _epoch_traffic(self) -> dict[str, Any]:
         """What reading network storage took since the epoch began, priced (see `Reads.prices`)."""

@@ -201,6 +201,15 @@ class Sampler:
             self._delivered.remove_many(real)
             self._padding_delivered = max(0, self._padding_delivered - int(flags.sum()))
 
+    def delivered_positions(self) -> np.ndarray:
+        """The positions of this epoch delivered so far (this rank's, and before an elastic
+        resume, every rank's), ascending."""
+        with self._lock:
+            mask = self._delivered.mask(self.num_samples)
+            if self._excluded is not None:
+                mask |= self._excluded.mask(self.num_samples)
+            return np.flatnonzero(mask)
+
     @property
     def delivered(self) -> int:
         """Samples of this epoch delivered by this rank (padding not counted)."""

@@ -6,6 +6,11 @@ contributes a different seeded subset every epoch; a source with fewer is repeat
 a new seeded order. The mixture is a fixed function of (seed, epoch), so the sampler's shuffle
 over it gives the right proportions in every stretch of batches, and a resumed run sees the
 same mixture.
+
+Weights may change mid-epoch (a curriculum): `reweight` draws the samples of the indices not yet
+delivered again with the new weights, leaving the delivered ones as they were. A change is a
+fixed function of (seed, epoch, its number in the epoch, the delivered indices), so replaying
+the epoch's changes (`changes`, which a Loader saves in its state) rebuilds the same mixture.
 """
 
 from __future__ import annotations
@@ -47,19 +52,17 @@ class MixedStorage(Storage):
         self.num_samples = num_samples or sum(len(storage) for storage in self.sources.values())
         self.seed = seed
         self.classes = None
-        self.shares = self._shares()
+        self.shares = _shares(self.weights, self.num_samples)
+        self.changes: list[dict[str, object]] = []  # this epoch's weight changes, oldest first
+        self._first_weights = self.weights.copy()
         self.set_epoch(0)
 
-    def _shares(self) -> np.ndarray:
-        exact = self.weights / self.weights.sum() * self.num_samples
-        shares = np.floor(exact).astype(np.int64)
-        for index in np.argsort(-(exact - shares), kind="stable")[: self.num_samples - int(shares.sum())]:
-            shares[index] += 1
-        return shares
-
     def set_epoch(self, epoch: int) -> None:
-        """Draw the samples of epoch ``epoch`` (the Loader calls this from its own set_epoch)."""
+        """Draw the samples of epoch ``epoch`` (the Loader calls this from its own set_epoch), with
+        the weights in force now."""
         self.epoch = epoch
+        self.changes = []
+        self._first_weights = self.weights.copy()
         source_of: list[int] = []
         index_of: list[int] = []
         keys: list[str] = []
@@ -80,6 +83,65 @@ class MixedStorage(Storage):
         self._source_of = np.array(source_of, dtype=np.int64)
         self._source_index = np.array(index_of, dtype=np.int64)
         self._index_of = None
+
+    def reweight(self, weights: Mapping[str, float], delivered: Sequence[int] | np.ndarray) -> None:
+        """Give the samples not yet delivered new weights, from now on in this epoch (and in the
+        next epochs). The indices in ``delivered`` keep their samples; every other index gets a
+        sample drawn anew, each source's share of them by the new weights.
+
+        Args:
+            weights: ``{name: weight}`` for every source, positive.
+            delivered: Storage indices already delivered in this epoch.
+
+        Raises:
+            ValueError: Missing or non-positive weights.
+        """
+        if set(weights) != set(self.sources) or any(weights[name] <= 0 for name in self.names):
+            raise ValueError(f"give every source a positive weight; sources {sorted(self.sources)}, weights {dict(weights)}")
+        kept = np.zeros(len(self._keys), dtype=bool)
+        kept[np.asarray(delivered, dtype=np.int64)] = True
+        self.changes.append({"weights": {name: float(weights[name]) for name in self.names}, "delivered": np.flatnonzero(kept).tolist()})
+        self.weights = np.array([weights[name] for name in self.names], dtype=np.float64)
+        self.shares = _shares(self.weights, self.num_samples)
+        self._redraw(np.flatnonzero(~kept), len(self.changes))
+
+    def state(self) -> dict[str, object]:
+        """The weights this epoch began with and its changes: what rebuilds its mixture."""
+        return {"epoch": self.epoch, "weights": dict(zip(self.names, self._first_weights.tolist())), "changes": list(self.changes)}
+
+    def load_state(self, state: Mapping[str, object]) -> None:
+        """Rebuild the mixture of a saved `state`: its epoch drawn with its first weights, then
+        its changes applied again in order."""
+        first: Mapping[str, float] = state["weights"]  # type: ignore[assignment]
+        self.weights = np.array([first[name] for name in self.names], dtype=np.float64)
+        self.shares = _shares(self.weights, self.num_samples)
+        self.set_epoch(int(state["epoch"]))  # type: ignore[call-overload]
+        for change in state["changes"]:  # type: ignore[attr-defined]
+            self.reweight(change["weights"], change["delivered"])
+
+    def _redraw(self, slots: np.ndarray, change: int) -> None:
+        """New samples for the storage indices ``slots``, by the current weights; a source's
+        samples come in a seeded order that starts with those this epoch has not used."""
+        shares = _shares(self.weights, len(slots))
+        used = [set(self._source_index[self._source_of == number].tolist()) for number in range(len(self.names))]
+        assignment: list[tuple[int, int, int]] = []
+        for number, share in enumerate(shares.tolist()):
+            size = len(self.sources[self.names[number]])
+            generator = np.random.default_rng([self.seed, self.epoch, number, change])
+            order = generator.permutation(size)
+            fresh = [index for index in order.tolist() if index not in used[number]]
+            ordered = fresh + [index for index in order.tolist() if index in used[number]]
+            for position in range(share):
+                assignment.append((number, ordered[position % size], position // size))
+        arrangement = np.random.default_rng([self.seed, self.epoch, change, len(self.names)]).permutation(len(slots))
+        keys, labels = list(self._keys), list(self._labels)
+        for slot, (number, index, repeat) in zip(slots[arrangement].tolist(), assignment):
+            storage = self.sources[self.names[number]]
+            keys[slot] = f"{self.names[number]}/{storage.keys[index]}@{change}" + (f"#{repeat + 1}" if repeat else "")
+            labels[slot] = storage.labels[index]
+            self._source_of[slot] = number
+            self._source_index[slot] = index
+        self._keys, self._labels, self._index_of = keys, labels, None
 
     def source_counts(self, keys: Sequence[str]) -> dict[str, int]:
         """How many of ``keys`` come from each source."""
@@ -102,3 +164,12 @@ class MixedStorage(Storage):
             for (slot, _), payload in zip(requests, data):
                 results[slot] = payload
         return results
+
+
+def _shares(weights: np.ndarray, total: int) -> np.ndarray:
+    """``total`` split by ``weights``, by largest remainders (the shares add up exactly)."""
+    exact = weights / weights.sum() * total
+    shares = np.floor(exact).astype(np.int64)
+    for index in np.argsort(-(exact - shares), kind="stable")[: total - int(shares.sum())]:
+        shares[index] += 1
+    return shares
