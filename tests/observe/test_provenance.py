@@ -18,6 +18,8 @@ from stoker.bench import iter_jpegs
 from stoker.errors import ProvenanceError
 from stoker.loader import FailurePolicy, Sampling
 from stoker.observe import ledger_metadata, read_ledger, replay
+from stoker.sampling import Sampler
+from stoker.storage import FileStorage
 
 pytest.importorskip("pyarrow")
 
@@ -27,8 +29,14 @@ def jpeg_folder(root: Path, count: int = 151) -> Path:
         folder = root / f"class_{index % 3}"
         folder.mkdir(parents=True, exist_ok=True)
         (folder / f"{index:04d}.jpg").write_bytes(data)
-    (root / "class_1" / "0004.jpg").write_bytes(b"\xff\xd8 not a jpeg at all")  # a bad sample: zero-filled
     return root
+
+
+def corrupt_the_first_sample_of(root: Path, *, seed: int, rank: int, world_size: int) -> None:
+    """Make the first sample of that rank's epoch 0 a bad one (zero-filled under on_error="zero")."""
+    with FileStorage(root) as storage:
+        first = int(Sampler(len(storage), seed=seed, rank=rank, world_size=world_size).plan_arrays().indices[0])
+        (root / storage.keys[first]).write_bytes(b"\xff\xd8 not a jpeg at all")
 
 
 RUN = textwrap.dedent(
@@ -62,6 +70,7 @@ RUN = textwrap.dedent(
 
 def test_a_killed_runs_batches_replay_byte_for_byte(tmp_path: Path) -> None:
     images = jpeg_folder(tmp_path / "images")
+    corrupt_the_first_sample_of(images, seed=7, rank=1, world_size=2)
     ledger, out = tmp_path / "ledger", tmp_path / "out"
     out.mkdir()
     script = tmp_path / "run.py"

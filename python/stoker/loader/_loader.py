@@ -20,7 +20,6 @@ delays one sample, not a batch.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 import os
@@ -33,7 +32,6 @@ import numpy as np
 from ..distributed import discover_world
 from ..errors import ConfigurationError
 from ..failures import Failure
-from ..observe._ledger import ProvenanceLedger, transform_description
 from ..observe._metrics import RunTotals
 from ..ops._media_backend import media_backend
 from ..ops.batch import TRANSFORMS, Transform, allocate_batch
@@ -42,20 +40,20 @@ from ..pipeline import Pipeline, PipelineBuilder, PipelineStats
 from ..sampling import BatchPlan, EpochWarmup, OutOfOrderPrefetcher, Sampler
 from ..storage import (
     EpochStorage,
-    MixedStorage,
     RemoteStorage,
     Storage,
 )
-from ..storage.policies._traffic import PRICE_TABLES, describe_traffic, epoch_traffic
+from ..storage.policies._traffic import describe_traffic
 from ._arguments import as_storage, check_integer
-from ._assembly import BatchAssembler, label_array
+from ._assembly import BatchAssembler
 from ._batch import Batch
 from ._buffers import BufferPool, pinned_allocator
 from ._capabilities import block_window, check_extra, shuffle_blocks
 from ._deliveries import Deliveries
 from ._failure_policy import BadSampleHandler
-from ._fingerprint import check_resume, dataset_digest, fingerprint, verify_deliveries
 from ._options import FailurePolicy, Reads, Sampling, Throughput, from_keywords
+from ._records import LoaderRecords
+from ._resume import _QUICK_STOP, LoaderResume
 from ._sample_prefetch import SamplePrefetch
 from ._tuning import LoaderTuning
 
@@ -64,12 +62,7 @@ __all__ = ["Loader"]
 _logger = logging.getLogger("stoker.loader")
 
 
-# Seconds the loader waits for ops still running when the loop stops early (break, an error,
-# Ctrl-C): a read stuck in a storage call must not hold up the training script.
-_QUICK_STOP = 0.4
-
-
-class Loader:
+class Loader(LoaderResume, LoaderRecords):
     """Batches from a storage, for a training loop.
 
     The common path is one line, ``Loader(storage, batch_size=256, transform=ImageTransform(...))``;
@@ -269,127 +262,6 @@ class Loader:
             self.storage.set_epoch(self.sampler.epoch)
             self._assembler.set_samples(self.storage.keys, self.storage.labels)
 
-    def state_dict(self) -> dict[str, Any]:
-        """Where this rank is in the epoch: delivered samples only, so batches in flight are read
-        again after a resume (batches a read-ahead wrapper such as `stoker.device.to_device`
-        still holds count as in flight), with what the positions mean (`fingerprint`) and the
-        epoch's delivery digest (`verify_epoch`). Plain data."""
-        sampler, digest, step = self._deliveries.state()
-        return {
-            "version": 1,
-            "sampler": sampler,
-            "batch_size": self.batch_size,
-            "step": step,
-            "fingerprint": self.fingerprint(),
-            "delivered_digest": digest,
-            **({"mixture": self.storage.state()} if isinstance(self.storage, MixedStorage) else {}),
-        }
-
-    def fingerprint(self) -> dict[str, Any]:
-        """What a position in this Loader's epochs means (saved with its state): the dataset's
-        samples and labels (a hash), the sampling and batching, and the transform."""
-        if self._dataset_digest is None:
-            # A storage whose samples change per epoch (a mixture, whose weights may change too)
-            # is described by its sources; any other by its own samples.
-            sources = getattr(self.storage, "sources", None) if isinstance(self.storage, EpochStorage) else None
-            parts = sources.values() if isinstance(sources, dict) else [self.storage]
-            self._dataset_digest = "-".join(dataset_digest(part.keys, label_array(part.labels)) for part in parts)
-        options: Sampling = self.options["sampling"]
-        return fingerprint(
-            samples=len(self._assembler.keys),
-            dataset=self._dataset_digest,
-            sampling={"shuffle": options.shuffle, "seed": options.seed, "pad": options.pad, "shuffle_window": options.shuffle_window},
-            batch_size=self.batch_size,
-            drop_last=self.drop_last,
-            transform=transform_description(self.transform) or getattr(self.decode, "__qualname__", None),
-        )
-
-    @contextlib.contextmanager
-    def hold_deliveries(self) -> Iterator[None]:
-        """For wrappers that read batches ahead of the training loop (`stoker.device.to_device`,
-        `to_jax`, your own prefetcher): while this is open, each batch this Loader yields is held
-        (left out of `state_dict`) until the wrapper hands it on and calls `release`. Batches
-        still held when it closes were never delivered: a continued epoch reads them again.
-
-        Example::
-
-            with loader.hold_deliveries():
-                for batch in read_ahead(loader):
-                    loader.release(batch)
-                    yield batch
-        """
-        with self._deliveries.hold():
-            yield
-
-    def release(self, batch: Batch) -> None:
-        """A held batch reached the training loop (see `hold_deliveries`); a batch not held is ignored."""
-        self._deliveries.release(batch)
-
-    def load_state_dict(self, state: dict[str, Any] | Sequence[dict[str, Any]], *, allow_changes: bool = False) -> None:
-        """Continue from this rank's state, or from every rank's states to change world size.
-
-        Args:
-            state: What `state_dict` returned (this rank's), or every rank's states.
-            allow_changes: Resume although the dataset, sampling, batching or transform differ
-                from what the state was saved with (logged); the saved positions then refer to
-                the saved order.
-
-        Raises:
-            ProvenanceError: The state was saved over another dataset or configuration; the
-                message says what differs.
-            ValueError: Not a Loader state, or states that do not fit together.
-        """
-        states = [state] if isinstance(state, dict) else list(state)
-        for saved in states:
-            if not isinstance(saved, dict) or not {"version", "sampler"} <= saved.keys():
-                found = sorted(saved) if isinstance(saved, dict) else type(saved).__name__
-                raise ValueError(
-                    f"not a Loader state: expected what Loader.state_dict() returns (keys 'version', 'sampler', 'batch_size'), got {found}"
-                )
-            if saved["version"] != 1:
-                raise ValueError(f"Loader state version {saved['version']!r}: this stoker reads version 1; save the state again with it")
-        changed = check_resume(states, self.fingerprint(), allow_changes=allow_changes)
-        if changed:
-            _logger.warning("resuming with changes (allow_changes=True): %s", "; ".join(changed))
-        sampler_states = [saved["sampler"] for saved in states]
-        self.sampler.load_state_dict(sampler_states[0] if isinstance(state, dict) else sampler_states)
-        mixtures = [saved["mixture"] for saved in states if "mixture" in saved]
-        if mixtures and isinstance(self.storage, MixedStorage):
-            if len(states) > 1 and any(mixture["changes"] for mixture in mixtures):
-                raise ValueError("an epoch whose mixture weights changed resumes on the same world size only")
-            self.storage.load_state(mixtures[0])
-            self._assembler.set_samples(self.storage.keys, self.storage.labels)
-        self._sync_storage_epoch()
-        digests = [saved["delivered_digest"] for saved in states if "delivered_digest" in saved]
-        # After a change of world size, rank 0 carries what the old world delivered, so the new
-        # ranks' digests still sum to the world's.
-        carried = len(digests) == len(states) and (isinstance(state, dict) or self.sampler.rank == 0)
-        self._deliveries.restore(digests, carried=carried, step=max(int(saved.get("step", 0)) for saved in states))
-
-    def verify_epoch(self, states: Sequence[dict[str, Any]] | None = None) -> dict[str, int]:
-        """Prove that the epoch delivered each of its samples exactly once, across resumes.
-
-        Args:
-            states: Every rank's `state_dict` at the end of the epoch; None for this Loader's
-                own (a world of one rank). The epoch's samples are counted as the world of these
-                states deals them.
-
-        Returns:
-            ``{"epoch", "samples", "delivered"}``.
-
-        Raises:
-            ProvenanceError: A sample was missed or delivered twice (the digests differ).
-        """
-        states = [self.state_dict()] if states is None else list(states)
-        return verify_deliveries(
-            [saved["delivered_digest"] for saved in states],
-            samples=self.sampler.num_samples,
-            world_size=int(states[0]["sampler"]["world_size"]),
-            pad=self.sampler.pad,
-            batch_size=self.batch_size,
-            drop_last=self.drop_last,
-        )
-
     def _batch_count(self, samples: int) -> int:
         return samples // self.batch_size if self.drop_last else -(-samples // self.batch_size)
 
@@ -486,116 +358,6 @@ class Loader:
             self._pipeline = None
             with self._iteration_lock:
                 self._iterating = None
-
-    def stats(self) -> PipelineStats | None:
-        """Per-stage stats of the running epoch, or of the last one, with the bad samples met so
-        far by stage and action (``sample_failures``) and the live tuner's moves in all epochs
-        (``tuning``)."""
-        pipeline = self._pipeline
-        stats = pipeline.stats() if pipeline is not None else self._last_stats
-        if stats is None:
-            return None
-        tuning = list(self._tuning.decisions) if self._tuning is not None else []
-        return dataclasses.replace(stats, sample_failures=self._policy.log.counts(), tuning=tuning, storage=self._epoch_traffic())
-
-    def set_mixture_weights(self, weights: dict[str, float]) -> None:
-        """Change a `stoker.storage.MixedStorage`'s weights between steps (a curriculum): the
-        samples not yet delivered in this epoch are drawn again with them, from the next batch
-        on (batches read ahead are read again), and the next epochs use them too. The change is
-        part of `state_dict`, so a resume after it reproduces the same stream.
-
-        Args:
-            weights: ``{source name: weight}`` for every source, positive.
-
-        Raises:
-            ConfigurationError: The storage is not a weighted mixture.
-            ValueError: Missing or non-positive weights.
-        """
-        if not isinstance(self.storage, MixedStorage):
-            raise ConfigurationError(f"set_mixture_weights needs a MixedStorage, not {type(self.storage).__name__}")
-        if set(weights) != set(self.storage.names) or any(weight <= 0 for weight in weights.values()):
-            raise ValueError(f"give every source a positive weight; sources {self.storage.names}, weights {weights}")
-        if self._iterating is None:
-            self._apply_weights(dict(weights))
-        else:
-            self._pending_weights = dict(weights)
-
-    def _apply_weights(self, weights: dict[str, float]) -> None:
-        assert isinstance(self.storage, MixedStorage)
-        delivered = self.sampler.order()[self.sampler.delivered_positions()]
-        self.storage.reweight(weights, delivered)
-        self._assembler.set_samples(self.storage.keys, self.storage.labels)
-
-    def _reweigh(self, pipeline: Pipeline[Any]) -> Pipeline[Any]:
-        """Between two batches: stop the epoch's pipeline (what it read ahead was not
-        delivered), apply the pending weights, and go on with a pipeline over the rest."""
-        weights, self._pending_weights = self._pending_weights, None
-        assert weights is not None
-        pipeline.stop(timeout=_QUICK_STOP)
-        if self._tuning is not None:
-            self._tuning.detach()
-        self.totals.add(pipeline.stats())
-        self._apply_weights(weights)
-        rebuilt = self._build(self.sampler.plan_arrays())
-        if self._tuning is not None:
-            self._tuning.attach(rebuilt)
-        rebuilt.start()
-        return rebuilt
-
-    def _epoch_traffic(self) -> dict[str, Any]:
-        """What reading network storage took since the epoch began, priced (see `Reads.prices`)."""
-        if self._traffic_start is None or not isinstance(self.storage, RemoteStorage):
-            return {}
-        traffic = epoch_traffic(self._traffic_start, self.storage.traffic_report())
-        prices = self.options["reads"].prices
-        table = PRICE_TABLES[prices] if isinstance(prices, str) else prices
-        if table is not None:
-            traffic["cost"] = {"dollars": table.cost(traffic), "prices": table.name, "as_of": table.as_of}
-        return traffic
-
-    def record_provenance(self, directory: str | os.PathLike[str]) -> ProvenanceLedger:
-        """Keep a provenance ledger in ``directory`` from now on: every delivered batch's samples
-        (key, where their bytes are, length and CRC-32, epoch, position, augmentation seed), one
-        file per rank and run, readable up to the last batch even after a kill.
-        `stoker.observe.replay` (and ``stoker replay``) builds any recorded batch again bit for
-        bit. Steps are numbered from this rank's `step` (carried by `state_dict`).
-
-        Example::
-
-            loader = Loader("shards/", batch_size=256, transform=transform)
-            loader.record_provenance("runs/42/ledger")
-
-        Raises:
-            ConfigurationError: pyarrow is not installed (``pip install 'stoker[parquet]'``).
-            StorageError: The directory cannot be written.
-        """
-        options: Sampling = self.options["sampling"]
-        ledger = ProvenanceLedger(
-            directory,
-            rank=self.sampler.rank,
-            storage=self.storage,
-            metadata={
-                "source": self._source,
-                "transform": transform_description(self.transform),
-                "decode": getattr(self.decode, "__qualname__", None),
-                "batch_size": self.batch_size,
-                "seed": options.seed,
-                "shuffle": options.shuffle,
-                "world_size": self.sampler.world_size,
-            },
-        )
-        self._assembler.provenance = True
-        self._deliveries.ledger = ledger
-        return ledger
-
-    @property
-    def step(self) -> int:
-        """Batches this rank delivered since the run began (carried across resumes by the state)."""
-        return self._deliveries.step
-
-    def close(self) -> None:
-        """Finish the provenance ledger, if any (the storage stays open: it is the caller's)."""
-        self._deliveries.close()
 
     def _resize_pool(self) -> None:
         """Keep as many batch buffers for reuse as can be in use at once (the tuner moved a knob)."""
