@@ -10,7 +10,8 @@ from ._errors import AbortPipeline
 from ._pipeline import Pipeline
 from ._profile import ProfileResult, profile_pipeline
 from ._stats import PipelineStats, StageStats, TaskTimeSummary, TuningDecision
-from ._tuner import CpuRoom, Knob, Tuner
+from ._tuner import Tuner
+from ._tuning_inputs import CpuRoom, Knob
 
 __all__ = [
     "AbortPipeline",

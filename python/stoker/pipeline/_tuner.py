@@ -35,14 +35,15 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from time import perf_counter
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from ._stats import PipelineStats, TuningDecision
+from ._tuning_inputs import CpuRoom, Knob, Window
 
 if TYPE_CHECKING:
     from ._pipeline import Pipeline
 
-__all__ = ["CpuRoom", "Knob", "Tuner"]
+__all__ = ["Tuner"]
 
 _logger = logging.getLogger("stoker.tune")
 
@@ -54,124 +55,10 @@ _LOSS = 0.97
 _COOLDOWN_WINDOWS = 12
 # A stage this busy (share of its slots) is a bottleneck candidate.
 _BUSY = 0.75
-# A stage whose CPU time is at least this share of its busy time is CPU-bound.
-_CPU_BOUND = 0.5
 # Items a window must see before it is judged, unless it has lasted four windows.
 _MIN_ITEMS = 6
 # Decisions kept for stats().
 _DECISIONS_KEPT = 1000
-
-
-@dataclass(frozen=True)
-class CpuRoom:
-    """The cores over one window, as the kernel counts them.
-
-    Attributes:
-        usable: Cores this process may use (affinity, cgroup quota).
-        used: Cores this process kept busy.
-        others: Cores other processes kept busy.
-        waited: Share of this process's runnable thread time spent waiting for a core.
-    """
-
-    usable: float
-    used: float
-    others: float
-    waited: float
-
-    @property
-    def free(self) -> float:
-        """Cores neither this process nor the others used."""
-        return max(0.0, self.usable - self.used - self.others)
-
-    @property
-    def contended(self) -> bool:
-        """Other processes hold cores and this process's threads wait to run because of it."""
-        return self.waited >= 0.2 and self.others >= 0.5
-
-
-@dataclass
-class Knob:
-    """One setting the tuner may move.
-
-    Attributes:
-        name: What it is, as decisions name it (``"decode concurrency"``).
-        kind: ``"threads"`` (tasks of a stage), ``"requests"`` (reads in flight) or ``"memory"``
-            (finished items kept ready).
-        get: Its value now.
-        set: Changes it while the pipeline runs.
-        minimum: Least value.
-        maximum: Greatest value.
-        stage: The stage whose figures say whether it is the bottleneck (threads knobs).
-        bytes_each: Memory one unit holds, for the budget (0 when unknown or negligible).
-        saturated: For a requests knob: whether the reads are at its cap now.
-    """
-
-    name: str
-    kind: Literal["threads", "requests", "memory"]
-    get: Callable[[], int]
-    set: Callable[[int], None]
-    minimum: int = 1
-    maximum: int = 64
-    stage: str | None = None
-    bytes_each: Callable[[], float] = lambda: 0.0
-    saturated: Callable[[], bool] | None = None
-
-
-@dataclass(frozen=True)
-class _StageWindow:
-    busy: float  # mean tasks running
-    concurrency: int
-    cpu_share: float  # CPU seconds over busy seconds (0 for ops on the event loop)
-
-    @property
-    def utilization(self) -> float:
-        return self.busy / self.concurrency if self.concurrency else 0.0
-
-
-@dataclass(frozen=True)
-class _Window:
-    """What one window measured (possibly pieced together from the ends of several epochs)."""
-
-    seconds: float
-    items: int  # items the consumer took
-    wait: float  # share of the window the consumer waited
-    stages: dict[str, _StageWindow]
-    cpu: CpuRoom | None = None
-
-    @property
-    def rate(self) -> float:
-        """Items consumed per second."""
-        return self.items / self.seconds
-
-    def cpu_bound(self, stage: _StageWindow) -> bool:
-        """Whether the stage's tasks mostly compute. Time spent waiting for a core counts as
-        computing: a decode thread that waits to run looks, from its own clock, like one that
-        waits on I/O, and more of them would only take turns."""
-        waited = self.cpu.waited if self.cpu is not None else 0.0
-        return stage.cpu_share / max(0.1, 1.0 - waited) >= _CPU_BOUND
-
-    @classmethod
-    def between(cls, before: PipelineStats, after: PipelineStats) -> _Window:
-        seconds = max(after.elapsed_seconds - before.elapsed_seconds, 1e-9)
-        stages = {}
-        for old, new in zip(before.stages, after.stages):
-            busy = (new.busy_tasks_mean * new.elapsed_seconds - old.busy_tasks_mean * old.elapsed_seconds) / seconds
-            cpu_seconds = new.task_cpu_seconds - old.task_cpu_seconds
-            stages[new.name] = _StageWindow(max(0.0, busy), new.concurrency, cpu_seconds / (busy * seconds) if busy > 0 else 0.0)
-        waited = (after.consumer_wait_seconds - before.consumer_wait_seconds) / seconds
-        return cls(seconds, after.items_consumed - before.items_consumed, min(1.0, max(0.0, waited)), stages)
-
-    def then(self, later: _Window) -> _Window:
-        """This window and a ``later`` one as one (time-weighted; the later concurrency)."""
-        seconds = self.seconds + later.seconds
-        stages = {}
-        for name, new in later.stages.items():
-            old = self.stages.get(name, new)
-            busy = (old.busy * self.seconds + new.busy * later.seconds) / seconds
-            cpu = old.cpu_share * old.busy * self.seconds + new.cpu_share * new.busy * later.seconds
-            stages[name] = _StageWindow(busy, new.concurrency, cpu / (busy * seconds) if busy > 0 else 0.0)
-        wait = (self.wait * self.seconds + later.wait * later.seconds) / seconds
-        return _Window(seconds, self.items + later.items, wait, stages)
 
 
 @dataclass
@@ -179,7 +66,7 @@ class _Trial:
     knob: Knob
     old: int
     new: int
-    before: _Window
+    before: Window
     raising: bool
     backing_off: bool = False
 
@@ -217,7 +104,7 @@ class Tuner:
         self.cpu = cpu
         self.decisions: deque[TuningDecision] = decisions if decisions is not None else deque(maxlen=_DECISIONS_KEPT)
         self._previous: PipelineStats | None = pipeline.stats()  # from its start
-        self._partial: _Window | None = None  # the end of the last pipeline's window
+        self._partial: Window | None = None  # the end of the last pipeline's window
         self._began = perf_counter()
         self._trial: _Trial | None = None
         self._settle = 0
@@ -238,7 +125,7 @@ class Tuner:
         if self.pipeline is not None and self._previous is not None:
             # The last pipeline's unfinished window counts towards the next one: epochs shorter
             # than a window are tuned too.
-            part = _Window.between(self._previous, self.pipeline.stats())
+            part = Window.between(self._previous, self.pipeline.stats())
             self._partial = part if self._partial is None else self._partial.then(part)
         self.pipeline, self.knobs = pipeline, list(knobs)
         self._previous = pipeline.stats() if pipeline is not None else None  # from its start
@@ -261,7 +148,7 @@ class Tuner:
         if previous is None:
             self._previous = stats
             return
-        window = _Window.between(previous, stats)
+        window = Window.between(previous, stats)
         if self._partial is not None:
             window = self._partial.then(window)
         if window.seconds < self.window or (window.items < _MIN_ITEMS and window.seconds < 4 * self.window):
@@ -277,7 +164,7 @@ class Tuner:
 
     # ---- one move -------------------------------------------------------------------------
 
-    def _step(self, window: _Window, now: float) -> None:
+    def _step(self, window: Window, now: float) -> None:
         if self._settle > 0:  # the window right after a move: queues are still filling
             self._settle -= 1
             return
@@ -298,7 +185,7 @@ class Tuner:
         else:
             self._calm = 0
 
-    def _try_raise(self, window: _Window, now: float) -> bool:
+    def _try_raise(self, window: Window, now: float) -> bool:
         busiest = sorted(
             (knob for knob in self.knobs if knob.kind == "threads" and knob.stage in window.stages),
             key=lambda knob: -window.stages[knob.stage].utilization,  # type: ignore[index]
@@ -334,7 +221,7 @@ class Tuner:
                         return True
         return False
 
-    def _try_lower(self, window: _Window, now: float, *, calm: bool) -> bool:
+    def _try_lower(self, window: Window, now: float, *, calm: bool) -> bool:
         # Threads first (the dearest), then reads in flight, then memory; the last two only when
         # the consumer is the slower side, since they hold no thread.
         slack = []
@@ -361,7 +248,7 @@ class Tuner:
                         return True
         return False
 
-    def _back_off(self, window: _Window, now: float) -> bool:
+    def _back_off(self, window: Window, now: float) -> bool:
         cpu = window.cpu
         assert cpu is not None
         cores = max(1, round(cpu.usable - cpu.others))
@@ -386,7 +273,7 @@ class Tuner:
 
     # ---- trials ---------------------------------------------------------------------------
 
-    def _start(self, knob: Knob, new: int, window: _Window, now: float, why: str, *, raising: bool) -> bool:
+    def _start(self, knob: Knob, new: int, window: Window, now: float, why: str, *, raising: bool) -> bool:
         old = knob.get()
         new = max(knob.minimum, min(knob.maximum, new))
         if new == old:
@@ -406,7 +293,7 @@ class Tuner:
         self._settle = 1
         return True
 
-    def _judge(self, trial: _Trial, window: _Window, now: float) -> None:
+    def _judge(self, trial: _Trial, window: Window, now: float) -> None:
         before, target = trial.before, self.wait_target
         if trial.backing_off:
             # Kept when the other processes took the cores we left (their own work); undone when
