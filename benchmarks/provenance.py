@@ -1,6 +1,6 @@
 """What the provenance ledger costs: the Loader on the image path (JPEG folder, random-resized-crop
 224 + flip, uint8 CHW, batches of 32) with and without `Loader.record_provenance`, in interleaved rounds of one
-epoch each, and the ledger's bytes per step (as written, and compacted to Parquet with zstd),
+epoch each, the same fixed settings in both, and the ledger's bytes per step (as written, and compacted to Parquet with zstd),
 projected to a million steps.
 
 Run:  python benchmarks/provenance.py [--images 2000] [--rounds 5]
@@ -17,6 +17,7 @@ from pathlib import Path
 
 from stoker import Loader
 from stoker.bench import image_folder, require_optimized_core
+from stoker.loader import Throughput
 from stoker.observe import read_ledger
 from stoker.ops import ImageTransform
 
@@ -26,7 +27,8 @@ TRANSFORM = ImageTransform(random_resized_crop=224, flip_probability=0.5, layout
 
 def epoch(root: Path, ledger: Path | None) -> float:
     """Images/s of one epoch."""
-    loader = Loader(root, batch_size=BATCH, transform=TRANSFORM)
+    # Fixed settings in both arms: the live tuner's moves in one-epoch runs would blur the comparison.
+    loader = Loader(root, batch_size=BATCH, transform=TRANSFORM, throughput=Throughput(autotune=False))
     if ledger is not None:
         loader.record_provenance(ledger)
     started = time.perf_counter()

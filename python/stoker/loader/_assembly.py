@@ -93,8 +93,10 @@ class BatchAssembler:
         # only blurs an estimate.
         self.bytes_fetched = 0
         self.batches_fetched = 0
-        # With a provenance ledger: each batch carries its samples' CRC-32 and length.
+        # With a provenance ledger: each batch carries its samples' CRC-32 and length, and the
+        # ledger's rows for it, prepared here, off the training loop's thread.
         self.provenance = False
+        self.prepare_rows: Callable[[Batch], Any] | None = None
 
     def _count(self, payloads: Sequence[bytes | Exception]) -> None:
         self.bytes_fetched += sum(len(payload) for payload in payloads if not isinstance(payload, Exception))
@@ -211,7 +213,7 @@ class BatchAssembler:
             if checksums is not None and lengths is not None:
                 zeroed = ~valid
                 checksums[zeroed], lengths[zeroed] = 0, -1
-        return Batch(
+        batch = Batch(
             data=data,
             labels=labels,
             keys=keys,
@@ -225,6 +227,9 @@ class BatchAssembler:
             checksums=checksums,
             lengths=lengths,
         )
+        if self.prepare_rows is not None:
+            batch._ledger_rows = self.prepare_rows(batch)
+        return batch
 
     def _members(self, indices: list[int]) -> list[dict[str, Any] | Exception]:
         """The ``extra`` members of the samples at ``indices`` (`check_extra` made sure the

@@ -47,6 +47,8 @@ class Batch:
     indices: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     checksums: np.ndarray | None = None
     lengths: np.ndarray | None = None
+    # With a provenance ledger: this batch's rows, prepared by the thread that decoded it.
+    _ledger_rows: Any = field(default=None, repr=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.keys)

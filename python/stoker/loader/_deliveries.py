@@ -81,9 +81,15 @@ class Deliveries:
     def _record(self, batch: Batch, epoch: int) -> None:
         """Under the lock: one more step, written to the ledger if one is kept."""
         if self.ledger is not None:
-            seeds = [self.seed_of(position) for position in batch.positions.tolist()]
-            self.ledger.record(step=self.step, epoch=epoch, batch=batch, seeds=seeds)
+            rows = batch._ledger_rows
+            if rows is None:
+                rows = self.ledger.prepare(epoch=epoch, batch=batch, seeds=self.seeds(batch))
+            self.ledger.write(rows, step=self.step)
         self.step += 1
+
+    def seeds(self, batch: Batch) -> list[int]:
+        """Each sample's augmentation seed."""
+        return [self.seed_of(position) for position in batch.positions.tolist()]
 
     def state(self) -> tuple[dict[str, Any], dict[str, int], int]:
         """(the sampler's state, the delivery digest, the step), held batches left out."""

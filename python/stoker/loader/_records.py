@@ -99,7 +99,9 @@ class LoaderRecords:
             },
         )
         self._assembler.provenance = True
-        self._deliveries.ledger = ledger
+        deliveries = self._deliveries
+        self._assembler.prepare_rows = lambda batch: ledger.prepare(epoch=self.sampler.epoch, batch=batch, seeds=deliveries.seeds(batch))
+        deliveries.ledger = ledger
         return ledger
 
     @property
