@@ -221,7 +221,7 @@ class Loader(LoaderResume, LoaderRecords):
                 pinned=pinned,
                 wait_target=throughput_options.wait_target,
                 memory_budget=throughput_options.memory_budget,
-                batch_bytes=allocate_batch(transform, 1).nbytes * batch_size if transform is not None else None,
+                batch_bytes=_batch_bytes(transform, batch_size),
             )
         self._deliveries = Deliveries(self.sampler, self._assembler._augmentation_seed)
         self._dataset_digest: str | None = None  # worked out at the first state saved or loaded
@@ -308,6 +308,7 @@ class Loader(LoaderResume, LoaderRecords):
             SampleError: A bad sample under ``on_error="raise"``.
             TooManyBadSamplesError: More bad samples than ``max_bad_samples``.
             StorageUnavailableError: The store stayed unreachable past its retry deadline.
+            StorageError: The provenance ledger cannot be written (that batch is not delivered).
         """
         with self._iteration_lock:
             if self._iterating is not None:
@@ -363,3 +364,11 @@ class Loader(LoaderResume, LoaderRecords):
         """Keep as many batch buffers for reuse as can be in use at once (the tuner moved a knob)."""
         if self._pool is not None:
             self._pool.capacity = self.decode_concurrency + self.prefetch + 4
+
+
+def _batch_bytes(transform: Transform | None, batch_size: int) -> int | None:
+    """Bytes of one decoded batch, from the shape of an empty one (nothing allocated), or None."""
+    if transform is None:
+        return None
+    empty = allocate_batch(transform, 0)
+    return empty.itemsize * int(np.prod(empty.shape[1:])) * batch_size

@@ -44,8 +44,7 @@ class MixedStorage(Storage):
         super().__init__()
         if not sources:
             raise ValueError("no sources to mix")
-        if set(weights) != set(sources) or any(weights[name] <= 0 for name in sources):
-            raise ValueError(f"give every source a positive weight; sources {sorted(sources)}, weights {dict(weights)}")
+        _check_weights(weights, sources)
         self.sources = dict(sources)
         self.names = list(self.sources)
         self.weights = np.array([weights[name] for name in self.names], dtype=np.float64)
@@ -96,14 +95,24 @@ class MixedStorage(Storage):
         Raises:
             ValueError: Missing or non-positive weights.
         """
-        if set(weights) != set(self.sources) or any(weights[name] <= 0 for name in self.names):
-            raise ValueError(f"give every source a positive weight; sources {sorted(self.sources)}, weights {dict(weights)}")
+        self.check_weights(weights)
+        chosen = np.asarray(delivered, dtype=np.int64)
+        if chosen.size and (chosen.min() < 0 or chosen.max() >= len(self._keys)):
+            raise ValueError(f"delivered indices must be within the mixture's {len(self._keys)} samples")
         kept = np.zeros(len(self._keys), dtype=bool)
-        kept[np.asarray(delivered, dtype=np.int64)] = True
+        kept[chosen] = True
         self.changes.append({"weights": {name: float(weights[name]) for name in self.names}, "delivered": np.flatnonzero(kept).tolist()})
         self.weights = np.array([weights[name] for name in self.names], dtype=np.float64)
         self.shares = _shares(self.weights, self.num_samples)
         self._redraw(np.flatnonzero(~kept), len(self.changes))
+
+    def check_weights(self, weights: Mapping[str, float]) -> None:
+        """``weights`` give every source a positive weight.
+
+        Raises:
+            ValueError: A source without a weight, a weight for no source, or one not positive.
+        """
+        _check_weights(weights, self.sources)
 
     def state(self) -> dict[str, object]:
         """The weights this epoch began with and its changes: what rebuilds its mixture."""
@@ -113,6 +122,7 @@ class MixedStorage(Storage):
         """Rebuild the mixture of a saved `state`: its epoch drawn with its first weights, then
         its changes applied again in order."""
         first: Mapping[str, float] = state["weights"]  # type: ignore[assignment]
+        self.check_weights(first)
         self.weights = np.array([first[name] for name in self.names], dtype=np.float64)
         self.shares = _shares(self.weights, self.num_samples)
         self.set_epoch(int(state["epoch"]))  # type: ignore[call-overload]
@@ -164,6 +174,13 @@ class MixedStorage(Storage):
             for (slot, _), payload in zip(requests, data):
                 results[slot] = payload
         return results
+
+
+def _check_weights(weights: Mapping[str, float], sources: Mapping[str, Storage]) -> None:
+    if set(weights) != set(sources) or any(
+        isinstance(weights[name], bool) or not isinstance(weights[name], (int, float)) or not weights[name] > 0 for name in sources
+    ):
+        raise ValueError(f"give every source a positive weight; sources {sorted(sources)}, weights {dict(weights)}")
 
 
 def _shares(weights: np.ndarray, total: int) -> np.ndarray:
