@@ -48,12 +48,14 @@ class Deliveries:
     def delivered(self, batch: Batch) -> None:
         """The Loader yields ``batch``: delivered now, or once released while deliveries are held."""
         with self.lock:
+            if not self._holders:
+                # Recorded first: a ledger that cannot be written stops the run with this batch
+                # not delivered (a resume reads it again), never delivered without its record.
+                self._record(batch, self.sampler.epoch)
             self.sampler.mark_delivered(batch.positions, batch.padding)
             self.digest.add(batch.positions[~batch.padding])
             if self._holders:
                 self._held[id(batch)] = (batch, self.sampler.epoch)
-                return
-            self._record(batch, self.sampler.epoch)
 
     @contextlib.contextmanager
     def hold(self) -> Iterator[None]:
@@ -75,8 +77,14 @@ class Deliveries:
         """A held batch reached the training loop; a batch not held is ignored."""
         with self.lock:
             held = self._held.pop(id(batch), None)
-            if held is not None:
+            if held is None:
+                return
+            try:
                 self._record(*held)
+            except BaseException:  # not recorded, so not delivered: a resume reads it again
+                self.sampler.unmark_delivered(batch.positions, batch.padding)
+                self.digest.remove(batch.positions[~batch.padding])
+                raise
 
     def _record(self, batch: Batch, epoch: int) -> None:
         """Under the lock: one more step, written to the ledger if one is kept."""

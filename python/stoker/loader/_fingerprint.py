@@ -23,7 +23,7 @@ import numpy as np
 
 from ..errors import ProvenanceError
 
-__all__ = ["DeliveryDigest", "check_resume", "differences", "fingerprint", "mix_positions", "verify_deliveries"]
+__all__ = ["DeliveryDigest", "check_resume", "check_state_parts", "differences", "fingerprint", "mix_positions", "verify_deliveries"]
 
 _MASK = (1 << 64) - 1
 
@@ -140,3 +140,44 @@ def verify_deliveries(
             f"epoch {world.epoch} did not deliver each sample exactly once: {world.count} deliveries for {truth.count} samples ({what})"
         )
     return {"epoch": world.epoch, "samples": truth.count, "delivered": world.count}
+
+
+def check_state_parts(saved: dict[str, Any]) -> None:
+    """The parts of a Loader state this module reads are of the right kinds: a state is input
+    (a file from another run, another version, or damaged), and a wrong part must be a clear
+    error, not an exception from deep inside the resume.
+
+    Raises:
+        ValueError: A part of the wrong kind, named.
+    """
+
+    def integer(value: Any) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool)
+
+    if "fingerprint" in saved and not isinstance(saved["fingerprint"], dict):
+        raise ValueError(f"Loader state: 'fingerprint' must be a dict, got {type(saved['fingerprint']).__name__}")
+    if "step" in saved and not (integer(saved["step"]) and saved["step"] >= 0):
+        raise ValueError(f"Loader state: 'step' must be an int >= 0, got {saved['step']!r}")
+    digest = saved.get("delivered_digest")
+    if "delivered_digest" in saved and not (
+        isinstance(digest, dict) and all(integer(digest.get(name)) and digest[name] >= 0 for name in ("epoch", "count", "sum"))
+    ):
+        raise ValueError(f"Loader state: 'delivered_digest' must hold ints epoch, count and sum, got {digest!r}"[:300])
+    mixture = saved.get("mixture")
+    if "mixture" in saved:
+        changes = mixture.get("changes") if isinstance(mixture, dict) else None
+        valid = (
+            isinstance(mixture, dict)
+            and integer(mixture.get("epoch"))
+            and isinstance(mixture.get("weights"), dict)
+            and isinstance(changes, list)
+            and all(
+                isinstance(change, dict)
+                and isinstance(change.get("weights"), dict)
+                and isinstance(change.get("delivered"), list)
+                and all(integer(index) and index >= 0 for index in change["delivered"])
+                for change in changes
+            )
+        )
+        if not valid:
+            raise ValueError(f"Loader state: 'mixture' must hold its epoch, weights and changes, got {mixture!r}"[:300])

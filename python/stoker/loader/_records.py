@@ -12,6 +12,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from ..observe._ledger import ProvenanceLedger, transform_description
+from ..ops.batch import allocate_batch
 from ..pipeline import Pipeline, PipelineStats
 from ..sampling import Sampler
 from ..storage import RemoteStorage, Storage
@@ -91,6 +92,8 @@ class LoaderRecords:
             metadata={
                 "source": self._source,
                 "transform": transform_description(self.transform),
+                # What one decoded sample is: replay checks the transform it rebuilds against it.
+                "sample_shape": list(allocate_batch(self.transform, 0).shape[1:]) if self.transform is not None else None,
                 "decode": getattr(self.decode, "__qualname__", None),
                 "batch_size": self.batch_size,
                 "seed": options.seed,

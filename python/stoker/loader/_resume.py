@@ -22,7 +22,7 @@ from ..storage import EpochStorage, MixedStorage, Storage
 from ._assembly import BatchAssembler, label_array
 from ._batch import Batch
 from ._deliveries import Deliveries
-from ._fingerprint import check_resume, dataset_digest, fingerprint, verify_deliveries
+from ._fingerprint import check_resume, check_state_parts, dataset_digest, fingerprint, verify_deliveries
 from ._options import Sampling
 
 if TYPE_CHECKING:
@@ -140,6 +140,7 @@ class LoaderResume:
                 )
             if saved["version"] != 1:
                 raise ValueError(f"Loader state version {saved['version']!r}: this stoker reads version 1; save the state again with it")
+            check_state_parts(saved)
         changed = check_resume(states, self.fingerprint(), allow_changes=allow_changes)
         if changed:
             _logger.warning("resuming with changes (allow_changes=True): %s", "; ".join(changed))
@@ -197,8 +198,7 @@ class LoaderResume:
         """
         if not isinstance(self.storage, MixedStorage):
             raise ConfigurationError(f"set_mixture_weights needs a MixedStorage, not {type(self.storage).__name__}")
-        if set(weights) != set(self.storage.names) or any(weight <= 0 for weight in weights.values()):
-            raise ValueError(f"give every source a positive weight; sources {self.storage.names}, weights {weights}")
+        self.storage.check_weights(weights)
         if self._iterating is None:
             self._apply_weights(dict(weights))
         else:

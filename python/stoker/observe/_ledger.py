@@ -18,6 +18,7 @@ compacts a finished run for long-term keeping (about 60 bytes a sample after com
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import threading
@@ -35,6 +36,8 @@ if TYPE_CHECKING:
     import pyarrow
 
 __all__ = ["LEDGER_VERSION", "ProvenanceLedger", "ledger_metadata", "read_ledger", "transform_description"]
+
+_logger = logging.getLogger("stoker.observe")
 
 LEDGER_VERSION = 1
 _SEGMENT = re.compile(r"rank-(\d{5})-(\d{4})\.arrows$")
@@ -166,8 +169,14 @@ class ProvenanceLedger:
         pa = _pyarrow()
         stamped = rows.set_column(0, self._schema.field(0), pa.array(np.full(rows.num_rows, step, dtype=np.int64), type=pa.int64()))
         with self._lock:
-            self._writer.write_batch(stamped)
-            self._file.flush()
+            try:
+                self._writer.write_batch(stamped)
+                self._file.flush()
+            except (OSError, pa.ArrowException) as error:
+                raise StorageError(
+                    f"cannot write the provenance ledger {self.path} (step {step}): {error}; that batch was not delivered "
+                    "(a resume from the last state reads it again)"
+                ) from error
             self.rows += rows.num_rows
 
     def close(self) -> None:
@@ -189,46 +198,74 @@ def _segments(directory: Path, rank: int | None) -> list[Path]:
 
 def read_ledger(directory: str | os.PathLike[str], *, rank: int | None = None) -> pyarrow.Table:
     """Every row a run's ranks (or one ``rank``) recorded, oldest first per rank; a torn last
-    record (the job was killed while writing it) is left out.
+    record (the job was killed while writing it) is left out, and a damaged one ends its file's
+    rows, with a warning.
 
     Raises:
-        StorageError: No ledger there.
+        StorageError: No ledger there, or a file that is not one.
     """
     pa = _pyarrow()
     directory = Path(directory)
     paths = _segments(directory, rank) if directory.is_dir() else []
     if not paths:
         raise StorageError(f"{directory}: no provenance ledger (rank-NNNNN-NNNN.arrows files){'' if rank is None else f' for rank {rank}'}")
+    expected = _schema({})
     tables = []
     for path in paths:
-        records = []
-        with open(path, "rb") as file:
-            try:
-                reader = pa.ipc.open_stream(file)
-                while True:
-                    records.append(reader.read_next_batch())
-            except StopIteration:
-                pass
-            except (pa.ArrowInvalid, OSError):
-                pass  # a torn tail: what came before it is whole
-        if records:
-            tables.append(pa.Table.from_batches(records).cast(_schema({})))
+        records = _read_segment(pa, path)
+        if not records:
+            continue
+        try:
+            tables.append(pa.Table.from_batches(records).cast(expected))
+        except (pa.ArrowException, ValueError) as error:
+            raise StorageError(f"{path}: not a stoker provenance ledger (its columns differ: {error})") from error
     if not tables:
-        return _schema({}).empty_table()
+        return expected.empty_table()
     return pa.concat_tables(tables)
+
+
+def _read_segment(pa: Any, path: Path) -> list[Any]:
+    """The whole records of one ledger file, up to a torn or damaged one (said in a warning)."""
+    records = []
+    with open(path, "rb") as file:
+        try:
+            reader = pa.ipc.open_stream(file)
+            while True:
+                record = reader.read_next_batch()
+                # The IPC reader trusts the offsets and lengths in the file; a damaged record is
+                # caught here, not by whatever reads its strings later.
+                record.validate(full=True)
+                records.append(record)
+        except StopIteration:
+            return records
+        except (pa.ArrowException, OSError, ValueError) as error:
+            _logger.warning(
+                "%s: read %d record(s), then a torn or damaged one (%s); the rest of the file is left out "
+                "(a killed job tears only its last record)",
+                path,
+                len(records),
+                error,
+            )
+    return records
 
 
 def ledger_metadata(directory: str | os.PathLike[str], *, rank: int = 0) -> dict[str, Any]:
     """What the rank's latest ledger file says of its run (source, transform, seed...).
 
     Raises:
-        StorageError: No ledger there for ``rank``.
+        StorageError: No ledger there for ``rank``, or one whose header cannot be read.
     """
     pa = _pyarrow()
     directory = Path(directory)
     paths = _segments(directory, rank) if directory.is_dir() else []
     if not paths:
         raise StorageError(f"{directory}: no provenance ledger for rank {rank}")
-    with open(paths[-1], "rb") as file:
-        schema = pa.ipc.open_stream(file).schema
-    return dict(json.loads(schema.metadata[b"stoker"]))
+    try:
+        with open(paths[-1], "rb") as file:
+            schema = pa.ipc.open_stream(file).schema
+        metadata = json.loads(schema.metadata[b"stoker"])
+        if not isinstance(metadata, dict):
+            raise ValueError("its metadata is not a JSON object")
+    except (pa.ArrowException, OSError, ValueError, KeyError, TypeError, UnicodeDecodeError) as error:
+        raise StorageError(f"{paths[-1]}: not a readable stoker provenance ledger ({type(error).__name__}: {error})") from error
+    return metadata

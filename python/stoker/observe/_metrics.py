@@ -158,6 +158,7 @@ def serve_metrics(loader: Loader, port: int = 9464, address: str = "127.0.0.1") 
 
     Raises:
         ConfigurationError: prometheus_client is not installed (``pip install 'stoker[metrics]'``).
+        OSError: The address or port cannot be listened on (in use, not this host's).
     """
     try:
         from prometheus_client import CollectorRegistry, start_http_server
@@ -165,5 +166,8 @@ def serve_metrics(loader: Loader, port: int = 9464, address: str = "127.0.0.1") 
         raise ConfigurationError("live metrics are served with prometheus_client: pip install 'stoker[metrics]'") from error
     registry = CollectorRegistry(auto_describe=True)
     registry.register(_collector(loader))
-    server, thread = start_http_server(port, addr=address, registry=registry)
+    try:
+        server, thread = start_http_server(port, addr=address, registry=registry)
+    except OSError as error:
+        raise OSError(error.errno, f"cannot serve metrics on {address}:{port}: {error.strerror or error}") from error
     return MetricsServer(server, thread, address)

@@ -31,14 +31,24 @@ __all__ = ["replay"]
 _TRANSFORMS: dict[str, Any] = {kind.__name__: kind for kind in (ImageTransform, AudioTransform, VideoTransform)}
 
 
-def _transform(described: dict[str, Any] | None) -> Any:
+# A replayed batch larger than this is refused before its memory is allocated: the transform
+# comes from the ledger, which is input like any other (`replay`'s ``max_batch_bytes``).
+MAX_BATCH_BYTES = 1 << 30
+_COLUMNS = ("key", "index", "location", "length", "checksum", "position", "seed", "padding", "replaced", "valid", "batch")
+
+
+def _transform(described: Any, ledger: object) -> Any:
+    """The run's transform, built again from the ledger's description of it."""
     if described is None:
         return None
-    kind = _TRANSFORMS.get(described["type"])
-    if kind is None:
-        raise ProvenanceError(f"the ledger's transform {described['type']!r} is not one this stoker knows")
-    arguments = {name: tuple(value) if isinstance(value, list) else value for name, value in described["arguments"].items()}
-    return kind(**arguments)
+    try:
+        kind = _TRANSFORMS.get(described["type"])
+        if kind is None:
+            raise ValueError(f"{described['type']!r} is not a transform this stoker knows")
+        arguments = {name: tuple(value) if isinstance(value, list) else value for name, value in described["arguments"].items()}
+        return kind(**arguments)
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as error:
+        raise ProvenanceError(f"{ledger}: the ledger's transform cannot be built again ({type(error).__name__}: {error})") from error
 
 
 def replay(
@@ -49,6 +59,7 @@ def replay(
     storage: Storage | str | os.PathLike[str] | None = None,
     decode: Callable[[bytes], Any] | None = None,
     verify: bool = True,
+    max_batch_bytes: int = MAX_BATCH_BYTES,
 ) -> Batch:
     """Batch ``step`` of ``rank``, built again as the run delivered it.
 
@@ -59,13 +70,17 @@ def replay(
         storage: Where to read the samples; by default the path or URL the run opened.
         decode: The run's ``decode`` function, where it used one instead of a transform.
         verify: Check each sample's length and CRC-32 against the ledger.
+        max_batch_bytes: Refuse, before allocating it, a batch whose transform's output is larger
+            (the ledger is input: a damaged one must not ask for any amount of memory).
 
     Returns:
         The batch: ``data`` as the run's training loop got it (a fresh array), ``keys``,
         ``positions``, ``padding``, ``valid`` and ``replaced`` from the ledger.
 
     Raises:
-        ProvenanceError: No such step, or a sample's bytes changed since (each one is named).
+        ProvenanceError: No such step, a damaged row, a transform that cannot be built or whose
+            batch is larger than ``max_batch_bytes``, or a sample's bytes changed since (each one
+            is named).
         StorageError: No ledger there, or no storage to read from.
     """
     table = read_ledger(ledger, rank=rank)
@@ -75,14 +90,46 @@ def replay(
         span = f"{int(steps.min())}..{int(steps.max())}" if len(steps) else "none"
         raise ProvenanceError(f"{ledger}: rank {rank} recorded no step {step} (steps recorded: {span})")
     metadata = ledger_metadata(ledger, rank=rank)
+    opened = not isinstance(storage, Storage)  # ours to close: opened from the ledger's source or a path
     if storage is None:
         source = metadata.get("source")
+        if source is not None and not isinstance(source, str):
+            raise ProvenanceError(f"{ledger}: the ledger's source is not a path or URL: {source!r}")
         if source is None:
             raise StorageError(f"{ledger}: the run's storage was not a path or URL; pass storage= to replay")
-        storage = open_storage(source)
+        try:
+            storage = open_storage(source)
+        except (OSError, ValueError) as error:
+            raise StorageError(f"{ledger}: the run's storage {source!r} cannot be opened ({error}); pass storage= to replay") from error
     elif not isinstance(storage, Storage):
         storage = open_storage(storage)
-    transform = _transform(metadata.get("transform"))
+    try:
+        return _rebuild(ledger, step, rank, rows, metadata, storage, decode=decode, verify=verify, max_batch_bytes=max_batch_bytes)
+    finally:
+        if opened:
+            storage.close()
+
+
+def _rebuild(
+    ledger: object,
+    step: int,
+    rank: int,
+    rows: dict[str, list[Any]],
+    metadata: dict[str, Any],
+    storage: Storage,
+    *,
+    decode: Callable[[bytes], Any] | None,
+    verify: bool,
+    max_batch_bytes: int,
+) -> Batch:
+    """`replay`'s work once the ledger's rows and the storage are in hand."""
+    transform = _transform(metadata.get("transform"), ledger)
+    damaged = [name for name in _COLUMNS if any(value is None for value in rows[name])]
+    if damaged:
+        raise ProvenanceError(f"{ledger}: step {step} of rank {rank} has damaged rows (no {', '.join(damaged)})")
+    outside = [index for index in rows["index"] if not 0 <= index < len(storage)]
+    if outside:
+        raise ProvenanceError(f"{ledger}: step {step} of rank {rank} names samples {outside[:5]} outside the storage's {len(storage)}")
     from ..loader import Batch  # here: the loader imports this package
     from ..loader._assembly import label_array
     from ..loader._decode import decode_payloads
@@ -105,7 +152,7 @@ def replay(
             )
     if changed:
         raise ProvenanceError(
-            f"step {step} of rank {rank} cannot be replayed as it was: {len(changed)} sample(s) changed: " + "; ".join(changed)
+            f"{ledger}: step {step} of rank {rank} cannot be replayed as it was: {len(changed)} sample(s) changed: " + "; ".join(changed)
         )
     for zeroed in np.flatnonzero(filled).tolist():
         payloads[zeroed] = ProvenanceError("zero-filled in the run")
@@ -113,6 +160,16 @@ def replay(
     seeds = [int(seed) for seed in rows["seed"]]
     data: Any
     if transform is not None:
+        try:
+            shape = allocate_batch(transform, 0).shape  # no memory yet: the shape of one sample
+        except ValueError as error:
+            raise ProvenanceError(f"{ledger}: the ledger's transform makes no fixed-size batch ({error})") from error
+        recorded = metadata.get("sample_shape")
+        if recorded is not None and list(shape[1:]) != recorded:
+            raise ProvenanceError(f"{ledger}: the ledger's transform makes samples of shape {list(shape[1:])}, but it records {recorded!r}")
+        size = len(keys) * int(np.prod(shape[1:], dtype=np.float64)) * np.dtype(transform.dtype).itemsize
+        if size > max_batch_bytes:
+            raise ProvenanceError(f"{ledger}: step {step} would take {size:,.0f} bytes, over max_batch_bytes={max_batch_bytes:,}")
         out = allocate_batch(transform, len(keys))
         data, _ = decode_payloads(payloads, keys=keys, seeds=seeds, transform=transform, decode=None, out=out)
         data[filled] = 0

@@ -164,6 +164,14 @@ def _parquet(data: bytes) -> list[Field]:
     return [Field(len(data) - 8, 4, "little"), Field(len(data) - 4, 4), Field(0, 4)] if len(data) >= 12 else []
 
 
+def _arrow_stream(data: bytes) -> list[Field]:
+    """An Arrow IPC stream (the provenance ledger): each message's metadata length, after its
+    0xFFFFFFFF continuation marker, and the numbers of the JSON in its schema's metadata (the
+    transform's sizes, the batch size)."""
+    lengths = [Field(match.end(), 4, "little") for match in re.finditer(rb"\xff\xff\xff\xff", data)][:64]
+    return lengths + _json_numbers(data)[:64]
+
+
 PARSERS = {
     "jpeg": _jpeg,
     "png": _png,
@@ -179,6 +187,7 @@ PARSERS = {
     "tar-index": _json_numbers,
     "lmdb": lambda data: [Field(offset, 8, "little") for offset in range(16, 136, 8)],  # the meta pages' counts and page numbers
     "parquet": _parquet,
+    "ledger": _arrow_stream,
 }
 
 

@@ -10,7 +10,9 @@ from pathlib import Path
 
 from PIL import Image
 
+from stoker import Loader
 from stoker.ingest import convert_storage
+from stoker.ops import ImageTransform
 from stoker.storage import FileStorage
 from tests.support.images import encode, photo
 from tests.support.media_files import require_ffmpeg, tone_with_clicks, wav_bytes
@@ -70,4 +72,14 @@ def make_seeds(root: Path) -> dict[str, Seed]:
         with FileStorage(images) as source:
             convert_storage(source, folder, to=to, progress=False)
         seeds[kind] = Seed(kind, folder, file)
+    # A provenance ledger of two batches over the images (replay reads them from there).
+    loader = Loader(images, batch_size=3, transform=ImageTransform(random_resized_crop=16, flip_probability=0.5))
+    loader.record_provenance(root / "ledger" / "ledger")
+    for _ in loader:
+        pass
+    loader.close()
+    # Where the images are, beside the ledger: the worker replays against them, not against the
+    # path the (mutated) ledger names, which could be any folder on the machine.
+    (root / "ledger" / "ledger" / "images.path").write_text(str(images))
+    seeds["ledger"] = Seed("ledger", root / "ledger" / "ledger", "rank-00000-0000.arrows")
     return seeds

@@ -2,7 +2,8 @@
 crash (a signal, an abort) takes down only this worker, never the test run.
 
 Reads one JSON line per case from stdin, ``{"format": ..., "path": ..., "names": [...]}``: a file
-(images, audio, video) or a dataset folder (tar shards and their index, LMDB, Parquet), and the
+(images, audio, video) or a dataset folder (tar shards and their index, LMDB, Parquet, a
+provenance ledger), and the
 names an error may give it by (the file, the folder). Answers one JSON line:
 ``{"outcome": "decoded" | "error", "type": ..., "message": ..., "named": bool, "rss_mb": ...}``,
 where ``named`` says whether the error names the file or one of its samples, and ``rss_mb`` is
@@ -14,9 +15,12 @@ this process's peak resident memory so far.
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from pathlib import Path
 
+from stoker.errors import ProvenanceError
+from stoker.observe import read_ledger, replay
 from stoker.ops import AudioTransform, BatchDecodeError, ImageDecodeError, ImageTransform, VideoTransform, decode_batch, decode_image
 from stoker.storage import LmdbStorage, ParquetStorage, StorageError, TarShardStorage
 
@@ -24,7 +28,7 @@ IMAGE_FORMATS = {"jpeg", "png", "webp"}
 AUDIO_FORMATS = {"wav", "flac", "mp3", "ogg", "m4a"}
 VIDEO_FORMATS = {"mp4", "mkv"}
 # The errors stoker promises for bad input; anything else (TypeError, IndexError...) is a bug.
-NAMED_ERRORS = (ImageDecodeError, BatchDecodeError, StorageError)
+NAMED_ERRORS = (ImageDecodeError, BatchDecodeError, StorageError, ProvenanceError)
 AUDIO = AudioTransform(sample_rate=16_000, samples=4_000, window="start")
 VIDEO = VideoTransform(frames=2, resize=(16, 16), clip="start")
 CROP = ImageTransform(resize_shorter=40, center_crop=(32, 32))
@@ -57,6 +61,11 @@ def run(kind: str, path: Path, names: list[str]) -> None:
         result = decode_batch([path.read_bytes()], transform, names=[path.name], on_error="zero")
         if result.failures:
             raise ImageDecodeError(f"{path.name!r}: {result.failures[0].message}")
+    elif kind == "ledger":
+        # Read it, then replay every step it holds against the seed's images.
+        images = (path / "images.path").read_text()
+        for step in sorted(set(read_ledger(path).column("step").to_pylist())):
+            replay(path, step, storage=images)
     else:
         _storage(kind, path, names)
 
@@ -69,6 +78,11 @@ def _peak_rss_mb() -> float:
 
 
 def main() -> None:
+    # stoker's warnings about the damaged cases (a torn ledger...) are expected here, and the
+    # parent reads stderr only when this process dies: written there, they would fill the pipe
+    # after a few hundred cases and block this process (a false hang).
+    logging.getLogger("stoker").addHandler(logging.NullHandler())
+    logging.getLogger("stoker").propagate = False
     for line in sys.stdin:
         case = json.loads(line)
         path = Path(case["path"])
