@@ -19,7 +19,7 @@ from typing import Any
 
 from ..errors import StorageError
 from ..storage._protocol import Storage
-from ..storage.policies._retry import RetryPolicy, call_with_retries
+from ..storage.policies._retry import ErrorKind, RetryPolicy, call_with_retries
 from ..storage.remote._cassandra import await_response, classify_cassandra_error, sample_id
 from ..storage.remote._cassandra_connection import CassandraConnection, check_identifier
 from ..storage.remote._s3 import OBJECTS_FORMAT
@@ -181,6 +181,23 @@ def upload_to_s3(
         raise StorageError(f"{url}: upload failed ({type(error).__name__}: {str(error).splitlines()[0]})") from error
 
 
+def classify_schema_error(error: BaseException) -> ErrorKind:
+    """As `classify_cassandra_error`, and one more transient case while a schema is being made:
+    a node that has not yet learnt of the keyspace or table made a statement before answers
+    "doesn't exist" / "unconfigured table" until the change reaches it."""
+    from cassandra import InvalidRequest
+
+    if isinstance(error, InvalidRequest) and ("doesn't exist" in str(error) or "unconfigured table" in str(error)):
+        return "retry"
+    return classify_cassandra_error(error)
+
+
+def wait_for_schema_agreement(session: Any) -> None:
+    """Block until every live node reports the same schema version (the driver's own check,
+    which a statement answered with "already exists" skips: that answer carries no change)."""
+    session.cluster.control_connection.wait_for_schema_agreement(wait_time=session.cluster.max_schema_agreement_wait)
+
+
 def create_schema(session: Any, connection: CassandraConnection, columns: list[str], replication: int, policy: RetryPolicy) -> None:
     """Keyspace, data, metadata (with ``columns`` as text) and info tables, if missing. Each
     statement goes through ``policy`` like the writes: a schema change that times out while a
@@ -188,10 +205,13 @@ def create_schema(session: Any, connection: CassandraConnection, columns: list[s
     keyspace = connection.keyspace
 
     def execute(statement: str, parameters: tuple[Any, ...] | None = None) -> Any:
-        request = lambda: await_response(session.execute_async(statement, parameters))  # noqa: E731
-        return asyncio.run(
-            call_with_retries(request, policy=policy, classify=classify_cassandra_error, name=f"{connection.describe()} (schema)")
-        )
+        async def request() -> Any:
+            result = await await_response(session.execute_async(statement, parameters))
+            if statement.startswith(("CREATE", "ALTER")):
+                await asyncio.to_thread(wait_for_schema_agreement, session)
+            return result
+
+        return asyncio.run(call_with_retries(request, policy=policy, classify=classify_schema_error, name=f"{connection.describe()} (schema)"))
 
     execute(
         f"CREATE KEYSPACE IF NOT EXISTS {keyspace} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': {replication}}}"
