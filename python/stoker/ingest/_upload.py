@@ -211,7 +211,9 @@ def create_schema(session: Any, connection: CassandraConnection, columns: list[s
                 await asyncio.to_thread(wait_for_schema_agreement, session)
             return result
 
-        return asyncio.run(call_with_retries(request, policy=policy, classify=classify_schema_error, name=f"{connection.describe()} (schema)"))
+        return asyncio.run(
+            call_with_retries(request, policy=policy, classify=classify_schema_error, name=f"{connection.describe()} (schema)")
+        )
 
     execute(
         f"CREATE KEYSPACE IF NOT EXISTS {keyspace} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': {replication}}}"

@@ -113,3 +113,29 @@ class BadSampleHandler:
                 raise TooManyBadSamplesError(count, self.budget, self.log.in_epoch(epoch))
         if self.on_error == "raise" and records:
             raise SampleError(records)
+
+    def drop(self, failed: dict[int, tuple[str, str]], *, epoch: int, keys: list[str], positions: list[int]) -> None:
+        """Deal with the bad documents of one chunk of a text stream, where a document has no
+        slot to fill: under ``"skip"`` it is left out of the packed rows (its tokens are
+        none), under ``"raise"`` the run stops. Every one is recorded, as in `apply`.
+
+        Args:
+            failed: ``{slot: (stage, reason)}``, slots in ``keys`` and ``positions``.
+            epoch: The epoch, for the records.
+            keys: The chunk's document names.
+            positions: The chunk's epoch positions.
+
+        Raises:
+            SampleError: ``on_error="raise"``; lists the chunk's bad documents.
+            TooManyBadSamplesError: The epoch's budget ran out.
+        """
+        records: list[Failure] = []
+        for slot, (stage, reason) in sorted(failed.items()):
+            action = "raised" if self.on_error == "raise" else "skipped"  # left out: no tokens packed
+            record = Failure(keys[slot], stage, reason, action, source=self.source, epoch=epoch, position=positions[slot])
+            records.append(record)
+            count = self.log.add(record)
+            if self.on_error != "raise" and self.budget is not None and count > self.budget:
+                raise TooManyBadSamplesError(count, self.budget, self.log.in_epoch(epoch))
+        if self.on_error == "raise" and records:
+            raise SampleError(records)

@@ -1,17 +1,33 @@
-"""`TokenLoader`: tokenized documents -> packed batches, shuffled per epoch, sharded by rank,
-exactly resumable with the packer's remainder and window in its state."""
+"""`TokenLoader`: documents -> packed batches, shuffled per epoch, sharded by rank, exactly
+resumable with the packer's remainder and window in its state.
+
+Documents come tokenized (token files and shards), or as raw text tokenized on the fly: JSON
+Lines, Parquet text columns, WebDataset ``.txt``/``.json`` members (`_text.py`). Raw text runs
+through a pipeline of two stages, each with its own concurrency (``read``: the storage's reads and
+the text out of each document; ``tokenize``: the tokenizer, in Rust without the GIL), in order, so
+the packer sees the same documents in the same order whatever the concurrency."""
 
 from __future__ import annotations
 
 import logging
+import os
+import time
 from collections.abc import Generator, Iterator, Sequence
 from typing import Any, Protocol
 
 import numpy as np
 
 from ..distributed import StepAgreement, discover_world, process_group
+from ..errors import ConfigurationError
 from ..ops.packing import PackedBatch, SequencePacker
+from ..ops.text import Tokenizer
+from ..pipeline import Pipeline, PipelineBuilder
 from ..sampling import Sampler
+from ..storage._protocol import Storage
+from ._failure_policy import BadSampleHandler
+from ._options import FailurePolicy
+from ._text import TextChunk, TextDocuments, open_text
+from ._text_stats import TextStats
 
 __all__ = ["TokenLoader"]
 
@@ -29,57 +45,114 @@ class TokenSource(Protocol):
 class TokenLoader:
     """Packed batches of ``batch_size`` rows of ``context_length`` tokens.
 
-    Documents are taken in the sampler's order for this rank (a seeded shuffle per epoch),
-    read ``read_ahead`` at a time with coalescing, and packed. A document's id inside the packer
-    is its position in this rank's plan, so `state_dict` (documents handed to the packer, plus
-    the packer's unfinished rows and window as document pieces) resumes exactly.
+    Documents are taken in the sampler's order for this rank (a seeded shuffle per epoch; the
+    block shuffle where the storage reads in blocks, as raw text corpora do), read
+    ``read_ahead`` at a time, tokenized where they are raw text, and packed. A document's id
+    inside the packer is its position in this rank's plan, so `state_dict` (documents handed to
+    the packer, plus the packer's unfinished rows and window as document pieces) resumes
+    exactly, mid-document and mid-shard.
 
     Args:
-        source: Tokenized documents (`TokenFile`, `TokenShards`).
+        source: Tokenized documents (`TokenFile`, `TokenShards`), or with ``tokenizer`` raw
+            text: a path or URL (JSON Lines ``.jsonl``/``.gz``/``.zst``, Parquet local or
+            ``s3://``, tar shards with ``.txt`` or ``.json`` members) or an open `Storage`.
         context_length: Tokens per row.
         batch_size: Rows per batch.
+        tokenizer: Raw text only: a `stoker.ops.Tokenizer`, or what it takes (a
+            ``tokenizer.json`` path, a ``tokenizers.Tokenizer``, a ``tiktoken.Encoding``).
+        text_field: Raw text only: the JSON field (JSON Lines, ``.json`` members; a dotted path
+            reaches inside) or the Parquet column holding each document's text.
         shuffle: Shuffle the documents per epoch, as `Sampler` does (ranks get equal document
             counts; padding documents are not repeated here: ``pad=False``).
         seed: Seeds the shuffle, with the epoch.
         rank: This process's rank; left out, found as for `Loader` (`Sampling`).
         world_size: How many ranks share the documents; left out, found as for `Loader`.
-        read_ahead: Documents read per storage call.
+        read_ahead: Documents read per storage call (default 1024 tokenized, 256 raw text: a
+            pipeline item).
         equal_steps: End every rank's epoch at the same step, the first where one rank has no
             batch left (`stoker.distributed.StepAgreement`: one small all-reduce a step), so
             DDP never waits on a step another rank does not take. None (default): on with
             several ranks and an initialized process group (several ranks without one: a
             warning); True: required (an error without a process group); False: off.
-        packer_options: Passed to `SequencePacker` (strategy, window, long_documents, ...).
+        failure: Raw text only: what a document that cannot be read, is not text, or lacks its
+            field does (`FailurePolicy`: ``"raise"``, or ``"skip"``, which leaves it out of the
+            packed rows; every one is listed in `failures`).
+        tokenize_concurrency: Raw text only: threads tokenizing at once (default: the cores
+            this process may use).
+        packer_options: Passed to `SequencePacker` (strategy, window, long_documents,
+            split_across_rows, pad_id, drop_last).
+
+    Raises:
+        ConfigurationError: ``tokenizer`` without raw text, or options only raw text takes;
+            ``FailurePolicy(on_error="zero")`` (a document has no slot to zero).
     """
 
     def __init__(
         self,
-        source: TokenSource,
+        source: TokenSource | Storage | str | os.PathLike[str],
         *,
         context_length: int,
         batch_size: int,
+        tokenizer: Tokenizer | str | os.PathLike[str] | Any | None = None,
+        text_field: str = "text",
         shuffle: bool = True,
         seed: int = 0,
         rank: int | None = None,
         world_size: int | None = None,
-        read_ahead: int = 1024,
+        read_ahead: int | None = None,
         equal_steps: bool | None = None,
+        failure: FailurePolicy | None = None,
+        tokenize_concurrency: int | None = None,
         **packer_options: Any,
     ) -> None:
-        self.source = source
+        self.text: TextDocuments | None = None
+        if tokenizer is not None:
+            storage, field = open_text(source, text_field)  # type: ignore[arg-type]
+            self.text = TextDocuments(storage, tokenizer if isinstance(tokenizer, Tokenizer) else Tokenizer(tokenizer), field)
+            self.source: TokenSource = self.text
+        elif isinstance(source, (Storage, str, os.PathLike)):
+            raise ConfigurationError(
+                "a raw text corpus needs tokenizer= (a tokenizer.json path, a tokenizers.Tokenizer, a tiktoken.Encoding)"
+            )
+        else:
+            if failure is not None or tokenize_concurrency is not None:
+                raise ConfigurationError("failure= and tokenize_concurrency= are for raw text (with tokenizer=)")
+            self.source = source
         self.context_length = context_length
         self.batch_size = batch_size
-        self.read_ahead = read_ahead
+        self.read_ahead = read_ahead or (256 if self.text is not None else 1024)
+        if self.read_ahead < 1:
+            raise ConfigurationError(f"read_ahead must be positive, got {read_ahead}")
         self.packer_options = packer_options
+        self.failure = failure or FailurePolicy()
+        if self.failure.on_error == "zero":
+            raise ConfigurationError('a text document has no slot to zero: use FailurePolicy(on_error="skip") or "raise"')
+        self._bad = BadSampleHandler(self.failure.on_error, self.failure.max_bad_samples, self.failure.quarantine, _describe(source))
+        self.tokenize_concurrency = tokenize_concurrency or len(os.sched_getaffinity(0))
         rank, world_size, _ = discover_world(rank, world_size)
-        self.sampler = Sampler(len(source), shuffle=shuffle, seed=seed, rank=rank, world_size=world_size, pad=False)
+        blocks = self.text.block_sizes() if self.text is not None and shuffle else None
+        window = 32
+        if self.text is not None and blocks:  # mix only as many blocks as the storage keeps open
+            window = min(32, max(1, int(getattr(self.text.storage, "max_open_blocks", lambda: 32)())))
+        self.sampler = Sampler(
+            len(self.source), shuffle=shuffle, seed=seed, rank=rank, world_size=world_size, pad=False, blocks=blocks, window=window
+        )
         self._agreement = _step_agreement(equal_steps, world_size)
         self.ended_early = 0  # epochs this rank ended at the agreed last step with batches left
+        self._pipeline: Pipeline[Any] | None = None
+        self._counters = TextStats()
         self._new_packer()
+
+    @property
+    def failures(self) -> list[Any]:
+        """Every bad document so far (`stoker.failures.Failure`: name, stage, reason, action)."""
+        return list(self._bad.log.failures)
 
     def _new_packer(self) -> None:
         self.packer = SequencePacker(self.context_length, self.batch_size, **self.packer_options)
-        self._plan = self.sampler.plan_arrays()[1]
+        plan = self.sampler.plan_arrays()
+        self._positions, self._plan = plan[0], plan[1]
+        self._bad.start_epoch(len(self._plan))
 
     def set_epoch(self, epoch: int) -> None:
         """Start epoch ``epoch``: a new document order and an empty packer."""
@@ -113,6 +186,9 @@ class TokenLoader:
             )
 
     def _batches(self) -> Generator[PackedBatch, None, None]:
+        if self.text is not None:
+            yield from self._text_batches()
+            return
         plan = self._plan
         while self.packer.documents_consumed < len(plan):
             start = self.packer.documents_consumed
@@ -124,14 +200,101 @@ class TokenLoader:
             yield from self.packer.batches()
         yield from self.packer.batches(final=True)
 
+    def _text_batches(self) -> Generator[PackedBatch, None, None]:
+        """Raw text through the read and tokenize stages, in plan order, into the packer."""
+        text = self.text
+        assert text is not None
+        plan, chunk = self._plan, self.read_ahead
+
+        def read(start: int) -> tuple[int, Any]:
+            try:
+                return start, text.read_texts(plan[start : start + chunk].tolist())
+            except Exception as error:  # a dead store, a closed storage: raised in order, below
+                return start, error
+
+        def tokenize(item: tuple[int, Any]) -> tuple[int, TextChunk | Exception]:
+            start, read_result = item
+            if isinstance(read_result, Exception):
+                return start, read_result
+            try:
+                return start, text.tokenize(*read_result)
+            except Exception as error:
+                return start, error
+
+        pipeline = (
+            PipelineBuilder()
+            .add_source(range(self.packer.documents_consumed, len(plan), chunk), name="plan")
+            .pipe(read, concurrency=2, name="read", output_order="input")
+            .pipe(tokenize, concurrency=self.tokenize_concurrency, name="tokenize", output_order="input")
+            .add_sink(2)
+            .build(name="stoker-text")
+        )
+        self._pipeline = pipeline
+        started = time.perf_counter()
+        with pipeline.auto_stop():
+            for start, result in pipeline:
+                if isinstance(result, Exception):
+                    raise result
+                self._take(start, result)
+                yield from self.packer.batches()
+                self._counters.seconds += time.perf_counter() - started
+                started = time.perf_counter()
+        yield from self.packer.batches(final=True)
+
+    def _take(self, start: int, chunk: TextChunk) -> None:
+        """Hand one tokenized chunk to the packer, its bad documents to the failure policy."""
+        assert self.text is not None
+        if chunk.failed:
+            slots = sorted(chunk.failed)
+            indices = self._plan[start : start + len(chunk.lengths)]
+            self._bad.drop(
+                {order: chunk.failed[slot] for order, slot in enumerate(slots)},
+                epoch=self.sampler.epoch,
+                keys=[self.text.name(int(indices[slot])) for slot in slots],
+                positions=[int(self._positions[start + slot]) for slot in slots],
+            )
+        self.packer.add_many(chunk.tokens, chunk.lengths)
+        self._counters.add(chunk)
+
+    def stats(self) -> TextStats:
+        """Documents, tokens and text bytes packed so far, the rate, the packing efficiency, bad
+        documents, and the text pipeline's per-stage figures (`TextStats`)."""
+        return self._counters.snapshot(self.packer.report.efficiency, self._bad.log, self._pipeline)
+
     def state_dict(self) -> dict[str, Any]:
-        """Epoch, order and packer state; plain data."""
-        return {"version": 1, "sampler": self.sampler.state_dict(), "packer": self.packer.state_dict()}
+        """Epoch, order and packer state, and what the documents are (their count; for raw text,
+        the tokenizer); plain data."""
+        return {
+            "version": 1,
+            "sampler": self.sampler.state_dict(),
+            "packer": self.packer.state_dict(),
+            "documents": self._describe_documents(),
+        }
+
+    def _describe_documents(self) -> dict[str, Any]:
+        described: dict[str, Any] = {"count": len(self.source)}
+        if self.text is not None:
+            described["tokenizer"] = self.text.tokenizer.describe()
+            described["field"] = self.text.field
+        return described
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Continue from `state_dict` (same world size)."""
+        """Continue from `state_dict` (same world size).
+
+        Raises:
+            ValueError: Another version, or a state saved over other documents or another
+                tokenizer (the message says which): its positions would mean other tokens.
+        """
         if state.get("version") != 1:
             raise ValueError(f"token loader state version {state.get('version')} is not 1")
+        saved = state.get("documents")
+        if saved is not None and saved != self._describe_documents():
+            differences = [
+                f"{name}: saved {saved.get(name)!r}, now {value!r}"
+                for name, value in self._describe_documents().items()
+                if saved.get(name) != value
+            ]
+            raise ValueError(f"the state was saved over other documents ({'; '.join(differences)})")
         self.sampler.load_state_dict(state["sampler"])
         self._new_packer()
         plan = self._plan
@@ -141,6 +304,11 @@ class TokenLoader:
     def report(self) -> Any:
         """The packer's efficiency report for this epoch."""
         return self.packer.report
+
+
+def _describe(source: object) -> str:
+    describe = getattr(source, "describe", None)
+    return str(describe()) if callable(describe) else str(source)
 
 
 def _step_agreement(equal_steps: bool | None, world_size: int) -> StepAgreement | None:

@@ -7,6 +7,7 @@ when there is none).
 - `image`: one image (`decode_image`, `ImageTransform`).
 - `media`: one audio window or video clip (`decode_audio`, `decode_video`).
 - `packing`: token sequences packed into fixed-length rows (`SequencePacker`).
+- `text`: raw text to token ids (`Tokenizer`: Hugging Face ``tokenizers`` or ``tiktoken``; `document_text`).
 """
 
 from .._deprecation import moved_names
@@ -15,6 +16,7 @@ from .batch import DecodedBatch, allocate_batch, decode_batch, sample_seeds
 from .image import ImageTransform, decode_image
 from .media import AudioTransform, VideoTransform, decode_audio, decode_video, seconds_to_samples
 from .packing import EfficiencyReport, PackedBatch, SequencePacker, as_token_array
+from .text import Tokenizer, document_text
 
 __all__ = [
     "AudioTransform",
@@ -27,6 +29,7 @@ __all__ = [
     "MediaUnavailableError",
     "PackedBatch",
     "SequencePacker",
+    "Tokenizer",
     "VideoTransform",
     "allocate_batch",
     "as_token_array",
@@ -34,6 +37,7 @@ __all__ = [
     "decode_batch",
     "decode_image",
     "decode_video",
+    "document_text",
     "sample_seeds",
     "seconds_to_samples",
 ]

@@ -3,7 +3,8 @@
 - `local`: `FileStorage` (one file per sample: an ImageFolder tree or a manifest),
   `TarShardStorage` (WebDataset tar shards with sidecar indexes, random access, coalesced
   reads), `LmdbStorage` (explicit I/O through an offset index), `ParquetStorage` (Hugging Face's
-  layout), `MemoryStorage`, and tokenized documents (`open_tokens`).
+  layout), `JsonlStorage` (JSON Lines text corpora, plain, gzip or zstd), `MemoryStorage`, and
+  tokenized documents (`open_tokens`).
 - `remote`: `S3Storage` (S3-compatible stores, by ranged GETs) and `CassandraStorage`
   (Cassandra/ScyllaDB rows), on `RemoteStorage`: retries, many requests in flight, async
   per-sample fetches for out-of-order prefetch.
@@ -27,6 +28,7 @@ from .local import (
     IMAGE_EXTENSIONS,
     VIDEO_EXTENSIONS,
     FileStorage,
+    JsonlStorage,
     LmdbStorage,
     MemoryStorage,
     ParquetStorage,
@@ -50,6 +52,7 @@ __all__ = [
     "CorruptSampleError",
     "EpochStorage",
     "FileStorage",
+    "JsonlStorage",
     "LatencyReporting",
     "LmdbStorage",
     "MemberStorage",

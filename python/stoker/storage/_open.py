@@ -9,6 +9,7 @@ from typing import Any
 from ..errors import StorageError
 from ._protocol import Storage
 from .local._files import FileStorage
+from .local._jsonl import JSONL_SUFFIXES, JsonlStorage
 from .local._lmdb import LmdbStorage
 from .local._tar import PARTIAL_MARKER, TarShardStorage
 
@@ -16,8 +17,9 @@ __all__ = ["open_storage", "storage_format"]
 
 
 def storage_format(path: str | os.PathLike[str]) -> str:
-    """``"lmdb"``, ``"shards"``, ``"parquet"``, ``"folder"`` or ``"manifest"`` for what ``path``
-    holds (a folder with ``*.parquet`` files at its top or in ``data/`` is ``"parquet"``).
+    """``"lmdb"``, ``"shards"``, ``"parquet"``, ``"jsonl"``, ``"folder"`` or ``"manifest"`` for
+    what ``path`` holds (a folder with ``*.parquet`` files at its top or in ``data/`` is
+    ``"parquet"``; one with JSON Lines files at its top is ``"jsonl"``).
 
     Raises:
         FileNotFoundError: Nothing at ``path`` (a glob pattern matching nothing counts).
@@ -25,7 +27,8 @@ def storage_format(path: str | os.PathLike[str]) -> str:
     """
     text = str(path)
     if any(character in text for character in "*?["):
-        return "parquet" if text.lower().endswith(".parquet") else "shards"
+        lowered = text.lower()
+        return "parquet" if lowered.endswith(".parquet") else "jsonl" if lowered.endswith(JSONL_SUFFIXES) else "shards"
     location = Path(path)
     if not location.exists():
         raise FileNotFoundError(f"{location}: no such file or folder")
@@ -38,7 +41,11 @@ def storage_format(path: str | os.PathLike[str]) -> str:
         # ImageFolder here would cost what its cached listing saves.
         if any(location.glob("*.parquet")) or any(location.glob("data/*.parquet")):
             return "parquet"
+        if any(file.name.endswith(JSONL_SUFFIXES) for file in location.iterdir()):
+            return "jsonl"
         return "folder"
+    if location.name.lower().endswith(JSONL_SUFFIXES):
+        return "jsonl"
     suffix = location.suffix.lower()
     if suffix == ".tar":
         return "shards"
@@ -48,7 +55,7 @@ def storage_format(path: str | os.PathLike[str]) -> str:
         return "parquet"
     if suffix in (".csv", ".tsv", ".txt"):
         return "manifest"
-    raise StorageError(f"{location}: not a dataset stoker knows (a folder, a manifest, tar shards, LMDB or Parquet)")
+    raise StorageError(f"{location}: not a dataset stoker knows (a folder, a manifest, tar shards, LMDB, Parquet or JSON Lines)")
 
 
 def open_storage(path: str | os.PathLike[str], **options: Any) -> Storage:
@@ -77,4 +84,6 @@ def open_storage(path: str | os.PathLike[str], **options: Any) -> Storage:
         from .local._parquet import ParquetStorage
 
         return ParquetStorage(path, **options)
+    if kind == "jsonl":
+        return JsonlStorage(path, **options)
     return FileStorage(path, **options)

@@ -1,9 +1,10 @@
 """Storage on this machine's disks: one file per sample, WebDataset tar shards, LMDB, Parquet,
-tokenized documents, and bytes in memory. Reads are explicit positional reads through the Rust
+JSON Lines (plain, gzip, zstd), tokenized documents, and bytes in memory. Reads are explicit positional reads through the Rust
 core, coalesced where samples sit side by side (LMDBIO), with the GIL released."""
 
 from ._caffe import DatumLayout, parse_datum
 from ._files import AUDIO_EXTENSIONS, IMAGE_EXTENSIONS, VIDEO_EXTENSIONS, FileStorage
+from ._jsonl import JSONL_SUFFIXES, JsonlStorage
 from ._lmdb import LmdbStorage
 from ._memory import MemoryStorage
 from ._parquet import ParquetStorage
@@ -16,9 +17,11 @@ __all__ = [
     "IMAGE_EXTENSIONS",
     "INDEX_FORMAT",
     "INDEX_VERSION",
+    "JSONL_SUFFIXES",
     "VIDEO_EXTENSIONS",
     "DatumLayout",
     "FileStorage",
+    "JsonlStorage",
     "LmdbStorage",
     "MemoryStorage",
     "ParquetStorage",

@@ -78,7 +78,8 @@ class ParquetStorage(Storage):
 
     Args:
         path: A file, folder or glob pattern (local; see `open_storage` for ``s3://``).
-        image_column: The column of sample bytes (binary, or Hugging Face's ``Image`` struct).
+        image_column: The column of sample bytes (binary, or Hugging Face's ``Image`` struct),
+            or of text (a string column, such as FineWeb's ``text``: read as UTF-8 bytes).
             None: from the Hugging Face features, else the one column of bytes.
         label_column: The label column; None: the ``ClassLabel`` feature or a column named
             ``label``/``labels``/``cls``...; ``""``: no labels.

@@ -60,6 +60,14 @@ def _is_bytes(field_type: Any) -> bool:
     )
 
 
+def _is_text(field_type: Any) -> bool:
+    """A string column: a text corpus's documents (FineWeb's ``text``), read as UTF-8 bytes.
+    Only a column named by the user: a text column is never guessed to be the payload."""
+    import pyarrow as pa
+
+    return bool(pa.types.is_string(field_type) or pa.types.is_large_string(field_type))
+
+
 def _check_label_type(name: str, field_type: Any, where: str) -> None:
     import pyarrow as pa
 
@@ -101,9 +109,10 @@ def find_layout(schema: Any, where: str, *, payload: str | None, label: str | No
             )
         else:
             raise StorageError(f"{where}: several columns of bytes ({', '.join(candidates)}); choose one with image_column=")
-    if not _is_bytes(field(payload, "image")):
+    payload_type = field(payload, "image")
+    if not (_is_bytes(payload_type) or _is_text(payload_type)):
         raise StorageError(
-            f"{where}: column {payload!r} is {schema.field(payload).type}, not bytes (binary, or a struct with a 'bytes' field)"
+            f"{where}: column {payload!r} is {payload_type}, not bytes (binary, or a struct with a 'bytes' field) nor text (string)"
         )
     classes: list[str] | None = None
     if label is None:
@@ -131,10 +140,12 @@ def find_layout(schema: Any, where: str, *, payload: str | None, label: str | No
 
 def payload_values(column: Any) -> Any:
     """The bytes array of a payload column read from one row group (the ``bytes`` field of a
-    struct column, such as Hugging Face's ``Image``)."""
+    struct column, such as Hugging Face's ``Image``; a string column's UTF-8 bytes)."""
     import pyarrow as pa
 
     array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if _is_text(array.type):  # text as its UTF-8 bytes: the same buffers, no copy
+        return array.view(pa.large_binary() if pa.types.is_large_string(array.type) else pa.binary())
     if pa.types.is_struct(array.type):
         bytes_field = array.field("bytes")
         # A null struct is a missing sample, whatever its child holds.

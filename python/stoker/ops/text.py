@@ -1,0 +1,175 @@
+"""Raw text to token ids: the document's text out of its stored bytes, then a tokenizer.
+
+Two steps per document, both in the pipeline's threads:
+
+1. `document_text`: a stored sample's bytes to its text. A JSON line (JSONL corpora, WebDataset
+   ``.json`` members) gives its ``field``; anything else is UTF-8 text (Parquet string columns,
+   ``.txt`` members). A line that is not JSON, lacks the field, or is not UTF-8 is a
+   `CorruptSampleError` naming what is wrong, so the failure policy can name the document.
+2. `Tokenizer.encode`: many texts at once through Hugging Face ``tokenizers`` (any
+   ``tokenizer.json``; its batch encode runs in Rust with the GIL released) or a ``tiktoken``
+   encoding, with the beginning and end of document marks added here, the same for both.
+
+The ids come back as one flat ``uint32`` array plus lengths, what `SequencePacker.add_many`
+takes without another copy.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import ConfigurationError, CorruptSampleError
+
+__all__ = ["Tokenizer", "document_text"]
+
+
+def document_text(data: bytes, field: str | None, name: str) -> str:
+    """The text of one stored document.
+
+    Args:
+        data: The sample's bytes.
+        field: The JSON field holding the text (a dotted path reaches inside objects); None:
+            the bytes are the text itself.
+        name: The document, for messages (``file:line``, a shard member, a Parquet row).
+
+    Raises:
+        CorruptSampleError: Not UTF-8, not JSON, no such field, or a field that is not text.
+    """
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise CorruptSampleError(f"{name}: not UTF-8 text ({error.reason} at byte {error.start})") from None
+    if field is None:
+        return text
+    try:
+        value: Any = json.loads(text)
+    except ValueError as error:
+        raise CorruptSampleError(f"{name}: not a JSON object ({error})") from None
+    for part in field.split("."):
+        if not isinstance(value, dict) or part not in value:
+            raise CorruptSampleError(f"{name}: no field {field!r} in the JSON object")
+        value = value[part]
+    if not isinstance(value, str):
+        raise CorruptSampleError(f"{name}: field {field!r} is {type(value).__name__}, not text")
+    return value
+
+
+class Tokenizer:
+    """A tokenizer that turns many documents into token ids at once, without the GIL.
+
+    Args:
+        tokenizer: A ``tokenizer.json`` path, a ``tokenizers.Tokenizer``, a Hugging Face
+            ``transformers`` fast tokenizer (its Rust tokenizer is used), or a
+            ``tiktoken.Encoding``.
+        bos: Token put before every document: an id or the token's text (looked up in the
+            vocabulary); None: none.
+        eos: Token put after every document (GPT-style training separates documents with
+            ``<|endoftext|>``); None: none.
+        add_special_tokens: Let a Hugging Face tokenizer's own post-processor add its special
+            tokens too (e.g. Llama's BOS); off by default, as ``bos`` and ``eos`` say it here.
+
+    Raises:
+        ConfigurationError: Not a tokenizer this understands, or a ``bos``/``eos`` text that is
+            not in the vocabulary.
+        FileNotFoundError: A path that does not exist.
+    """
+
+    def __init__(
+        self,
+        tokenizer: str | os.PathLike[str] | Any,
+        *,
+        bos: int | str | None = None,
+        eos: int | str | None = None,
+        add_special_tokens: bool = False,
+    ) -> None:
+        if isinstance(tokenizer, (str, os.PathLike)):
+            path = Path(tokenizer)
+            if not path.exists():
+                raise FileNotFoundError(f"{path}: no such tokenizer file")
+            try:
+                from tokenizers import Tokenizer as HuggingFaceTokenizer
+            except ImportError as error:
+                raise ConfigurationError("a tokenizer.json needs the tokenizers package: pip install 'stoker[text]'") from error
+            try:
+                tokenizer = HuggingFaceTokenizer.from_file(str(path))
+            except Exception as error:
+                raise ConfigurationError(f"{path}: not a tokenizer.json the tokenizers library can load ({error})") from error
+        backend: Any = getattr(tokenizer, "backend_tokenizer", tokenizer)  # transformers' fast tokenizers
+        self.kind = _kind(backend)
+        self.tokenizer: Any = backend
+        self.add_special_tokens = add_special_tokens
+        self.bos = self._token_id(bos, "bos")
+        self.eos = self._token_id(eos, "eos")
+        self.name = _name(backend)
+
+    def _token_id(self, token: int | str | None, role: str) -> int | None:
+        if token is None or isinstance(token, int):
+            return token
+        if self.kind == "huggingface":
+            found = self.tokenizer.token_to_id(token)
+        else:
+            found = self.tokenizer._special_tokens.get(token)  # tiktoken keeps its special tokens there
+        if found is None:
+            raise ConfigurationError(f"{role}={token!r} is not a token of {_name(self.tokenizer)}")
+        return int(found)
+
+    def describe(self) -> dict[str, Any]:
+        """What the tokenizer is, for fingerprints and reports: kind, name, vocabulary size,
+        bos and eos."""
+        vocabulary = self.tokenizer.get_vocab_size() if self.kind == "huggingface" else self.tokenizer.n_vocab
+        return {"kind": self.kind, "name": self.name, "vocabulary": int(vocabulary), "bos": self.bos, "eos": self.eos}
+
+    def encode(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Token ids of ``texts``: (ids back to back as ``uint32``, one length per text).
+
+        The tokenizer's batch call runs in Rust without the GIL, so several threads encode at
+        once; each call encodes its texts on the calling thread alone (the pipeline's stage
+        concurrency decides how many cores tokenize, not the tokenizer's own thread pool).
+        """
+        if self.kind == "huggingface":
+            encodings = self.tokenizer.encode_batch_fast(list(texts), add_special_tokens=self.add_special_tokens)
+            ids = [encoding.ids for encoding in encodings]
+        else:
+            ids = self.tokenizer.encode_ordinary_batch(list(texts), num_threads=1)
+        extra = (self.bos is not None) + (self.eos is not None)
+        lengths = np.fromiter((len(document) + extra for document in ids), dtype=np.int64, count=len(ids))
+        total = int(lengths.sum())
+        if extra == 0:
+            tokens = np.fromiter((token for document in ids for token in document), dtype=np.uint32, count=total)
+        else:
+            tokens = np.empty(total, dtype=np.uint32)
+            start = 0
+            for document, length in zip(ids, lengths.tolist()):
+                if self.bos is not None:
+                    tokens[start] = self.bos
+                body = start + (self.bos is not None)
+                tokens[body : body + len(document)] = document
+                if self.eos is not None:
+                    tokens[start + length - 1] = self.eos
+                start += length
+        return tokens, lengths
+
+
+def _kind(tokenizer: Any) -> str:
+    if hasattr(tokenizer, "encode_batch_fast") and hasattr(tokenizer, "token_to_id"):
+        return "huggingface"
+    if hasattr(tokenizer, "encode_ordinary_batch") and hasattr(tokenizer, "n_vocab"):
+        return "tiktoken"
+    raise ConfigurationError(
+        f"{type(tokenizer).__name__} is not a tokenizer stoker can use: give a tokenizer.json path, a tokenizers.Tokenizer, "
+        "a transformers fast tokenizer or a tiktoken.Encoding"
+    )
+
+
+def _name(tokenizer: Any) -> str:
+    name = getattr(tokenizer, "name", None)
+    if isinstance(name, str):
+        return name
+    model = getattr(tokenizer, "model", None)
+    return f"{type(model).__name__} tokenizer" if model is not None else type(tokenizer).__name__
