@@ -1,12 +1,14 @@
 """Every example of the documentation runs as written: each Python snippet of README.md and of
 every page in docs/, in a folder holding the data it names (``train/`` an ImageFolder of JPEGs,
-``shards/`` the same as tar shards, ``train.bin`` tokens, ``speech/`` class folders of FLAC files
+``shards/`` the same as tar shards, ``train.bin`` tokens, ``corpus/`` JSON Lines text with its
+``tokenizer.json``, ``speech/`` class folders of FLAC files
 and ``videos/`` of H.264 MP4s, made with ffmpeg); each script in docs/examples/; and the
 docstrings' ``>>>`` examples. A snippet preceded by ``<!-- readme-test: skip (why) -->`` is
 skipped, with its reason shown. The site's home page is README.md with its links made relative."""
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import shutil
 import subprocess
@@ -20,6 +22,7 @@ from stoker.bench import image_folder
 from stoker.ingest import convert_storage
 from stoker.storage import FileStorage
 from tests.support.media_files import encode_audio, encode_video, require_ffmpeg, tone_with_clicks, wav_bytes
+from tests.support.text import make_corpus
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -55,6 +58,9 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     lengths = rng.integers(1, 3000, size=400)
     rng.integers(0, 50_000, size=int(lengths.sum()), dtype=np.uint16).tofile(folder / "train.bin")
     np.save(folder / "train.bin.offsets.npy", np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64))
+    if importlib.util.find_spec("tokenizers") is not None:
+        _, tokenizer = make_corpus(folder / "corpus", documents=200)
+        shutil.copy(tokenizer, folder / "tokenizer.json")
     if shutil.which("ffmpeg"):
         wav = wav_bytes(tone_with_clicks(5.0, 16_000, 440.0, [1.0]), 16_000)
         for index in range(4):

@@ -77,8 +77,9 @@ class TokenLoader:
         failure: Raw text only: what a document that cannot be read, is not text, or lacks its
             field does (`FailurePolicy`: ``"raise"``, or ``"skip"``, which leaves it out of the
             packed rows; every one is listed in `failures`).
-        tokenize_concurrency: Raw text only: threads tokenizing at once (default: the cores
-            this process may use).
+        tokenize_concurrency: Raw text only: threads tokenizing at once (default: 1 where one
+            call of the tokenizer already uses every core, a Hugging Face tokenizer with its
+            thread pool on; else the cores this process may use).
         packer_options: Passed to `SequencePacker` (strategy, window, long_documents,
             split_across_rows, pad_id, drop_last).
 
@@ -128,7 +129,8 @@ class TokenLoader:
         if self.failure.on_error == "zero":
             raise ConfigurationError('a text document has no slot to zero: use FailurePolicy(on_error="skip") or "raise"')
         self._bad = BadSampleHandler(self.failure.on_error, self.failure.max_bad_samples, self.failure.quarantine, _describe(source))
-        self.tokenize_concurrency = tokenize_concurrency or len(os.sched_getaffinity(0))
+        parallel_inside = self.text is not None and self.text.tokenizer.parallel_inside
+        self.tokenize_concurrency = tokenize_concurrency or (1 if parallel_inside else len(os.sched_getaffinity(0)))
         rank, world_size, _ = discover_world(rank, world_size)
         blocks = self.text.block_sizes() if self.text is not None and shuffle else None
         window = 32
