@@ -84,3 +84,29 @@ def test_a_corrupt_footer_on_s3_is_named_by_its_url(s3_server: S3Server, bucket:
     s3_server.client().put_object(Bucket=bucket, Key="bad/part-00000.parquet", Body=bytes(data))
     with pytest.raises(StorageError, match=rf"s3://{bucket}/bad/part-00000.parquet: not a readable Parquet file"):
         open_storage(f"s3://{bucket}/bad/*.parquet", **s3_server.options())
+
+
+def test_a_text_column_on_s3_is_tokenized_as_the_local_one(s3_server: S3Server, bucket: str, tmp_path: Path) -> None:
+    """FineWeb-style Parquet on S3: TokenLoader gives the same packed batches as from the local file."""
+    pytest.importorskip("tokenizers")
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as parquet
+
+    from stoker.loader import TokenLoader
+    from tests.support.text import make_corpus
+
+    texts, tokenizer = make_corpus(tmp_path / "corpus", documents=80, files=1)
+    (tmp_path / "local").mkdir()
+    parquet.write_table(pa.table({"id": list(range(len(texts))), "text": texts}), tmp_path / "local" / "train.parquet", row_group_size=20)
+    upload_folder(s3_server, bucket, tmp_path / "local", "fineweb")
+
+    def batches(source: object) -> list[np.ndarray]:
+        loader = TokenLoader(source, tokenizer=tokenizer, context_length=256, batch_size=2, seed=4)  # type: ignore[arg-type]
+        return [batch.input_ids for batch in loader]
+
+    url = f"s3://{bucket}/fineweb/*.parquet"
+    with open_storage(url, image_column="text", label_column="", **s3_server.options()) as remote:
+        from_s3 = batches(remote)
+    local = batches(tmp_path / "local" / "train.parquet")
+    assert len(from_s3) == len(local) and all(np.array_equal(a, b) for a, b in zip(from_s3, local))

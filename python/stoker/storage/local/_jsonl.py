@@ -88,10 +88,15 @@ def _line_spans(data: bytes | memoryview, base: int) -> tuple[np.ndarray, np.nda
     if len(array) and (not len(ends) or ends[-1] != len(array) - 1):
         ends = np.append(ends, len(array))
     starts = np.concatenate([[0], ends[:-1] + 1]) if len(ends) else np.zeros(0, np.int64)
-    # A line of only whitespace is blank, not a document: count each line's other bytes.
-    printable = np.concatenate([[0], np.cumsum(~np.isin(array, _WHITESPACE), dtype=np.int64)])
-    keep = printable[ends] - printable[starts] > 0
     lengths = ends - starts
+    keep = lengths > 0
+    # A line of only whitespace is blank, not a document. Only a line that starts with
+    # whitespace can be one (a JSON line starts with "{"), so only those are looked at whole.
+    if keep.any():
+        maybe_blank = np.flatnonzero(keep & np.isin(array[np.minimum(starts, len(array) - 1)], _WHITESPACE))
+        for line in maybe_blank.tolist():
+            if not bytes(array[starts[line] : ends[line]]).strip():
+                keep[line] = False
     return (starts[keep] + base).astype(np.int64), lengths[keep].astype(np.int64)
 
 
