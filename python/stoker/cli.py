@@ -252,6 +252,9 @@ def _bench(arguments: argparse.Namespace) -> int:
     require_optimized_core()
     from .bench._scenarios import SCENARIOS
 
+    if arguments.tokenizer:
+        return _bench_text(arguments)
+
     if arguments.scenario:
         print(SCENARIOS[arguments.scenario]())
         return 0
@@ -324,6 +327,30 @@ def _bench(arguments: argparse.Namespace) -> int:
         }
         Path(arguments.json).write_text(json.dumps(run, indent=1))
         print(f"run written to {arguments.json}; `stoker report {arguments.json}` makes plots and a page")
+    return 0
+
+
+def _bench_text(arguments: argparse.Namespace) -> int:
+    """`stoker bench CORPUS --tokenizer tokenizer.json`: the text path on the user's corpus."""
+    from dataclasses import asdict
+
+    from .bench._text import format_text_run, run_text_loader
+
+    if not arguments.path:
+        raise SystemExit("stoker bench --tokenizer needs a text corpus: JSON Lines files, Parquet with a text column, or tar shards")
+    run = run_text_loader(
+        arguments.path,
+        arguments.tokenizer,
+        text_field=arguments.text_field,
+        context_length=arguments.context_length,
+        batch_size=arguments.batch_size,
+        duration=arguments.duration,
+    )
+    print(format_text_run(run))
+    _print_bad_samples(run.bad_documents)
+    if arguments.json:
+        Path(arguments.json).write_text(json.dumps({"format": "stoker.bench-text-run", "version": 1, **asdict(run)}, indent=1))
+        print(f"run written to {arguments.json}")
     return 0
 
 
@@ -407,6 +434,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--json", help="write the run (results, stats, diagnosis) here")
     bench.add_argument("--scenario", choices=("small-files", "starvation", "padding", "pinned"), help="run one of the papers' experiments")
     bench.add_argument("--quiet", action="store_true", help="no progress bar")
+    bench.add_argument("--tokenizer", help="a tokenizer.json: PATH is a raw text corpus, tokenized and packed by TokenLoader")
+    bench.add_argument("--text-field", default="text", help="with --tokenizer: the JSON field or Parquet column of the text")
+    bench.add_argument("--context-length", type=int, default=2048, help="with --tokenizer: tokens per packed row")
     bench.set_defaults(run=_bench)
     report = commands.add_parser(
         "report", formatter_class=_HelpWithDefaults, help="plots and an HTML page from a `stoker bench --json` run"

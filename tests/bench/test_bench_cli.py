@@ -208,3 +208,20 @@ def test_a_short_run_still_draws_its_rate_and_peers_get_megabytes(tmp_path: Path
     }
     row = _row(peer, bytes_per_image=50_000, cores=2)
     assert "<td>5.0*</td>" in row and "<td>75%</td>" in row
+
+
+def test_bench_on_a_text_corpus_reports_tokens_names_bad_lines_and_diagnoses(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    pytest.importorskip("tokenizers")
+    from tests.support.text import make_corpus
+
+    _, tokenizer = make_corpus(tmp_path / "corpus", documents=200, files=2)
+    with open(tmp_path / "corpus" / "part-000.jsonl", "a") as file:
+        file.write("this line is not json\n")
+    run_file = tmp_path / "text-run.json"
+    assert main(["bench", str(tmp_path / "corpus"), "--tokenizer", str(tokenizer), "--duration", "2", "--json", str(run_file)]) == 0
+    out = capsys.readouterr().out
+    assert "tokens/s from" in out and "packing efficiency" in out and "cores per million tokens/s" in out
+    assert "part-000.jsonl:101 (tokenize): " in out and "not a JSON object" in out  # the 101st line, named
+    assert "\ndiagnosis: " in out
+    run = json.loads(run_file.read_text())
+    assert run["tokens"] > 0 and run["bad_documents"][0]["key"].endswith("part-000.jsonl:101")

@@ -263,6 +263,31 @@ class TokenLoader:
         documents, and the text pipeline's per-stage figures (`TextStats`)."""
         return self._counters.snapshot(self.packer.report.efficiency, self._bad.log, self._pipeline)
 
+    def diagnose(self, *, training_step: bool = True, contention: Any | None = None) -> Any:
+        """The text pipeline's bottleneck in words (`stoker.observe.diagnose` over its stats), as
+        for `Loader`: the stage closest to its capacity, why, and what to change.
+
+        Args:
+            training_step: Whether the loop does work of its own between batches (False: the
+                loader was measured alone, and its slowest stage is named).
+            contention: What the kernel says of the CPU over the run (`stoker.observe.CpuWatch`).
+
+        Raises:
+            RuntimeError: Before the first epoch of raw text (there is no pipeline to diagnose).
+        """
+        from ..observe import diagnose
+
+        stats = self.stats()
+        if stats.pipeline is None:
+            raise RuntimeError("diagnose() needs a raw text epoch run first (tokenized documents have no pipeline)")
+        return diagnose(
+            stats.pipeline,
+            cores=len(os.sched_getaffinity(0)),
+            storage_facts={"bytes_read": stats.text_bytes, "tokens": stats.tokens},
+            training_step=training_step,
+            contention=contention,
+        )
+
     def state_dict(self) -> dict[str, Any]:
         """Epoch, order and packer state, and what the documents are (their count; for raw text,
         the tokenizer); plain data."""
