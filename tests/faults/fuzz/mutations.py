@@ -172,6 +172,19 @@ def _arrow_stream(data: bytes) -> list[Field]:
     return lengths + _json_numbers(data)[:64]
 
 
+def _gzip(data: bytes) -> list[Field]:
+    """gzip's header flags and extra length, and the trailer's CRC-32 and uncompressed size."""
+    return (
+        [Field(3, 1), Field(4, 4, "little"), Field(len(data) - 8, 4, "little"), Field(len(data) - 4, 4, "little")] if len(data) > 18 else []
+    )
+
+
+def _zstd(data: bytes) -> list[Field]:
+    """A zstd frame's header descriptor and its content size (8 bytes after a 1-byte window
+    descriptor, as `write_content_size` lays it out), and the first block header."""
+    return [Field(4, 1), Field(5, 1), Field(6, 8, "little"), Field(14, 3, "little")] if len(data) > 18 else []
+
+
 PARSERS = {
     "jpeg": _jpeg,
     "png": _png,
@@ -188,6 +201,8 @@ PARSERS = {
     "lmdb": lambda data: [Field(offset, 8, "little") for offset in range(16, 136, 8)],  # the meta pages' counts and page numbers
     "parquet": _parquet,
     "ledger": _arrow_stream,
+    "jsonl-gz": _gzip,
+    "jsonl-zst": _zstd,
 }
 
 

@@ -4,10 +4,13 @@ command, shards, LMDB and Parquet by stoker's own converter."""
 
 from __future__ import annotations
 
+import gzip
+import json
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+import zstandard
 from PIL import Image
 
 from stoker import Loader
@@ -72,6 +75,13 @@ def make_seeds(root: Path) -> dict[str, Seed]:
         with FileStorage(images) as source:
             convert_storage(source, folder, to=to, progress=False)
         seeds[kind] = Seed(kind, folder, file)
+    # JSON Lines text corpora: a line of each kind a document can be (text, nested, unicode), compressed.
+    lines = b"".join(
+        json.dumps(document).encode() + b"\n"
+        for document in ({"text": "plain words " * 20}, {"text": "caf\u00e9 \u2603 " * 10, "id": 7}, {"meta": {"a": 1}, "text": "x"})
+    )
+    single("jsonl-gz", "corpus.jsonl.gz", gzip.compress(lines * 20))
+    single("jsonl-zst", "corpus.jsonl.zst", zstandard.ZstdCompressor(write_content_size=True).compress(lines * 20))
     # A provenance ledger of two batches over the images (replay reads them from there).
     loader = Loader(images, batch_size=3, transform=ImageTransform(random_resized_crop=16, flip_probability=0.5))
     loader.record_provenance(root / "ledger" / "ledger")

@@ -19,10 +19,19 @@ import logging
 import sys
 from pathlib import Path
 
-from stoker.errors import ProvenanceError
+from stoker.errors import CorruptSampleError, ProvenanceError
 from stoker.observe import read_ledger, replay
-from stoker.ops import AudioTransform, BatchDecodeError, ImageDecodeError, ImageTransform, VideoTransform, decode_batch, decode_image
-from stoker.storage import LmdbStorage, ParquetStorage, StorageError, TarShardStorage
+from stoker.ops import (
+    AudioTransform,
+    BatchDecodeError,
+    ImageDecodeError,
+    ImageTransform,
+    VideoTransform,
+    decode_batch,
+    decode_image,
+    document_text,
+)
+from stoker.storage import JsonlStorage, LmdbStorage, ParquetStorage, StorageError, TarShardStorage
 
 IMAGE_FORMATS = {"jpeg", "png", "webp"}
 AUDIO_FORMATS = {"wav", "flac", "mp3", "ogg", "m4a"}
@@ -50,6 +59,23 @@ def _storage(kind: str, path: Path, names: list[str]) -> None:
         storage.close()
 
 
+def _text(path: Path, names: list[str]) -> None:
+    """Open a JSON Lines corpus and take the text out of every line: a line that fails names
+    itself (file and line), a file that cannot be read names the file."""
+    storage = JsonlStorage(path, max_block_bytes=64 << 20)
+    keys = list(storage.keys)
+    for key, result in zip(keys, storage.try_read_indices(range(len(keys)))):
+        if isinstance(result, Exception):
+            if not isinstance(result, StorageError) or key not in str(result):
+                raise AssertionError(f"line {key!r} failed without its name: {type(result).__name__}: {result}")
+            continue
+        try:
+            document_text(result, "text", key)
+        except CorruptSampleError as error:
+            if key not in str(error):
+                raise AssertionError(f"line {key!r} failed without its name: {error}") from error
+
+
 def run(kind: str, path: Path, names: list[str]) -> None:
     """Decode or read one case; raise what stoker raises."""
     if kind in IMAGE_FORMATS:
@@ -61,6 +87,8 @@ def run(kind: str, path: Path, names: list[str]) -> None:
         result = decode_batch([path.read_bytes()], transform, names=[path.name], on_error="zero")
         if result.failures:
             raise ImageDecodeError(f"{path.name!r}: {result.failures[0].message}")
+    elif kind.startswith("jsonl"):
+        _text(path, names)
     elif kind == "ledger":
         # Read it, then replay every step it holds against the seed's images.
         images = (path / "images.path").read_text()

@@ -209,7 +209,7 @@ class JsonlStorage(Storage):
             data = self._decompress(file)
         except StorageError:
             raise
-        except (OSError, EOFError, ValueError) as error:  # gzip/zstd raise these for damaged data
+        except Exception as error:  # damaged data: gzip raises OSError, EOFError or zlib.error, zstandard ZstdError
             raise StorageError(f"{file}: cannot be read ({type(error).__name__}: {error})") from error
         return self._numbered(data, 0)
 
