@@ -24,6 +24,11 @@ __all__ = ["EpochWarmup"]
 class EpochWarmup:
     """Requests of the next epoch's first samples, kept until that epoch asks for them.
 
+    Warm-ups are kept per epoch: the next epoch's warm-up starts once every sample of this epoch
+    has been requested, which for a short epoch is before this epoch's own fetches have taken
+    their warmed requests (they are tasks not yet run). Starting it must not cancel those: each
+    would be fetched a second time (seen as two GETs of one object in a store's log).
+
     Args:
         fetch: ``await fetch(index)``: one sample's bytes (the storage's, with its retries).
         loop: The event loop that runs the requests (the storage's own).
@@ -33,31 +38,45 @@ class EpochWarmup:
         self._fetch = fetch
         self._loop = loop
         self._lock = threading.Lock()
-        self._pending: dict[int, concurrent.futures.Future[bytes]] = {}
-        self.epoch: int | None = None
+        self._pending: dict[int, dict[int, concurrent.futures.Future[bytes]]] = {}  # epoch -> index -> request
+        self.epoch: int | None = None  # the latest epoch warmed
         self.requested = 0
         self.used = 0
 
     def start(self, epoch: int, indices: Sequence[int]) -> None:
-        """Request ``indices`` (storage indices) for ``epoch``, dropping any earlier warm-up."""
-        self.discard()
+        """Request ``indices`` (storage indices) for ``epoch``. The warm-up of the epoch before
+        it (being taken now) is kept, any other dropped; requests for ``epoch`` already out are
+        kept, and those no longer wanted dropped."""
         loop = self._loop()
+        wanted = dict.fromkeys(int(index) for index in indices)
         with self._lock:
+            dropped = [future for other, pending in self._pending.items() if other not in (epoch, epoch - 1) for future in pending.values()]
+            self._pending = {other: pending for other, pending in self._pending.items() if other in (epoch, epoch - 1)}
+            mine = self._pending.setdefault(epoch, {})
+            dropped += [mine.pop(index) for index in list(mine) if index not in wanted]
+            for index in wanted:
+                if index not in mine:
+                    mine[index] = asyncio.run_coroutine_threadsafe(self._fetch(index), loop)
+                    self.requested += 1
             self.epoch = epoch
-            for index in dict.fromkeys(int(index) for index in indices):
-                self._pending[index] = asyncio.run_coroutine_threadsafe(self._fetch(index), loop)
-            self.requested += len(self._pending)
+        for future in dropped:
+            future.cancel()
 
     def fetcher(self, epoch: int) -> Callable[[int], Awaitable[bytes]]:
         """The fetch for ``epoch``'s prefetcher: a warmed request's result where there is one,
-        else the storage's fetch. A warm-up for another epoch is dropped."""
-        if epoch != self.epoch:
-            self.discard()
+        else the storage's fetch. Warm-ups for other epochs are dropped."""
+        with self._lock:
+            dropped = [future for other, pending in self._pending.items() if other != epoch for future in pending.values()]
+            self._pending = {other: pending for other, pending in self._pending.items() if other == epoch}
+            warmed = epoch in self._pending
+        for future in dropped:
+            future.cancel()
+        if not warmed:
             return self._fetch
 
         async def fetch(index: int) -> bytes:
             with self._lock:
-                future = self._pending.pop(index, None)
+                future = self._pending.get(epoch, {}).pop(index, None)
             if future is None:
                 return await self._fetch(index)
             self.used += 1
@@ -70,5 +89,6 @@ class EpochWarmup:
         """Cancel and forget every warmed request not taken."""
         with self._lock:
             pending, self._pending, self.epoch = self._pending, {}, None
-        for future in pending.values():
-            future.cancel()
+        for requests in pending.values():
+            for future in requests.values():
+                future.cancel()
