@@ -60,7 +60,8 @@ class S3Server(ServerProcess):
     ``server.secret_key`` (test credentials; region ``us-east-1``).
 
     Args:
-        port: Port on 127.0.0.1 (default: a free one). A restart keeps the port and the objects.
+        port: Port (default: a free one). A restart keeps the port and the objects.
+        host: The address it listens on: loopback, or a test host's (tests/support/hosts.py).
     """
 
     name = "s3proxy"
@@ -69,8 +70,11 @@ class S3Server(ServerProcess):
     startup_timeout = 60.0
     region = "us-east-1"
 
-    def __init__(self, port: int | None = None, access_key: str = "stoker-test", secret_key: str = "stoker-secret") -> None:
+    def __init__(
+        self, port: int | None = None, access_key: str = "stoker-test", secret_key: str = "stoker-secret", *, host: str = "127.0.0.1"
+    ) -> None:
         super().__init__()
+        self.host = host
         self.port = port or free_port()
         self.access_key = access_key
         self.secret_key = secret_key
@@ -79,7 +83,7 @@ class S3Server(ServerProcess):
 
     @property
     def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     def _command(self) -> Sequence[str]:
         properties = self.workdir / "s3proxy.conf"
@@ -99,7 +103,7 @@ class S3Server(ServerProcess):
         return [require_java(), "-Xmx512m", "-XX:+UseSerialGC", "-jar", str(s3proxy_jar()), "--properties", str(properties)]
 
     def _ready(self) -> bool:
-        return wait_for_port("127.0.0.1", self.port, 0.2)
+        return wait_for_port(self.host, self.port, 0.2)
 
     def environment(self) -> dict[str, str]:
         """The ``AWS_*`` variables that point a client at this server."""

@@ -75,6 +75,8 @@ class ServerProcess:
     name = "server"
     startup_timeout = 120.0
     stop_signal = signal.SIGTERM
+    prefix: Sequence[str] = ()
+    """Put before the command: e.g. a host's ``ip netns exec`` (tests/support/hosts.py)."""
 
     def __init__(self) -> None:
         self.workdir = Path(tempfile.mkdtemp(prefix=f"stoker-{self.name}-"))
@@ -99,7 +101,7 @@ class ServerProcess:
 
     def launch(self) -> None:
         """Start the process without waiting for it to serve (several servers start together)."""
-        command = list(self._command())
+        command = [*self.prefix, *self._command()]
         with open(self.log_path, "ab") as log:
             # A session of its own: Ctrl-C in the test run reaches us, and we stop it cleanly.
             self._process = subprocess.Popen(command, cwd=self.workdir, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)

@@ -1,0 +1,79 @@
+"""The multi-host harness itself: hosts reach each other and the test, each has its own disk at
+the same path, a partition drops silently and heals, loss drops about its share, and nothing is
+left behind, also when the test fails inside."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.support.hosts import HOST_DISK, HostNetwork
+
+SERVE = "import http.server, sys; http.server.test(http.server.SimpleHTTPRequestHandler, port=8000, bind=sys.argv[1])"
+
+
+def fetch(network: HostNetwork, host: str, url: str, timeout: float = 3.0) -> str:
+    """What ``host`` gets from ``url`` (or the error's name)."""
+    code = f"import urllib.request; print(urllib.request.urlopen({url!r}, timeout={timeout}).read().decode())"
+    result = subprocess.run([*network[host].prefix(), sys.executable, "-c", code], capture_output=True, text=True, cwd=HOST_DISK.parent)
+    return result.stdout.strip() if result.returncode == 0 else result.stderr.strip().splitlines()[-1]
+
+
+def left_behind(network: HostNetwork) -> list[str]:
+    namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    return [line for line in (namespaces + links).splitlines() if f"stk{network.tag}" in line or network.bridge in line]
+
+
+def test_hosts_have_their_own_disks_reach_each_other_and_are_removed(hosts: type[HostNetwork]) -> None:
+    with hosts(["h0", "h1"]) as network:
+        for name in ("h0", "h1"):
+            (network[name].disk / "who").write_text(name)
+        network.run("h1", [sys.executable, "-c", SERVE, network["h1"].address], cwd=network["h1"].disk)
+        deadline = time.monotonic() + 20
+        while "h1" not in (answer := fetch(network, "h0", f"http://{network['h1'].address}:8000/who")) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert answer == "h1"  # h0 reads h1's disk through h1's server: two stacks, two disks
+        own = subprocess.run([*network["h0"].prefix(), "cat", str(HOST_DISK / "who")], capture_output=True, text=True).stdout
+        assert own == "h0"
+        network.partition("h0", "h1")
+        started = time.monotonic()
+        assert "timed out" in fetch(network, "h0", f"http://{network['h1'].address}:8000/who", timeout=1.5)
+        assert time.monotonic() - started >= 1.4, "a partition drops silently: the client waits, it is not refused"
+        network.heal("h0", "h1")
+        assert fetch(network, "h0", f"http://{network['h1'].address}:8000/who") == "h1"
+        port = network.delayed_route("h0", "h1", 8000, delay=0.1)
+        started = time.monotonic()
+        assert fetch(network, "h0", f"http://127.0.0.1:{port}/who") == "h1"
+        assert time.monotonic() - started >= 0.2, "the route adds 100 ms each way"
+    assert not left_behind(network)
+
+
+def test_loss_drops_about_its_share_of_packets(hosts: type[HostNetwork]) -> None:
+    receive = (
+        "import socket, sys; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind((sys.argv[1], 9000)); s.settimeout(3)\n"
+        "n = 0\n"
+        "try:\n    while True: s.recv(64); n += 1\nexcept OSError: pass\n"
+        "print(n)"
+    )
+    send = "import socket, sys, time\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\nfor _ in range(2000): s.sendto(b'x', (sys.argv[1], 9000)); time.sleep(0.0005)"
+    with hosts(["h0", "h1"]) as network:
+        network.shape("h0", loss_percent=20)
+        receiver = subprocess.Popen(
+            [*network["h1"].prefix(), sys.executable, "-c", receive, network["h1"].address], stdout=subprocess.PIPE, text=True
+        )
+        time.sleep(1.0)
+        subprocess.run([*network["h0"].prefix(), sys.executable, "-c", send, network["h1"].address], check=True)
+        received = int(receiver.communicate(timeout=30)[0])
+    assert 1400 <= received <= 1800, f"20% loss: {received} of 2,000 datagrams arrived"
+
+
+def test_everything_is_removed_when_the_test_fails_inside(hosts: type[HostNetwork]) -> None:
+    with pytest.raises(RuntimeError, match="inside"), hosts(["h0"]) as network:
+        network.run("h0", ["sleep", "600"])
+        raise RuntimeError("a failure inside the test")
+    assert not left_behind(network)
+    assert not network.hosts
