@@ -7,9 +7,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.support.availability import unavailable
+from stoker.ingest import upload_to_s3
+from tests.support.availability import started, unavailable
+from tests.support.datasets import dataset
 from tests.support.hosts import HostNetwork
 from tests.support.hosts import unavailable as hosts_unavailable
+from tests.support.s3_server import S3Server
+
+SAMPLES = 320  # in the store's bucket "hosts" under d/
 
 
 @pytest.fixture
@@ -19,3 +24,20 @@ def hosts() -> Iterator[type[HostNetwork]]:
     if reason is not None:
         unavailable("hosts as network namespaces", reason)
     yield HostNetwork
+
+
+@pytest.fixture
+def store_and_hosts(hosts: type[HostNetwork], monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[HostNetwork, S3Server]]:
+    """Hosts ``store``, ``h0`` and ``h1``; an S3 server on ``store`` holding `SAMPLES` samples
+    under ``s3://hosts/d``, logging every request with the name the asking host used."""
+    with hosts(["store", "h0", "h1"]) as network:
+        monkeypatch.setenv("LOG_LEVEL", "debug")  # s3proxy logs every request, with the Host it was sent to
+        server = S3Server(host=network["store"].address)
+        server.prefix = network["store"].prefix()
+        started(server, "the S3 test server (s3proxy, needs java) on a host of its own")
+        try:
+            server.create_bucket("hosts")
+            upload_to_s3(dataset(SAMPLES), "s3://hosts/d", progress=False, decode_check=False, **server.options())
+            yield network, server
+        finally:
+            server.close()

@@ -14,19 +14,14 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
-from stoker.ingest import upload_to_s3
-from tests.support.availability import started
+from tests.hosts.conftest import SAMPLES
 from tests.support.datasets import dataset
 from tests.support.hosts import HOST_DISK, HostNetwork
 from tests.support.s3_server import S3Server
 
 ROOT = Path(__file__).resolve().parents[2]
-SAMPLES = 320
 
 RANK = """
 import json, os, sys, time
@@ -69,21 +64,6 @@ print(json.dumps(out))
 """
 
 _GET = re.compile(r"request: .*\{GET@\w+ http://([^/]+)/hosts/d/(\S*) HTTP")
-
-
-@pytest.fixture
-def store_and_hosts(hosts: type[HostNetwork], monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[HostNetwork, S3Server]]:
-    with hosts(["store", "h0", "h1"]) as network:
-        monkeypatch.setenv("LOG_LEVEL", "debug")  # s3proxy logs every request, with the Host it was sent to
-        server = S3Server(host=network["store"].address)
-        server.prefix = network["store"].prefix()
-        started(server, "the S3 test server (s3proxy, needs java) on a host of its own")
-        try:
-            server.create_bucket("hosts")
-            upload_to_s3(dataset(SAMPLES), "s3://hosts/d", progress=False, decode_check=False, **server.options())
-            yield network, server
-        finally:
-            server.close()
 
 
 def start_ranks(

@@ -82,9 +82,12 @@ class Host:
     processes: list[subprocess.Popen[Any]] = field(default_factory=list)
 
     def prefix(self) -> list[str]:
-        """The command prefix that runs a program on this host, its disk mounted at `HOST_DISK`."""
-        mount = f'mkdir -p {HOST_DISK} && mount --bind {shlex.quote(str(self.disk))} {HOST_DISK} && exec "$@"'
-        return ["ip", "netns", "exec", self.namespace, "sh", "-c", mount, self.name]
+        """The command prefix that runs a program on this host: in its network namespace, with
+        its own host name (a UTS namespace: programs that look themselves up, as torch's
+        rendezvous does, find this host's address), its disk mounted at `HOST_DISK`."""
+        disk = shlex.quote(str(self.disk))
+        setup = f'hostname {self.name} && mkdir -p {HOST_DISK} && mount --bind {disk} {HOST_DISK} && exec "$@"'
+        return ["ip", "netns", "exec", self.namespace, "unshare", "--uts", "sh", "-c", setup, self.name]
 
 
 class HostNetwork:
