@@ -7,6 +7,7 @@ with its data."""
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from types import TracebackType
 
 from tests.support.cassandra_server import CassandraServer
@@ -21,11 +22,13 @@ class CassandraCluster:
     Args:
         nodes: How many nodes.
         heap: Each node's JVM heap.
+        hosts: Put the nodes on test hosts instead: (address, command prefix) per node
+            (``HostNetwork``'s ``host.address`` and ``host.prefix()``).
     """
 
-    def __init__(self, nodes: int = 3, heap: str = "512M") -> None:
+    def __init__(self, nodes: int = 3, heap: str = "512M", *, hosts: Sequence[tuple[str, Sequence[str]]] = ()) -> None:
         self.port, storage_port = free_port(), free_port()
-        self.hosts = [f"127.0.0.{number + 1}" for number in range(nodes)]
+        self.hosts = [address for address, _ in hosts] or [f"127.0.0.{number + 1}" for number in range(nodes)]
         seeds = f"{self.hosts[0]}:{storage_port}"
         spacing = 2**64 // nodes
         self.nodes = [
@@ -40,6 +43,8 @@ class CassandraCluster:
             )
             for number, host in enumerate(self.hosts)
         ]
+        for node, (_, prefix) in zip(self.nodes, hosts):
+            node.prefix = prefix  # each node on a test host of its own (tests/support/hosts.py)
 
     def start(self) -> None:
         """Start every node and wait until each serves and sees all the others up.
