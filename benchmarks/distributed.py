@@ -289,7 +289,11 @@ def main() -> None:
     parser.add_argument("--images", type=int, default=50_000, help="JPEGs converted with and without Ray")
     parser.add_argument("--feed", type=int, default=4000, help="JPEGs fed to training from a Ray pipeline")
     parser.add_argument("--only", choices=["convert", "feed"], help="run one part alone")
+    parser.add_argument("--hosts", type=int, help="instead: the multi-host figures on this many hosts (benchmarks/hosts.py, root)")
     args = parser.parse_args()
+    if args.hosts:
+        subprocess.run([sys.executable, str(Path(__file__).with_name("hosts.py")), "--hosts", str(args.hosts)], check=True)
+        return
     if args.only == "convert":
         print(f"Conversion of {args.images} JPEGs to tar shards:")
         conversion(args.images)

@@ -232,6 +232,7 @@ class HostNetwork:
             + ["--delay", str(delay), "--jitter", str(jitter)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,  # runpy's warning that tests.support imported the module first
             text=True,
             cwd=_ROOT,
             start_new_session=True,

@@ -1,0 +1,29 @@
+"""benchmarks/hosts.py runs on a small job and reports each host with and without its node cache,
+and the partition's cost."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.support.hosts import HostNetwork
+
+BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "hosts.py"
+
+
+def test_the_hosts_benchmark_reports_its_table(hosts: type[HostNetwork]) -> None:
+    run = subprocess.run(
+        [sys.executable, str(BENCHMARK), "--samples", "160", "--partition", "2"], capture_output=True, text=True, timeout=600
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    rows = [line for line in run.stdout.splitlines() if line.startswith(("| h0 ", "| h1 "))]
+    assert [row.split(" | ")[:2] for row in rows] == [
+        ["| h0", "one per host"],
+        ["| h1", "one per host"],
+        ["| h0", "none"],
+        ["| h1", "none"],
+    ]
+    assert all(float(row.split(" | ")[2].replace(",", "")) > 0 for row in rows)
+    cut = next(line for line in run.stdout.splitlines() if line.strip().startswith("h1: epoch"))
+    assert "with" in cut
