@@ -7,6 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -77,3 +78,16 @@ def test_everything_is_removed_when_the_test_fails_inside(hosts: type[HostNetwor
         raise RuntimeError("a failure inside the test")
     assert not left_behind(network)
     assert not network.hosts
+
+
+def test_hosts_left_by_a_killed_test_run_are_removed_by_the_next(hosts: type[HostNetwork]) -> None:
+    leave = "import time; from tests.support.hosts import HostNetwork; network = HostNetwork(['a']).__enter__(); print(network.tag, flush=True); time.sleep(600)"
+    child = subprocess.Popen([sys.executable, "-c", leave], stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[2])
+    assert child.stdout is not None
+    tag = child.stdout.readline().strip()
+    child.kill()  # no tear-down: its host stays behind
+    child.wait()
+    assert f"stk{tag}-a" in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    with hosts(["b"]):
+        pass
+    assert f"stk{tag}-a" not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout

@@ -111,6 +111,7 @@ class HostNetwork:
         self._partitions: set[frozenset[str]] = set()
 
     def __enter__(self) -> HostNetwork:
+        _remove_stale()
         try:
             self._create()
         except BaseException:
@@ -288,3 +289,27 @@ def _kill_group(process: subprocess.Popen[Any]) -> None:
         process.wait(timeout=10)
     except subprocess.TimeoutExpired:
         pass
+
+
+def _remove_stale() -> None:
+    """Remove what an earlier test run left when it was killed before its tear-down: hosts whose
+    test process (the number in their names) no longer runs."""
+    listing = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
+    stale = {name.split("-")[0] for name in listing if name.startswith("stk") and "-" in name}
+    for tag in stale:
+        if Path(f"/proc/{tag.removeprefix('stk')}").exists():
+            continue  # a test run still going
+        for namespace in (name for name in listing if name.startswith(f"{tag}-")):
+            for pid in subprocess.run(["ip", "netns", "pids", namespace], capture_output=True, text=True).stdout.split():
+                try:
+                    os.kill(int(pid), signal.SIGKILL)
+                except (ProcessLookupError, ValueError):
+                    pass
+            subprocess.run(["ip", "netns", "del", namespace], capture_output=True)
+            shutil.rmtree(Path("/etc/netns") / namespace, ignore_errors=True)
+        links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout.splitlines()
+        for line in links:
+            name = line.split(": ")[1].split("@")[0] if ": " in line else ""
+            if name.startswith(f"{tag}p") or name == f"stkbr{tag.removeprefix('stk')}":
+                subprocess.run(["ip", "link", "del", name], capture_output=True)
+        subprocess.run(["nft", "delete", "table", "bridge", f"stkbr{tag.removeprefix('stk')}"], capture_output=True)
