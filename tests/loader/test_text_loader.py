@@ -172,3 +172,23 @@ def test_options_that_need_raw_text_are_refused(corpus: tuple[list[str], Path, P
         TokenLoader(folder, context_length=64, batch_size=1)
     with pytest.raises(ConfigurationError, match="not a tokenizer"):
         TokenLoader(folder, tokenizer=object(), context_length=64, batch_size=1)
+
+
+def test_a_tiktoken_encoding_tokenizes_as_it_does_alone(tmp_path: Path) -> None:
+    """A tiktoken encoding built here (byte-level ranks and a few merges: no file to download)."""
+    tiktoken = pytest.importorskip("tiktoken")
+    ranks = {bytes([byte]): byte for byte in range(256)}
+    for number, merged in enumerate((b"th", b"he", b"the", b" t", b" the", b"in", b"ing")):
+        ranks[merged] = 256 + number
+    pattern = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+    encoding = tiktoken.Encoding("stoker-test", pat_str=pattern, mergeable_ranks=ranks, special_tokens={"<|endoftext|>": 300})
+    texts = ["the thing is the thing", "nothing in the string", "é and ☃ too"]
+    (tmp_path / "corpus.jsonl").write_text("".join(json.dumps({"text": text}) + "\n" for text in texts))
+    tokenizer = Tokenizer(encoding, eos="<|endoftext|>")
+    assert tokenizer.describe()["kind"] == "tiktoken" and not tokenizer.parallel_inside
+    loader = TokenLoader(tmp_path / "corpus.jsonl", tokenizer=tokenizer, context_length=64, batch_size=1, shuffle=False)
+    packed = packed_documents(list(loader))
+    for document, tokens in packed.items():
+        expected = encoding.encode_ordinary(texts[int(loader._plan[document])]) + [300]
+        assert tokens.tolist() == expected
+    assert len(packed) == len(texts)
