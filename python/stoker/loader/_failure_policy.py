@@ -106,11 +106,9 @@ class BadSampleHandler:
             elif self.on_error == "zero":
                 action = "zero-filled"
                 zero(slot)
-            record = Failure(keys[slot], stage, reason, action, source=self.source, epoch=epoch, position=positions[slot])
-            records.append(record)
-            count = self.log.add(record)
-            if self.on_error != "raise" and self.budget is not None and count > self.budget:
-                raise TooManyBadSamplesError(count, self.budget, self.log.in_epoch(epoch))
+            records.append(
+                self._record(Failure(keys[slot], stage, reason, action, source=self.source, epoch=epoch, position=positions[slot]))
+            )
         if self.on_error == "raise" and records:
             raise SampleError(records)
 
@@ -129,13 +127,21 @@ class BadSampleHandler:
             SampleError: ``on_error="raise"``; lists the chunk's bad documents.
             TooManyBadSamplesError: The epoch's budget ran out.
         """
-        records: list[Failure] = []
-        for slot, (stage, reason) in sorted(failed.items()):
-            action = "raised" if self.on_error == "raise" else "skipped"  # left out: no tokens packed
-            record = Failure(keys[slot], stage, reason, action, source=self.source, epoch=epoch, position=positions[slot])
-            records.append(record)
-            count = self.log.add(record)
-            if self.on_error != "raise" and self.budget is not None and count > self.budget:
-                raise TooManyBadSamplesError(count, self.budget, self.log.in_epoch(epoch))
+        action = "raised" if self.on_error == "raise" else "skipped"  # left out: no tokens packed
+        records = [
+            self._record(Failure(keys[slot], stage, reason, action, source=self.source, epoch=epoch, position=positions[slot]))
+            for slot, (stage, reason) in sorted(failed.items())
+        ]
         if self.on_error == "raise" and records:
             raise SampleError(records)
+
+    def _record(self, record: Failure) -> Failure:
+        """Log ``record``; past the epoch's budget (when not raising anyway), stop the epoch.
+
+        Raises:
+            TooManyBadSamplesError: The epoch's budget ran out.
+        """
+        count = self.log.add(record)
+        if self.on_error != "raise" and self.budget is not None and count > self.budget:
+            raise TooManyBadSamplesError(count, self.budget, self.log.in_epoch(record.epoch if record.epoch is not None else -1))
+        return record
