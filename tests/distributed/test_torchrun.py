@@ -5,7 +5,6 @@ uneven step would hang the all-reduce: the timeout bounds that)."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from collections import Counter
@@ -13,6 +12,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
+from tests.support.training_logs import delivered
 
 pytest.importorskip("torch.distributed.checkpoint")
 
@@ -32,17 +33,6 @@ def torchrun(work: Path, ranks: int, *arguments: str) -> subprocess.CompletedPro
         *arguments,
     ]
     return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
-
-
-def delivered(work: Path, run: int, up_to_step: int | None) -> Counter[str]:
-    """Keys delivered by ``run`` at steps up to ``up_to_step`` (None: all), over its ranks."""
-    seen: Counter[str] = Counter()
-    for path in work.glob(f"log-{run}-*.jsonl"):
-        for line in path.read_text().splitlines():
-            entry = json.loads(line)
-            if up_to_step is None or entry["step"] <= up_to_step:
-                seen.update(entry["keys"])
-    return seen
 
 
 def steps_per_rank(work: Path, run: int) -> list[int]:

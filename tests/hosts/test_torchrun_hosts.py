@@ -19,6 +19,7 @@ from tests.hosts.conftest import SAMPLES
 from tests.support.datasets import dataset
 from tests.support.hosts import HOST_DISK, HostNetwork
 from tests.support.s3_server import S3Server
+from tests.support.training_logs import delivered
 
 pytest.importorskip("torch.distributed.checkpoint")
 
@@ -38,16 +39,6 @@ def torchrun(network: HostNetwork, host: str, work: Path, endpoint: str, *, node
     return network.run(
         host, command, env={"GLOO_SOCKET_IFNAME": "eth0", "PYTHONPATH": str(ROOT)}, log=work / f"torchrun-{host}.log", cwd=ROOT
     )
-
-
-def delivered(work: Path, run: int, up_to_step: int | None) -> Counter[str]:
-    seen: Counter[str] = Counter()
-    for path in work.glob(f"log-{run}-*.jsonl"):
-        for line in path.read_text().splitlines():
-            entry = json.loads(line)
-            if up_to_step is None or entry["step"] <= up_to_step:
-                seen.update(entry["keys"])
-    return seen
 
 
 def last_step(path: Path) -> int:
