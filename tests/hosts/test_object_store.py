@@ -2,7 +2,8 @@
 node cache on its own disk: over two epochs every sample reaches exactly one rank per epoch, the
 ranks take equal steps, and the store (its own request log) serves each object at most once to
 each host while the caches hold the data. Then the network fails under the job: 1% loss and
-100 ms to the store ride through."""
+100 ms to the store ride through, and a partition of a host from the store is ridden out within
+the retry deadline, or raised by name when it outlasts it."""
 
 from __future__ import annotations
 
@@ -27,7 +28,8 @@ import json, os, sys, time
 from stoker import Loader, Reads, Sampling, Throughput
 from stoker.storage import RetryPolicy, S3Storage
 endpoint, cache, rank, world, epochs, deadline, barrier, step = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6]), sys.argv[7], float(sys.argv[8])
-options = dict(endpoint=endpoint, access_key_id="stoker-test", secret_access_key="stoker-secret", region="us-east-1")
+batch_size, timeout = int(sys.argv[9]), float(sys.argv[10])
+options = dict(endpoint=endpoint, access_key_id="stoker-test", secret_access_key="stoker-secret", region="us-east-1", timeout=timeout)
 retry = RetryPolicy(base_delay=0.1, max_delay=1.0, deadline=deadline, open_deadline=deadline)
 out, arrived = [], []
 
@@ -43,11 +45,10 @@ def arrive():
 
 try:
     with S3Storage("s3://hosts/d", cache_dir=cache, cache_bytes=64 << 20, retry=retry, **options) as storage:
-        # Two batches in flight and one kept ready, pinned (the tuner would raise them): a
-        # partition at step 3 finds most of the epoch still to fetch, however fast the store was.
+        # Two batches in flight and one kept ready, pinned (the tuner would raise them).
         loader = Loader(
             storage,
-            batch_size=8,
+            batch_size=batch_size,
             sampling=Sampling(seed=3, rank=rank, world_size=world),
             reads=Reads(fetch_concurrency=2),
             throughput=Throughput(prefetch=1, autotune=False),
@@ -74,15 +75,24 @@ _GET = re.compile(r"request: .*\{GET@\w+ http://([^/]+)/hosts/d/(\S*) HTTP")
 
 
 def start_ranks(
-    network: HostNetwork, endpoints: dict[str, str], *, epochs: int, deadline: float = 120.0, step: float = 0.0
+    network: HostNetwork,
+    endpoints: dict[str, str],
+    *,
+    epochs: int,
+    deadline: float = 120.0,
+    step: float = 0.0,
+    batch_size: int = 8,
+    timeout: float = 30.0,
 ) -> tuple[list[subprocess.Popen[str]], Path]:
-    """Two ranks on each of h0 and h1 (ranks 0-1 on h0), each host's cache on its own disk;
-    returns them and their barrier (``<barrier>.step3-<rank>`` appears at step 3 of epoch 0)."""
+    """Two ranks on each of h0 and h1 (ranks 0-1 on h0), each host's cache on its own disk,
+    ``timeout`` seconds per request; returns them and their barrier (``<barrier>.step3-<rank>``
+    appears at step 3 of epoch 0)."""
     processes = []
     barrier = Path(tempfile.mkdtemp(prefix="stoker-barrier-"))  # shared: only HOST_DISK differs between hosts
     for rank in range(4):
         host = "h0" if rank < 2 else "h1"
         arguments = [endpoints[host], str(HOST_DISK / "cache"), str(rank), "4", str(epochs), str(deadline), str(barrier), str(step)]
+        arguments += [str(batch_size), str(timeout)]
         command = [*network[host].prefix(), sys.executable, "-c", RANK, *arguments]
         processes.append(subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, text=True))
     return processes, barrier
@@ -140,3 +150,42 @@ def test_loss_and_latency_to_the_store_are_ridden_through(store_and_hosts: tuple
     ranks = run_ranks(network, endpoints, epochs=1)
     keys = Counter(key for rank in ranks for key in rank[0]["keys"])
     assert keys == Counter({key: 1 for key in dataset(SAMPLES).keys}), "nothing lost, nothing twice"
+
+
+def test_a_partition_shorter_than_the_deadline_is_ridden_out_and_a_longer_one_is_named(
+    store_and_hosts: tuple[HostNetwork, S3Server],
+) -> None:
+    network, server = store_and_hosts
+    endpoints = {host: f"http://store.from-{host}:{server.port}" for host in ("h0", "h1")}
+
+    def partitioned_run(seconds: float, deadline: float) -> list[list[dict]]:
+        """A fresh epoch (empty caches) with h1 cut from the store from its step 3 for ``seconds``
+        (less if h1's ranks end first). Batches of 2 (40 steps a rank): the batches the pipeline
+        holds ahead (in flight, ready, being decoded: about 7) are a small part of the epoch, so
+        the cut finds most of it still to fetch. A request gives up after 3 s and is retried
+        until ``deadline``."""
+        for host in ("h0", "h1"):
+            subprocess.run([*network[host].prefix(), "rm", "-rf", str(HOST_DISK / "cache")], check=True)
+        processes, barrier = start_ranks(network, endpoints, epochs=1, deadline=deadline, step=0.05, batch_size=2, timeout=3.0)
+        signal = Path(f"{barrier}.step3-2")
+        while not signal.exists() and all(process.poll() is None for process in processes):
+            time.sleep(0.02)
+        network.partition("h1", "store")
+        cut = time.monotonic()
+        try:
+            while time.monotonic() - cut < seconds and any(process.poll() is None for process in processes[2:]):
+                time.sleep(0.1)
+        finally:
+            network.heal("h1", "store")
+        return results(processes)
+
+    ridden = partitioned_run(seconds=20, deadline=60)
+    keys = Counter(key for rank in ridden for key in rank[0]["keys"])
+    assert keys == Counter({key: 1 for key in dataset(SAMPLES).keys}), "a 20 s partition, ridden out: every sample once"
+    assert all(rank[0]["seconds"] >= 20 for rank in ridden[2:]), (
+        f"h1's ranks waited the partition out: {[rank[0]['seconds'] for rank in ridden]}"
+    )
+    raised = partitioned_run(seconds=60, deadline=5)
+    errors = [rank[-1].get("error", "") for rank in raised[2:]]
+    assert all("StorageUnavailableError" in error and "s3://hosts/d" in error for error in errors), f"h1's ranks name the failure: {errors}"
+    assert all("error" not in rank[-1] for rank in raised[:2]), "h0 was never cut off"
