@@ -1,4 +1,4 @@
-"""What the torchrun training scripts (tests/distributed/train.py, tests/hosts/train_s3.py) logged:
+"""What the torchrun training script (tests/distributed/train.py) logged, across hosts too:
 each rank appends ``{"run", "step", "keys"}`` per step to ``WORK/log-<run>-<rank>.jsonl``."""
 
 from __future__ import annotations
