@@ -15,16 +15,18 @@ here has no ``netem``, so latency is added in user space: a latency proxy on the
 own loopback forwards to the far host with the delay (`delayed_route`).
 
 Everything is torn down by `close` (and by ``with``), also when a test fails: the processes
-started on the hosts, the namespaces, the bridge. Names carry the test process's id, so two test
-runs on one machine do not meet. Addresses are in 10.231.0.0/16, only inside the namespaces this
-harness creates.
+started on the hosts, the namespaces, the bridge. Names carry the test process's id, and each
+network takes a /24 that no other on the machine holds, so two test runs on one machine do not
+meet. Addresses are in 10.231.0.0/16, only inside the namespaces this harness creates.
 
 Needs root (``ip netns add``): `unavailable` says why not, for a clear skip.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -103,8 +105,8 @@ class HostNetwork:
         self.tag = f"{os.getpid() % 100000}"
         self.root = root or Path(tempfile.mkdtemp(prefix="stoker-hosts-"))
         self.bridge = f"stkbr{self.tag}"
-        self.subnet = f"{_SUBNET}.{os.getpid() % 250}"
-        self.gateway = f"{self.subnet}.254"
+        self.subnet = ""  # chosen when the bridge is made (`_create`)
+        self.gateway = ""
         self.hosts: dict[str, Host] = {}
         self._names = list(names)
         self._loss: dict[str, float] = {}
@@ -123,8 +125,13 @@ class HostNetwork:
         self.close()
 
     def _create(self) -> None:
-        _ip("link", "add", self.bridge, "type", "bridge")
-        _ip("addr", "add", f"{self.gateway}/24", "dev", self.bridge)
+        # Another test run on this machine may be choosing its subnet now: one at a time.
+        with open("/run/stoker-hosts.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            self.subnet = _free_subnet()
+            self.gateway = f"{self.subnet}.254"
+            _ip("link", "add", self.bridge, "type", "bridge")
+            _ip("addr", "add", f"{self.gateway}/24", "dev", self.bridge)
         _ip("link", "set", self.bridge, "up")
         table = f"add table bridge {self.bridge}\nadd chain bridge {self.bridge} forward {{ type filter hook forward priority 0; }}\n"
         subprocess.run(["nft", "-f", "-"], input=table, text=True, check=True, capture_output=True)
@@ -277,6 +284,18 @@ class HostNetwork:
         subprocess.run(["nft", "delete", "table", "bridge", self.bridge], capture_output=True)
         self.hosts.clear()
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _free_subnet() -> str:
+    """A /24 of 10.231.0.0/16 that no interface here has an address in (two networks on one
+    subnet would route each other's packets astray)."""
+    listing = subprocess.run(["ip", "-o", "-4", "addr", "show"], capture_output=True, text=True, check=True).stdout
+    taken = {int(number) for number in re.findall(rf"inet {re.escape(_SUBNET)}\.(\d+)\.", listing)}
+    for offset in range(250):
+        number = (os.getpid() + offset) % 250
+        if number not in taken:
+            return f"{_SUBNET}.{number}"
+    raise RuntimeError(f"every /24 of {_SUBNET}.0.0/16 is in use on this machine")
 
 
 def _kill_group(process: subprocess.Popen[Any]) -> None:

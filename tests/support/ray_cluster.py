@@ -59,13 +59,14 @@ def local_ray_cluster(temp: Path) -> Iterator[str]:
         yield address
     finally:
         ray.shutdown()
+        # Each ``ray start`` is asked to stop (it stops its own processes, the head last); all of
+        # its process group signalled at once, it waited past 30 s for children already gone.
         for process in reversed(nodes):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGTERM)
-        for process in nodes:
+            process.terminate()
             try:
-                process.wait(30)
+                process.wait(15)
             except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
+                pass
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)  # what is left of it
+            process.wait()
