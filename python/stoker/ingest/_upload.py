@@ -203,13 +203,21 @@ def create_schema(session: Any, connection: CassandraConnection, columns: list[s
     statement goes through ``policy`` like the writes: a schema change that times out while a
     node is busy or restarting is tried again (the CREATEs are idempotent)."""
     keyspace = connection.keyspace
+    # The driver answers a schema change only after refreshing its schema on its own executor,
+    # outside the request's timeout; once (in a CI run) such an answer never came and a CREATE
+    # waited past 300 s. So an attempt has a bound of its own, twice the request's timeout and
+    # the agreement wait; past it the attempt has failed (a TimeoutError, retried).
+    bound = 2 * (connection.request_timeout + session.cluster.max_schema_agreement_wait)
 
     def execute(statement: str, parameters: tuple[Any, ...] | None = None) -> Any:
-        async def request() -> Any:
+        async def attempt() -> Any:
             result = await await_response(session.execute_async(statement, parameters))
             if statement.startswith(("CREATE", "ALTER")):
                 await asyncio.to_thread(wait_for_schema_agreement, session)
             return result
+
+        async def request() -> Any:
+            return await asyncio.wait_for(attempt(), bound)
 
         return asyncio.run(
             call_with_retries(request, policy=policy, classify=classify_schema_error, name=f"{connection.describe()} (schema)")
