@@ -259,11 +259,7 @@ class HostNetwork:
         where = self.hosts[host]
         for process in where.processes:
             _kill_group(process)
-        for pid in subprocess.run(["ip", "netns", "pids", where.namespace], capture_output=True, text=True).stdout.split():
-            try:
-                os.kill(int(pid), signal.SIGKILL)
-            except (ProcessLookupError, ValueError):
-                pass
+        _kill_namespace(where.namespace)
         subprocess.run(["ip", "link", "set", where.port, "down"], capture_output=True)
 
     def close(self) -> None:
@@ -271,14 +267,7 @@ class HostNetwork:
         for host in self.hosts.values():
             for process in host.processes:
                 _kill_group(process)
-            pids = subprocess.run(["ip", "netns", "pids", host.namespace], capture_output=True, text=True).stdout.split()
-            for pid in pids:
-                try:
-                    os.kill(int(pid), signal.SIGKILL)
-                except (ProcessLookupError, ValueError):
-                    pass
-            subprocess.run(["ip", "netns", "del", host.namespace], capture_output=True)
-            shutil.rmtree(Path("/etc/netns") / host.namespace, ignore_errors=True)
+            _remove_namespace(host.namespace)
             subprocess.run(["ip", "link", "del", host.port], capture_output=True)
         subprocess.run(["ip", "link", "del", self.bridge], capture_output=True)
         subprocess.run(["nft", "delete", "table", "bridge", self.bridge], capture_output=True)
@@ -296,6 +285,22 @@ def _free_subnet() -> str:
         if number not in taken:
             return f"{_SUBNET}.{number}"
     raise RuntimeError(f"every /24 of {_SUBNET}.0.0/16 is in use on this machine")
+
+
+def _kill_namespace(namespace: str) -> None:
+    """SIGKILL every process in ``namespace`` (also those not started through `run`)."""
+    for pid in subprocess.run(["ip", "netns", "pids", namespace], capture_output=True, text=True).stdout.split():
+        try:
+            os.kill(int(pid), signal.SIGKILL)
+        except (ProcessLookupError, ValueError):
+            pass
+
+
+def _remove_namespace(namespace: str) -> None:
+    """End ``namespace``'s processes, delete it and its /etc/netns folder."""
+    _kill_namespace(namespace)
+    subprocess.run(["ip", "netns", "del", namespace], capture_output=True)
+    shutil.rmtree(Path("/etc/netns") / namespace, ignore_errors=True)
 
 
 def _kill_group(process: subprocess.Popen[Any]) -> None:
@@ -319,13 +324,7 @@ def _remove_stale() -> None:
         if Path(f"/proc/{tag.removeprefix('stk')}").exists():
             continue  # a test run still going
         for namespace in (name for name in listing if name.startswith(f"{tag}-")):
-            for pid in subprocess.run(["ip", "netns", "pids", namespace], capture_output=True, text=True).stdout.split():
-                try:
-                    os.kill(int(pid), signal.SIGKILL)
-                except (ProcessLookupError, ValueError):
-                    pass
-            subprocess.run(["ip", "netns", "del", namespace], capture_output=True)
-            shutil.rmtree(Path("/etc/netns") / namespace, ignore_errors=True)
+            _remove_namespace(namespace)
         links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout.splitlines()
         for line in links:
             name = line.split(": ")[1].split("@")[0] if ": " in line else ""
