@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,11 +36,16 @@ _UNITS = {
 }
 
 
+# The largest size an option takes: past a petabyte a size is a typing slip, not a plan.
+_MAX_SIZE = 1 << 50
+
+
 def parse_size(text: str) -> int:
     """``"256MB"`` -> 268435456 (units are binary: KB, MB, GB, TB, or KiB, MiB, GiB, TiB).
 
     Raises:
-        argparse.ArgumentTypeError: Not a size; the message shows what one looks like.
+        argparse.ArgumentTypeError: Not a size (``inf`` and ``nan`` are not), under a byte or
+            over a petabyte; the message shows what one looks like.
     """
     stripped = text.strip().upper().replace(" ", "")
     number = stripped.rstrip("KMGTIB")
@@ -48,9 +54,48 @@ def parse_size(text: str) -> int:
         value = float(number)
     except ValueError:
         value = -1.0
-    if unit not in _UNITS or value <= 0:
+    if unit not in _UNITS or not math.isfinite(value) or value <= 0 or value * _UNITS[unit] < 1:
         raise argparse.ArgumentTypeError(f"{text}: expected a size like 256MB or 1.5GiB")
+    if value * _UNITS[unit] > _MAX_SIZE:
+        raise argparse.ArgumentTypeError(f"{text}: over the largest size stoker takes, 1 PiB")
     return int(value * _UNITS[unit])
+
+
+def whole_number(low: int, high: int) -> Callable[[str], int]:
+    """An argparse type: an integer from ``low`` to ``high``, refused by name outside them (a
+    batch of a trillion samples is a typing slip that would otherwise end in MemoryError)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{value:,} is outside {low:,}..{high:,}")
+        return value
+
+    return parse
+
+
+def real_number(low: float, high: float, *, above_low: bool = False) -> Callable[[str], float]:
+    """An argparse type: a finite number from ``low`` (or above it) to ``high``; ``nan`` and
+    ``inf`` are refused (a duration of nan never ends)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not math.isfinite(value) or value > high or value < low or (above_low and value == low):
+            bound = f"over {low:g}" if above_low else f"at least {low:g}"
+            raise argparse.ArgumentTypeError(f"{text}: expected a finite number {bound} and at most {high:g}")
+        return value
+
+    return parse
+
+
+_COUNT = whole_number(1, 1 << 20)  # batch sizes, concurrency, windows
+_INDEX = whole_number(0, (1 << 63) - 1)  # steps, ranks, seeds
 
 
 class _HelpWithDefaults(argparse.ArgumentDefaultsHelpFormatter):
@@ -384,7 +429,14 @@ def _replay(arguments: argparse.Namespace) -> int:
 
     from .observe import read_ledger, replay
 
-    batch = replay(arguments.ledger, arguments.step, rank=arguments.rank, storage=arguments.storage, verify=not arguments.no_verify)
+    batch = replay(
+        arguments.ledger,
+        arguments.step,
+        rank=arguments.rank,
+        storage=arguments.storage,
+        verify=not arguments.no_verify,
+        trust_ledger_source=arguments.storage_from_ledger,
+    )
     rows = read_ledger(arguments.ledger, rank=arguments.rank)
     rows = rows.filter(rows.column("step").to_numpy() == arguments.step).to_pydict()
     print(f"step {arguments.step} of rank {arguments.rank}: epoch {rows['epoch'][0]}, batch {batch.index}, {len(batch.keys)} samples")
@@ -416,17 +468,17 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "path", nargs="?", help="a dataset: a path, s3://bucket/prefix or cassandra://host/keyspace (default: generated JPEGs)"
     )
-    bench.add_argument("--batch-size", type=int, default=32, help="samples per batch")
-    bench.add_argument("--fetch-concurrency", type=int, default=None, help="batches fetched at once (4 local, 8 remote)")
-    bench.add_argument("--decode-concurrency", type=int, default=None, help="batches decoded at once (default: the cores)")
+    bench.add_argument("--batch-size", type=_COUNT, default=32, help="samples per batch")
+    bench.add_argument("--fetch-concurrency", type=_COUNT, default=None, help="batches fetched at once (4 local, 8 remote)")
+    bench.add_argument("--decode-concurrency", type=_COUNT, default=None, help="batches decoded at once (default: the cores)")
     bench.add_argument("--shuffle", choices=SHUFFLES, default="uniform", help="the Loader's shuffle (block: by shards or row groups)")
-    bench.add_argument("--shuffle-window", type=int, default=32, help="blocks mixed together by --shuffle block")
-    bench.add_argument("--latency-ms", type=float, default=0.0, help="delay added to every storage read")
-    bench.add_argument("--step-ms", type=float, default=0.0, help="simulated training step after each batch")
-    bench.add_argument("--duration", type=float, default=20.0, help="seconds of measurement")
+    bench.add_argument("--shuffle-window", type=_COUNT, default=32, help="blocks mixed together by --shuffle block")
+    bench.add_argument("--latency-ms", type=real_number(0, 3.6e6), default=0.0, help="delay added to every storage read")
+    bench.add_argument("--step-ms", type=real_number(0, 3.6e6), default=0.0, help="simulated training step after each batch")
+    bench.add_argument("--duration", type=real_number(0, 1e6, above_low=True), default=20.0, help="seconds of measurement")
     bench.add_argument(
         "--images",
-        type=int,
+        type=whole_number(1, 10**8),
         default=2000,
         help="generated JPEGs when no PATH is given; with a PATH, the most of its images each peer reads (a sample)",
     )
@@ -436,7 +488,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--quiet", action="store_true", help="no progress bar")
     bench.add_argument("--tokenizer", help="a tokenizer.json: PATH is a raw text corpus, tokenized and packed by TokenLoader")
     bench.add_argument("--text-field", default="text", help="with --tokenizer: the JSON field or Parquet column of the text")
-    bench.add_argument("--context-length", type=int, default=2048, help="with --tokenizer: tokens per packed row")
+    bench.add_argument("--context-length", type=whole_number(1, 1 << 24), default=2048, help="with --tokenizer: tokens per packed row")
     bench.set_defaults(run=_bench)
     report = commands.add_parser(
         "report", formatter_class=_HelpWithDefaults, help="plots and an HTML page from a `stoker bench --json` run"
@@ -459,9 +511,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     convert.add_argument("--shard-size", type=parse_size, default="256MB", help="start a new shard (or Parquet file) past this size")
     convert.add_argument("--row-group-size", type=parse_size, default="32MB", help="Parquet: payload bytes per row group")
-    convert.add_argument("--concurrency", type=int, default=None, help="writes in flight (default: 32 to S3, 8 to Cassandra)")
+    convert.add_argument(
+        "--concurrency", type=whole_number(1, 4096), default=None, help="writes in flight (default: 32 to S3, 8 to Cassandra)"
+    )
     convert.add_argument("--metadata", help="CSV of key,column,... written to Cassandra's metadata table")
-    convert.add_argument("--replication", type=int, default=1, help="replication factor of a new Cassandra keyspace")
+    convert.add_argument("--replication", type=whole_number(1, 100), default=1, help="replication factor of a new Cassandra keyspace")
     convert.add_argument(
         "--ray",
         nargs="?",
@@ -482,12 +536,12 @@ def build_parser() -> argparse.ArgumentParser:
     split.add_argument("source", help="cassandra://host:port/keyspace (its metadata table) or any dataset")
     split.add_argument("-o", "--output", required=True, help="the splits file (JSON) to write")
     split.add_argument("--ratios", default="train=0.8,val=0.1,test=0.1", help="split names and shares")
-    split.add_argument("--folds", type=int, default=None, help="k-fold cross-validation instead of ratios")
+    split.add_argument("--folds", type=whole_number(2, 1 << 30), default=None, help="k-fold cross-validation instead of ratios")
     split.add_argument("--balance", default="original", help="original, uniform, or LABEL=WEIGHT,...")
     split.add_argument("--label-column", default="label", help="the metadata column balanced on")
     split.add_argument("--group-column", default=None, help="keep all rows with one value of this column in one split")
     split.add_argument("--metadata", help="CSV of key,column,... (groups for a source without a metadata table)")
-    split.add_argument("--seed", type=int, default=0, help="seeds the shuffle; the same seed gives the same splits")
+    split.add_argument("--seed", type=_INDEX, default=0, help="seeds the shuffle; the same seed gives the same splits")
     split.set_defaults(run=_split)
     inspect = commands.add_parser("inspect", formatter_class=_HelpWithDefaults, help="format, sample count, shards, sizes, label histogram")
     inspect.add_argument(
@@ -504,9 +558,15 @@ def build_parser() -> argparse.ArgumentParser:
         "replay", formatter_class=_HelpWithDefaults, help="build a recorded batch again from a provenance ledger, checking every sample"
     )
     replay.add_argument("ledger", help="the run's ledger directory (loader.record_provenance(DIR))")
-    replay.add_argument("--step", type=int, required=True, help="the rank's batch number since the run began")
-    replay.add_argument("--rank", type=int, default=0, help="which rank's batch")
-    replay.add_argument("--storage", default=None, help="read the samples here instead of the path or URL the run opened")
+    replay.add_argument("--step", type=_INDEX, required=True, help="the rank's batch number since the run began")
+    replay.add_argument("--rank", type=whole_number(0, 1 << 20), default=0, help="which rank's batch")
+    replay.add_argument("--storage", default=None, help="read the samples here (a path or URL)")
+    replay.add_argument(
+        "--storage-from-ledger",
+        action="store_true",
+        help="read the samples from the path or URL the ledger names (only for a ledger you trust: it decides where "
+        "this machine's credentials for that store are sent)",
+    )
     replay.add_argument("--out", default=None, help="save the batch's data here (.npy)")
     replay.add_argument("--no-verify", action="store_true", help="do not check each sample's length and CRC-32 against the ledger")
     replay.set_defaults(run=_replay)
@@ -526,6 +586,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 141
     except (StorageError, FileNotFoundError, PermissionError, ValueError, ImportError) as error:
         print(f"stoker {arguments.command}: {error}", file=sys.stderr)
+        return 1
+    except (MemoryError, RecursionError) as error:
+        # A last line of defence: each input is bounded where it is read, and a case that still
+        # gets here is a bug to report, said in one line rather than a traceback.
+        print(f"stoker {arguments.command}: {type(error).__name__}: {error or 'out of memory'} (please report this input)", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print(f"stoker {arguments.command}: interrupted", file=sys.stderr)

@@ -101,7 +101,7 @@ def test_a_torn_or_damaged_ledger_reads_up_to_the_damage(tmp_path: Path, caplog:
     path.write_bytes(b"not a ledger at all")
     assert read_ledger(ledger).num_rows == 0
     with pytest.raises(ProvenanceError, match="ledger: rank 0 recorded no step 0"):
-        replay(ledger, 0)
+        replay(ledger, 0, trust_ledger_source=True)
     with pytest.raises(StorageError, match="rank-00000-0000.arrows: not a readable stoker provenance ledger"):
         ledger_metadata(ledger)
 
@@ -122,7 +122,7 @@ def test_hostile_ledger_contents_are_refused_before_any_large_allocation(tmp_pat
 
     rewrite(ledger, huge_crop)
     with pytest.raises(ProvenanceError, match="would take .* bytes, over max_batch_bytes"):
-        replay(ledger, 0)
+        replay(ledger, 0, trust_ledger_source=True)
 
     def other_shape(metadata: dict[str, Any]) -> None:
         metadata["transform"]["arguments"]["random_resized_crop"] = [20, 20]
@@ -130,13 +130,13 @@ def test_hostile_ledger_contents_are_refused_before_any_large_allocation(tmp_pat
 
     rewrite(ledger, other_shape)
     with pytest.raises(ProvenanceError, match=r"samples of shape \[20, 20, 3\], but it records \[16, 16, 3\]"):
-        replay(ledger, 0)
+        replay(ledger, 0, trust_ledger_source=True)
     rewrite(ledger, lambda metadata: metadata.update(transform={"type": "ImageTransform", "arguments": {"no_such": 1}}))
     with pytest.raises(ProvenanceError, match="transform cannot be built again"):
-        replay(ledger, 0)
+        replay(ledger, 0, trust_ledger_source=True)
     rewrite(ledger, lambda metadata: metadata.update(source=str(tmp_path / "gone")))
     with pytest.raises(StorageError, match="the run's storage .*gone.* cannot be opened"):
-        replay(ledger, 0)
+        replay(ledger, 0, trust_ledger_source=True)
 
 
 def test_a_ledger_naming_samples_outside_the_storage_is_refused(tmp_path: Path) -> None:
@@ -145,7 +145,7 @@ def test_a_ledger_naming_samples_outside_the_storage_is_refused(tmp_path: Path) 
     index = table.schema.get_field_index("index")
     rewrite(ledger, table=table.set_column(index, "index", pa.array([10**9] * table.num_rows, type=pa.int64())))
     with pytest.raises(ProvenanceError, match="outside the storage's 24"):
-        replay(ledger, 0)
+        replay(ledger, 0, trust_ledger_source=True)
 
 
 def test_damaged_strings_in_a_record_are_caught_as_damage(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -165,7 +165,7 @@ def test_damaged_strings_in_a_record_are_caught_as_damage(tmp_path: Path, caplog
         table = read_ledger(ledger)
     assert table.num_rows == 0 and "then a torn or damaged one" in caplog.text
     with pytest.raises(ProvenanceError, match="recorded no step 0"):
-        replay(ledger, 0)
+        replay(ledger, 0, trust_ledger_source=True)
 
 
 STATE_PARTS = st.sampled_from(["fingerprint", "step", "delivered_digest", "mixture"])

@@ -85,7 +85,7 @@ def test_a_killed_runs_batches_replay_byte_for_byte(tmp_path: Path) -> None:
     assert ledger_metadata(ledger, rank=1)["transform"]["type"] == "ImageTransform"
     padded = zero_filled = 0
     for step in steps:
-        batch = replay(ledger, step, rank=1)
+        batch = replay(ledger, step, rank=1, storage=images)
         original = np.load(out / f"step-{step}.npy")
         assert batch.data.tobytes() == original[: len(batch.keys)].tobytes(), f"step {step} differs"
         assert np.array_equal(batch.valid, np.load(out / f"valid-{step}.npy"))
@@ -95,7 +95,8 @@ def test_a_killed_runs_batches_replay_byte_for_byte(tmp_path: Path) -> None:
     assert zero_filled >= 1, "the corrupt image's zero-filled slot was replayed as zeros"
     # The command line says the same, and saves the batch.
     shown = subprocess.run(
-        [sys.executable, "-m", "stoker.cli", "replay", str(ledger), "--step", "3", "--rank", "1", "--out", str(tmp_path / "b.npy")],
+        [sys.executable, "-m", "stoker.cli", "replay", str(ledger), "--step", "3", "--rank", "1", "--storage-from-ledger"]
+        + ["--out", str(tmp_path / "b.npy")],
         capture_output=True,
         text=True,
         timeout=120,
@@ -114,8 +115,8 @@ def test_replay_names_a_sample_whose_bytes_changed(tmp_path: Path) -> None:
     victim = first.keys[2]
     (images / victim).write_bytes(b"other bytes")
     with pytest.raises(ProvenanceError, match=f"1 sample\\(s\\) changed: {victim}.* 11 bytes"):
-        replay(tmp_path / "ledger", 0)
-    assert replay(tmp_path / "ledger", 0, verify=False).keys == first.keys
+        replay(tmp_path / "ledger", 0, storage=images)
+    assert replay(tmp_path / "ledger", 0, storage=images, verify=False).keys == first.keys
 
 
 def test_a_resumed_run_continues_the_step_numbers_in_a_new_file(tmp_path: Path) -> None:
@@ -136,7 +137,7 @@ def test_a_resumed_run_continues_the_step_numbers_in_a_new_file(tmp_path: Path) 
     assert sorted(path.name for path in ledger.iterdir()) == ["rank-00000-0000.arrows", "rank-00000-0001.arrows"]
     table = read_ledger(ledger)
     assert table.column("step").to_pylist() == [step for step in range(5) for _ in range(4)]
-    assert replay(ledger, 4).keys == keys[1]
+    assert replay(ledger, 4, storage=images).keys == keys[1]
 
 
 def test_held_batches_are_recorded_when_released_and_not_before(tmp_path: Path) -> None:

@@ -136,6 +136,9 @@ def test_a_dead_worker_is_named_and_the_process_lives(how: str) -> None:
         assert message.startswith("DataLoader worker (pid N) ") and ("is killed by signal" in message or "exited unexpectedly" in message)
         if how == "SIGSEGV" and "signal:" in message:
             assert message.startswith("DataLoader worker (pid N) is killed by signal: Segmentation fault")
+        if loader_type is DataLoader and how != "exit":  # torch's words for a signal, whichever noticed first
+            signal_name = "Segmentation fault" if how == "SIGSEGV" else "Killed"
+            assert message.startswith(f"DataLoader worker (pid N) is killed by signal: {signal_name}. ["), message
         if loader_type is DataLoader:  # deliberately more: which worker, and how it ended
             ending = {"SIGSEGV": "was killed by signal SIGSEGV (Segmentation fault)", "SIGKILL": "was killed by signal SIGKILL (Killed)"}
             assert message.endswith(f"[worker 1 of 2 (pid N) {ending.get(how, 'exited with status 3')}]"), message

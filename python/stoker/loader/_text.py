@@ -83,6 +83,11 @@ class TextChunk:
     text_bytes: int
 
 
+# A tokenizer holds about 130 bytes per byte of text while it works (an 8 MB document took
+# 1.08 GB in one call), so one document's size is bounded: a larger one is a bad document.
+MAX_DOCUMENT_BYTES = 4 << 20
+
+
 class TextDocuments:
     """Raw text documents of a storage, read and tokenized together.
 
@@ -90,12 +95,20 @@ class TextDocuments:
         storage: Where the documents are.
         tokenizer: Turns text into ids.
         field: The JSON field holding the text, or None where a document's bytes are its text.
+        max_document_bytes: A stored document larger than this (its bytes as stored, JSON
+            included) is a bad document, named, before it is parsed or tokenized.
+
+    Raises:
+        ValueError: ``max_document_bytes`` below 1.
     """
 
-    def __init__(self, storage: Storage, tokenizer: Tokenizer, field: str | None) -> None:
+    def __init__(self, storage: Storage, tokenizer: Tokenizer, field: str | None, max_document_bytes: int = MAX_DOCUMENT_BYTES) -> None:
+        if max_document_bytes < 1:
+            raise ValueError(f"max_document_bytes must be positive, got {max_document_bytes}")
         self.storage = storage
         self.tokenizer = tokenizer
         self.field = field
+        self.max_document_bytes = max_document_bytes
 
     def __len__(self) -> int:
         return len(self.storage)
@@ -118,6 +131,13 @@ class TextDocuments:
         for slot, (index, data) in enumerate(zip(indices, raw)):
             if isinstance(data, BaseException):
                 failed[slot] = ("read", f"{type(data).__name__}: {data}")
+                texts.append("")
+                continue
+            if len(data) > self.max_document_bytes:
+                failed[slot] = (
+                    "read",
+                    f"{self.name(index)}: a document of {len(data):,} bytes, over max_document_bytes={self.max_document_bytes:,}",
+                )
                 texts.append("")
                 continue
             try:

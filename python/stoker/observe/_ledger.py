@@ -17,6 +17,7 @@ compacts a finished run for long-term keeping (about 60 bytes a sample after com
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import os
@@ -28,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .._files import open_regular, require_regular
 from ..errors import ConfigurationError, StorageError
 from ..storage import Storage
 from ..storage._locate import sample_locations
@@ -187,11 +189,59 @@ class ProvenanceLedger:
                 self._file.close()
 
 
+class _FileOfKnownSize(io.RawIOBase):
+    """A ledger file for Arrow's stream reader, whose reads never ask for more than the file holds.
+
+    A record's header declares its body's size, and the reader asks for that many bytes at once:
+    through a plain file object, a damaged header declaring 1 TB was a 1 TB allocation (a
+    MemoryError, or an OverflowError). Here a read is cut at the file's end, so the reader gets
+    what is there, sees it short, and calls the record damaged. (Not a memory map: a map of a file
+    that shrinks under it, a ledger rewritten while a table read from it is alive, is a SIGBUS.)
+    """
+
+    def __init__(self, path: Path) -> None:
+        super().__init__()
+        self._file = open_regular(path, "a ledger file")
+        self._size = os.fstat(self._file.fileno()).st_size
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        left = max(0, self._size - self._file.tell())
+        return self._file.read(left if size is None or size < 0 else min(size, left))
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        return self._file.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self._file.tell()
+
+    def close(self) -> None:
+        self._file.close()
+        super().close()
+
+
 def _segments(directory: Path, rank: int | None) -> list[Path]:
+    """The ledger files of ``rank`` (or every rank), oldest first.
+
+    Raises:
+        StorageError: Something named like a ledger file that is not a regular file (a folder,
+            a FIFO...), named: the ledger is input, and such a thing is not one.
+    """
     found = []
     for path in sorted(directory.iterdir()):
         match = _SEGMENT.search(path.name)
         if match and (rank is None or int(match.group(1)) == rank):
+            require_regular(path, "a ledger file")
             found.append(path)
     return found
 
@@ -227,8 +277,8 @@ def read_ledger(directory: str | os.PathLike[str], *, rank: int | None = None) -
 def _read_segment(pa: Any, path: Path) -> list[Any]:
     """The whole records of one ledger file, up to a torn or damaged one (said in a warning)."""
     records = []
-    with open(path, "rb") as file:
-        try:
+    try:
+        with _FileOfKnownSize(path) as file:
             reader = pa.ipc.open_stream(file)
             while True:
                 record = reader.read_next_batch()
@@ -236,16 +286,16 @@ def _read_segment(pa: Any, path: Path) -> list[Any]:
                 # caught here, not by whatever reads its strings later.
                 record.validate(full=True)
                 records.append(record)
-        except StopIteration:
-            return records
-        except (pa.ArrowException, OSError, ValueError) as error:
-            _logger.warning(
-                "%s: read %d record(s), then a torn or damaged one (%s); the rest of the file is left out "
-                "(a killed job tears only its last record)",
-                path,
-                len(records),
-                error,
-            )
+    except StopIteration:
+        return records
+    except (pa.ArrowException, OSError, ValueError) as error:
+        _logger.warning(
+            "%s: read %d record(s), then a torn or damaged one (%s); the rest of the file is left out "
+            "(a killed job tears only its last record)",
+            path,
+            len(records),
+            error,
+        )
     return records
 
 
@@ -261,7 +311,7 @@ def ledger_metadata(directory: str | os.PathLike[str], *, rank: int = 0) -> dict
     if not paths:
         raise StorageError(f"{directory}: no provenance ledger for rank {rank}")
     try:
-        with open(paths[-1], "rb") as file:
+        with _FileOfKnownSize(paths[-1]) as file:
             schema = pa.ipc.open_stream(file).schema
         metadata = json.loads(schema.metadata[b"stoker"])
         if not isinstance(metadata, dict):

@@ -60,6 +60,7 @@ def replay(
     decode: Callable[[bytes], Any] | None = None,
     verify: bool = True,
     max_batch_bytes: int = MAX_BATCH_BYTES,
+    trust_ledger_source: bool = False,
 ) -> Batch:
     """Batch ``step`` of ``rank``, built again as the run delivered it.
 
@@ -67,11 +68,16 @@ def replay(
         ledger: The run's ledger directory (``loader.record_provenance(...)``).
         step: The rank's batch number since the run began (the ledger's ``step``).
         rank: Which rank's batch.
-        storage: Where to read the samples; by default the path or URL the run opened.
+        storage: Where to read the samples. Without it, replay refuses and names the path or URL
+            the ledger says the run opened, unless ``trust_ledger_source`` is set.
         decode: The run's ``decode`` function, where it used one instead of a transform.
         verify: Check each sample's length and CRC-32 against the ledger.
         max_batch_bytes: Refuse, before allocating it, a batch whose transform's output is larger
             (the ledger is input: a damaged one must not ask for any amount of memory).
+        trust_ledger_source: Open the storage the ledger names when ``storage`` is not given. A
+            ledger is input like any file: one rewritten by someone else could name their own
+            server, which would then be sent this machine's credentials for that kind of store.
+            Leave this off for a ledger you did not write yourself.
 
     Returns:
         The batch: ``data`` as the run's training loop got it (a fresh array), ``keys``,
@@ -81,7 +87,9 @@ def replay(
         ProvenanceError: No such step, a damaged row, a transform that cannot be built or whose
             batch is larger than ``max_batch_bytes``, or a sample's bytes changed since (each one
             is named).
-        StorageError: No ledger there, or no storage to read from.
+        StorageError: No ledger there, or no storage to read from: ``storage`` not given and
+            ``trust_ledger_source`` not set (the ledger's source is named), or one that cannot be
+            opened.
     """
     table = read_ledger(ledger, rank=rank)
     rows = table.filter(table.column("step").to_numpy() == step).to_pydict()
@@ -97,6 +105,11 @@ def replay(
             raise ProvenanceError(f"{ledger}: the ledger's source is not a path or URL: {source!r}")
         if source is None:
             raise StorageError(f"{ledger}: the run's storage was not a path or URL; pass storage= to replay")
+        if not trust_ledger_source:
+            raise StorageError(
+                f"{ledger}: the ledger says the run read {source!r}; replay opens only a storage you name: pass it as "
+                "storage= (--storage), or trust_ledger_source=True (--storage-from-ledger) if you wrote this ledger"
+            )
         try:
             storage = open_storage(source)
         except (OSError, ValueError) as error:

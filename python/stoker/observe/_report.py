@@ -12,15 +12,20 @@ from __future__ import annotations
 
 import html
 import json
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from .._files import read_regular
 
 __all__ = ["write_report"]
 
 # The window every rate over time is measured on: long enough to smooth batch arrivals, short
 # enough to show a stall.
 _WINDOW_SECONDS = 1.0
+# A run file is a few megabytes (a 20 s run's arrivals and timeline); anything far larger is not one.
+MAX_RUN_FILE_BYTES = 256 << 20
 
 
 def windowed_rate(times: Sequence[float], totals: Sequence[float], window: float = _WINDOW_SECONDS) -> tuple[list[float], list[float]]:
@@ -147,6 +152,64 @@ def _row(result: dict[str, Any], bytes_per_image: float | None, cores: int) -> s
     )
 
 
+def _check_run(run: dict[str, Any], source: Path) -> None:
+    """Refuse, naming the field, a run whose fields the page shows are not of their kind: the
+    file is input, and a string where a number belongs must not reach the page as markup."""
+
+    def fail(field: str, value: Any, kind: str) -> ValueError:
+        return ValueError(f"{source}: not a stoker bench run: {field} is not {kind} ({str(value)[:80]!r})")
+
+    def number(value: Any, field: str, *, optional: bool = False) -> None:
+        if value is None and optional:
+            return
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise fail(field, value, "a finite number")
+
+    def text(value: Any, field: str) -> None:
+        if not isinstance(value, str):
+            raise fail(field, value, "text")
+
+    for field in ("dataset",):
+        if field in run:
+            text(run[field], field)
+    for field in ("cores", "batch_size"):
+        number(run.get(field), field, optional=True)
+    results = run.get("results")
+    if not isinstance(results, list) or not all(isinstance(result, dict) for result in results):
+        raise fail("results", results, "a list of loaders' results")
+    for place, result in enumerate(results):
+        text(result.get("name"), f"results[{place}].name")
+        for field in ("images_per_second", "peak_rss_mb", "first_batch_seconds"):
+            number(result.get(field), f"results[{place}].{field}")
+        for field in ("megabytes_per_second", "cpu_percent"):
+            number(result.get(field), f"results[{place}].{field}", optional=True)
+    diagnosis = run.get("diagnosis")
+    if not isinstance(diagnosis, dict):
+        raise fail("diagnosis", diagnosis, "an object")
+    text(diagnosis.get("bottleneck"), "diagnosis.bottleneck")
+    text(diagnosis.get("message"), "diagnosis.message")
+    if not isinstance(run.get("stats"), dict):
+        raise fail("stats", run.get("stats"), "an object")
+    diagnosed = run.get("diagnosed_run")
+    if diagnosed is not None and not isinstance(diagnosed, dict):
+        raise fail("diagnosed_run", diagnosed, "an object")
+
+
+def _read_run(source: Path) -> dict[str, Any]:
+    """The run file, parsed and checked (see `_check_run`)."""
+    try:
+        run = json.loads(read_regular(source, limit=MAX_RUN_FILE_BYTES, what="a run file").decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as error:
+        raise ValueError(f"{source}: not a stoker bench run (the JSON that `stoker bench --json RUN.json` writes): {error}") from None
+    except RecursionError:
+        raise ValueError(f"{source}: not a stoker bench run: its JSON is nested too deep to read") from None
+    if not isinstance(run, dict) or run.get("format") != "stoker.bench-run":
+        found = run.get("format") if isinstance(run, dict) else type(run).__name__
+        raise ValueError(f"{source}: not a stoker bench run (format {str(found)[:80]!r}; `stoker bench --json RUN.json` writes one)")
+    _check_run(run, source)
+    return run
+
+
 def write_report(run_file: str | Path, out_dir: str | Path | None = None) -> Path:
     """Write ``samples.png``, ``busy.png``, ``wait.png``, ``peers.png`` and ``index.html`` for a
     `stoker bench --json` run.
@@ -155,19 +218,22 @@ def write_report(run_file: str | Path, out_dir: str | Path | None = None) -> Pat
         The HTML page's path.
 
     Raises:
-        ValueError: The file is not a stoker bench run.
+        ValueError: The file is not a stoker bench run (a field of another kind is named).
+        StorageError: Not a regular file, or larger than a run file can be.
         ImportError: matplotlib is not installed (``pip install matplotlib``).
     """
     source = Path(run_file)
-    try:
-        run = json.loads(source.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, ValueError) as error:
-        raise ValueError(f"{source}: not a stoker bench run (the JSON that `stoker bench --json RUN.json` writes): {error}") from None
-    if not isinstance(run, dict) or run.get("format") != "stoker.bench-run":
-        found = run.get("format") if isinstance(run, dict) else type(run).__name__
-        raise ValueError(f"{source}: not a stoker bench run (format {found!r}; `stoker bench --json RUN.json` writes one)")
+    run = _read_run(source)
     target = Path(out_dir) if out_dir else source.with_suffix("")
     target.mkdir(parents=True, exist_ok=True)
+    try:
+        return _write_page(run, target)
+    except (KeyError, TypeError, IndexError, AttributeError, ValueError, OverflowError) as error:
+        raise ValueError(f"{source}: not a stoker bench run: a field has another shape ({type(error).__name__}: {error})") from None
+
+
+def _write_page(run: dict[str, Any], target: Path) -> Path:
+    """`write_report`'s work once the run is read and checked."""
     busy, wait = _stage_series(run["stats"])
     _lines(
         target / "samples.png",
@@ -194,7 +260,7 @@ def write_report(run_file: str | Path, out_dir: str | Path | None = None) -> Pat
     bytes_per_image = (
         1e6 * diagnosed["megabytes_per_second"] / diagnosed["images_per_second"] if diagnosed.get("images_per_second") else None
     )
-    cores = int(run.get("cores") or 1)
+    cores = max(1, int(run.get("cores") or 1))
     rows = "".join(_row(result, bytes_per_image, cores) for result in run["results"])
     diagnosis = run["diagnosis"]
     page = f"""<!doctype html>
@@ -203,7 +269,7 @@ def write_report(run_file: str | Path, out_dir: str | Path | None = None) -> Pat
 td,th{{border:1px solid #ccc;padding:4px 10px;text-align:right}}td:first-child,th:first-child{{text-align:left}}
 .diagnosis{{background:#fff4d6;border-left:4px solid #e0a000;padding:0.8em 1em}}</style></head>
 <body><h1>stoker bench</h1>
-<p>Dataset: {html.escape(run.get("dataset", ""))}; {run.get("cores", "?")} cores; batch size {run.get("batch_size", "?")}.</p>
+<p>Dataset: {html.escape(run.get("dataset", ""))}; {html.escape(str(run.get("cores", "?")))} cores; batch size {html.escape(str(run.get("batch_size", "?")))}.</p>
 <h2>Diagnosis</h2><p class="diagnosis" id="diagnosis"><b>{html.escape(diagnosis["bottleneck"])}</b>: {html.escape(diagnosis["message"])}</p>
 <h2>Results</h2><table id="results"><tr><th>loader</th><th>images/s</th><th>MB/s read</th><th>CPU (% of {cores} cores)</th><th>peak RSS</th><th>first batch</th></tr>{rows}</table>
 <p>* the diagnosed run's bytes read per image times the loader's images/s (every loader reads the same files).</p>

@@ -39,7 +39,8 @@ def document_text(data: bytes, field: str | None, name: str) -> str:
         name: The document, for messages (``file:line``, a shard member, a Parquet row).
 
     Raises:
-        CorruptSampleError: Not UTF-8, not JSON, no such field, or a field that is not text.
+        CorruptSampleError: Not UTF-8, not JSON (or nested too deep to read), no such field, or
+            a field that is not text.
     """
     try:
         text = data.decode("utf-8")
@@ -51,6 +52,8 @@ def document_text(data: bytes, field: str | None, name: str) -> str:
         value: Any = json.loads(text)
     except ValueError as error:
         raise CorruptSampleError(f"{name}: not a JSON object ({error})") from None
+    except RecursionError:  # a line of 2 KB nested 1,000 deep: a bad document, not the end of the epoch
+        raise CorruptSampleError(f"{name}: JSON nested too deep to read") from None
     for part in field.split("."):
         if not isinstance(value, dict) or part not in value:
             raise CorruptSampleError(f"{name}: no field {field!r} in the JSON object")

@@ -148,10 +148,13 @@ def k_folds(
     ``fold{i}/train`` the other k-1.
 
     Raises:
-        ValueError: ``k`` under 2, or what `split_samples` raises.
+        ValueError: ``k`` under 2 or over the number of samples (a fold would be empty), or what
+            `split_samples` raises.
     """
     if k < 2:
         raise ValueError(f"k must be at least 2, got {k}")
+    if k > len(ids):
+        raise ValueError(f"k={k:,} folds of {len(ids):,} samples: a fold would be empty (k is at most the number of samples)")
     parts = split_samples(ids, labels, ratios={f"part{i}": 1.0 for i in range(k)}, balance=balance, groups=groups, seed=seed)
     folds: dict[str, list[str]] = {}
     for i in range(k):

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from .._files import require_regular
 from ..errors import StorageError
 from ._protocol import Storage
 from .local._files import FileStorage
@@ -23,7 +24,7 @@ def storage_format(path: str | os.PathLike[str]) -> str:
 
     Raises:
         FileNotFoundError: Nothing at ``path`` (a glob pattern matching nothing counts).
-        StorageError: A file of an unknown kind.
+        StorageError: A file of an unknown kind, or not a regular file (a FIFO, a device).
     """
     text = str(path)
     if any(character in text for character in "*?["):
@@ -44,6 +45,7 @@ def storage_format(path: str | os.PathLike[str]) -> str:
         if any(file.name.endswith(JSONL_SUFFIXES) for file in location.iterdir()):
             return "jsonl"
         return "folder"
+    require_regular(location, "a dataset")  # a FIFO blocks its reader, a device never ends
     if location.name.lower().endswith(JSONL_SUFFIXES):
         return "jsonl"
     suffix = location.suffix.lower()

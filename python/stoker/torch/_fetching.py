@@ -27,7 +27,6 @@ import operator
 import os
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NamedTuple
 
 try:
@@ -35,6 +34,7 @@ try:
 except ImportError:  # Windows
     resource = None  # type: ignore[assignment]
 
+from .._daemon_pool import DaemonThreadPool
 from ._randomness import GeneratorStates
 
 __all__ = ["WAITING_ITEM_SECONDS", "BatchFetcher", "fetch_items"]
@@ -96,7 +96,7 @@ class BatchFetcher:
         self.concurrent = bool(items_in_flight and items_in_flight > 1)
         self.draws_random_numbers: bool | None = None
         self._batches_left_to_watch = BATCHES_TO_WATCH if items_in_flight is None else 0
-        self._pool: ThreadPoolExecutor | None = None
+        self._pool: DaemonThreadPool | None = None
         self._pool_size = 0
         self._pid = os.getpid()
 
@@ -139,11 +139,12 @@ class BatchFetcher:
         futures = [pool.submit(_fetch_one, dataset, index) for index in indices]
         return [future.result() for future in futures]
 
-    def _pool_for(self, size: int) -> ThreadPoolExecutor:
-        # A pool made before a fork has no threads in the child: make a new one there.
+    def _pool_for(self, size: int) -> DaemonThreadPool:
+        # A pool made before a fork has no threads in the child: make a new one there. Daemon
+        # threads: an item stuck in __getitem__ must not keep the program from exiting.
         if self._pool is None or self._pid != os.getpid() or size > self._pool_size:
             self.close()
-            self._pool = ThreadPoolExecutor(size, thread_name_prefix="stoker-torch-item")
+            self._pool = DaemonThreadPool(size, thread_name_prefix="stoker-torch-item")
             self._pool_size, self._pid = size, os.getpid()
         return self._pool
 

@@ -79,10 +79,13 @@ class ThreadWorkers:
         fetcher = BatchFetcher(self._items_in_flight)
         where = f"in DataLoader worker thread {worker_id}"
         failed_to_start: ExceptionWrapper | None = None
+        # BaseException, not Exception: a KeyboardInterrupt or SystemExit raised by the user's
+        # code ends this batch, not the thread, and is carried back to the loop that waits for it
+        # (caught only as Exception, the thread died and the loop waited forever).
         try:
             if self._worker_init_fn is not None:
                 self._worker_init_fn(worker_id)
-        except Exception:
+        except BaseException:
             failed_to_start = ExceptionWrapper(where=where)
         while (task := self._tasks[worker_id].get()) is not None:
             iteration, batch_number, indices = task
@@ -90,7 +93,7 @@ class ThreadWorkers:
             if failed_to_start is None:
                 try:
                     result = self._make_batch(fetcher, indices)
-                except Exception:
+                except BaseException:
                     result = ExceptionWrapper(where=where)
             self.draws_random_numbers = self.draws_random_numbers or bool(fetcher.draws_random_numbers)
             self.results.put((iteration, batch_number, result))

@@ -61,6 +61,10 @@ def _tell_in_full(iterator: Any, message: str) -> str | None:
         if worker.pid in pids:
             worker.join(timeout=1.0)  # reaped, so that its exit status is known
             told.append(f"worker {worker_id} of {len(workers)} (pid {worker.pid}) {how_it_ended(worker.exitcode)}")
+            if worker.exitcode is not None and worker.exitcode < 0 and " is killed by signal: " not in message:
+                # torch's own words when its SIGCHLD handler saw the death first, which users'
+                # code and tests match on; the watcher thread got here first this time.
+                message = f"DataLoader worker (pid {worker.pid}) is killed by signal: {signal.strsignal(-worker.exitcode)}."
     return f"{message.rstrip()} [{'; '.join(told)}]" if told else None
 
 

@@ -4,7 +4,7 @@ use std::collections::VecDeque;
 use std::sync::Mutex;
 
 use numpy::{PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1};
-use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::exceptions::{PyMemoryError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -25,6 +25,24 @@ fn segments_from_python(pieces: Vec<(u64, u32, u32)>) -> Vec<Segment> {
     pieces.into_iter().map(|(document, start, length)| Segment { document, start, length }).collect()
 }
 
+/// A zero-filled `rows` x `context` array, or Python's MemoryError naming the size: made by
+/// `numpy.zeros`, because `PyArray2::zeros` panics when the memory cannot be had (a context of
+/// 10**12 tokens was a `PanicException`, which `except Exception` does not catch).
+fn zeros<'py, T: numpy::Element>(py: Python<'py>, rows: usize, context: usize) -> PyResult<Bound<'py, PyArray2<T>>> {
+    check_batch_size(rows, context)?;
+    let array = py.import("numpy")?.getattr("zeros")?.call1(((rows, context), numpy::dtype::<T>(py)))?;
+    Ok(array.cast_into::<PyArray2<T>>()?)
+}
+
+/// MemoryError when a batch's four arrays (17 bytes a position) cannot be addressed at all.
+fn check_batch_size(rows: usize, context: usize) -> PyResult<()> {
+    let bytes = rows.checked_mul(context).and_then(|positions| positions.checked_mul(17));
+    if bytes.is_none_or(|bytes| bytes > isize::MAX as usize) {
+        return Err(PyMemoryError::new_err(format!("a batch of {rows} rows of {context} tokens is larger than memory can be")));
+    }
+    Ok(())
+}
+
 impl TokenPacker {
     fn lock(&self) -> PyResult<std::sync::MutexGuard<'_, Packer>> {
         self.inner.lock().map_err(|_| PyRuntimeError::new_err("the packer panicked earlier and is unusable"))
@@ -38,6 +56,10 @@ impl TokenPacker {
     fn new(context: usize, strategy: &str, window: usize, long_documents: &str, split_across_rows: bool) -> PyResult<Self> {
         if context == 0 {
             return Err(PyValueError::new_err("context must be positive"));
+        }
+        if context > i32::MAX as usize {
+            // Positions in a row are int32 (as attention kernels take them).
+            return Err(PyValueError::new_err(format!("context must be at most {} tokens, got {context}", i32::MAX)));
         }
         let strategy = match strategy {
             "greedy" => Strategy::Greedy,
@@ -102,16 +124,19 @@ impl TokenPacker {
     fn take_batch<'py>(&self, py: Python<'py>, rows: usize, pad_id: i64) -> PyResult<Option<Bound<'py, PyDict>>> {
         let (taken, context) = {
             let mut packer = self.lock()?;
-            (packer.take_rows(rows), packer.config().context)
+            let context = packer.config().context;
+            // Checked before the rows are taken, so a batch too large to make loses no row.
+            check_batch_size(rows.min(packer.ready_rows()), context)?;
+            (packer.take_rows(rows), context)
         };
         if taken.is_empty() {
             return Ok(None);
         }
         let count = taken.len();
-        let input_ids = PyArray2::<i64>::zeros(py, [count, context], false);
-        let position_ids = PyArray2::<i32>::zeros(py, [count, context], false);
-        let segment_ids = PyArray2::<i32>::zeros(py, [count, context], false);
-        let loss_mask = PyArray2::<u8>::zeros(py, [count, context], false);
+        let input_ids = zeros::<i64>(py, count, context)?;
+        let position_ids = zeros::<i32>(py, count, context)?;
+        let segment_ids = zeros::<i32>(py, count, context)?;
+        let loss_mask = zeros::<u8>(py, count, context)?;
         let cu_seqlens = {
             let mut ids = input_ids.readwrite();
             let mut positions = position_ids.readwrite();

@@ -3,6 +3,7 @@
 //! a million-file ImageFolder is mostly `readdir` and string handling, both cheap here and slow
 //! in Python.
 
+use std::collections::HashSet;
 use std::ffi::OsString;
 use std::fs;
 use std::io;
@@ -27,20 +28,41 @@ fn has_extension(name: &OsString, extensions: &[String]) -> bool {
     extensions.iter().any(|extension| name.ends_with(extension.as_str()))
 }
 
-/// Walk `folder` recursively (following symlinked folders, as Python's `os.walk(followlinks=True)`).
+/// Walk `folder` recursively, following symlinked folders as Python's
+/// `os.walk(followlinks=True)` does, but each folder once: a folder is known by its device and
+/// inode, and one reached again (a link to an ancestor, a second link to the same folder) is not
+/// walked again. Without this a link `up -> ..` made the walk endless, and one file became a
+/// sample per path through the loop (`up/cat/up/cat/.../x.jpg`).
 pub fn walk(folder: &Path, base: &Path, extensions: &[String]) -> io::Result<Listing> {
     let named = |error: io::Error, path: &Path| io::Error::new(error.kind(), format!("{}: {error}", path.display()));
     let mut listing = Listing::default();
+    let mut visited: HashSet<(u64, u64)> = HashSet::new();
+    // The folders above this one, down to the root: a link to one of them leads out of this
+    // class folder and back into it.
+    for ancestor in fs::canonicalize(folder).map_err(|error| named(error, folder))?.ancestors().skip(1) {
+        if let Ok(metadata) = fs::metadata(ancestor) {
+            visited.insert((metadata.dev(), metadata.ino()));
+        }
+    }
     let mut pending: Vec<PathBuf> = vec![folder.to_path_buf()];
     while let Some(current) = pending.pop() {
         let metadata = fs::metadata(&current).map_err(|error| named(error, &current))?;
+        if !visited.insert((metadata.dev(), metadata.ino())) {
+            continue;
+        }
         listing.folders.push((current.clone().into_os_string(), mtime_ns(&metadata)));
         for entry in fs::read_dir(&current).map_err(|error| named(error, &current))? {
             let entry = entry.map_err(|error| named(error, &current))?;
             let kind = entry.file_type().map_err(|error| named(error, &entry.path()))?;
-            let is_folder = kind.is_dir() || (kind.is_symlink() && fs::metadata(entry.path()).map(|m| m.is_dir()).unwrap_or(false));
+            let target = if kind.is_symlink() { fs::metadata(entry.path()).ok() } else { None };
+            let is_folder = kind.is_dir() || target.as_ref().is_some_and(|metadata| metadata.is_dir());
             if is_folder {
                 pending.push(entry.path());
+            } else if target.as_ref().is_some_and(|metadata| !metadata.is_file()) {
+                // A link to a FIFO or a device is not a sample (reading one blocks or never ends).
+                continue;
+            } else if !(kind.is_file() || kind.is_symlink()) {
+                continue; // a FIFO, socket or device in the tree itself, likewise
             } else if has_extension(&entry.file_name(), extensions) {
                 let path = entry.path();
                 let relative = path.strip_prefix(base).unwrap_or(&path);
@@ -81,6 +103,22 @@ mod tests {
         assert_eq!(listings[0].folders.len(), 2);
         let error = walk_all(&[base.join("missing")], &base, &[], 1).unwrap_err();
         assert!(error.to_string().contains("missing"));
+        fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
+    fn symlink_loops_are_walked_once() {
+        let base = std::env::temp_dir().join(format!("stoker-listing-loops-{}", std::process::id()));
+        let class = base.join("cat");
+        fs::create_dir_all(&class).unwrap();
+        fs::write(class.join("x.jpg"), b"x").unwrap();
+        for name in ["up0", "up1", "up2"] {
+            std::os::unix::fs::symlink("..", class.join(name)).unwrap();
+        }
+        std::os::unix::fs::symlink(".", class.join("here")).unwrap();
+        let listings = walk_all(std::slice::from_ref(&class), &base, &[".jpg".into()], 1).unwrap();
+        let files: Vec<String> = listings[0].files.iter().map(|file| file.to_string_lossy().into_owned()).collect();
+        assert_eq!(files, vec!["cat/x.jpg"]);
         fs::remove_dir_all(&base).unwrap();
     }
 }

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import io
 import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
 
 from ... import _native
+from ..._files import open_regular
 from ...errors import StorageError
 from .._cache import cache_dir
 from .._protocol import Storage
@@ -37,17 +39,28 @@ class FileStorage(Storage):
         path: A folder of class folders (images, audio or video files by extension), or a manifest (CSV or TSV lines ``path,label``; paths
             relative to the manifest's folder; labels integers or class names; a header line
             ``path,label`` is allowed).
+        root: A manifest's root: its paths are relative to it, and none may lead outside it
+            (``..`` or an absolute path elsewhere is refused, naming the line), so a manifest
+            cannot make stoker read ``/etc/passwd``. Default: the manifest's folder; pass
+            ``root="/"`` for a manifest of absolute paths anywhere.
         cache: Cache the folder listing (default True).
         listing_threads: Threads walking class folders in parallel.
         max_concurrent_reads: See `Storage`.
 
     Raises:
         FileNotFoundError: ``path`` does not exist.
-        StorageError: A malformed manifest (naming the line) or an empty dataset.
+        StorageError: A malformed manifest (naming the line), a manifest path outside ``root``,
+            or an empty dataset.
     """
 
     def __init__(
-        self, path: str | os.PathLike[str], *, cache: bool = True, listing_threads: int = 8, max_concurrent_reads: int = 64
+        self,
+        path: str | os.PathLike[str],
+        *,
+        cache: bool = True,
+        listing_threads: int = 8,
+        max_concurrent_reads: int = 64,
+        root: str | os.PathLike[str] | None = None,
     ) -> None:
         super().__init__(max_concurrent_reads)
         self.path = Path(path)
@@ -56,7 +69,7 @@ class FileStorage(Storage):
         if self.path.is_dir():
             self._root, self._keys, self._labels, self.classes = self._list_folder(cache, listing_threads)
         else:
-            self._root = self.path.parent
+            self._root = Path(os.path.abspath(root if root is not None else self.path.parent))
             self._keys, self._labels, self.classes = self._read_manifest()
         if not self._keys:
             raise StorageError(f"{self.path}: no samples found")
@@ -143,7 +156,8 @@ class FileStorage(Storage):
     def _read_manifest(self) -> tuple[list[str], list[int | None], list[str] | None]:
         delimiter = "\t" if self.path.suffix.lower() in (".tsv", ".txt") else ","
         rows: list[tuple[str, str | None]] = []
-        with open(self.path, newline="") as file:
+        root = str(self._root)
+        with io.TextIOWrapper(open_regular(self.path, "a manifest"), newline="") as file:
             for number, row in enumerate(csv.reader(file, delimiter=delimiter), start=1):
                 if not row or row[0].startswith("#"):
                     continue
@@ -151,7 +165,13 @@ class FileStorage(Storage):
                     continue
                 if len(row) > 2:
                     raise StorageError(f"{self.path}, line {number}: expected 'path{delimiter}label', got {len(row)} fields")
-                rows.append((row[0].strip(), row[1].strip() if len(row) == 2 and row[1].strip() else None))
+                place = row[0].strip()
+                # Lexically, not through symbolic links: a link inside the root is the user's own choice.
+                if os.path.commonpath([root, os.path.normpath(os.path.join(root, place))]) != root:
+                    raise StorageError(
+                        f"{self.path}, line {number}: {place!r} leads outside the manifest's root {root} (pass root= to name a wider one)"
+                    )
+                rows.append((place, row[1].strip() if len(row) == 2 and row[1].strip() else None))
         values = {label for _, label in rows if label is not None}
         classes: list[str] | None = None
         if values and all(value.lstrip("-").isdigit() for value in values):

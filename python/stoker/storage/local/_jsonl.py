@@ -28,14 +28,19 @@ from typing import IO
 import numpy as np
 
 from ... import _native
-from ...errors import StorageError
+from ..._files import open_regular, require_regular
+from ...errors import CorruptSampleError, StorageError
 from .._protocol import Storage
 from ..policies._block_cache import BlockCache
 
 __all__ = ["JSONL_SUFFIXES", "JsonlStorage", "jsonl_files"]
 
 JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".jsonl.zst", ".json.gz", ".json.zst", ".ndjson")
-_SCAN_CHUNK = 16 << 20  # bytes read at a time while indexing a plain file
+_SCAN_CHUNK = 16 << 20  # bytes read at a time while indexing a file
+# What one line's place in the index costs (start, length, line number): counted with a
+# compressed file's inflated bytes against max_block_bytes, so a file of short lines that
+# inflates far (a bomb of "{}\n") is refused before its index outgrows the bound.
+INDEX_BYTES_PER_LINE = 24
 _WHITESPACE = np.frombuffer(b" \t\r\n\x0b\x0c", dtype=np.uint8)
 
 
@@ -48,10 +53,11 @@ def jsonl_files(path: str | os.PathLike[str]) -> list[Path]:
     """
     text = str(path)
     if any(character in text for character in "*?["):
-        found = sorted(Path(name) for name in glob.glob(text, recursive=True))
+        found = sorted(Path(name) for name in glob.glob(text, recursive=True) if Path(name).is_file())
     elif Path(text).is_dir():
         found = sorted(file for file in Path(text).rglob("*") if file.is_file() and file.name.endswith(JSONL_SUFFIXES))
     elif Path(text).exists():
+        require_regular(text, "JSON Lines")  # a FIFO blocks and /dev/zero never ends
         found = [Path(text)]
     else:
         raise FileNotFoundError(f"{text}: no such file or folder")
@@ -72,12 +78,15 @@ def _open_decompressed(path: Path) -> IO[bytes]:
             install it).
     """
     if _compression(path) == "gzip":
-        return gzip.open(path, "rb")  # type: ignore[return-value]
+        raw = open_regular(path, "JSON Lines")
+        stream = gzip.GzipFile(fileobj=raw, mode="rb")
+        stream.myfileobj = raw  # type: ignore[assignment]  # closed with the stream, as gzip.open(path) does with its file
+        return stream  # type: ignore[return-value]
     try:
         import zstandard
     except ImportError as error:
         raise StorageError(f"{path}: reading .zst needs zstandard: pip install 'stoker[text]'") from error
-    return zstandard.ZstdDecompressor().stream_reader(open(path, "rb"), closefd=True)  # noqa: SIM115 - closed by the caller
+    return zstandard.ZstdDecompressor().stream_reader(open_regular(path, "JSON Lines"), closefd=True)
 
 
 def _line_spans(data: bytes | memoryview, base: int) -> tuple[np.ndarray, np.ndarray]:
@@ -124,6 +133,32 @@ class _Lazy(Sequence[str]):
         return (self[index] for index in range(len(self)))
 
 
+class _LineIndex:
+    """The line index of one file as it is built: per chunk, (start, length, line number) arrays,
+    and how many lines came before the chunk (line numbers count every line, blank ones too)."""
+
+    def __init__(self) -> None:
+        self.parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self.lines = 0  # indexed lines so far
+        self.newlines = 0  # newlines before the next chunk
+
+    def add(self, numbered: tuple[np.ndarray, np.ndarray, np.ndarray], *, newlines: int) -> None:
+        starts, lengths, numbers = numbered
+        self.parts.append((starts, lengths, numbers + self.newlines))
+        self.lines += len(starts)
+        self.newlines += newlines
+
+    def add_line(self, start: int, length: int) -> None:
+        """One line indexed without its bytes (over ``max_line_bytes``)."""
+        self.add((np.array([start], np.int64), np.array([length], np.int64), np.ones(1, np.int64)), newlines=1)
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if not self.parts:
+            empty = np.zeros(0, np.int64)
+            return empty, empty, empty
+        return tuple(np.concatenate([part[column] for part in self.parts]) for column in range(3))  # type: ignore[return-value]
+
+
 class _NoLabels(Sequence[None]):
     def __init__(self, count: int) -> None:
         self._count = count
@@ -146,7 +181,12 @@ class JsonlStorage(Storage):
             (the unit read and cached, and the block shuffle's blocks).
         cache_bytes: Bytes of blocks kept in memory.
         max_block_bytes: Largest block held in memory: a compressed file is one block, and one
-            that decompresses to more is refused when the storage opens (split it).
+            that decompresses to more (its line index counted too, `INDEX_BYTES_PER_LINE` a
+            line) is refused when the storage opens (split it).
+        max_line_bytes: Longest line read as a sample. A longer one is indexed without being
+            held (a 2 GiB line costs no memory to open) and reading it is a
+            `CorruptSampleError` naming the file and line: a bad sample, counted and handled
+            by the Loader's ``on_error`` like any other.
         max_concurrent_reads: See `Storage`.
 
     Raises:
@@ -163,12 +203,17 @@ class JsonlStorage(Storage):
         cache_bytes: int = 512 << 20,
         max_block_bytes: int = 1 << 30,
         max_concurrent_reads: int = 16,
+        max_line_bytes: int = 64 << 20,
     ) -> None:
         super().__init__(max_concurrent_reads)
-        if block_bytes < 1 or max_block_bytes < 1:
-            raise ValueError(f"block_bytes and max_block_bytes must be positive, got {block_bytes} and {max_block_bytes}")
+        if min(block_bytes, max_block_bytes, max_line_bytes) < 1:
+            raise ValueError(
+                f"block_bytes, max_block_bytes and max_line_bytes must be positive, got {block_bytes}, {max_block_bytes} "
+                f"and {max_line_bytes}"
+            )
         self.path = str(path)
         self.max_block_bytes = max_block_bytes
+        self.max_line_bytes = max_line_bytes
         self.files = jsonl_files(path)
         self._cache = BlockCache(cache_bytes)
         starts: list[np.ndarray] = []  # per line: offset in its file (plain) or its decompressed bytes
@@ -185,7 +230,11 @@ class JsonlStorage(Storage):
                     self._blocks.append((number, first, first + count))
             else:
                 block_of = (file_line_starts // block_bytes) if count else np.zeros(0, np.int64)
-                edges = np.flatnonzero(np.diff(block_of)) + 1 if count else np.zeros(0, np.int64)
+                # A line over max_line_bytes is a block of its own, never read: the lines around it
+                # are read without it.
+                oversized = file_lengths > max_line_bytes
+                breaks = (np.diff(block_of) != 0) | oversized[1:] | oversized[:-1]
+                edges = np.flatnonzero(breaks) + 1 if count else np.zeros(0, np.int64)
                 bounds = [0, *edges.tolist(), count]
                 self._blocks.extend((number, first + low, first + high) for low, high in zip(bounds, bounds[1:]) if high > low)
             starts.append(file_line_starts)
@@ -202,16 +251,16 @@ class JsonlStorage(Storage):
         self._labels = _NoLabels(len(self._starts))
 
     def _index(self, file: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(start, length, line number) of every non-empty line of ``file``."""
+        """(start, length, line number) of every non-empty line of ``file`` (starts in its
+        decompressed bytes for a compressed file)."""
+        compressed = _compression(file) is not None
         try:
-            if _compression(file) is None:
-                return self._index_plain(file)
-            data = self._decompress(file)
+            with _open_decompressed(file) if compressed else open_regular(file, "JSON Lines") as stream:
+                return self._index_stream(stream, file, compressed=compressed)
         except StorageError:
             raise
         except Exception as error:  # damaged data: gzip raises OSError, EOFError or zlib.error, zstandard ZstdError
             raise StorageError(f"{file}: cannot be read ({type(error).__name__}: {error})") from error
-        return self._numbered(data, 0)
 
     @staticmethod
     def _numbered(data: bytes | memoryview, base: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -221,42 +270,50 @@ class JsonlStorage(Storage):
         line_numbers = np.searchsorted(newlines, starts - base, side="left") + 1
         return starts, lengths, line_numbers.astype(np.int64)
 
-    def _index_plain(self, file: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        starts: list[np.ndarray] = []
-        lengths: list[np.ndarray] = []
-        numbers: list[np.ndarray] = []
+    def _index_stream(self, stream: IO[bytes], file: Path, *, compressed: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """`_index` over a stream read a chunk at a time: what is held at once is a chunk and the
+        unfinished line, and an unfinished line past ``max_line_bytes`` is not held at all (its
+        end is looked for, and it is indexed as one oversized line)."""
+        index = _LineIndex()
         offset = 0  # where the unfinished line begins
-        lines_before = 0
+        read = 0  # bytes read so far (decompressed)
         carry = b""
-        with open(file, "rb", buffering=0) as stream:
-            while True:
-                chunk = stream.read(_SCAN_CHUNK)
-                data = carry + chunk
-                if not chunk:
-                    if data:
-                        chunk_starts, chunk_lengths, chunk_numbers = self._numbered(data, offset)
-                        starts.append(chunk_starts)
-                        lengths.append(chunk_lengths)
-                        numbers.append(chunk_numbers + lines_before)
-                    break
-                last = data.rfind(b"\n")
-                if last < 0:
-                    carry = data
+        skipping = False  # inside a line over max_line_bytes
+        while True:
+            chunk = stream.read(_SCAN_CHUNK)
+            ended = not chunk
+            read += len(chunk)
+            if compressed and read + INDEX_BYTES_PER_LINE * index.lines > self.max_block_bytes:
+                raise StorageError(
+                    f"{file}: decompresses to more than max_block_bytes={self.max_block_bytes:,} bytes with its line index "
+                    f"({read:,} bytes and {index.lines:,} lines so far); a compressed file is read whole, so split it into "
+                    "smaller files (or raise max_block_bytes)"
+                )
+            if skipping:
+                newline = chunk.find(b"\n")
+                if newline < 0 and not ended:
                     continue
+                end = read if newline < 0 else read - len(chunk) + newline
+                index.add_line(offset, end - offset)
+                if ended:
+                    break
+                offset, carry, chunk, skipping = end + 1, b"", chunk[newline + 1 :], False
+            data = carry + chunk
+            if ended:
+                if data:
+                    index.add(self._numbered(data, offset), newlines=0)
+                break
+            last = data.rfind(b"\n")
+            if last >= 0:
                 whole = memoryview(data)[: last + 1]
-                chunk_starts, chunk_lengths, chunk_numbers = self._numbered(whole, offset)
-                starts.append(chunk_starts)
-                lengths.append(chunk_lengths)
-                numbers.append(chunk_numbers + lines_before)
-                lines_before += int(np.count_nonzero(np.frombuffer(whole, np.uint8) == 10))
+                index.add(self._numbered(whole, offset), newlines=int(np.count_nonzero(np.frombuffer(whole, np.uint8) == 10)))
                 offset += last + 1
                 carry = data[last + 1 :]
-        empty = np.zeros(0, np.int64)
-        return (
-            np.concatenate(starts) if starts else empty,
-            np.concatenate(lengths) if lengths else empty,
-            np.concatenate(numbers) if numbers else empty,
-        )
+            else:
+                carry = data
+            if len(carry) > self.max_line_bytes:
+                skipping, carry = True, b""
+        return index.arrays()
 
     def _decompress(self, file: Path) -> bytes:
         """The whole decompressed file, refused past ``max_block_bytes`` before it is kept."""
@@ -303,6 +360,8 @@ class JsonlStorage(Storage):
 
     def _block_bytes(self, block: int) -> int:
         _, first, end = self._blocks[block]
+        if end - first == 1 and self._lengths[first] > self.max_line_bytes:
+            return 0  # an oversized line's block is never read
         return int(self._starts[end - 1] + self._lengths[end - 1] - self._starts[first])
 
     def _load_block(self, block: int) -> bytes:
@@ -310,6 +369,8 @@ class JsonlStorage(Storage):
         file = self.files[number]
         if _compression(file) is not None:
             return self._decompress(file)
+        if not self._block_bytes(block):
+            return b""
         start = int(self._starts[first])
         (data,) = _native.read_ranges(file, [(start, self._block_bytes(block))])
         return data
@@ -320,6 +381,12 @@ class JsonlStorage(Storage):
         results: list[bytes | Exception] = [b""] * len(indices)
         by_block: dict[int, list[tuple[int, int]]] = {}
         for slot, index in enumerate(indices):
+            if self._lengths[index] > self.max_line_bytes:
+                results[slot] = CorruptSampleError(
+                    f"{self._keys[index]}: a line of {int(self._lengths[index]):,} bytes, over max_line_bytes={self.max_line_bytes:,} "
+                    "(not read)"
+                )
+                continue
             block = int(np.searchsorted(self._block_ends, index, side="right"))
             by_block.setdefault(block, []).append((slot, index))
         for block, wanted in by_block.items():

@@ -1,0 +1,100 @@
+"""A thread pool whose threads never keep the interpreter from exiting.
+
+`concurrent.futures.ThreadPoolExecutor` joins its threads at interpreter exit with no time
+limit: one call stuck forever (a dataset's ``__getitem__`` waiting on a dead server, a read from
+a hung network mount) would keep the process alive after the training script ended, after
+Ctrl-C, after a timeout was raised. This pool's threads are daemons: what is still running at
+exit is abandoned, as a stuck thread must be. It has the part of the executor's interface stoker
+uses: `submit` returning a `concurrent.futures.Future`, and `shutdown`.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any, TypeVar
+
+__all__ = ["DaemonThreadPool"]
+
+_Result = TypeVar("_Result")
+
+
+class DaemonThreadPool:
+    """Up to ``max_workers`` daemon threads, started as work arrives.
+
+    Args:
+        max_workers: The most threads at once.
+        thread_name_prefix: Names the threads (``PREFIX-N``), for stack dumps and profilers.
+
+    Raises:
+        ValueError: ``max_workers`` below 1.
+    """
+
+    def __init__(self, max_workers: int, thread_name_prefix: str = "stoker") -> None:
+        if max_workers < 1:
+            raise ValueError(f"max_workers must be at least 1, got {max_workers}")
+        self._max_workers = max_workers
+        self._prefix = thread_name_prefix
+        self._tasks: queue.SimpleQueue[tuple[Future[Any], Callable[..., Any], tuple[Any, ...]] | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+        self._idle = 0
+        self._closed = False
+
+    def submit(self, function: Callable[..., _Result], *args: Any) -> Future[_Result]:
+        """Run ``function(*args)`` on a pool thread.
+
+        Raises:
+            RuntimeError: The pool was shut down.
+        """
+        future: Future[_Result] = Future()
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("cannot submit to a pool that was shut down")
+            if self._idle > 0:
+                self._idle -= 1
+            elif len(self._threads) < self._max_workers:
+                thread = threading.Thread(target=self._work, name=f"{self._prefix}-{len(self._threads)}", daemon=True)
+                self._threads.append(thread)
+                thread.start()
+            self._tasks.put((future, function, args))
+        return future
+
+    def _work(self) -> None:
+        while (task := self._tasks.get()) is not None:
+            future, function, args = task
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(function(*args))
+                except BaseException as error:  # carried to whoever waits on the future
+                    future.set_exception(error)
+            del task, future, function, args
+            with self._lock:
+                self._idle += 1
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """Stop taking work; the threads end once the queue is drained (``cancel_futures``: queued
+        work is cancelled instead). ``wait`` joins them, which a stuck call never lets end: stoker
+        passes ``wait=False`` wherever a call may be stuck."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            threads = list(self._threads)
+        if cancel_futures:
+            while True:
+                try:
+                    task = self._tasks.get_nowait()
+                except queue.Empty:
+                    break
+                if task is not None:
+                    task[0].cancel()
+        for _ in threads:
+            self._tasks.put(None)
+        if wait:
+            current = threading.current_thread()
+            for thread in threads:
+                if thread is not current:
+                    thread.join()
