@@ -53,7 +53,7 @@ def test_every_document_is_packed_once_with_its_own_tokens(corpus: tuple[list[st
     batches = list(loader)
     expected = tokens_of(tokenizer, texts)
     packed = packed_documents(batches)
-    plan = loader._plan
+    plan = loader._plan.indices
     assert sorted(packed) == list(range(len(texts)))  # every document of the plan, once
     for document, tokens in packed.items():
         np.testing.assert_array_equal(tokens, expected[int(plan[document])][: len(tokens)])
@@ -84,7 +84,7 @@ def test_ranks_share_the_documents_equally(corpus: tuple[list[str], Path, Path])
     for rank in range(2):
         loader = TokenLoader(folder, tokenizer=tokenizer, context_length=128, batch_size=2, rank=rank, world_size=2, equal_steps=False)
         list(loader)
-        seen.append(set(loader._plan.tolist()))
+        seen.append(set(loader._plan.indices.tolist()))
         assert loader.stats().documents == len(texts) // 2
     assert not seen[0] & seen[1] and len(seen[0] | seen[1]) == len(texts)
 
@@ -163,7 +163,7 @@ def test_parquet_and_webdataset_text_give_the_same_documents(corpus: tuple[list[
     expected = tokens_of(tokenizer, texts)
     assert len(packed) == len(texts)
     for document, tokens in packed.items():
-        np.testing.assert_array_equal(tokens, expected[int(loader._plan[document])])
+        np.testing.assert_array_equal(tokens, expected[int(loader._plan.indices[document])])
 
 
 def test_options_that_need_raw_text_are_refused(corpus: tuple[list[str], Path, Path]) -> None:
@@ -189,6 +189,6 @@ def test_a_tiktoken_encoding_tokenizes_as_it_does_alone(tmp_path: Path) -> None:
     loader = TokenLoader(tmp_path / "corpus.jsonl", tokenizer=tokenizer, context_length=64, batch_size=1, shuffle=False)
     packed = packed_documents(list(loader))
     for document, tokens in packed.items():
-        expected = encoding.encode_ordinary(texts[int(loader._plan[document])]) + [300]
+        expected = encoding.encode_ordinary(texts[int(loader._plan.indices[document])]) + [300]
         assert tokens.tolist() == expected
     assert len(packed) == len(texts)

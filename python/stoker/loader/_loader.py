@@ -37,7 +37,7 @@ from ..ops._media_backend import media_backend
 from ..ops.batch import TRANSFORMS, Transform, allocate_batch
 from ..ops.media import AudioTransform, VideoTransform
 from ..pipeline import Pipeline, PipelineBuilder, PipelineStats
-from ..sampling import BatchPlan, EpochWarmup, OutOfOrderPrefetcher, Sampler
+from ..sampling import BatchPlan, EpochPlan, EpochWarmup, OutOfOrderPrefetcher, Sampler
 from ..storage import (
     EpochStorage,
     RemoteStorage,
@@ -265,7 +265,7 @@ class Loader(LoaderResume, LoaderRecords):
     def _batch_count(self, samples: int) -> int:
         return samples // self.batch_size if self.drop_last else -(-samples // self.batch_size)
 
-    def _batches(self, plan: BatchPlan) -> Iterator[tuple[int, BatchPlan]]:
+    def _batches(self, plan: EpochPlan) -> Iterator[tuple[int, BatchPlan]]:
         for number in range(self._batch_count(plan.size)):
             yield number, plan.part(number * self.batch_size, (number + 1) * self.batch_size)
 
@@ -275,12 +275,12 @@ class Loader(LoaderResume, LoaderRecords):
 
     # ---- the pipeline ---------------------------------------------------------------------
 
-    def _build(self, plan: BatchPlan) -> Pipeline[Any]:
+    def _build(self, plan: EpochPlan) -> Pipeline[Any]:
         """The epoch's pipeline over ``plan`` (the sampler's `plan_arrays`)."""
         order: Literal["input", "completion"] = "input" if self.in_order else "completion"
         builder = PipelineBuilder()
         if self.sample_prefetch:
-            whole = plan.part(0, self._batch_count(plan.size) * self.batch_size)
+            whole = plan.truncated(self._batch_count(plan.size) * self.batch_size)
             builder.add_source(self._sample_prefetch.source(whole), name="fetch", buffer_size=max(1, self.prefetch))
         else:
             builder.add_source(self._batches(plan), name="sampler").pipe(

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ConfigurationError
 from ..observe._ledger import transform_description
 from ..pipeline import Pipeline
-from ..sampling import BatchPlan, Sampler
+from ..sampling import EpochPlan, Sampler
 from ..storage import EpochStorage, MixedStorage, Storage
 from ._assembly import BatchAssembler, label_array
 from ._batch import Batch
@@ -58,7 +58,7 @@ class LoaderResume:
     def _sync_storage_epoch(self) -> None:
         raise NotImplementedError
 
-    def _build(self, plan: BatchPlan) -> Pipeline[Any]:
+    def _build(self, plan: EpochPlan) -> Pipeline[Any]:
         raise NotImplementedError
 
     def state_dict(self) -> dict[str, Any]:
@@ -206,7 +206,7 @@ class LoaderResume:
 
     def _apply_weights(self, weights: dict[str, float]) -> None:
         assert isinstance(self.storage, MixedStorage)
-        delivered = self.sampler.order()[self.sampler.delivered_positions()]
+        delivered = self.sampler.order_function()(self.sampler.delivered_positions())
         self.storage.reweight(weights, delivered)
         self._assembler.set_samples(self.storage.keys, self.storage.labels)
 

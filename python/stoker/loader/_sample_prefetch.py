@@ -13,9 +13,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-import numpy as np
-
-from ..sampling import BatchPlan, BlockLookahead, EpochWarmup, OutOfOrderPrefetcher, Sampler
+from ..sampling import BlockLookahead, EpochPlan, EpochWarmup, OutOfOrderPrefetcher, Sampler
 from ..storage import BlockStorage, Storage
 from ._assembly import BatchAssembler, FetchedBatch
 from ._capabilities import request_latencies
@@ -69,11 +67,11 @@ class SamplePrefetch:
         history = self.prefetcher.in_flight_history if self.prefetcher is not None else []
         return bool(history) and history[-1] >= self._max_batches
 
-    def source(self, plan: BatchPlan) -> Any:
+    def source(self, plan: EpochPlan) -> Any:
         """The epoch's source over ``plan`` (whole batches only): each batch as the prefetcher
         assembled it, as the decode stage takes it."""
         # Requested by storage index (what fetch_index takes); key and padding ride along.
-        samples = plan.requests(self.assembler.keys, on_slice=self._block_lookahead(plan.indices))
+        samples = plan.requests(self.assembler.keys, on_slice=self._block_lookahead(plan))
         fetch = self.warmup.fetcher(self.sampler.epoch) if self.warmup is not None else self.storage.fetch_index
         self.prefetcher = OutOfOrderPrefetcher(
             fetch,
@@ -94,7 +92,7 @@ class SamplePrefetch:
         )
         return self._as_jobs(self.prefetcher)
 
-    def _block_lookahead(self, indices: np.ndarray) -> Callable[[int], None] | None:
+    def _block_lookahead(self, indices: Any) -> Callable[[int], None] | None:
         """With the block shuffle, each block is asked of the storage half a window of samples
         before its first sample is due (see `BlockLookahead`); None for the other shuffles."""
         blocks = self.sampler.blocks

@@ -26,7 +26,7 @@ from ..sampling import Sampler
 from ..storage._protocol import Storage
 from ._failure_policy import BadSampleHandler
 from ._options import FailurePolicy
-from ._text import TextChunk, TextDocuments, open_text
+from ._text import MAX_DOCUMENT_BYTES, TextChunk, TextDocuments, open_text
 from ._text_stats import TextStats
 
 __all__ = ["TokenLoader"]
@@ -80,6 +80,9 @@ class TokenLoader:
         tokenize_concurrency: Raw text only: threads tokenizing at once (default: 1 where one
             call of the tokenizer already uses every core, a Hugging Face tokenizer with its
             thread pool on; else the cores this process may use).
+        max_document_bytes: Raw text only: a document larger than this as stored is a bad
+            document (named, handled by ``failure``) before it is parsed or tokenized: a
+            tokenizer holds about 130 bytes per byte of text while it works.
         packer_options: Passed to `SequencePacker` (strategy, window, long_documents,
             split_across_rows, pad_id, drop_last).
 
@@ -104,12 +107,15 @@ class TokenLoader:
         equal_steps: bool | None = None,
         failure: FailurePolicy | None = None,
         tokenize_concurrency: int | None = None,
+        max_document_bytes: int = MAX_DOCUMENT_BYTES,
         **packer_options: Any,
     ) -> None:
         self.text: TextDocuments | None = None
         if tokenizer is not None:
             storage, field = open_text(source, text_field)  # type: ignore[arg-type]
-            self.text = TextDocuments(storage, tokenizer if isinstance(tokenizer, Tokenizer) else Tokenizer(tokenizer), field)
+            self.text = TextDocuments(
+                storage, tokenizer if isinstance(tokenizer, Tokenizer) else Tokenizer(tokenizer), field, max_document_bytes
+            )
             self.source: TokenSource = self.text
         elif isinstance(source, (Storage, str, os.PathLike)):
             raise ConfigurationError(
@@ -152,9 +158,8 @@ class TokenLoader:
 
     def _new_packer(self) -> None:
         self.packer = SequencePacker(self.context_length, self.batch_size, **self.packer_options)
-        plan = self.sampler.plan_arrays()
-        self._positions, self._plan = plan[0], plan[1]
-        self._bad.start_epoch(len(self._plan))
+        self._plan = self.sampler.plan_arrays()
+        self._bad.start_epoch(self._plan.size)
 
     def set_epoch(self, epoch: int) -> None:
         """Start epoch ``epoch``: a new document order and an empty packer."""
@@ -192,9 +197,9 @@ class TokenLoader:
             yield from self._text_batches()
             return
         plan = self._plan
-        while self.packer.documents_consumed < len(plan):
+        while self.packer.documents_consumed < plan.size:
             start = self.packer.documents_consumed
-            indices = plan[start : start + self.read_ahead].tolist()
+            indices = plan.part(start, start + self.read_ahead).indices.tolist()
             documents = self.source.documents(indices)
             lengths = np.array([len(document) for document in documents], dtype=np.int64)
             tokens = np.concatenate(documents) if documents else np.zeros(0, np.uint32)
@@ -210,7 +215,7 @@ class TokenLoader:
 
         def read(start: int) -> tuple[int, Any]:
             try:
-                return start, text.read_texts(plan[start : start + chunk].tolist())
+                return start, text.read_texts(plan.part(start, start + chunk).indices.tolist())
             except Exception as error:  # a dead store, a closed storage: raised in order, below
                 return start, error
 
@@ -225,7 +230,7 @@ class TokenLoader:
 
         pipeline = (
             PipelineBuilder()
-            .add_source(range(self.packer.documents_consumed, len(plan), chunk), name="plan")
+            .add_source(range(self.packer.documents_consumed, plan.size, chunk), name="plan")
             .pipe(read, concurrency=2, name="read", output_order="input")
             .pipe(tokenize, concurrency=self.tokenize_concurrency, name="tokenize", output_order="input")
             .add_sink(2)
@@ -248,12 +253,12 @@ class TokenLoader:
         assert self.text is not None
         if chunk.failed:
             slots = sorted(chunk.failed)
-            indices = self._plan[start : start + len(chunk.lengths)]
+            part = self._plan.part(start, start + len(chunk.lengths))
             self._bad.drop(
                 {order: chunk.failed[slot] for order, slot in enumerate(slots)},
                 epoch=self.sampler.epoch,
-                keys=[self.text.name(int(indices[slot])) for slot in slots],
-                positions=[int(self._positions[start + slot]) for slot in slots],
+                keys=[self.text.name(int(part.indices[slot])) for slot in slots],
+                positions=[int(part.positions[slot]) for slot in slots],
             )
         self.packer.add_many(chunk.tokens, chunk.lengths)
         self._counters.add(chunk)
@@ -303,29 +308,50 @@ class TokenLoader:
         if self.text is not None:
             described["tokenizer"] = self.text.tokenizer.describe()
             described["field"] = self.text.field
+            content = getattr(self.text.storage, "content_digest", None)
+            if content is not None:  # the text itself, where the storage knows it (JSON Lines)
+                described["content"] = content()
         return described
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue from `state_dict` (same world size).
 
         Raises:
-            ValueError: Another version, or a state saved over other documents or another
-                tokenizer (the message says which): its positions would mean other tokens.
+            ValueError: Not a TokenLoader state (a part missing or of the wrong kind, named),
+                another version, or a state saved over other documents, another tokenizer or
+                other text (the message says which): its positions would mean other tokens.
         """
+        if not isinstance(state, dict):
+            raise ValueError(f"not a TokenLoader state: expected the dict state_dict() returns, got {type(state).__name__}")
         if state.get("version") != 1:
-            raise ValueError(f"token loader state version {state.get('version')} is not 1")
+            raise ValueError(f"token loader state version {str(state.get('version'))[:40]} is not 1")
+        for part in ("sampler", "packer"):
+            if not isinstance(state.get(part), dict):
+                raise ValueError(f"TokenLoader state: {part!r} must be a dict, got {type(state.get(part)).__name__}")
         saved = state.get("documents")
+        if saved is not None and not isinstance(saved, dict):
+            raise ValueError(f"TokenLoader state: 'documents' must be a dict, got {type(saved).__name__}")
         if saved is not None and saved != self._describe_documents():
             differences = [
-                f"{name}: saved {saved.get(name)!r}, now {value!r}"
+                f"{name}: saved {str(saved.get(name))[:80]!r}, now {value!r}"
                 for name, value in self._describe_documents().items()
                 if saved.get(name) != value
             ]
             raise ValueError(f"the state was saved over other documents ({'; '.join(differences)})")
+        before = self.sampler.state_dict()
         self.sampler.load_state_dict(state["sampler"])
-        self._new_packer()
-        plan = self._plan
-        self.packer.load_state_dict(state["packer"], fetch=lambda document: self.source.documents([int(plan[document])])[0])
+        try:
+            self._new_packer()
+            plan = self._plan
+            self.packer.load_state_dict(
+                state["packer"],
+                plan_size=plan.size,
+                fetch=lambda document: self.source.documents(plan.part(document, document + 1).indices.tolist())[0],
+            )
+        except BaseException:
+            self.sampler.load_state_dict(before)  # a refused state leaves the loader as it was
+            self._new_packer()
+            raise
 
     @property
     def report(self) -> Any:

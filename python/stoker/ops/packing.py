@@ -123,6 +123,43 @@ def as_token_array(tokens: Any, document: object = "?") -> np.ndarray:
     return np.ascontiguousarray(array)
 
 
+def _check_packer_state(state: Any, plan_size: int | None) -> None:
+    """Refuse, naming the part, a packer state whose parts are not of their kinds or whose
+    numbers are out of range: a state is input (another version's, damaged, or hostile), and it
+    must fail here, not as an IndexError or a huge allocation inside the restore."""
+
+    def whole(value: Any, low: int = 0, high: int = 1 << 63) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool) and low <= value < high
+
+    def fail(part: str, value: Any) -> ValueError:
+        return ValueError(f"packer state: {part} is not valid ({str(value)[:80]!r})")
+
+    if not isinstance(state, dict):
+        raise fail("the state", type(state).__name__)
+    for part in ("context_length", "batch_size"):
+        if not whole(state.get(part), 1):
+            raise fail(part, state.get(part))
+    if not whole(state.get("documents_consumed")) or (plan_size is not None and state["documents_consumed"] > plan_size):
+        raise fail("documents_consumed", state.get("documents_consumed"))
+    if not isinstance(state.get("options"), dict) or not isinstance(state.get("report"), dict):
+        raise fail("options or report", type(state.get("options")).__name__)
+    packer = state.get("packer")
+    if not isinstance(packer, dict) or not isinstance(packer.get("counters"), dict):
+        raise fail("packer", type(packer).__name__)
+    rows: tuple[Any, Any] = packer.get("ready"), packer.get("open")
+    if not all(isinstance(group, list) and all(isinstance(row, list) for row in group) for group in rows):
+        raise fail("packer rows", rows)
+    if not isinstance(packer.get("pending"), list):
+        raise fail("packer pending", packer.get("pending"))
+    documents = state["documents_consumed"]
+    pieces = [piece for group in rows for row in group for piece in row] + list(packer["pending"])
+    for piece in pieces:
+        if not (isinstance(piece, (list, tuple)) and len(piece) == 3 and all(whole(value, 0, 1 << 32) for value in piece)):
+            raise fail("a piece (document, start, length)", piece)
+        if piece[0] >= documents or piece[2] > state["context_length"]:
+            raise fail(f"piece {list(piece)} (documents consumed: {documents})", piece)
+
+
 class SequencePacker:
     """Packs a stream of documents into batches of ``batch_size`` rows of ``context_length``.
 
@@ -234,13 +271,21 @@ class SequencePacker:
             "report": self.report.as_dict(),
         }
 
-    def load_state_dict(self, state: dict[str, Any], fetch: Callable[[int], Any]) -> None:
+    def load_state_dict(self, state: dict[str, Any], fetch: Callable[[int], Any], *, plan_size: int | None = None) -> None:
         """Continue from ``state``; ``fetch(document_id)`` returns that document's tokens again.
 
+        Args:
+            state: What `state_dict` returned.
+            fetch: A document's tokens by its id.
+            plan_size: Where documents come from a plan: how many it holds (ids past it are
+                refused by name).
+
         Raises:
-            ValueError: The state comes from a packer with other settings, or a fetched
-                document no longer matches the saved pieces.
+            ValueError: Not a packer state (a part missing or of the wrong kind, an id or size out
+                of range: named), a state from a packer with other settings, or a fetched
+                document that no longer matches the saved pieces.
         """
+        _check_packer_state(state, plan_size)
         if state.get("version") != 1:
             raise ValueError(f"packer state version {state.get('version')} is not 1")
         if (state["context_length"], state["batch_size"], state["options"]) != (self.context_length, self.batch_size, self._options):

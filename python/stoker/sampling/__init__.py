@@ -3,8 +3,10 @@ out-of-order incremental prefetch for high-latency storage, and seeded train/val
 k-fold folds."""
 
 from ._block_lookahead import BlockLookahead
-from ._block_order import block_order, shuffle_quality
+from ._block_order import BlockOrder, block_order, shuffle_quality
+from ._epoch_plan import EpochPlan
 from ._epoch_warmup import EpochWarmup
+from ._permutation import IndexPermutation
 from ._plan import BatchPlan, PlannedSample, PlanRequests
 from ._prefetch import FetchedSample, OutOfOrderPrefetcher
 from ._ranges import PositionSet
@@ -14,7 +16,10 @@ from ._split import SPLITS_FORMAT, k_folds, read_split, split_samples, write_spl
 __all__ = [
     "BatchPlan",
     "BlockLookahead",
+    "BlockOrder",
+    "EpochPlan",
     "EpochWarmup",
+    "IndexPermutation",
     "SPLITS_FORMAT",
     "FetchedSample",
     "OutOfOrderPrefetcher",

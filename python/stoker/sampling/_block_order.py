@@ -18,7 +18,7 @@ each rank inside a few blocks at a time:
 
 Everything is drawn from (seed, epoch), so every rank computes the same order without talking to
 the others, and the order is a permutation: exact resume and no repeats or skips hold as for the
-uniform shuffle. `shuffle_quality` puts numbers on what this costs against a uniform shuffle.
+uniform shuffle. `BlockOrder` computes it position by position (memory in blocks, not samples). `shuffle_quality` puts numbers on what this costs against a uniform shuffle.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["block_order", "block_starts", "shuffle_quality"]
+__all__ = ["BlockOrder", "block_order", "block_starts", "shuffle_quality"]
 
 _BLOCK_STREAM = 0x626C6F636B  # "block": keeps this scheme's draws apart from the uniform shuffle's
 
@@ -45,8 +45,12 @@ def block_starts(block_sizes: Sequence[int]) -> np.ndarray:
     return np.concatenate([[0], np.cumsum(sizes)])
 
 
-def block_order(block_sizes: Sequence[int], *, seed: int, epoch: int, window: int, ranks: int) -> np.ndarray:
-    """The epoch's order (storage indices by position) under the block shuffle.
+class BlockOrder:
+    """The block shuffle's order as a function: storage index by position, computed a chunk at a
+    time from (seed, epoch). Holds O(blocks), never O(samples): the blocks' dealing to ranks and
+    where each window starts; a window's sample permutation is drawn when a position in it is
+    asked for (from its own generator, so any window can be drawn alone) and the last few are
+    kept.
 
     Args:
         block_sizes: Samples in each block, in storage order (they cover every sample).
@@ -58,28 +62,79 @@ def block_order(block_sizes: Sequence[int], *, seed: int, epoch: int, window: in
     Raises:
         ValueError: An empty block, or ``window`` or ``ranks`` below 1.
     """
-    if window < 1 or ranks < 1:
-        raise ValueError(f"window and ranks must be positive, got window={window}, ranks={ranks}")
-    starts = block_starts(block_sizes)
-    sizes = np.diff(starts)
-    generator = np.random.default_rng([seed, epoch, _BLOCK_STREAM])
-    dealt: list[list[int]] = [[] for _ in range(ranks)]
-    load = [(0, rank) for rank in range(ranks)]  # (samples so far, rank): the lightest first
-    for block in generator.permutation(len(sizes)):
-        held, rank = heapq.heappop(load)
-        dealt[rank].append(int(block))
-        heapq.heappush(load, (held + int(sizes[block]), rank))
-    sequences = []
-    for blocks in dealt:
-        parts = []
-        for first in range(0, len(blocks), window):
-            group = blocks[first : first + window]
-            indices = np.concatenate([np.arange(starts[block], starts[block + 1]) for block in group])
-            parts.append(generator.permutation(indices))
-        sequences.append(np.concatenate(parts) if parts else np.zeros(0, np.int64))
-    common = min(len(sequence) for sequence in sequences)
-    interleaved = np.stack([sequence[:common] for sequence in sequences], axis=1).reshape(-1)
-    return np.concatenate([interleaved, *(sequence[common:] for sequence in sequences)]).astype(np.int64)
+
+    _KEPT_WINDOWS = 8
+
+    def __init__(self, block_sizes: Sequence[int], *, seed: int, epoch: int, window: int, ranks: int) -> None:
+        if window < 1 or ranks < 1:
+            raise ValueError(f"window and ranks must be positive, got window={window}, ranks={ranks}")
+        self._starts = block_starts(block_sizes)
+        sizes = np.diff(self._starts)
+        self._seed, self._epoch, self._window, self._ranks = seed, epoch, window, ranks
+        generator = np.random.default_rng([seed, epoch, _BLOCK_STREAM])
+        dealt: list[list[int]] = [[] for _ in range(ranks)]
+        load = [(0, rank) for rank in range(ranks)]  # (samples so far, rank): the lightest first
+        for block in generator.permutation(len(sizes)).tolist():
+            held, rank = heapq.heappop(load)
+            dealt[rank].append(block)
+            heapq.heappush(load, (held + int(sizes[block]), rank))
+        self._dealt = [np.asarray(blocks, np.int64) for blocks in dealt]
+        # Per rank: where each window's samples start in the rank's sequence (and the total).
+        self._window_starts = []
+        for blocks in self._dealt:
+            window_sizes = [int(sizes[blocks[first : first + window]].sum()) for first in range(0, len(blocks), window)]
+            self._window_starts.append(np.concatenate([[0], np.cumsum(window_sizes, dtype=np.int64)]))
+        lengths = np.array([int(starts[-1]) for starts in self._window_starts], np.int64)
+        self._common = int(lengths.min())
+        self._tail_starts = np.concatenate([[0], np.cumsum(lengths - self._common)])  # the tails, rank after rank
+        self.size = int(self._starts[-1])
+        self._kept: dict[tuple[int, int], np.ndarray] = {}
+
+    def _window_samples(self, rank: int, number: int) -> np.ndarray:
+        """Storage indices of window ``number`` of ``rank``, in their shuffled order."""
+        found = self._kept.get((rank, number))
+        if found is None:
+            blocks = self._dealt[rank][number * self._window : (number + 1) * self._window]
+            indices = np.concatenate([np.arange(self._starts[block], self._starts[block + 1]) for block in blocks.tolist()])
+            generator = np.random.default_rng([self._seed, self._epoch, _BLOCK_STREAM, rank + 1, number])
+            found = indices[generator.permutation(len(indices))]
+            if len(self._kept) >= self._KEPT_WINDOWS:
+                self._kept.pop(next(iter(self._kept)))
+            self._kept[(rank, number)] = found
+        return found
+
+    def __call__(self, positions: np.ndarray) -> np.ndarray:
+        """The storage index at each of ``positions`` (each in [0, size))."""
+        positions = np.asarray(positions, np.int64)
+        interleaved = positions < self._common * self._ranks
+        ranks = np.where(interleaved, positions % self._ranks, 0)
+        steps = np.where(interleaved, positions // self._ranks, 0)  # the k-th sample of its rank
+        tail = ~interleaved
+        if tail.any():
+            past = positions[tail] - self._common * self._ranks
+            tail_ranks = np.searchsorted(self._tail_starts, past, side="right") - 1
+            ranks[tail] = tail_ranks
+            steps[tail] = self._common + past - self._tail_starts[tail_ranks]
+        result = np.empty(len(positions), np.int64)
+        for rank in np.unique(ranks).tolist():
+            mine = np.flatnonzero(ranks == rank)
+            starts = self._window_starts[rank]
+            windows = np.searchsorted(starts, steps[mine], side="right") - 1
+            for number in np.unique(windows).tolist():
+                chosen = mine[windows == number]
+                result[chosen] = self._window_samples(rank, number)[steps[chosen] - starts[number]]
+        return result
+
+
+def block_order(block_sizes: Sequence[int], *, seed: int, epoch: int, window: int, ranks: int) -> np.ndarray:
+    """The epoch's whole order (storage indices by position) under the block shuffle: `BlockOrder`
+    evaluated at every position (costs 8 bytes a sample: for inspection and tests).
+
+    Raises:
+        ValueError: An empty block, or ``window`` or ``ranks`` below 1.
+    """
+    order = BlockOrder(block_sizes, seed=seed, epoch=epoch, window=window, ranks=ranks)
+    return order(np.arange(order.size, dtype=np.int64))
 
 
 def shuffle_quality(

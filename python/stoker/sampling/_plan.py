@@ -9,7 +9,7 @@ per-sample prefetch, `BatchPlan.requests` shows the plan as the `OutOfOrderPrefe
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
@@ -53,18 +53,27 @@ class BatchPlan(NamedTuple):
         return PlanRequests(self, keys, on_slice)
 
 
+class _Plan(Protocol):
+    """What `PlanRequests` reads: a `BatchPlan`, or an `EpochPlan` computed as it is read."""
+
+    @property
+    def size(self) -> int: ...
+
+    def part(self, start: int, stop: int) -> BatchPlan: ...
+
+
 class PlanRequests(Sequence[tuple[int, int, PlannedSample]]):
     """A plan as ``(position, storage index, PlannedSample(key, padding))`` per sample, built per
     slice: a million-sample epoch is never a million tuples at once.
 
     Args:
-        plan: The plan.
+        plan: The plan (a `BatchPlan`, or an `EpochPlan`).
         keys: The storage's keys, by index.
         on_slice: Told the end of each slice taken: the prefetcher takes the plan in order, a
             batch at a time, so this is how far requests have got (`BlockLookahead.requested`).
     """
 
-    def __init__(self, plan: BatchPlan, keys: Sequence[str], on_slice: Callable[[int], None] | None = None) -> None:
+    def __init__(self, plan: _Plan, keys: Sequence[str], on_slice: Callable[[int], None] | None = None) -> None:
         self.plan, self.keys, self.on_slice = plan, keys, on_slice
 
     def __len__(self) -> int:
@@ -74,9 +83,11 @@ class PlanRequests(Sequence[tuple[int, int, PlannedSample]]):
         if not isinstance(item, slice):
             return self[item : item + 1][0]
         size = self.plan.size
+        start, stop, step = item.indices(size)
         if self.on_slice is not None:
-            self.on_slice(min(size, item.stop if item.stop is not None else size))
-        positions = self.plan.positions[item].tolist()
-        indices = self.plan.indices[item].tolist()
-        padding = self.plan.padding[item].tolist()
+            self.on_slice(stop)
+        part = self.plan.part(start, stop)
+        positions = part.positions[::step].tolist()
+        indices = part.indices[::step].tolist()
+        padding = part.padding[::step].tolist()
         return [(position, index, PlannedSample(self.keys[index], pad)) for position, index, pad in zip(positions, indices, padding)]

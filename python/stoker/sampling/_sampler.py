@@ -12,25 +12,33 @@ shuffle is the block shuffle of `block_order` instead: each rank reads a few blo
 which is what object stores and columnar files need. Resume works the same for both.
 
 Exact resume: the sampler is told which positions were *delivered* to the training loop (not
-merely fetched), possibly out of order. Its state is (seed, epoch, delivered positions as ranges).
-Continuing with the same world size needs this rank's state; continuing with another world size
-(elastic) needs every rank's state, merged: the remaining positions of the epoch, in the epoch's
-order, are dealt again over the new ranks.
+merely fetched), possibly out of order. Its state is (seed, epoch, this rank's delivered plan
+slots as ranges). Continuing with the same world size needs this rank's state; continuing with
+another world size (elastic) needs every rank's state, merged: the remaining positions of the
+epoch, in the epoch's order, are dealt again over the new ranks.
+
+At any scale: the order is a function of the position (`IndexPermutation`, `BlockOrder`), the
+plan is computed a chunk at a time (`EpochPlan`), and the delivery record is kept as slots of
+this rank's plan, where delivery is contiguous: a few ranges whether the epoch holds a thousand
+samples or a billion, so marking a batch and taking a checkpoint cost the same at the end of an
+epoch as at its start.
 """
 
 from __future__ import annotations
 
 import threading
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ._block_order import block_order, block_starts
-from ._plan import BatchPlan
+from ._block_order import BlockOrder, block_starts
+from ._epoch_plan import EpochPlan
+from ._permutation import IndexPermutation
 from ._ranges import PositionSet
+from ._sampler_state import SAMPLER_STATE_VERSION, check_seed, check_state, spans
 
 __all__ = ["Sampler", "SamplePlan"]
 
@@ -52,7 +60,7 @@ class Sampler:
         num_samples: Samples in the storage.
         shuffle: Permute per epoch (a uniform global shuffle, or the block shuffle when
             ``blocks`` is given); else storage order.
-        seed: Seeds every epoch's permutation together with the epoch number.
+        seed: Seeds every epoch's permutation together with the epoch number (0 to 2**64 - 1).
         rank: This process's rank.
         world_size: Number of ranks.
         pad: Equalize counts by repeating samples (flagged), else drop the uneven tail.
@@ -61,7 +69,7 @@ class Sampler:
         window: Blocks per rank whose samples are shuffled together (the block shuffle only).
 
     Raises:
-        ValueError: Bad sizes or rank, or blocks that do not cover ``num_samples``.
+        ValueError: Bad sizes, seed or rank, or blocks that do not cover ``num_samples``.
     """
 
     def __init__(
@@ -82,7 +90,7 @@ class Sampler:
             raise ValueError(f"rank {rank} is not in a world of {world_size}")
         self.num_samples = num_samples
         self.shuffle = shuffle
-        self.seed = seed
+        self.seed = check_seed(seed)
         self.rank = rank
         self.world_size = world_size
         self.pad = pad
@@ -98,63 +106,82 @@ class Sampler:
         self._order_ranks = world_size
         # Guards the delivery record: the training loop marks while a checkpoint thread reads.
         self._lock = threading.RLock()
-        self._delivered = PositionSet()
+        self._delivered = PositionSet()  # slots of this rank's plan (see EpochPlan)
         self._padding_delivered = 0
         # Positions already delivered before an elastic resume, by any rank: excluded for all.
         self._excluded: PositionSet | None = None
+        self._order_cache: tuple[tuple[int, int, int], Callable[[np.ndarray], np.ndarray]] | None = None
+        self._layout: EpochPlan | None = None
 
     def set_epoch(self, epoch: int) -> None:
-        """Start epoch ``epoch`` (forgets what was delivered in the previous one)."""
+        """Start epoch ``epoch`` (forgets what was delivered in the previous one).
+
+        Raises:
+            ValueError: A negative or non-integer epoch.
+        """
+        if isinstance(epoch, bool) or not isinstance(epoch, (int, np.integer)) or epoch < 0:
+            raise ValueError(f"epoch must be a whole number >= 0, got {epoch!r}")
         with self._lock:
-            self.epoch = epoch
+            self.epoch = int(epoch)
             self._delivered = PositionSet()
             self._padding_delivered = 0
             self._excluded = None
             self._order_ranks = self.world_size
+            self._layout = None
 
     @property
     def scheme(self) -> str:
         """``"sequential"``, ``"uniform"`` or ``"block"``: how `order` is drawn."""
         return "sequential" if not self.shuffle else "uniform" if self.blocks is None else "block"
 
-    def order(self) -> np.ndarray:
-        """The epoch's global order: storage indices by position."""
+    def order_function(self) -> Callable[[np.ndarray], np.ndarray]:
+        """The epoch's order as a function: storage indices of an array of positions."""
+        key = (self.epoch, self._order_ranks, self.seed)
+        cached = self._order_cache
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        function: Callable[[np.ndarray], np.ndarray]
         if not self.shuffle:
-            return np.arange(self.num_samples, dtype=np.int64)
-        if self.blocks is not None:
-            return block_order(self.blocks, seed=self.seed, epoch=self.epoch, window=self.window, ranks=self._order_ranks)
-        return np.random.default_rng([self.seed, self.epoch]).permutation(self.num_samples)
+            function = _identity
+        elif self.blocks is not None:
+            function = BlockOrder(self.blocks, seed=self.seed, epoch=self.epoch, window=self.window, ranks=self._order_ranks)
+        else:
+            function = IndexPermutation(self.num_samples, self.seed, self.epoch)
+        self._order_cache = (key, function)
+        return function
+
+    def order(self) -> np.ndarray:
+        """The epoch's whole order: storage indices by position (costs 8 bytes a sample: for
+        inspection and small epochs; the Loader never builds it)."""
+        return self.order_function()(np.arange(self.num_samples, dtype=np.int64))
 
     def _blocks_digest(self) -> int | None:
         return None if self.blocks is None else zlib.crc32(np.asarray(self.blocks, np.int64).tobytes())
 
-    def _remaining_positions(self) -> np.ndarray:
-        """Positions of this epoch still to deliver by the whole world (in order)."""
-        if self._excluded is None:
-            return np.arange(self.num_samples, dtype=np.int64)
-        return np.nonzero(~self._excluded.mask(self.num_samples))[0]
-
-    def plan_arrays(self) -> BatchPlan:
-        """This rank's samples for the rest of the epoch as a `BatchPlan` of arrays (positions,
-        storage indices, padding flags), in order, equal in count across ranks. Arrays, not
-        objects: a plan over a million samples takes milliseconds."""
+    def plan_arrays(self) -> EpochPlan:
+        """This rank's samples for the rest of the epoch as an `EpochPlan` (positions, storage
+        indices and padding flags computed a chunk at a time, `EpochPlan.part`), in order, equal
+        in count across ranks."""
         with self._lock:
-            return self._plan_locked()
+            return self._plan_locked(self._delivered)
 
-    def _plan_locked(self) -> BatchPlan:
-        order = self.order()
-        remaining = self._remaining_positions()
-        per_rank = -(-len(remaining) // self.world_size) if self.pad else len(remaining) // self.world_size
-        mine = remaining[self.rank :: self.world_size][:per_rank]
-        extra = per_rank - len(mine)
-        # Pad with the epoch's first remaining positions (flagged; never counted as delivered).
-        padding_positions = remaining[np.arange(extra) % len(remaining)] if extra > 0 else np.zeros(0, np.int64)
-        padding_positions = padding_positions[self._padding_delivered :]
-        delivered = self._delivered.mask(self.num_samples)
-        mine = mine[~delivered[mine]]
-        positions = np.concatenate([mine, padding_positions]).astype(np.int64)
-        padding = np.concatenate([np.zeros(len(mine), bool), np.ones(len(padding_positions), bool)])
-        return BatchPlan(positions, order[positions].astype(np.int64), padding)
+    def _plan_locked(self, delivered: PositionSet) -> EpochPlan:
+        return EpochPlan(
+            self.order_function(),
+            num_samples=self.num_samples,
+            rank=self.rank,
+            world_size=self.world_size,
+            pad=self.pad,
+            excluded=self._excluded,
+            delivered=delivered,
+            padding_delivered=self._padding_delivered,
+        )
+
+    def _slots(self, positions: np.ndarray, *, strict: bool = True) -> np.ndarray:
+        """This rank's plan slots of ``positions`` (under the lock)."""
+        if self._layout is None:
+            self._layout = self._plan_locked(PositionSet())
+        return self._layout.slots_of(positions, strict=strict)
 
     def next_epoch_indices(self, count: int) -> np.ndarray:
         """The storage indices of this rank's first ``count`` samples of the next epoch (nothing
@@ -170,45 +197,50 @@ class Sampler:
             window=self.window,
         )
         upcoming.set_epoch(self.epoch + 1)
-        return upcoming.plan_arrays()[1][:count]
+        return upcoming.plan_arrays().part(0, count).indices
 
     def plan(self) -> list[SamplePlan]:
-        """`plan_arrays` as a list of `SamplePlan`."""
-        positions, indices, padding = self.plan_arrays()
+        """`plan_arrays` as a list of `SamplePlan` (one object a sample: for small epochs)."""
+        plan = self.plan_arrays()
+        positions, indices, padding = plan.part(0, plan.size)
         return [SamplePlan(int(p), int(i), bool(f)) for p, i, f in zip(positions, indices, padding)]
 
     def __iter__(self) -> Iterator[SamplePlan]:
         return iter(self.plan())
 
     def __len__(self) -> int:
-        return len(self.plan_arrays()[0])
+        return self.plan_arrays().size
 
     def mark_delivered(self, positions: Sequence[int] | np.ndarray, padding: Sequence[bool] | np.ndarray) -> None:
         """Record samples that reached the training loop (padding included, so a resumed rank
-        still ends with the same count as the others)."""
+        still ends with the same count as the others).
+
+        Raises:
+            ValueError: A position that is not one of this rank's this epoch.
+        """
         flags = np.asarray(padding, dtype=bool)
-        real = np.asarray(positions)[~flags].tolist()
+        real = np.asarray(positions, dtype=np.int64)[~flags]
         with self._lock:
-            self._delivered.add_many(real)
+            self._delivered.add_many(self._slots(real))
             self._padding_delivered += int(flags.sum())
 
     def unmark_delivered(self, positions: Sequence[int] | np.ndarray, padding: Sequence[bool] | np.ndarray) -> None:
         """Undo `mark_delivered` for samples that never reached the training loop after all (a
         wrapper read them ahead and stopped): a continued epoch reads them again."""
         flags = np.asarray(padding, dtype=bool)
-        real = np.asarray(positions)[~flags].tolist()
+        real = np.asarray(positions, dtype=np.int64)[~flags]
         with self._lock:
-            self._delivered.remove_many(real)
+            # Not strict: a batch held across an epoch change is not this epoch's to take back.
+            self._delivered.remove_many(self._slots(real, strict=False))
             self._padding_delivered = max(0, self._padding_delivered - int(flags.sum()))
 
     def delivered_positions(self) -> np.ndarray:
         """The positions of this epoch delivered so far (this rank's, and before an elastic
-        resume, every rank's), ascending."""
+        resume, every rank's), ascending (costs 8 bytes a delivered sample)."""
         with self._lock:
-            mask = self._delivered.mask(self.num_samples)
-            if self._excluded is not None:
-                mask |= self._excluded.mask(self.num_samples)
-            return np.flatnonzero(mask)
+            mine = self._plan_locked(PositionSet()).positions_of_slots(self._delivered.members(self.num_samples))
+            excluded = self._excluded.members(self.num_samples) if self._excluded is not None else np.zeros(0, np.int64)
+            return np.union1d(mine, excluded)
 
     @property
     def delivered(self) -> int:
@@ -221,44 +253,46 @@ class Sampler:
         with self._lock:
             return len(self._delivered) + self._padding_delivered
 
+    @property
+    def record_size(self) -> int:
+        """Ranges held by the delivery record (this rank's and the excluded positions'): what a
+        checkpoint and the record's memory grow with; a few, however far into the epoch."""
+        with self._lock:
+            return self._delivered.range_count + (self._excluded.range_count if self._excluded is not None else 0)
+
     def state_dict(self, holding: Sequence[tuple[Any, Any]] = ()) -> dict[str, Any]:
-        """Plain data: what this rank delivered in this epoch, and what defines the order. Safe
-        from any thread at any moment: the record is taken whole, between two deliveries.
+        """Plain data: what this rank delivered in this epoch (as slots of its plan), and what
+        defines the order. Safe from any thread at any moment: the record is taken whole,
+        between two deliveries. Its size grows with what is out of order, not with the epoch.
 
         Args:
             holding: (positions, padding) of batches marked delivered that a wrapper still holds
                 (read ahead, not yet handed to the training loop): left out of the record.
         """
         with self._lock:
-            state = self._state_locked()
-        if holding:
-            delivered = PositionSet(tuple(span) for span in state["delivered"])
-            delivered.remove_many(
-                position for positions, padding in holding for position in np.asarray(positions)[~np.asarray(padding, dtype=bool)]
-            )
-            state["delivered"] = [list(span) for span in delivered.ranges()]
-            held_padding = sum(int(np.asarray(padding, dtype=bool).sum()) for _, padding in holding)
-            state["padding_delivered"] = max(0, state["padding_delivered"] - held_padding)
-        return state
-
-    def _state_locked(self) -> dict[str, Any]:
-        excluded = self._excluded.ranges() if self._excluded is not None else []
-        return {
-            "version": 1,
-            "num_samples": self.num_samples,
-            "shuffle": self.shuffle,
-            "seed": self.seed,
-            "epoch": self.epoch,
-            "rank": self.rank,
-            "world_size": self.world_size,
-            "delivered": [list(span) for span in self._delivered.ranges()],
-            "padding_delivered": self._padding_delivered,
-            "excluded": [list(span) for span in excluded],
-            "scheme": self.scheme,
-            "window": self.window,
-            "order_ranks": self._order_ranks,
-            "blocks_crc": self._blocks_digest(),
-        }
+            delivered = PositionSet(self._delivered.arrays())
+            padding_delivered = self._padding_delivered
+            for positions, padding in holding:
+                flags = np.asarray(padding, dtype=bool)
+                delivered.remove_many(self._slots(np.asarray(positions, np.int64)[~flags], strict=False))
+                padding_delivered -= int(flags.sum())
+            excluded = self._excluded.ranges() if self._excluded is not None else []
+            return {
+                "version": SAMPLER_STATE_VERSION,
+                "num_samples": self.num_samples,
+                "shuffle": self.shuffle,
+                "seed": self.seed,
+                "epoch": self.epoch,
+                "rank": self.rank,
+                "world_size": self.world_size,
+                "delivered": [list(span) for span in delivered.ranges()],
+                "padding_delivered": max(0, padding_delivered),
+                "excluded": [list(span) for span in excluded],
+                "scheme": self.scheme,
+                "window": self.window,
+                "order_ranks": self._order_ranks,
+                "blocks_crc": self._blocks_digest(),
+            }
 
     def load_state_dict(self, state: dict[str, Any] | Sequence[dict[str, Any]]) -> None:
         """Continue an epoch.
@@ -268,53 +302,80 @@ class Sampler:
                 states (any world size: the remaining samples are dealt over the new ranks).
 
         Raises:
-            ValueError: States from another dataset size, seed or epoch, or one state for a
-                different world size.
+            ValueError: A state that is not one (a part missing, of the wrong kind or out of
+                range: named, before anything is built from it), states from another dataset
+                size, seed or epoch, or one state for a different world size.
         """
         with self._lock:
             self._load_locked(state)
 
     def _load_locked(self, state: dict[str, Any] | Sequence[dict[str, Any]]) -> None:
+        if not isinstance(state, (dict, list, tuple)):
+            raise ValueError(f"sampler state: expected a state or a list of every rank's, got {type(state).__name__}")
         states = [state] if isinstance(state, dict) else list(state)
         if not states:
             raise ValueError("no state to load")
-        first = states[0]
         for saved in states:
-            if saved.get("version") != 1:
-                raise ValueError(f"sampler state version {saved.get('version')} is not 1")
-            if (saved["num_samples"], saved["shuffle"], saved["seed"], saved["epoch"]) != (
-                first["num_samples"],
-                first["shuffle"],
-                first["seed"],
-                first["epoch"],
-            ):
-                raise ValueError("the states come from different epochs or datasets")
+            check_state(saved)
+        first = states[0]
+        shared = ("num_samples", "shuffle", "seed", "epoch", "scheme", "window", "order_ranks", "blocks_crc", "world_size", "excluded")
+        for saved in states:
+            if any(saved[name] != first[name] for name in shared):
+                raise ValueError("the states come from different epochs, datasets or worlds")
         if first["num_samples"] != self.num_samples:
             raise ValueError(f"the state is for {first['num_samples']} samples, this storage has {self.num_samples}")
-        saved_scheme = first.get("scheme", "uniform" if first["shuffle"] else "sequential")
-        if first["shuffle"] and saved_scheme != ("uniform" if self.blocks is None else "block"):
-            raise ValueError(f"the state comes from a {saved_scheme} shuffle; this sampler uses a {self.scheme} shuffle")
-        if saved_scheme == "block" and (first["blocks_crc"], first["window"]) != (self._blocks_digest(), self.window):
+        if first["shuffle"] and first["scheme"] != ("uniform" if self.blocks is None else "block"):
+            raise ValueError(f"the state comes from a {first['scheme']} shuffle; this sampler uses a {self.scheme} shuffle")
+        if first["scheme"] == "block" and (first["blocks_crc"], first["window"]) != (self._blocks_digest(), self.window):
             raise ValueError("the state comes from another block layout or window; resume with the same storage and window")
-        self._order_ranks = int(first["order_ranks"] if "order_ranks" in first else first["world_size"])
-        self.shuffle, self.seed, self.epoch = first["shuffle"], first["seed"], first["epoch"]
-        if isinstance(state, dict):
-            if state["world_size"] != self.world_size or state["rank"] != self.rank:
-                raise ValueError(
-                    f"one state from rank {state['rank']} of {state['world_size']} cannot resume rank {self.rank} of "
-                    f"{self.world_size}; pass every rank's state to change the world size"
-                )
-            self._delivered = PositionSet(tuple(span) for span in state["delivered"])
-            self._padding_delivered = int(state.get("padding_delivered", 0))
-            self._excluded = PositionSet(tuple(span) for span in state["excluded"]) if state["excluded"] else None
-            return
+        if isinstance(state, dict) and (state["world_size"] != self.world_size or state["rank"] != self.rank):
+            raise ValueError(
+                f"one state from rank {state['rank']} of {state['world_size']} cannot resume rank {self.rank} of "
+                f"{self.world_size}; pass every rank's state to change the world size"
+            )
         ranks = sorted(saved["rank"] for saved in states)
-        if ranks != list(range(first["world_size"])):
+        if not isinstance(state, dict) and ranks != list(range(first["world_size"])):
             raise ValueError(f"expected the states of ranks 0..{first['world_size'] - 1}, got ranks {ranks}")
-        merged = PositionSet()
+        excluded = spans(first["excluded"], "excluded", self.num_samples)
+        old_excluded = PositionSet((excluded[:, 0], excluded[:, 1])) if len(excluded) else None
+        records = []
         for saved in states:
-            merged = merged.union(PositionSet(tuple(span) for span in saved["delivered"]))
-            merged = merged.union(PositionSet(tuple(span) for span in saved["excluded"]))
-        self._excluded = merged
+            delivered = spans(saved["delivered"], "delivered", self.num_samples)
+            records.append(PositionSet((delivered[:, 0], delivered[:, 1])))
+        self.shuffle, self.seed, self.epoch = first["shuffle"], first["seed"], first["epoch"]
+        self._order_ranks = first["order_ranks"]
+        self._layout = None
+        if isinstance(state, dict):
+            self._excluded = old_excluded
+            self._delivered = records[0]
+            self._padding_delivered = first["padding_delivered"]
+            return
+        self._excluded = _merged_excluded(old_excluded, records, first["world_size"], self.num_samples)
         self._delivered = PositionSet()
         self._padding_delivered = 0
+
+
+def _identity(positions: np.ndarray) -> np.ndarray:
+    return np.asarray(positions, np.int64)
+
+
+def _merged_excluded(excluded: PositionSet | None, records: list[PositionSet], world_size: int, num_samples: int) -> PositionSet:
+    """Every position the old world delivered, as ranges: its excluded positions and each old
+    rank's delivered slots mapped back to positions. Ranks deliver in near step, so a slot every
+    rank delivered covers a whole run of ``world_size`` positions, kept as one range; only the
+    slots some ranks delivered and others not (what was in flight) are listed one by one."""
+    common = records[0]
+    for record in records[1:]:
+        common = common.intersection(record)
+    starts, ends = common.arrays()
+    taken = PositionSet((starts * world_size, ends * world_size))  # ranks of the remaining order
+    for rank, record in enumerate(records):
+        taken.add_many(rank + record.difference(common).members(num_samples) * world_size)
+    ranks_start, ranks_end = taken.arrays()
+    if excluded is None:
+        return taken
+    # A run of remaining ranks [c, d) is the positions from the c-th to the (d-1)-th outside
+    # `excluded`: one range once the excluded positions are added back.
+    first = excluded.select_outside(ranks_start)
+    last = excluded.select_outside(ranks_end - 1) + 1
+    return excluded.union(PositionSet((first, last)))
