@@ -26,6 +26,7 @@ from ..errors import ProvenanceError
 __all__ = ["DeliveryDigest", "check_resume", "check_state_parts", "differences", "fingerprint", "mix_positions", "verify_deliveries"]
 
 _MASK = (1 << 64) - 1
+_CHUNK = 1 << 22  # positions digested at once by verify_deliveries
 
 
 def mix_positions(positions: np.ndarray) -> int:
@@ -132,7 +133,9 @@ def verify_deliveries(
     kept = (per_rank // batch_size) * batch_size if drop_last else per_rank
     truth = DeliveryDigest(world.epoch)
     for rank in range(world_size):
-        truth.add(np.arange(samples, dtype=np.int64)[rank::world_size][:per_rank][:kept])
+        mine = min(kept, len(range(rank, samples, world_size)))  # padding is never counted
+        for start in range(0, mine, _CHUNK):  # a chunk at a time: memory bounded at any epoch size
+            truth.add(rank + world_size * np.arange(start, min(mine, start + _CHUNK), dtype=np.int64))
     if (world.count, world.total) != (truth.count, truth.total):
         gap = truth.count - world.count
         what = f"{gap} missing" if gap > 0 else f"{-gap} more than once" if gap < 0 else "as many, but not the same ones"

@@ -37,6 +37,16 @@ _logger = logging.getLogger("stoker.loader")
 _QUICK_STOP = 0.4
 
 
+def _digest_of(storage: Storage) -> str:
+    """What a storage holds, as a short hash: the storage's own content digest where it keeps one
+    (taken from its index, in constant time, and covering the samples' bytes), else a hash of
+    every key and label (time in the number of samples, once per Loader)."""
+    content = getattr(storage, "content_digest", None)
+    if callable(content):
+        return f"content:{content()}"
+    return dataset_digest(storage.keys, label_array(storage.labels))
+
+
 class LoaderResume:
     """State, resume and proof of delivery: a part of `Loader`."""
 
@@ -85,7 +95,7 @@ class LoaderResume:
             # is described by its sources; any other by its own samples.
             sources = getattr(self.storage, "sources", None) if isinstance(self.storage, EpochStorage) else None
             parts = sources.values() if isinstance(sources, dict) else [self.storage]
-            self._dataset_digest = "-".join(dataset_digest(part.keys, label_array(part.labels)) for part in parts)
+            self._dataset_digest = "-".join(_digest_of(part) for part in parts)
         options: Sampling = self.options["sampling"]
         return fingerprint(
             samples=len(self._assembler.keys),
@@ -131,7 +141,13 @@ class LoaderResume:
                 message says what differs.
             ValueError: Not a Loader state, or states that do not fit together.
         """
+        if not isinstance(state, (dict, list, tuple)):
+            raise ValueError(
+                f"not a Loader state: expected what Loader.state_dict() returns (a dict), or a list of them, got {type(state).__name__}"
+            )
         states = [state] if isinstance(state, dict) else list(state)
+        if not states:
+            raise ValueError("not a Loader state: an empty list of states")
         for saved in states:
             if not isinstance(saved, dict) or not {"version", "sampler"} <= saved.keys():
                 found = sorted(saved) if isinstance(saved, dict) else type(saved).__name__

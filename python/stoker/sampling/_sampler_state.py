@@ -20,6 +20,22 @@ SAMPLER_STATE_VERSION = 2
 # more than this many is not one stoker wrote, and is refused before it is read.
 MAX_SPANS = 1 << 22
 _SCHEMES = ("sequential", "uniform", "block")
+_PARTS = (
+    "version",
+    "num_samples",
+    "shuffle",
+    "seed",
+    "epoch",
+    "rank",
+    "world_size",
+    "delivered",
+    "padding_delivered",
+    "excluded",
+    "scheme",
+    "window",
+    "order_ranks",
+    "blocks_crc",
+)
 
 
 def _whole(value: Any) -> bool:
@@ -89,6 +105,9 @@ def check_state(state: Any) -> None:
         )
     if version != SAMPLER_STATE_VERSION:
         raise _fail("version", version, str(SAMPLER_STATE_VERSION))
+    missing = [part for part in _PARTS if part not in state]
+    if missing:
+        raise ValueError(f"sampler state: no {', '.join(repr(part) for part in missing)} (not a state Sampler.state_dict() wrote)")
     samples = state.get("num_samples")
     if not isinstance(samples, int) or isinstance(samples, bool) or not 1 <= samples <= 1 << 62:
         raise _fail("num_samples", samples, "a whole number from 1 to 2**62")

@@ -201,6 +201,8 @@ PARSERS = {
     "lmdb": lambda data: [Field(offset, 8, "little") for offset in range(16, 136, 8)],  # the meta pages' counts and page numbers
     "parquet": _parquet,
     "ledger": _arrow_stream,
+    "jsonl": _json_numbers,
+    "loader-state": _json_numbers,
     "jsonl-gz": _gzip,
     "jsonl-zst": _zstd,
 }

@@ -15,6 +15,7 @@ from PIL import Image
 
 from stoker import Loader
 from stoker.ingest import convert_storage
+from stoker.loader import Sampling
 from stoker.ops import ImageTransform
 from stoker.storage import FileStorage
 from tests.support.images import encode, photo
@@ -80,6 +81,7 @@ def make_seeds(root: Path) -> dict[str, Seed]:
         json.dumps(document).encode() + b"\n"
         for document in ({"text": "plain words " * 20}, {"text": "caf\u00e9 \u2603 " * 10, "id": 7}, {"meta": {"a": 1}, "text": "x"})
     )
+    single("jsonl", "corpus.jsonl", lines * 20)  # plain: the line indexer and its line bound
     single("jsonl-gz", "corpus.jsonl.gz", gzip.compress(lines * 20))
     single("jsonl-zst", "corpus.jsonl.zst", zstandard.ZstdCompressor(write_content_size=True).compress(lines * 20))
     # A provenance ledger of two batches over the images (replay reads them from there).
@@ -92,4 +94,12 @@ def make_seeds(root: Path) -> dict[str, Seed]:
     # path the (mutated) ledger names, which could be any folder on the machine.
     (root / "ledger" / "ledger" / "images.path").write_text(str(images))
     seeds["ledger"] = Seed("ledger", root / "ledger" / "ledger", "rank-00000-0000.arrows")
+    # A Loader's state mid-epoch, two batches in (the sampler's spans, the digest, the fingerprint).
+    loader = Loader(images, batch_size=3, sampling=Sampling(seed=5))
+    for number, _ in enumerate(loader):
+        if number == 1:
+            break
+    state_file = single("loader-state", "state.json", json.dumps(loader.state_dict()).encode())
+    loader.close()
+    (state_file.parent / "images.path").write_text(str(images))
     return seeds

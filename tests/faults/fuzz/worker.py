@@ -3,7 +3,7 @@ crash (a signal, an abort) takes down only this worker, never the test run.
 
 Reads one JSON line per case from stdin, ``{"format": ..., "path": ..., "names": [...]}``: a file
 (images, audio, video) or a dataset folder (tar shards and their index, LMDB, Parquet, a
-provenance ledger), and the
+provenance ledger, a Loader's state), and the
 names an error may give it by (the file, the folder). Answers one JSON line:
 ``{"outcome": "decoded" | "error", "type": ..., "message": ..., "named": bool, "rss_mb": ...}``,
 where ``named`` says whether the error names the file or one of its samples, and ``rss_mb`` is
@@ -76,6 +76,24 @@ def _text(path: Path, names: list[str]) -> None:
                 raise AssertionError(f"line {key!r} failed without its name: {error}") from error
 
 
+def _state(path: Path) -> None:
+    """Load a (mutated) Loader state over the seed's images and deliver a batch from it: a state
+    that is refused must be refused with a ValueError (named here with the file), never fail
+    with another exception or later, inside the epoch."""
+    from stoker import Loader
+    from stoker.loader import Sampling
+
+    loader = Loader((path / "images.path").read_text(), batch_size=3, sampling=Sampling(seed=5))
+    try:
+        try:
+            loader.load_state_dict(json.loads((path / "state.json").read_text(errors="replace")))
+        except ValueError as error:  # what a refused state is (ProvenanceError is one too)
+            raise ProvenanceError(f"{path}: {error}") from error
+        next(iter(loader), None)
+    finally:
+        loader.close()
+
+
 def run(kind: str, path: Path, names: list[str]) -> None:
     """Decode or read one case; raise what stoker raises."""
     if kind in IMAGE_FORMATS:
@@ -89,6 +107,8 @@ def run(kind: str, path: Path, names: list[str]) -> None:
             raise ImageDecodeError(f"{path.name!r}: {result.failures[0].message}")
     elif kind.startswith("jsonl"):
         _text(path, names)
+    elif kind == "loader-state":
+        _state(path)
     elif kind == "ledger":
         # Read it, then replay every step it holds against the seed's images.
         images = (path / "images.path").read_text()

@@ -25,7 +25,7 @@ import os
 import zlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import numpy as np
 
@@ -162,13 +162,20 @@ class _LineIndex:
 
 
 class _NoLabels(Sequence[None]):
+    """No label for any line: None one at a time, and -1 for an index array (the Loader's label
+    column), without an object per line."""
+
+    dtype = np.dtype(np.int64)
+
     def __init__(self, count: int) -> None:
         self._count = count
 
     def __len__(self) -> int:
         return self._count
 
-    def __getitem__(self, index: int) -> None:  # type: ignore[override]
+    def __getitem__(self, index: Any) -> Any:  # type: ignore[override]
+        if isinstance(index, np.ndarray):
+            return np.full(index.shape, -1, np.int64)
         if not -self._count <= index < self._count:
             raise IndexError(index)
         return None
