@@ -173,7 +173,7 @@ class _NoLabels(Sequence[None]):
     def __len__(self) -> int:
         return self._count
 
-    def __getitem__(self, index: Any) -> Any:  # type: ignore[override]
+    def __getitem__(self, index: Any) -> Any:
         if isinstance(index, np.ndarray):
             return np.full(index.shape, -1, np.int64)
         if not -self._count <= index < self._count:
