@@ -60,6 +60,7 @@ def _run(arguments: list[str], timeout: float = 60) -> subprocess.CompletedProce
 def test_special_files_where_a_file_is_expected_are_refused_by_name(tmp_path: Path) -> None:
     fifo = tmp_path / "data.jsonl"
     os.mkfifo(fifo)
+    os.mkfifo(tmp_path / "shard.tar")
     (tmp_path / "run.json").symlink_to("/dev/zero")
     for arguments, named in (
         (["inspect", str(fifo)], "data.jsonl: a FIFO, not a regular file"),
@@ -68,6 +69,7 @@ def test_special_files_where_a_file_is_expected_are_refused_by_name(tmp_path: Pa
         (["report", str(tmp_path / "run.json")], "a character device, not a regular file"),
         (["inspect", "/dev/zero"], "/dev/zero: a character device"),
         (["split", str(fifo), "-o", str(tmp_path / "s.json")], "a FIFO"),
+        (["index", str(tmp_path / "shard.tar")], "shard.tar: a FIFO, not a regular file"),
     ):
         done = _run(arguments)
         assert done.returncode == 1 and named in done.stderr, (arguments, done.stderr)

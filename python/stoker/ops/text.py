@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from .._files import require_regular
 from ..errors import ConfigurationError, CorruptSampleError
 
 __all__ = ["Tokenizer", "document_text"]
@@ -95,6 +96,7 @@ class Tokenizer:
             path = Path(tokenizer)
             if not path.exists():
                 raise FileNotFoundError(f"{path}: no such tokenizer file")
+            require_regular(path, "a tokenizer")  # a FIFO would block the read for good
             try:
                 from tokenizers import Tokenizer as HuggingFaceTokenizer
             except ImportError as error:

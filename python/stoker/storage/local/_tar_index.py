@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from ... import _native
+from ..._files import require_regular
 from ...errors import CorruptSampleError, ShardError, StaleIndexError
 
 INDEX_FORMAT = "stoker.tar-index"
@@ -162,8 +163,9 @@ def build_index(shard: Path, *, checksums: bool = True, label_key: str | None = 
     Raises:
         FileNotFoundError: The shard is missing.
         ShardError: The shard is truncated or not a tar file, or a label member is unreadable.
+        StorageError: The shard is not a regular file (a FIFO, a device).
     """
-    size = os.stat(shard).st_size
+    size = require_regular(shard, "a tar shard").st_size  # a FIFO would block, a device never end
     index = ShardIndex(shard=shard, size=size, crc32=[] if checksums else None, label_key=label_key)
     label_rank: list[int] = []
     position_of: dict[str, int] = {}
