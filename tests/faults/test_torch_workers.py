@@ -70,3 +70,37 @@ def test_ctrl_c_with_an_item_stuck_in_the_dataset_ends_the_run_and_its_workers(w
     while _processes_with(marker) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not _processes_with(marker), f"workers left behind: {_processes_with(marker)} (pid {os.getpid()} is the test)"
+
+
+SEGFAULT = textwrap.dedent(
+    """
+    import ctypes, sys
+    from stoker.torch import DataLoader
+
+    class Segfault:
+        # PyTorch's own test_segfault dataset: every item reads address 0.
+        def __len__(self):
+            return 10
+
+        def __getitem__(self, index):
+            return ctypes.string_at(0)
+
+    loader = DataLoader(Segfault(), batch_size=2, num_workers=2, persistent_workers=sys.argv[1] == "persistent")
+    try:
+        next(iter(loader))
+    except RuntimeError as error:
+        print(error, flush=True)
+    """
+)
+
+
+@pytest.mark.parametrize("workers", ["plain", "persistent"])
+def test_a_worker_killed_by_sigsegv_is_told_in_torchs_words(workers: str) -> None:
+    import re
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-c", SEGFAULT, workers], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    # The pattern PyTorch's test_dataloader.py::test_segfault matches (plain and persistent workers).
+    assert re.search(r"DataLoader worker \(pid \d+\) is killed by signal: ", done.stdout), done.stdout
+    assert "Segmentation fault" in done.stdout and "was killed by signal SIGSEGV" in done.stdout
