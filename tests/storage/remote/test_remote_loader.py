@@ -55,10 +55,10 @@ def test_every_sample_exactly_once_with_its_label(remote: tuple[RemoteStorage, M
     truth = {key: (data, label) for key, data, label in zip(source.keys, source.read_many(source.keys), source.labels)}
     assert all(truth[key] == (data, label) for key, data, label in got)
     if in_order:  # in order: exactly the sampler's order
-        plan_keys = [storage.keys[index] for index in loader.sampler.plan_arrays()[1].tolist()]
+        plan_keys = [storage.keys[index] for index in loader.sampler.plan_arrays().indices.tolist()]
         assert not plan_keys  # the epoch is fully delivered
         loader.set_epoch(0)
-        order = [storage.keys[index] for index in loader.sampler.plan_arrays()[1].tolist()]
+        order = [storage.keys[index] for index in loader.sampler.plan_arrays().indices.tolist()]
         assert [key for key, _, _ in got] == order
 
 
@@ -116,7 +116,7 @@ class StallingStorage(SubsetStorage):
 def test_out_of_order_batches_complete_while_one_request_is_stalled(remote: tuple[RemoteStorage, MemoryStorage]) -> None:
     storage, source = remote
     probe = Loader(storage, batch_size=10, sampling=Sampling(seed=1))
-    first_key = storage.keys[probe.sampler.plan_arrays()[1][0]]  # in the very first batch requested
+    first_key = storage.keys[probe.sampler.plan_arrays().indices[0]]  # in the very first batch requested
     stalling = StallingStorage(storage, first_key)
     loader = Loader(stalling, batch_size=10, sampling=Sampling(seed=1), reads=Reads(fetch_concurrency=4))
     keys: list[str] = []
