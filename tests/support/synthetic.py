@@ -56,7 +56,12 @@ class _Labels(Sequence[int]):
             return index.astype(np.int64) % 10
         if isinstance(index, slice):
             return [position % 10 for position in range(*index.indices(self._size))]
-        return int(index) % 10
+        if not -self._size <= index < self._size:
+            raise IndexError(index)
+        return int(index) % self._size % 10
+
+    def __iter__(self) -> Iterator[int]:
+        return (index % 10 for index in range(self._size))
 
 
 class SyntheticStorage(Storage):

@@ -17,9 +17,9 @@ import asyncio
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from .._daemon_pool import DaemonThreadPool
 from ..errors import ConfigurationError, StorageError, StorageUnavailableError
 from ..failures import Failure, OnError, error_text, qualified_name
 
@@ -54,7 +54,7 @@ class Storage(ABC):
         self.max_concurrent_reads = max_concurrent_reads
         self._read_slots = threading.BoundedSemaphore(max_concurrent_reads)
         self._index_of: dict[str, int] | None = None
-        self._executor: ThreadPoolExecutor | None = None
+        self._executor: DaemonThreadPool | None = None
         self._lock = threading.Lock()
         self.failures: list[Failure] = []
         self.failure_count = 0
@@ -229,11 +229,13 @@ class Storage(ABC):
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._io_threads(), lambda: self.read_many(keys, on_error=on_error))
 
-    def _io_threads(self) -> ThreadPoolExecutor:
+    def _io_threads(self) -> Any:
         if self._executor is None:
             with self._lock:
                 if self._executor is None:
-                    self._executor = ThreadPoolExecutor(self.max_concurrent_reads, thread_name_prefix="stoker-io")
+                    # Daemon threads: a read stuck on a hung mount or a silent server must not
+                    # keep the interpreter from exiting (a ThreadPoolExecutor joins at exit).
+                    self._executor = DaemonThreadPool(self.max_concurrent_reads, thread_name_prefix="stoker-io")
         return self._executor
 
     def iter_sequential(self, chunk: int = 256) -> Iterator[tuple[str, bytes]]:
