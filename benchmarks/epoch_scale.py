@@ -148,8 +148,13 @@ def _grain(size: int, full: int) -> dict[str, Any]:
         checkpoint.update(seconds=time.perf_counter() - begun, bytes=len(json.dumps(state)))
 
     tenth = size // 10
-    stop = size - BATCH if size <= full else tenth
-    marks = _timed_windows(batches, BATCH, tenth, size - tenth if size <= full else tenth, stop, save)
+    if size <= full:
+        marks = _timed_windows(batches, BATCH, tenth, size - tenth, size - BATCH, save)
+    else:  # Grain resumes too: its state is the next batch's number
+        marks = _timed_windows(batches, BATCH, tenth, tenth, tenth, save)
+        resumed = iter(dataset.to_iter_dataset())
+        resumed.set_state({"next_index": (size - tenth) // BATCH})  # type: ignore[attr-defined]
+        marks["last"] = _timed_windows(resumed, BATCH, tenth - BATCH, tenth - BATCH, tenth - BATCH, lambda: None, taken=0)["first"]
     return {"construction": construction, "first_batch": first_batch, **marks, **checkpoint}
 
 
@@ -166,9 +171,17 @@ def run(name: str, size: int, full: int) -> dict[str, Any]:
     done = subprocess.run(
         [sys.executable, __file__, "--child", name, str(size), str(full)], capture_output=True, text=True, cwd=ROOT, timeout=24 * 3600
     )
+    if done.returncode < 0:  # the kernel's OOM killer sends SIGKILL
+        return {"error": f"killed by signal {-done.returncode} (SIGKILL: out of memory, on this machine's {_memory_gb():.0f} GB)"}
     if done.returncode != 0:
-        return {"error": (done.stderr.strip().splitlines() or ["no output"])[-1][:200]}
+        errors = [line for line in done.stderr.strip().splitlines() if "Error" in line or "error" in line]
+        return {"error": (errors or ["no output"])[-1][:200]}
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _memory_gb() -> float:
+    with open("/proc/meminfo") as meminfo:
+        return int(meminfo.readline().split()[1]) / 2**20
 
 
 def _number(text: str) -> int:
