@@ -74,3 +74,23 @@ def test_a_parquet_text_column_is_read_as_utf8(tmp_path: Path) -> None:
     storage = ParquetStorage(tmp_path / "fineweb.parquet", image_column="text", label_column="")
     assert [data.decode() for data in storage.read_indices(list(range(30)))] == texts  # type: ignore[union-attr]
     assert storage.block_sizes() == [8, 8, 8, 6]
+
+
+def test_a_loader_over_json_lines_replaces_a_bad_line_with_a_labelless_sample(tmp_path: Path) -> None:
+    import json as json_module
+
+    from stoker import Loader
+    from stoker.loader import FailurePolicy
+
+    lines = [json_module.dumps({"text": f"line {number}"}) for number in range(12)]
+    lines[5] = "not json"
+    path = tmp_path / "lines.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    loader = Loader(
+        JsonlStorage(path), batch_size=4, decode=json_module.loads, failures=FailurePolicy(on_error="skip", max_bad_samples=None)
+    )
+    batches = list(loader)
+    assert sum(len(batch.keys) for batch in batches) == 12
+    assert sum(int(batch.replaced.sum()) for batch in batches) == 1
+    assert all((batch.labels == -1).all() for batch in batches), "no labels: -1, replaced slot included"
+    assert [failure.key for failure in loader.failures] == [f"{path}:6"]

@@ -215,7 +215,10 @@ class BatchAssembler:
             except (SampleError, TooManyBadSamplesError) as error:
                 raise AbortPipeline(error) from None
             for slot, (index, key, payload) in replacements.items():
-                keys[slot], labels[slot], replaced[slot], indices[slot] = key, self.labels[index], True, index
+                # Looked up as an array: a storage's label column answers arrays with numbers
+                # (-1 where there is no label), where one at a time it answers None.
+                label = self.labels[np.array([index], dtype=np.int64)][0]
+                keys[slot], labels[slot], replaced[slot], indices[slot] = key, label, True, index
                 if checksums is not None and lengths is not None:
                     checksums[slot], lengths[slot] = _native.crc32(payload), len(payload)
             if checksums is not None and lengths is not None:
