@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import weakref
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, TypeVar
@@ -21,8 +22,39 @@ __all__ = ["DaemonThreadPool"]
 _Result = TypeVar("_Result")
 
 
+class _Workers:
+    """What the threads share, and all they hold: not the pool, so that a pool nobody holds any
+    more is collected and its threads told to end (as `ThreadPoolExecutor`'s are)."""
+
+    def __init__(self) -> None:
+        self.tasks: queue.SimpleQueue[tuple[Future[Any], Callable[..., Any], tuple[Any, ...]] | None] = queue.SimpleQueue()
+        self.lock = threading.Lock()
+        self.threads: list[threading.Thread] = []
+        self.idle = 0
+
+    def work(self) -> None:
+        while (task := self.tasks.get()) is not None:
+            future, function, args = task
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(function(*args))
+                except BaseException as error:  # carried to whoever waits on the future
+                    future.set_exception(error)
+            del task, future, function, args
+            with self.lock:
+                self.idle += 1
+
+    def stop(self) -> None:
+        """Tell every thread to end once the work queued before is done."""
+        with self.lock:
+            count = len(self.threads)
+        for _ in range(count):
+            self.tasks.put(None)
+
+
 class DaemonThreadPool:
-    """Up to ``max_workers`` daemon threads, started as work arrives.
+    """Up to ``max_workers`` daemon threads, started as work arrives; they end at `shutdown`, or
+    when the pool is no longer referenced.
 
     Args:
         max_workers: The most threads at once.
@@ -37,11 +69,9 @@ class DaemonThreadPool:
             raise ValueError(f"max_workers must be at least 1, got {max_workers}")
         self._max_workers = max_workers
         self._prefix = thread_name_prefix
-        self._tasks: queue.SimpleQueue[tuple[Future[Any], Callable[..., Any], tuple[Any, ...]] | None] = queue.SimpleQueue()
-        self._lock = threading.Lock()
-        self._threads: list[threading.Thread] = []
-        self._idle = 0
+        self._workers = _Workers()
         self._closed = False
+        self._finalizer = weakref.finalize(self, self._workers.stop)
 
     def submit(self, function: Callable[..., _Result], *args: Any) -> Future[_Result]:
         """Run ``function(*args)`` on a pool thread.
@@ -50,49 +80,38 @@ class DaemonThreadPool:
             RuntimeError: The pool was shut down.
         """
         future: Future[_Result] = Future()
-        with self._lock:
+        workers = self._workers
+        with workers.lock:
             if self._closed:
                 raise RuntimeError("cannot submit to a pool that was shut down")
-            if self._idle > 0:
-                self._idle -= 1
-            elif len(self._threads) < self._max_workers:
-                thread = threading.Thread(target=self._work, name=f"{self._prefix}-{len(self._threads)}", daemon=True)
-                self._threads.append(thread)
+            if workers.idle > 0:
+                workers.idle -= 1
+            elif len(workers.threads) < self._max_workers:
+                thread = threading.Thread(target=workers.work, name=f"{self._prefix}-{len(workers.threads)}", daemon=True)
+                workers.threads.append(thread)
                 thread.start()
-            self._tasks.put((future, function, args))
+            workers.tasks.put((future, function, args))
         return future
-
-    def _work(self) -> None:
-        while (task := self._tasks.get()) is not None:
-            future, function, args = task
-            if future.set_running_or_notify_cancel():
-                try:
-                    future.set_result(function(*args))
-                except BaseException as error:  # carried to whoever waits on the future
-                    future.set_exception(error)
-            del task, future, function, args
-            with self._lock:
-                self._idle += 1
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         """Stop taking work; the threads end once the queue is drained (``cancel_futures``: queued
         work is cancelled instead). ``wait`` joins them, which a stuck call never lets end: stoker
         passes ``wait=False`` wherever a call may be stuck."""
-        with self._lock:
+        workers = self._workers
+        with workers.lock:
             if self._closed:
                 return
             self._closed = True
-            threads = list(self._threads)
+            threads = list(workers.threads)
         if cancel_futures:
             while True:
                 try:
-                    task = self._tasks.get_nowait()
+                    task = workers.tasks.get_nowait()
                 except queue.Empty:
                     break
                 if task is not None:
                     task[0].cancel()
-        for _ in threads:
-            self._tasks.put(None)
+        self._finalizer()  # the threads' stop, once
         if wait:
             current = threading.current_thread()
             for thread in threads:

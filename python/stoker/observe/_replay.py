@@ -20,7 +20,7 @@ from ..errors import ProvenanceError, StorageError
 from ..ops import ImageTransform
 from ..ops.batch import allocate_batch
 from ..ops.media import AudioTransform, VideoTransform
-from ..storage import Storage, open_storage
+from ..storage import Storage, label_array, open_storage
 from ._ledger import ledger_metadata, read_ledger
 
 if TYPE_CHECKING:
@@ -144,7 +144,6 @@ def _rebuild(
     if outside:
         raise ProvenanceError(f"{ledger}: step {step} of rank {rank} names samples {outside[:5]} outside the storage's {len(storage)}")
     from ..loader import Batch  # here: the loader imports this package
-    from ..loader._assembly import label_array
     from ..loader._decode import decode_payloads
 
     indices = rows["index"]

@@ -21,6 +21,7 @@ checks for. The package README walks through adding a backend.
 from .._deprecation import moved_names
 from ..errors import CorruptSampleError, ShardError, StaleIndexError, StorageClosedError, StorageError, StorageUnavailableError
 from ._capabilities import BlockStorage, EpochStorage, LatencyReporting, MemberStorage
+from ._labels import label_array
 from ._open import open_storage, storage_format
 from ._protocol import Storage
 from .local import (
@@ -58,6 +59,7 @@ __all__ = [
     "MemberStorage",
     "MemoryStorage",
     "MixedStorage",
+    "label_array",
     "ParquetStorage",
     "PriceTable",
     "RemoteStorage",

@@ -15,11 +15,13 @@ the epoch's changes (`changes`, which a Loader saves in its state) rebuilds the 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from ...errors import StorageError
+from .._labels import label_array
 from .._protocol import Storage
 
 __all__ = ["MixedStorage"]
@@ -62,25 +64,22 @@ class MixedStorage(Storage):
         self.epoch = epoch
         self.changes = []
         self._first_weights = self.weights.copy()
-        source_of: list[int] = []
-        index_of: list[int] = []
-        keys: list[str] = []
-        labels: list[int | None] = []
-        for number, (name, share) in enumerate(zip(self.names, self.shares)):
-            storage = self.sources[name]
-            size = len(storage)
+        sources, indices, repeats = [], [], []
+        for number, (name, share) in enumerate(zip(self.names, self.shares.tolist())):
+            size = len(self.sources[name])
             generator = np.random.default_rng([self.seed, epoch, number])
-            passes = -(-int(share) // size)
+            passes = -(-share // size)
             drawn = np.concatenate([generator.permutation(size) for _ in range(passes)])[:share] if share else np.zeros(0, np.int64)
-            for position, index in enumerate(drawn.tolist()):
-                repeat = position // size
-                keys.append(f"{name}/{storage.keys[index]}" + (f"#{repeat + 1}" if repeat else ""))
-                labels.append(storage.labels[index])
-                source_of.append(number)
-                index_of.append(index)
-        self._keys, self._labels = keys, labels
-        self._source_of = np.array(source_of, dtype=np.int64)
-        self._source_index = np.array(index_of, dtype=np.int64)
+            sources.append(np.full(share, number, np.int64))
+            indices.append(drawn.astype(np.int64))
+            repeats.append(np.arange(share, dtype=np.int64) // size)
+        # Arrays, not a string and a label per sample: keys and labels are made when asked for.
+        self._source_of = np.concatenate(sources)
+        self._source_index = np.concatenate(indices)
+        self._repeat = np.concatenate(repeats).astype(np.int32)
+        self._change = np.zeros(len(self._source_of), np.int32)  # the weight change that drew each
+        self._keys = _MixtureKeys(self)
+        self._labels = _MixtureLabels(self)
         self._index_of = None
 
     def reweight(self, weights: Mapping[str, float], delivered: Sequence[int] | np.ndarray) -> None:
@@ -97,9 +96,9 @@ class MixedStorage(Storage):
         """
         self.check_weights(weights)
         chosen = np.asarray(delivered, dtype=np.int64)
-        if chosen.size and (chosen.min() < 0 or chosen.max() >= len(self._keys)):
-            raise ValueError(f"delivered indices must be within the mixture's {len(self._keys)} samples")
-        kept = np.zeros(len(self._keys), dtype=bool)
+        if chosen.size and (chosen.min() < 0 or chosen.max() >= len(self._source_of)):
+            raise ValueError(f"delivered indices must be within the mixture's {len(self._source_of)} samples")
+        kept = np.zeros(len(self._source_of), dtype=bool)
         kept[chosen] = True
         self.changes.append({"weights": {name: float(weights[name]) for name in self.names}, "delivered": np.flatnonzero(kept).tolist()})
         self.weights = np.array([weights[name] for name in self.names], dtype=np.float64)
@@ -133,25 +132,38 @@ class MixedStorage(Storage):
         """New samples for the storage indices ``slots``, by the current weights; a source's
         samples come in a seeded order that starts with those this epoch has not used."""
         shares = _shares(self.weights, len(slots))
-        used = [set(self._source_index[self._source_of == number].tolist()) for number in range(len(self.names))]
-        assignment: list[tuple[int, int, int]] = []
+        numbers, indices, repeats = [], [], []
         for number, share in enumerate(shares.tolist()):
             size = len(self.sources[self.names[number]])
             generator = np.random.default_rng([self.seed, self.epoch, number, change])
             order = generator.permutation(size)
-            fresh = [index for index in order.tolist() if index not in used[number]]
-            ordered = fresh + [index for index in order.tolist() if index in used[number]]
-            for position in range(share):
-                assignment.append((number, ordered[position % size], position // size))
+            used = np.isin(order, self._source_index[self._source_of == number])
+            ordered = np.concatenate([order[~used], order[used]])
+            positions = np.arange(share, dtype=np.int64)
+            numbers.append(np.full(share, number, np.int64))
+            indices.append(ordered[positions % size])
+            repeats.append(positions // size)
         arrangement = np.random.default_rng([self.seed, self.epoch, change, len(self.names)]).permutation(len(slots))
-        keys, labels = list(self._keys), list(self._labels)
-        for slot, (number, index, repeat) in zip(slots[arrangement].tolist(), assignment):
-            storage = self.sources[self.names[number]]
-            keys[slot] = f"{self.names[number]}/{storage.keys[index]}@{change}" + (f"#{repeat + 1}" if repeat else "")
-            labels[slot] = storage.labels[index]
-            self._source_of[slot] = number
-            self._source_index[slot] = index
-        self._keys, self._labels, self._index_of = keys, labels, None
+        targets = slots[arrangement]
+        self._source_of[targets] = np.concatenate(numbers)
+        self._source_index[targets] = np.concatenate(indices)
+        self._repeat[targets] = np.concatenate(repeats)
+        self._change[targets] = change
+        self._index_of = None
+
+    def key_at(self, position: int) -> str:
+        """Sample ``position``'s key: ``name/key``, ``@N`` when the N-th weight change drew it,
+        ``#R`` for its R-th appearance in the epoch."""
+        number = int(self._source_of[position])
+        name = self.names[number]
+        change, repeat = int(self._change[position]), int(self._repeat[position])
+        key = self.sources[name].keys[int(self._source_index[position])]
+        return f"{name}/{key}" + (f"@{change}" if change else "") + (f"#{repeat + 1}" if repeat else "")
+
+    def _label_columns(self) -> list[np.ndarray]:
+        if getattr(self, "_source_labels", None) is None:
+            self._source_labels = [np.asarray(label_array(self.sources[name].labels)) for name in self.names]
+        return self._source_labels
 
     def source_counts(self, keys: Sequence[str]) -> dict[str, int]:
         """How many of ``keys`` come from each source."""
@@ -174,6 +186,65 @@ class MixedStorage(Storage):
             for (slot, _), payload in zip(requests, data):
                 results[slot] = payload
         return results
+
+
+class _MixtureKeys(Sequence[str]):
+    """A mixture's keys, made when asked for (`MixedStorage.key_at`)."""
+
+    def __init__(self, mixture: MixedStorage) -> None:
+        self._mixture = mixture
+
+    def __len__(self) -> int:
+        return len(self._mixture._source_of)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [self._mixture.key_at(position) for position in range(*index.indices(len(self)))]
+        if not -len(self) <= index < len(self):
+            raise IndexError(index)
+        return self._mixture.key_at(int(index) % len(self))
+
+    def __iter__(self) -> Iterator[str]:
+        return (self._mixture.key_at(position) for position in range(len(self)))
+
+
+class _MixtureLabels(Sequence[Any]):
+    """A mixture's labels: one at a time as its source gives it (None where it has none), and
+    for an index array as numbers (-1 where there is none), as the Loader's label column."""
+
+    def __init__(self, mixture: MixedStorage) -> None:
+        self._mixture = mixture
+        self._numeric: np.ndarray | None = None
+
+    @property
+    def dtype(self) -> np.dtype[Any]:
+        columns = self._mixture._label_columns()
+        return np.dtype(np.float64) if any(column.dtype.kind == "f" for column in columns) else np.dtype(np.int64)
+
+    def __len__(self) -> int:
+        return len(self._mixture._source_of)
+
+    def __getitem__(self, index: Any) -> Any:
+        mixture = self._mixture
+        if isinstance(index, np.ndarray):
+            result = np.full(index.shape, -1, self.dtype)
+            if result.dtype.kind == "f":
+                result[:] = np.nan
+            sources, positions = mixture._source_of[index], mixture._source_index[index]
+            for number, column in enumerate(mixture._label_columns()):
+                chosen = sources == number
+                result[chosen] = column[positions[chosen]]
+            return result
+        if isinstance(index, slice):
+            return [self[position] for position in range(*index.indices(len(self)))]
+        if not -len(self) <= index < len(self):
+            raise IndexError(index)
+        position = int(index) % len(self)
+        source = mixture.sources[mixture.names[int(mixture._source_of[position])]]
+        return source.labels[int(mixture._source_index[position])]
+
+    def __iter__(self) -> Iterator[Any]:
+        return (self[position] for position in range(len(self)))
 
 
 def _check_weights(weights: Mapping[str, float], sources: Mapping[str, Storage]) -> None:
