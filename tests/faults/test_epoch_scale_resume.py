@@ -42,9 +42,12 @@ def test_a_killed_ten_million_sample_epoch_resumes_and_verifies(tmp_path: Path) 
     assert done.returncode == -signal.SIGKILL, done.stderr
     assert state_file.stat().st_size < 2048, "the checkpoint does not grow with what was delivered"
     state = json.loads(state_file.read_text())
-    assert state["sampler"]["delivered"] == [[0, 1201 * BATCH]]
+    spans = state["sampler"]["delivered"]
+    delivered = sum(end - start for start, end in spans)
+    # 1,201 batches, delivered as they completed (a batch may overtake another): a few spans.
+    assert delivered == 1201 * BATCH and len(spans) <= 4, spans
     resumed = Loader(SyntheticStorage(SAMPLES), batch_size=BATCH, decode=free_decode)
     resumed.load_state_dict(state)
     rest = sum(len(batch.keys) for batch in resumed)
-    assert rest == SAMPLES - 1201 * BATCH
+    assert rest == SAMPLES - delivered
     assert resumed.verify_epoch() == {"epoch": 0, "samples": SAMPLES, "delivered": SAMPLES}

@@ -158,6 +158,12 @@ def _json_numbers(data: bytes) -> list[Field]:
     return [Field(match.start(), match.end() - match.start(), "decimal") for match in re.finditer(rb"(?<=[:\[,])-?\d+", data)][:256]
 
 
+def _json_values(data: bytes) -> list[Field]:
+    """The numbers of JSON as `json.dumps` writes it, a space after ``:`` and ``,`` (a state's
+    spans, seed and epoch; a JSON Lines document's fields)."""
+    return [Field(match.start(1), match.end(1) - match.start(1), "decimal") for match in re.finditer(rb"[:\[,]\s*(-?\d+)", data)][:256]
+
+
 def _parquet(data: bytes) -> list[Field]:
     """The footer's length, and the magic at each end (the metadata itself is Thrift-encoded:
     reached by the bit flips and overwrites)."""
@@ -201,8 +207,8 @@ PARSERS = {
     "lmdb": lambda data: [Field(offset, 8, "little") for offset in range(16, 136, 8)],  # the meta pages' counts and page numbers
     "parquet": _parquet,
     "ledger": _arrow_stream,
-    "jsonl": _json_numbers,
-    "loader-state": _json_numbers,
+    "jsonl": _json_values,
+    "loader-state": _json_values,
     "jsonl-gz": _gzip,
     "jsonl-zst": _zstd,
 }
