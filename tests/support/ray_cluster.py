@@ -12,6 +12,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -58,7 +59,11 @@ def local_ray_cluster(temp: Path) -> Iterator[str]:
             unavailable("a local Ray cluster", f"the second Ray node did not join: {(temp / 'node-1.log').read_text()[-2000:]}")
         yield address
     finally:
-        ray.shutdown()
+        # Bounded: ray.shutdown() once waited past pytest's 300 s on a driver connection; the
+        # processes are stopped below whatever it does.
+        stopping = threading.Thread(target=ray.shutdown, name="ray-shutdown", daemon=True)
+        stopping.start()
+        stopping.join(30)
         # Each ``ray start`` is asked to stop (it stops its own processes, the head last); all of
         # its process group signalled at once, it waited past 30 s for children already gone.
         for process in reversed(nodes):
