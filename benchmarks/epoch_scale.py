@@ -57,16 +57,21 @@ def _timed_windows(
     return marks
 
 
+def _started(make: Callable[[], Any]) -> tuple[Any, Iterator[Any], float, float]:
+    """(loader, its batches with the first taken, construction seconds, first-batch seconds)."""
+    started = time.perf_counter()
+    loader = make()
+    construction = time.perf_counter() - started
+    batches = iter(loader)
+    next(batches)
+    return loader, batches, construction, time.perf_counter() - started
+
+
 def _stoker(size: int, full: int) -> dict[str, Any]:
     from stoker import Loader
     from tests.support.synthetic import SyntheticStorage, free_decode
 
-    started = time.perf_counter()
-    loader = Loader(SyntheticStorage(size), batch_size=BATCH, decode=free_decode)
-    construction = time.perf_counter() - started
-    batches = iter(loader)
-    next(batches)
-    first_batch = time.perf_counter() - started
+    loader, batches, construction, first_batch = _started(lambda: Loader(SyntheticStorage(size), batch_size=BATCH, decode=free_decode))
     checkpoint: dict[str, float] = {}
 
     def save() -> None:
@@ -105,13 +110,10 @@ def _torch(size: int, full: int) -> dict[str, Any]:
             int(index).to_bytes(8, "little")  # the same "read" as stoker's storage
             return 0
 
-    started = time.perf_counter()
     dataset = Synthetic()
-    loader = StatefulDataLoader(dataset, batch_size=BATCH, sampler=RandomSampler(dataset, generator=torch.Generator().manual_seed(0)))
-    construction = time.perf_counter() - started
-    batches = iter(loader)
-    next(batches)
-    first_batch = time.perf_counter() - started
+    loader, batches, construction, first_batch = _started(
+        lambda: StatefulDataLoader(dataset, batch_size=BATCH, sampler=RandomSampler(dataset, generator=torch.Generator().manual_seed(0)))
+    )
     checkpoint: dict[str, float] = {}
 
     def save() -> None:
@@ -132,14 +134,10 @@ def _grain(size: int, full: int) -> dict[str, Any]:
         int(index).to_bytes(8, "little")  # the same "read" as stoker's storage
         return 0
 
-    started = time.perf_counter()
     # Grain's own recommended pipeline: a MapDataset whose shuffle is an index shuffle computed
     # position by position (no permutation stored), then an iterator with get_state().
     dataset = grain.MapDataset.range(size).shuffle(seed=0).map(free).batch(BATCH)
-    construction = time.perf_counter() - started
-    batches = iter(dataset.to_iter_dataset())
-    next(batches)
-    first_batch = time.perf_counter() - started
+    _, batches, construction, first_batch = _started(dataset.to_iter_dataset)
     checkpoint: dict[str, float] = {}
 
     def save() -> None:
