@@ -6,18 +6,69 @@ a hung network mount) would keep the process alive after the training script end
 Ctrl-C, after a timeout was raised. This pool's threads are daemons: what is still running at
 exit is abandoned, as a stuck thread must be. It has the part of the executor's interface stoker
 uses: `submit` returning a `concurrent.futures.Future`, and `shutdown`.
+
+Abandoned, but not at any moment: at exit the interpreter ends a daemon thread when it next asks
+for the GIL, by unwinding its stack (``pthread_exit``). A thread that is inside C++ or Rust code
+at that moment (torch's collation, a native read) is unwound through frames that must not unwind,
+and the process aborts (``terminate called without an active exception``) after the training
+script ended well. So `join_at_exit` tells registered threads to stop at exit and waits for them
+a bounded time (`EXIT_JOIN_SECONDS` in all): a thread that is working ends with its task, only a
+stuck one is abandoned.
 """
 
 from __future__ import annotations
 
+import atexit
 import queue
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from typing import Any, TypeVar
+from time import monotonic
+from typing import Any, Protocol, TypeVar
 
-__all__ = ["DaemonThreadPool"]
+__all__ = ["EXIT_JOIN_SECONDS", "DaemonThreadPool", "join_at_exit"]
+
+EXIT_JOIN_SECONDS = 5.0
+"""How long, in all, the interpreter's exit waits for registered threads to end their tasks."""
+
+
+class _StoppableThreads(Protocol):
+    """Threads that can be told to end after their current task."""
+
+    @property
+    def threads(self) -> Sequence[threading.Thread]:
+        """The threads started so far."""
+
+    def stop_now(self) -> None:
+        """Tell the threads to end once their current task is done, leaving what is queued."""
+
+
+_registered: weakref.WeakSet[Any] = weakref.WeakSet()  # only what is still alive is stopped at exit
+_registered_lock = threading.Lock()
+
+
+def join_at_exit(owner: _StoppableThreads) -> None:
+    """Have the interpreter's exit call ``owner.stop_now()`` and wait for ``owner.threads`` (bounded:
+    see the module notes). Held weakly: an owner collected before exit is forgotten."""
+    with _registered_lock:
+        _registered.add(owner)
+
+
+def _stop_registered_threads() -> None:
+    with _registered_lock:
+        owners = list(_registered)
+    for owner in owners:
+        owner.stop_now()
+    deadline = monotonic() + EXIT_JOIN_SECONDS
+    current = threading.current_thread()
+    for owner in owners:
+        for thread in list(owner.threads):
+            if thread is not current:
+                thread.join(max(0.0, deadline - monotonic()))
+
+
+atexit.register(_stop_registered_threads)
 
 _Result = TypeVar("_Result")
 
@@ -31,10 +82,14 @@ class _Workers:
         self.lock = threading.Lock()
         self.threads: list[threading.Thread] = []
         self.idle = 0
+        self.stopping = False
 
     def work(self) -> None:
         while (task := self.tasks.get()) is not None:
             future, function, args = task
+            if self.stopping:  # at exit: whoever waits on it is told, and this thread ends
+                future.cancel()
+                return
             if future.set_running_or_notify_cancel():
                 try:
                     future.set_result(function(*args))
@@ -50,6 +105,23 @@ class _Workers:
             count = len(self.threads)
         for _ in range(count):
             self.tasks.put(None)
+
+    def stop_now(self) -> None:
+        """Tell every thread to end once its current task is done; what is queued is cancelled
+        (whoever waits on it is told, rather than waiting on work no thread will do)."""
+        self.stopping = True
+        self.cancel_queued()
+        self.stop()
+
+    def cancel_queued(self) -> None:
+        """Cancel the work no thread has taken yet."""
+        while True:
+            try:
+                task = self.tasks.get_nowait()
+            except queue.Empty:
+                return
+            if task is not None:
+                task[0].cancel()
 
 
 class DaemonThreadPool:
@@ -72,6 +144,7 @@ class DaemonThreadPool:
         self._workers = _Workers()
         self._closed = False
         self._finalizer = weakref.finalize(self, self._workers.stop)
+        join_at_exit(self._workers)
 
     def submit(self, function: Callable[..., _Result], *args: Any) -> Future[_Result]:
         """Run ``function(*args)`` on a pool thread.
@@ -104,13 +177,7 @@ class DaemonThreadPool:
             self._closed = True
             threads = list(workers.threads)
         if cancel_futures:
-            while True:
-                try:
-                    task = workers.tasks.get_nowait()
-                except queue.Empty:
-                    break
-                if task is not None:
-                    task[0].cancel()
+            workers.cancel_queued()
         self._finalizer()  # the threads' stop, once
         if wait:
             current = threading.current_thread()

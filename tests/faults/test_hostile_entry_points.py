@@ -208,3 +208,37 @@ def test_the_drop_ins_threads_carry_base_exceptions_and_never_keep_the_process(k
     assert done.returncode == 0, done.stderr
     expected = "RuntimeError DataLoader timed out after 3 seconds" if kind == "stuck" else f"raised {kind} Caught {kind}"
     assert expected in done.stdout, done.stdout + done.stderr
+
+
+COLLATING_AT_EXIT = textwrap.dedent(
+    """
+    import torch
+    from stoker.torch import DataLoader
+
+    class Large:
+        def __len__(self):
+            return 4096
+        def __getitem__(self, index):
+            if index == 40:
+                raise SystemExit("from __getitem__")
+            return torch.ones(512, 1024)  # 2 MB: collation copies 32 MB a batch, outside the GIL
+
+    loader = DataLoader(Large(), batch_size=16, num_workers=2, worker_kind="threads", prefetch_factor=4)
+    try:
+        for batch in loader:
+            pass
+    except SystemExit as error:
+        print("raised SystemExit", error, flush=True)
+    """
+)
+
+
+def test_the_drop_ins_threads_end_their_batch_before_the_interpreter_does() -> None:
+    # The script ends while the other worker threads are inside torch's C++ collation. The
+    # interpreter ends a daemon thread by unwinding it when it asks for the GIL back, which C++
+    # frames must not do: the process aborted ('terminate called without an active exception',
+    # every run of this script) after the user's code had ended well.
+    pytest.importorskip("torch")
+    done = subprocess.run([sys.executable, "-c", COLLATING_AT_EXIT], capture_output=True, text=True, timeout=90, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("raised SystemExit Caught SystemExit in DataLoader worker thread 0."), done.stdout

@@ -26,6 +26,7 @@ from torch._utils import ExceptionWrapper
 from torch.utils.data._utils.pin_memory import pin_memory
 from torch.utils.data.dataloader import _BaseDataLoaderIter
 
+from .._daemon_pool import join_at_exit
 from ._fetching import BatchFetcher
 
 __all__ = ["ThreadWorkers", "ThreadedIteration"]
@@ -58,12 +59,14 @@ class ThreadWorkers:
         self._worker_init_fn = worker_init_fn
         self._items_in_flight = items_in_flight
         self._tasks: list[queue.SimpleQueue[tuple[int, int, Any] | None]] = [queue.SimpleQueue() for _ in range(num_workers)]
-        self._threads = [
+        self._stopping = False
+        self.threads = [
             threading.Thread(target=self._work, args=(worker_id,), name=f"stoker-torch-worker-{worker_id}", daemon=True)
             for worker_id in range(num_workers)
         ]
-        for thread in self._threads:
+        for thread in self.threads:
             thread.start()
+        join_at_exit(self)
 
     def send(self, worker_id: int, iteration: int, batch_number: int, indices: Any) -> None:
         """Have worker ``worker_id`` make batch ``batch_number`` of ``iteration``."""
@@ -74,6 +77,12 @@ class ThreadWorkers:
         in the dataset's code cannot keep the program from exiting)."""
         for tasks in self._tasks:
             tasks.put(None)
+
+    def stop_now(self) -> None:
+        """Ask every thread to end once its current batch is done, leaving the batches queued (at
+        the interpreter's exit: see `stoker._daemon_pool`)."""
+        self._stopping = True
+        self.stop()
 
     def _work(self, worker_id: int) -> None:
         fetcher = BatchFetcher(self._items_in_flight)
@@ -87,7 +96,7 @@ class ThreadWorkers:
                 self._worker_init_fn(worker_id)
         except BaseException:
             failed_to_start = ExceptionWrapper(where=where)
-        while (task := self._tasks[worker_id].get()) is not None:
+        while (task := self._tasks[worker_id].get()) is not None and not self._stopping:
             iteration, batch_number, indices = task
             result: Any = failed_to_start  # a worker that did not start fails each batch sent to it
             if failed_to_start is None:
