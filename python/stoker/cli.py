@@ -279,7 +279,7 @@ def _index(arguments: argparse.Namespace) -> int:
     for shard in arguments.shards:
         index = build_index(Path(shard), checksums=not arguments.no_checksums, label_key=arguments.label_key)
         write_index(index)
-        print(f"{index_path(Path(shard))}: {len(index.keys)} samples")
+        print(f"{index_path(Path(shard))}: {len(index)} samples")
     return 0
 
 

@@ -15,6 +15,7 @@ from stoker.ingest import convert_storage
 from stoker.loader import FailurePolicy
 from stoker.ops import ImageTransform
 from stoker.storage import CorruptSampleError, FileStorage, TarShardStorage
+from stoker.storage.local import load_index
 
 from .conftest import make_images
 
@@ -28,9 +29,9 @@ def shards(tmp_path: Path) -> Path:
 
 
 def payload_span(storage: TarShardStorage, key: str) -> tuple[Path, int, int]:
-    number, position = storage._where[storage.index_of(key)]
-    offset, size = storage.shards[number].members[position][storage.payload]
-    return storage.shards[number].shard, offset, size
+    index = storage.index_of(key)
+    _, (offset, size) = storage.catalog.span(index, storage.payload)
+    return Path(storage.shards[storage.catalog.locate(index)[0]].shard), offset, size
 
 
 def test_flipped_bytes_inside_an_image_are_caught(shards: Path) -> None:
@@ -58,27 +59,26 @@ def test_flipped_bytes_inside_an_image_are_caught(shards: Path) -> None:
 def test_a_shard_replaced_by_another_of_the_same_size_is_caught(tmp_path: Path, shards: Path) -> None:
     # Same keys, same member sizes, same tar headers, other bytes: another dataset's shard.
     storage = TarShardStorage(shards)
-    first = storage.shards[0]
+    first = load_index(Path(storage.shards[0].shard))
     forged = tmp_path / "forged.tar"
     shutil.copy(first.shard, forged)
     with open(forged, "r+b") as file:
-        for members in first.members:
-            offset, size = members[storage.payload]
+        for position in range(len(first)):
+            offset, size = first.members(position)[storage.payload]
             file.seek(offset + 2)
             file.write(os.urandom(size - 4))
-    assert forged.stat().st_size == first.shard.stat().st_size
+    assert forged.stat().st_size == Path(first.shard).stat().st_size
     shutil.copy(forged, first.shard)
     reopened = TarShardStorage(shards)  # the index still matches the size and the headers
-    results = reopened.try_read_indices(range(len(first.keys)))
+    results = reopened.try_read_indices(range(len(first)))
     assert all(isinstance(result, CorruptSampleError) for result in results)
     # verify=False is the explicit opt-out: the forged bytes come back as they are.
-    assert TarShardStorage(shards, verify=False).read(first.keys[0]) != storage.read(storage.keys[len(first.keys)])
+    assert TarShardStorage(shards, verify=False).read(first.key(0)) != storage.read(storage.keys[len(first)])
 
 
 def test_a_failed_merged_read_fails_only_the_unreadable_samples(shards: Path) -> None:
     storage = TarShardStorage(shards)
-    shard = storage.shards[0]
-    keys = shard.keys
+    keys = load_index(Path(storage.shards[0].shard)).keys()
     last_path, last_offset, _ = payload_span(storage, keys[-1])
     os.truncate(last_path, last_offset + 10)  # the shard loses its last sample under the reader
     results = storage.try_read_indices([storage.index_of(key) for key in keys])
@@ -98,7 +98,7 @@ def test_block_streaming_fails_only_flipped_and_cut_off_samples(shards: Path) ->
         data = file.read(64)
         file.seek(offset + size // 2)
         file.write(bytes(byte ^ 0x5A for byte in data))
-    cut_key = storage.shards[-1].keys[-1]
+    cut_key = storage.keys[-1]
     cut_path, cut_offset, _ = payload_span(storage, cut_key)
     os.truncate(cut_path, cut_offset + 10)
     results = storage.try_read_indices(range(len(storage)))

@@ -14,7 +14,7 @@ from stoker import _native
 from stoker.ingest import convert_storage, shard_key
 from stoker.loader import Loader, Sampling
 from stoker.storage import FileStorage, ShardError, StaleIndexError, TarShardStorage
-from stoker.storage.local import build_index, index_path, write_index
+from stoker.storage.local import build_index, index_path, index_to_json, load_index, write_index
 from tests.support.datasets import make_folder
 
 
@@ -122,10 +122,10 @@ def test_truncated_shard_is_named(shards) -> None:
 def test_index_that_does_not_match_its_shard(shards) -> None:
     destination, _ = shards
     first, second = sorted(destination.glob("*.tar"))[:2]
-    # Same size, different content: swap the indexes of two shards.
-    index = json.loads(index_path(first).read_text())
-    index["shard"]["size"] = second.stat().st_size
-    index_path(second).write_text(json.dumps(index))
+    # Same size, different content: the index of one shard beside another.
+    index = load_index(first)
+    index.size = second.stat().st_size
+    write_index(index, index_path(second))
     with pytest.raises(StaleIndexError, match="tar header there names"):
         TarShardStorage(destination)
 
@@ -142,9 +142,8 @@ def test_corrupt_sample_is_skipped_counted_and_reported(shards) -> None:
     destination, samples = shards
     storage = TarShardStorage(destination, verify=True)
     key = storage.keys[3]
-    number, position = storage._where[3]
-    offset, _ = storage.shards[number].members[position]["jpg"]
-    shard = storage.shards[number].shard
+    _, (offset, _) = storage.catalog.span(3, "jpg")
+    shard = storage.shards[storage.catalog.locate(3)[0]].shard
     with open(shard, "r+b") as file:
         file.seek(offset)
         original = file.read(1)
@@ -162,14 +161,16 @@ def test_corrupt_sample_is_skipped_counted_and_reported(shards) -> None:
 def test_index_format_is_versioned(shards) -> None:
     destination, _ = shards
     shard = sorted(destination.glob("*.tar"))[0]
-    document = json.loads(index_path(shard).read_text())
-    assert document["format"] == "stoker.tar-index" and document["version"] == 2
-    # A version 1 index (integer labels, no label_key) still reads, with the same samples.
+    assert index_path(shard).read_bytes()[:8] == b"\x89STKIDX\n", "version 3: a header and arrays"
     before = TarShardStorage(destination)
-    old = {key: value for key, value in document.items() if key != "label_key"}
-    index_path(shard).write_text(json.dumps({**old, "version": 1}))
-    after = TarShardStorage(destination)
-    assert (after.keys, after.labels, after.read_many(after.keys)) == (before.keys, before.labels, before.read_many(before.keys))
+    expected = (list(before.keys), list(before.labels), before.read_many(before.keys))
+    # The JSON forms stoker wrote before (version 2, and version 1: no label_key) still read, the same.
+    document = index_to_json(load_index(shard))
+    assert document["format"] == "stoker.tar-index" and document["version"] == 2
+    for old in (document, {**{key: value for key, value in document.items() if key != "label_key"}, "version": 1}):
+        index_path(shard).write_text(json.dumps(old))
+        after = TarShardStorage(destination)
+        assert (list(after.keys), list(after.labels), after.read_many(after.keys)) == expected
     document["version"] = 99
     index_path(shard).write_text(json.dumps(document))
     with pytest.raises(ShardError, match="version 99"):

@@ -25,9 +25,9 @@ from pathlib import Path
 
 from ..errors import StorageError
 from ..storage._protocol import Storage
+from ..storage.local import build_index, write_index
 from ..storage.local._lmdb import CLASSES_FILE, LmdbStorage, import_lmdb
 from ..storage.local._tar import DATASET_FORMAT, PARTIAL_MARKER, TarShardStorage
-from ..storage.local._tar_index import build_index, write_index
 from ._caffe import encode_datum
 from ._convert_parquet import finish_parquet, write_parquet
 from ._decode_check import checked, with_check

@@ -19,6 +19,7 @@ from typing import Any
 
 from ..errors import StorageError
 from ..storage._protocol import Storage
+from ..storage.local import index_to_json, load_index
 from ..storage.policies._retry import ErrorKind, RetryPolicy, call_with_retries
 from ..storage.remote._cassandra import await_response, classify_cassandra_error, sample_id
 from ..storage.remote._cassandra_connection import CassandraConnection, check_identifier
@@ -74,7 +75,7 @@ def manifest_with_indexes(folder: Path, limit: int = INLINE_INDEX_BYTES) -> byte
     sidecars = [folder / f"{shard['name']}.idx" for shard in manifest["shards"]]
     if sum(path.stat().st_size for path in sidecars) <= limit:
         for shard, path in zip(manifest["shards"], sidecars):
-            shard["index"] = json.loads(path.read_bytes())
+            shard["index"] = index_to_json(load_index(folder / shard["name"], path))
     return json.dumps(manifest, separators=(",", ":")).encode()
 
 

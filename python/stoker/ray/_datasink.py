@@ -205,7 +205,7 @@ def _assemble_shard(destination: str, number: int, group: list[tuple[Any, ...]],
         StorageError: A sample reads back different bytes or label.
     """
     from ..storage import StorageError, TarShardStorage
-    from ..storage.local._tar_index import build_index, write_index
+    from ..storage.local import build_index, write_index
 
     started = time.perf_counter()
     folder = Path(destination)

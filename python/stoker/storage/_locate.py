@@ -32,7 +32,7 @@ def sample_locations(storage: Storage, indices: Sequence[int]) -> tuple[list[str
             if namer is not None:
                 places.append(namer(index).split("#", 1)[0])
             else:
-                places.append(str(catalog.shards[catalog.where[index][0]].shard))
+                places.append(str(catalog.shards[catalog.locate(index)[0]].shard))
         return places, offsets
     namer = getattr(storage, "sample_name", None)
     if namer is not None:

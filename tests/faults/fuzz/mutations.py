@@ -158,6 +158,18 @@ def _json_numbers(data: bytes) -> list[Field]:
     return [Field(match.start(), match.end() - match.start(), "decimal") for match in re.finditer(rb"(?<=[:\[,])-?\d+", data)][:256]
 
 
+def _tar_index(data: bytes) -> list[Field]:
+    """A version 3 tar index: its header's length, the numbers of its JSON header (counts,
+    sizes, pattern counts, block sizes, array lengths), and the 8-byte words of its arrays (key
+    ends, offsets, sizes, checksums); the numbers of an older JSON index."""
+    if data[:8] != b"\x89STKIDX\n" or len(data) < 16:
+        return _json_numbers(data)
+    length = int.from_bytes(data[8:16], "little")
+    arrays = (16 + length + 7) // 8 * 8
+    header = [Field(16 + field.offset, field.width, field.order) for field in _json_numbers(data[16 : 16 + length])]
+    return [Field(8, 8, "little"), *header[:128], *(Field(offset, 8, "little") for offset in range(arrays, len(data) - 7, 8))][:256]
+
+
 def _json_values(data: bytes) -> list[Field]:
     """The numbers of JSON as `json.dumps` writes it, a space after ``:`` and ``,`` (a state's
     spans, seed and epoch; a JSON Lines document's fields)."""
@@ -203,7 +215,7 @@ PARSERS = {
     "mp4": _mp4,
     "mkv": _ebml,
     "tar": _tar,
-    "tar-index": _json_numbers,
+    "tar-index": _tar_index,
     "lmdb": lambda data: [Field(offset, 8, "little") for offset in range(16, 136, 8)],  # the meta pages' counts and page numbers
     "parquet": _parquet,
     "ledger": _arrow_stream,

@@ -189,8 +189,8 @@ def test_a_corrupted_shard_object_fails_its_crc_and_names_the_sample(s3_server: 
     upload_to_s3(source, f"s3://{bucket}/data", to="shards", shard_size=1 << 20, progress=False, decode_check=False, **s3_server.options())
     with S3Storage(f"s3://{bucket}/data", **s3_server.options()) as storage:
         shard = storage.shards[0]
-        victim = shard.keys[4]
-        offset, size = shard.members[4][storage.payload]  # type: ignore[index]
+        victim = storage.keys[4]
+        _, (offset, size) = storage.catalog.span(4)  # type: ignore[union-attr]
         client = s3_server.client()
         name = f"data/{shard.shard.name}"
         body = bytearray(client.get_object(Bucket=bucket, Key=name)["Body"].read())
@@ -209,7 +209,7 @@ def test_image_text_shards_deliver_their_extra_members(s3_server: S3Server, buck
 
     webdataset = pytest.importorskip("webdataset")
     from stoker.loader import Loader
-    from stoker.storage.local import build_index
+    from stoker.storage.local import build_index, write_index
 
     shard = tmp_path / "shard-000000.tar"
     with webdataset.TarWriter(str(shard)) as writer:
@@ -224,7 +224,7 @@ def test_image_text_shards_deliver_their_extra_members(s3_server: S3Server, buck
             )
     client = s3_server.client()
     client.put_object(Bucket=bucket, Key="laion/shard-000000.tar", Body=shard.read_bytes())
-    client.put_object(Bucket=bucket, Key="laion/shard-000000.tar.idx", Body=json.dumps(build_index(shard).to_json()).encode())
+    client.put_object(Bucket=bucket, Key="laion/shard-000000.tar.idx", Body=write_index(build_index(shard)).read_bytes())  # version 3 bytes
     client.put_object(
         Bucket=bucket, Key="laion/dataset.json", Body=json.dumps({"format": "stoker.shards", "shards": [{"name": shard.name}]}).encode()
     )

@@ -9,7 +9,8 @@ from ._lmdb import LmdbStorage
 from ._memory import MemoryStorage
 from ._parquet import ParquetStorage
 from ._tar import TarShardStorage
-from ._tar_index import INDEX_FORMAT, INDEX_VERSION, ShardIndex, build_index, index_path, load_index, write_index
+from ._tar_index import ShardIndex, build_index, index_path
+from ._tar_index_file import INDEX_FORMAT, INDEX_VERSION, index_to_json, load_index, write_index
 from ._tokens import TokenFile, TokenShards, open_tokens
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     "TokenShards",
     "build_index",
     "index_path",
+    "index_to_json",
     "load_index",
     "open_tokens",
     "parse_datum",

@@ -25,7 +25,8 @@ from .._protocol import Storage
 from ..policies._block_cache import BlockCache
 from ._reads import read_spans
 from ._shard_catalog import IMAGE_EXTENSIONS, ShardBlock, ShardCatalog, decode_member
-from ._tar_index import ShardIndex, build_index, index_path, load_index, write_index
+from ._tar_index import build_index, index_path
+from ._tar_index_file import IndexHeader, header_of, read_header, write_index
 
 __all__ = ["DATASET_FORMAT", "PARTIAL_MARKER", "TarShardStorage"]
 
@@ -87,12 +88,16 @@ class TarShardStorage(Storage):
             most this many bytes.
         block_cache_bytes: Bytes of blocks kept in memory while block streaming (`stream_blocks`:
             each block one read, its samples served from memory).
+        index_cache_bytes: Bytes of the shards' index arrays kept in memory. Opening reads only
+            each index's header; a shard's arrays (about 40 bytes a sample) are read when one of
+            its samples is first read, and the least recently used are let go past this.
         max_concurrent_reads: See `Storage`.
 
     Raises:
         FileNotFoundError: A shard named by the manifest or the arguments is missing.
         ShardError: A truncated shard, or an index that does not match its shard.
-        ShardError: Also: two shards hold the same key, or text labels mixed with numbers.
+        ShardError: Also: text labels mixed with numbers, or two shards holding the same key
+            (checked at opening up to a million samples; past that, at the first lookup by key).
         StorageError: No shards.
     """
 
@@ -109,6 +114,7 @@ class TarShardStorage(Storage):
         max_read: int = 8 * 1024 * 1024,
         block_bytes: int = 8 << 20,
         block_cache_bytes: int = 1 << 30,
+        index_cache_bytes: int = 1 << 30,
         max_concurrent_reads: int = 16,
     ) -> None:
         super().__init__(max_concurrent_reads)
@@ -127,32 +133,33 @@ class TarShardStorage(Storage):
             if not path.exists():
                 raise FileNotFoundError(f"missing shard {path}")
         self.label_key = label_key
-        self.shards: list[ShardIndex] = [self._open_index(path, missing_index) for path in paths]
+        self.shards: list[IndexHeader] = [self._open_index(path, missing_index) for path in paths]
         self.catalog = ShardCatalog(
             self.shards,
             payload=payload,
             image_extensions=image_extensions,
             classes=manifest.get("classes") if manifest else None,
             name_of=lambda number, key: f"sample {key!r} in {self.shards[number].shard}",
+            cache_bytes=index_cache_bytes,
         )
         self.classes = self.catalog.classes
         self._keys = self.catalog.keys
         self._labels = self.catalog.labels
-        self._where = self.catalog.where
-        self._index_of = {key: index for index, key in enumerate(self._keys)}
         counts = self.catalog.payload_counts()
         self.payload = payload or (max(counts, key=counts.__getitem__) if counts else "jpg")
 
-    def _open_index(self, shard: Path, missing_index: str) -> ShardIndex:
+    def _open_index(self, shard: Path, missing_index: str) -> IndexHeader:
         if index_path(shard).exists():
-            index = load_index(shard)
-            if index.label_key == self.label_key:
-                return index
+            header = read_header(shard)
+            if header.label_key == self.label_key:
+                return header
             # Labels come from another member than the saved index read them from.
-            _logger.info("%s: indexing again in memory for label_key=%r (its index has %r)", shard, self.label_key, index.label_key)
+            _logger.info("%s: indexing again in memory for label_key=%r (its index has %r)", shard, self.label_key, header.label_key)
             rebuilt = build_index(shard, checksums=False, label_key=self.label_key)
-            rebuilt.crc32 = index.crc32
-            return rebuilt
+            saved = header.load()
+            if np.array_equal(saved.member_offsets, rebuilt.member_offsets):  # the same members: their checksums hold
+                rebuilt.member_crc32 = saved.member_crc32
+            return header_of(rebuilt)
         if missing_index == "error":
             raise ShardError(f"{shard} has no index {index_path(shard).name}; run `stoker index {shard}`")
         index = build_index(shard, checksums=False, label_key=self.label_key)
@@ -161,14 +168,17 @@ class TarShardStorage(Storage):
                 write_index(index)
             except OSError as error:
                 _logger.warning("cannot save the index of %s (%s); it is kept in memory", shard, error)
-        return index
+        return header_of(index)
 
-    def _layout_blocks(self) -> tuple[list[ShardBlock], np.ndarray]:
-        return self.catalog.block_layout(self.block_bytes)
+    def content_digest(self) -> str:
+        """A hash of every shard's index, from the digests their headers carry (see
+        `ShardCatalog.content_digest`): a Loader's dataset fingerprint, in time in shards."""
+        return self.catalog.content_digest()
 
     def block_sizes(self) -> list[int]:
-        """Samples per block: runs of a shard's samples spanning at most ``block_bytes``."""
-        return [block.samples for block in self._layout_blocks()[0]]
+        """Samples per block: runs of a shard's samples that start within the same
+        ``block_bytes`` of it (a larger sample is a block of its own)."""
+        return self.catalog.block_sizes(self.block_bytes)
 
     def max_open_blocks(self) -> int:
         """See `ShardCatalog.max_open_blocks` (with ``block_cache_bytes``)."""
@@ -196,10 +206,9 @@ class TarShardStorage(Storage):
 
     def members(self, key: str) -> dict[str, bytes]:
         """Every member of one sample, by extension (one coalesced read)."""
-        number, position = self._where[self.index_of(key)]
-        shard = self.shards[number]
-        spans = shard.members[position]
-        data = _native.read_ranges(shard.shard, list(spans.values()), self.max_gap, self.max_read)
+        number, position = self.catalog.locate(self.index_of(key))
+        spans = self.catalog.shard(number).index.members(position)
+        data = _native.read_ranges(self.shards[number].shard, list(spans.values()), self.max_gap, self.max_read)
         return dict(zip(spans, data))
 
     def _read_indices(self, indices: Sequence[int]) -> list[bytes | Exception]:
@@ -211,11 +220,10 @@ class TarShardStorage(Storage):
         """Each sample's payload as a slice of its block (one read per block), CRC-checked. A
         block that cannot be read whole (a shard cut short) is read sample by sample from then
         on, so only the samples that are gone fail."""
-        blocks, block_of = self._layout_blocks()
         results: list[bytes | Exception] = []
         for index in indices:
-            number = int(block_of[index])
-            block = blocks[number]
+            number = self.catalog.block_of(index, self.block_bytes)
+            block = self.catalog.block(number, self.block_bytes)
             data = None
             if number not in self._unreadable_blocks:
                 try:
@@ -269,7 +277,7 @@ class TarShardStorage(Storage):
         results: list[list[bytes] | Exception] = [ShardError("not read")] * len(indices)
         by_shard: dict[int, list[tuple[int, int]]] = {}
         for slot, index in enumerate(indices):
-            by_shard.setdefault(self._where[index][0], []).append((slot, index))
+            by_shard.setdefault(self.catalog.locate(index)[0], []).append((slot, index))
         for number, wanted in by_shard.items():
             shard = self.shards[number]
             spans: list[tuple[int, int]] = []
@@ -283,7 +291,7 @@ class TarShardStorage(Storage):
                     continue
                 readable.append((slot, index, [member for member, _ in found]))
                 spans.extend(span for _, span in found)
-                key = self._keys[index]
+                key = self.catalog.key(index)
                 names.extend(key if extension is None else f"{key}.{member}" for extension, (member, _) in zip(extensions, found))
             data = read_spans(shard.shard, spans, names, max_gap=self.max_gap, max_read=self.max_read, error_type=ShardError)
             cursor = 0
@@ -301,9 +309,9 @@ class TarShardStorage(Storage):
         """A `CorruptSampleError` when ``data`` fails the CRC-32 the index holds for it."""
         if not self.verify:
             return None
-        number, position = self._where[index]
-        shard = self.shards[number]
-        return shard.corruption(position, member, data, f"sample {self._keys[index]!r} in {shard.shard}")
+        return self.catalog.corruption(
+            index, member, data, lambda: f"sample {self.catalog.key(index)!r} in {self.shards[self.catalog.locate(index)[0]].shard}"
+        )
 
     def iter_sequential(self, chunk: int = 1024) -> Iterator[tuple[str, bytes]]:
         """Every sample shard by shard in file order, as large sequential reads; the next chunk
@@ -313,7 +321,12 @@ class TarShardStorage(Storage):
             CorruptSampleError: A sample fails its CRC-32 (with ``verify``).
             ShardError: A sample has no payload member.
         """
-        parts = [(shard, shard.keys[start : start + chunk]) for shard in self.shards for start in range(0, len(shard.keys), chunk)]
+        starts = self.catalog.starts.tolist()
+        parts = [
+            (number, range(start, min(start + chunk, starts[number + 1])))
+            for number in range(len(self.shards))
+            for start in range(starts[number], starts[number + 1], chunk)
+        ]
         if not parts:
             return
         pool = self._io_threads()
@@ -324,14 +337,15 @@ class TarShardStorage(Storage):
                 pending = pool.submit(self._read_sequential_part, *parts[position + 1])
             yield from zip(keys, data)
 
-    def _read_sequential_part(self, shard: ShardIndex, keys: list[str]) -> tuple[list[str], list[bytes]]:
-        indices = [self.index_of(key) for key in keys]
+    def _read_sequential_part(self, number: int, indices: range) -> tuple[list[str], list[bytes]]:
         found = [self.catalog.span(index) for index in indices]
         # Everything between consecutive payloads (headers, labels) is read through: one stream.
         with self._read_slots:
-            data = _native.read_ranges(shard.shard, [span for _, span in found], 1 << 20, 32 << 20)
+            data = _native.read_ranges(self.shards[number].shard, [span for _, span in found], 1 << 20, 32 << 20)
         for index, (member, _), payload in zip(indices, found, data):
             corrupt = self._corruption(index, member, payload)
             if corrupt is not None:
                 raise corrupt
-        return keys, data
+        shard = self.catalog.shard(number).index
+        first = int(self.catalog.starts[number])
+        return [shard.key(index - first) for index in indices], data

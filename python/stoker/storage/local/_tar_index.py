@@ -1,53 +1,41 @@
-"""The sidecar index of a tar shard: where every sample's members are, so any sample can be read
-with one positional read (a uniform global shuffle over shards), validated against the shard.
+"""The index of a tar shard: where every sample's members are, so any sample can be read with one
+positional read (a uniform global shuffle over shards), held as a few arrays.
 
-Format ``stoker.tar-index`` version 2: a JSON file named ``<shard>.idx`` beside the shard::
+A shard of 10,000 samples is a dozen arrays here, never 10,000 Python objects: keys are one
+buffer of UTF-8 bytes cut at ``key_ends`` (a key is made when a sample is named, not before),
+each sample names its members by a *pattern* (the tuple of its extensions, which nearly every
+sample of a shard shares), and the members' offsets, sizes and CRC-32s are flat columns. How the
+index is kept in a file is `stoker.storage.local._tar_index_file`'s business; this module builds
+it from a shard and answers questions about it.
 
-    {
-      "format": "stoker.tar-index", "version": 2,
-      "shard": {"name": "shard-000000.tar", "size": 268435456},
-      "label_key": null,
-      "samples": [
-        {"key": "n01440764/img_0001",
-         "members": {"jpg": [1536, 110203], "cls": [112640, 1]},
-         "label": 0,
-         "crc32": {"jpg": 2914201913, "cls": 2212294583}},
-        ...
-      ]
-    }
-
-``members`` maps each extension to ``[data offset, size]`` in bytes from the start of the shard;
-``label`` is the sample's label as its member holds it: an integer, a float, or a text class name
-(null without one). It comes from the first of the members ``cls``, ``cls2``, ``class``,
-``label``, ``target`` (any case), or, when the index was built with ``label_key``, from that field
-of the sample's ``json`` member. ``crc32`` (optional) holds zlib CRC-32s of the members. Keys
-follow WebDataset: a member ``dir/name.ext1.ext2`` belongs to key ``dir/name`` with extension
-``ext1.ext2``. Version 1 (integer labels only, no ``label_key``) still reads; other formats and
-versions are refused.
-
-Opening validates the index against the shard: same size, and the tar headers of the first and
-last members name those members.
+Keys follow WebDataset: a member ``dir/name.ext1.ext2`` belongs to key ``dir/name`` with extension
+``ext1.ext2``. A sample's label comes from the first of its members ``cls``, ``cls2``, ``class``,
+``label``, ``target`` (any case), or, when the index is built with ``label_key``, from that field
+of the sample's ``json`` member: an integer, a float or a text class name.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
-import os
 import tarfile
 import zlib
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePath
 from typing import Any
+
+import numpy as np
 
 from ... import _native
 from ..._files import require_regular
-from ...errors import CorruptSampleError, ShardError, StaleIndexError
+from ...errors import CorruptSampleError, ShardError
 
-INDEX_FORMAT = "stoker.tar-index"
-INDEX_VERSION = 2
-READABLE_VERSIONS = (1, 2)
+__all__ = ["LABEL_EXTENSIONS", "Label", "ShardIndex", "build_index", "index_path", "label_member", "parse_label", "split_member"]
+
 LABEL_EXTENSIONS = ("cls", "cls2", "class", "label", "target")
+NO_CHECKSUM = -1
+"""In `ShardIndex.member_crc32`: a member whose CRC-32 was not recorded."""
 
 Label = int | float | str
 """A label as a shard holds it: a class index, a regression target, or a class name."""
@@ -67,46 +55,199 @@ def split_member(name: str) -> tuple[str, str]:
 
 @dataclass
 class ShardIndex:
-    """Every sample of one shard, in shard order."""
+    """Every sample of one shard, in shard order, as arrays (see the module notes).
 
-    shard: Path
+    Attributes:
+        shard: The tar file.
+        size: Its size in bytes when indexed.
+        key_ends: Where each key ends in ``key_bytes`` (int64, one per sample).
+        key_bytes: The keys' UTF-8 bytes, back to back.
+        patterns: The distinct tuples of member extensions, in the members' order.
+        sample_pattern: Each sample's pattern (int32).
+        member_offsets: Each member's data offset in the shard, sample by sample (int64).
+        member_sizes: Each member's size (int64).
+        member_crc32: Each member's zlib CRC-32, or `NO_CHECKSUM` (int64); None without any.
+        label_kind: ``"none"``, ``"int"``, ``"float"`` or ``"text"``.
+        labels: Per sample: int64 (``"int"``), float64 with NaN for none (``"float"``), or int32
+            codes into ``label_names`` with -1 for none (``"text"``); None for ``"none"``.
+        label_present: For ``"int"`` labels where some sample has none: which have one (bool).
+        label_names: The class names ``"text"`` codes stand for.
+        label_key: The ``json`` field labels were taken from (None: the label members).
+    """
+
+    shard: PurePath
     size: int
-    keys: list[str] = field(default_factory=list)
-    members: list[dict[str, tuple[int, int]]] = field(default_factory=list)
-    labels: list[Label | None] = field(default_factory=list)
-    crc32: list[dict[str, int]] | None = None
+    key_ends: np.ndarray
+    key_bytes: bytes
+    patterns: list[tuple[str, ...]]
+    sample_pattern: np.ndarray
+    member_offsets: np.ndarray
+    member_sizes: np.ndarray
+    member_crc32: np.ndarray | None = None
+    label_kind: str = "none"
+    labels: np.ndarray | None = None
+    label_present: np.ndarray | None = None
+    label_names: tuple[str, ...] = ()
     label_key: str | None = None
+
+    def __post_init__(self) -> None:
+        lengths = np.array([len(pattern) for pattern in self.patterns], dtype=np.int64)
+        if len(self.sample_pattern) and not 0 <= self.sample_pattern.min() <= self.sample_pattern.max() < len(lengths):
+            raise ShardError(f"{self.shard}: its index gives a sample a member pattern it does not have; rebuild it with `stoker index`")
+        counts = lengths[self.sample_pattern] if len(self.sample_pattern) else np.zeros(0, np.int64)
+        self.member_starts = np.concatenate([np.zeros(1, np.int64), np.cumsum(counts, dtype=np.int64)])
+
+    def __len__(self) -> int:
+        return len(self.key_ends)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the arrays hold (what a cache of indexes counts)."""
+        arrays = (self.key_ends, self.sample_pattern, self.member_offsets, self.member_sizes, self.member_starts)
+        optional = (self.member_crc32, self.labels, self.label_present)
+        return len(self.key_bytes) + sum(array.nbytes for array in arrays) + sum(array.nbytes for array in optional if array is not None)
+
+    def key(self, position: int) -> str:
+        """The key of the sample at ``position``."""
+        start = int(self.key_ends[position - 1]) if position else 0
+        return self.key_bytes[start : int(self.key_ends[position])].decode("utf-8")
+
+    def keys(self) -> list[str]:
+        """Every key, in shard order (what a caller walking the whole shard asks for)."""
+        ends = self.key_ends.tolist()
+        starts = [0, *ends[:-1]]
+        data = self.key_bytes
+        return [data[start:end].decode("utf-8") for start, end in zip(starts, ends)]
+
+    def members(self, position: int) -> dict[str, tuple[int, int]]:
+        """The members of the sample at ``position``: extension to (data offset, size)."""
+        first = int(self.member_starts[position])
+        pattern = self.patterns[int(self.sample_pattern[position])]
+        offsets = self.member_offsets[first : first + len(pattern)].tolist()
+        sizes = self.member_sizes[first : first + len(pattern)].tolist()
+        return {extension: (offset, size) for extension, offset, size in zip(pattern, offsets, sizes)}
+
+    def label(self, position: int) -> Label | None:
+        """The label of the sample at ``position`` as the shard holds it."""
+        if self.labels is None:
+            return None
+        value = self.labels[position]
+        if self.label_kind == "text":
+            return self.label_names[int(value)] if value >= 0 else None
+        if self.label_kind == "float":
+            return None if np.isnan(value) else float(value)
+        return None if self.label_present is not None and not self.label_present[position] else int(value)
 
     def corruption(self, position: int, member: str, data: bytes, name: str | Callable[[], str]) -> CorruptSampleError | None:
         """A `CorruptSampleError` naming ``name`` (or ``name()``, worked out only for a mismatch)
         if ``data`` fails the CRC-32 the index holds for ``member`` of the sample at
         ``position``; None if it matches or there is none."""
-        expected = self.crc32[position].get(member) if self.crc32 is not None else None
-        if expected is None or _native.crc32(data) == expected:
+        if self.member_crc32 is None:
+            return None
+        pattern = self.patterns[int(self.sample_pattern[position])]
+        expected = int(self.member_crc32[int(self.member_starts[position]) + pattern.index(member)])
+        if expected == NO_CHECKSUM or _native.crc32(data) == expected:
             return None
         return CorruptSampleError(
             f"{name if isinstance(name, str) else name()}: CRC-32 mismatch (the shard's bytes changed since it was indexed, or it was replaced by another "
             f"shard); re-create the shard, or index it again with `stoker index` if the new bytes are right"
         )
 
-    def to_json(self) -> dict[str, Any]:
-        samples = []
-        for position, key in enumerate(self.keys):
-            sample: dict[str, Any] = {
-                "key": key,
-                "members": {extension: list(span) for extension, span in self.members[position].items()},
-                "label": self.labels[position],
-            }
-            if self.crc32 is not None:
-                sample["crc32"] = self.crc32[position]
-            samples.append(sample)
-        return {
-            "format": INDEX_FORMAT,
-            "version": INDEX_VERSION,
-            "shard": {"name": self.shard.name, "size": self.size},
-            "label_key": self.label_key,
-            "samples": samples,
-        }
+    def digest(self) -> str:
+        """A hash of everything the index says (keys, members, checksums, labels): what a
+        dataset's fingerprint is made of, and what its file keeps to detect damage."""
+        digest = hashlib.blake2b(digest_size=16)
+        digest.update(json.dumps([self.size, self.patterns, self.label_kind, list(self.label_names), self.label_key]).encode())
+        digest.update(self.key_bytes)
+        for array in (
+            self.key_ends,
+            self.sample_pattern,
+            self.member_offsets,
+            self.member_sizes,
+            self.member_crc32,
+            self.labels,
+            self.label_present,
+        ):
+            digest.update(b"-" if array is None else np.ascontiguousarray(array).tobytes())
+        return digest.hexdigest()
+
+    @classmethod
+    def from_samples(
+        cls,
+        shard: PurePath,
+        size: int,
+        samples: Sequence[tuple[str, dict[str, tuple[int, int]], Label | None, dict[str, int] | None]],
+        label_key: str | None = None,
+    ) -> ShardIndex:
+        """An index from one (key, members, label, CRC-32s or None) per sample: how an index
+        read from a JSON form or built by a scan becomes arrays.
+
+        Raises:
+            ShardError: Labels that mix class names and numbers.
+        """
+        keys = [key.encode("utf-8") for key, _, _, _ in samples]
+        pattern_of: dict[tuple[str, ...], int] = {}
+        sample_pattern = np.empty(len(samples), np.int32)
+        offsets: list[int] = []
+        sizes: list[int] = []
+        checksums: list[int] = []
+        with_checksums = bool(samples) and all(crc is not None for _, _, _, crc in samples)
+        for position, (_, members, _, crc) in enumerate(samples):
+            sample_pattern[position] = pattern_of.setdefault(tuple(members), len(pattern_of))
+            for extension, (offset, length) in members.items():
+                offsets.append(offset)
+                sizes.append(length)
+                if with_checksums:
+                    checksums.append(crc.get(extension, NO_CHECKSUM) if crc is not None else NO_CHECKSUM)
+        kind, labels, present, names = _label_columns([label for _, _, label, _ in samples], str(shard))
+        return cls(
+            shard=shard,
+            size=size,
+            key_ends=np.cumsum([len(key) for key in keys], dtype=np.int64),
+            key_bytes=b"".join(keys),
+            patterns=list(pattern_of),
+            sample_pattern=sample_pattern,
+            member_offsets=np.array(offsets, dtype=np.int64),
+            member_sizes=np.array(sizes, dtype=np.int64),
+            member_crc32=np.array(checksums, dtype=np.int64) if with_checksums else None,
+            label_kind=kind,
+            labels=labels,
+            label_present=present,
+            label_names=names,
+            label_key=label_key,
+        )
+
+    def samples(self) -> list[tuple[str, dict[str, tuple[int, int]], Label | None, dict[str, int] | None]]:
+        """One (key, members, label, CRC-32s) per sample: the inverse of `from_samples`."""
+        out = []
+        for position, key in enumerate(self.keys()):
+            members = self.members(position)
+            crc = None
+            if self.member_crc32 is not None:
+                first = int(self.member_starts[position])
+                values = self.member_crc32[first : first + len(members)].tolist()
+                crc = {extension: value for extension, value in zip(members, values) if value != NO_CHECKSUM}
+            out.append((key, members, self.label(position), crc))
+        return out
+
+
+def _label_columns(labels: Sequence[Label | None], where: str) -> tuple[str, np.ndarray | None, np.ndarray | None, tuple[str, ...]]:
+    """(kind, values, present, names) of one shard's labels (see `ShardIndex`)."""
+    texts = any(isinstance(label, str) for label in labels)
+    numbers = any(isinstance(label, (int, float)) for label in labels)
+    if texts and numbers:
+        raise ShardError(f"{where}: labels mix class names and numbers; use one kind (names are mapped to indices)")
+    if texts:
+        names = tuple(sorted({label for label in labels if isinstance(label, str)}))
+        code = {name: number for number, name in enumerate(names)}
+        return "text", np.array([-1 if label is None else code[label] for label in labels], dtype=np.int32), None, names  # type: ignore[index]
+    if any(isinstance(label, float) for label in labels):
+        return "float", np.array([np.nan if label is None else label for label in labels], dtype=np.float64), None, ()
+    if numbers:
+        present = np.array([label is not None for label in labels], dtype=np.bool_)
+        values = np.array([0 if label is None else label for label in labels], dtype=np.int64)
+        return "int", values, None if present.all() else present, ()
+    return "none", None, None, ()
 
 
 def label_member(extension: str) -> int | None:
@@ -166,7 +307,7 @@ def build_index(shard: Path, *, checksums: bool = True, label_key: str | None = 
         StorageError: The shard is not a regular file (a FIFO, a device).
     """
     size = require_regular(shard, "a tar shard").st_size  # a FIFO would block, a device never end
-    index = ShardIndex(shard=shard, size=size, crc32=[] if checksums else None, label_key=label_key)
+    samples: list[tuple[str, dict[str, tuple[int, int]], Label | None, dict[str, int] | None]] = []
     label_rank: list[int] = []
     position_of: dict[str, int] = {}
     try:
@@ -181,35 +322,33 @@ def build_index(shard: Path, *, checksums: bool = True, label_key: str | None = 
                 key, extension = split_member(member.name)
                 position = position_of.get(key)
                 if position is None:
-                    position = position_of[key] = len(index.keys)
-                    index.keys.append(key)
-                    index.members.append({})
-                    index.labels.append(None)
+                    position = position_of[key] = len(samples)
+                    samples.append((key, {}, None, {} if checksums else None))
                     label_rank.append(len(LABEL_EXTENSIONS))
-                    if index.crc32 is not None:
-                        index.crc32.append({})
-                if extension in index.members[position]:
+                _, members, label, crc = samples[position]
+                if extension in members:
                     raise ShardError(f"{shard}: two members {member.name!r} for one sample")
-                index.members[position][extension] = (member.offset_data, member.size)
+                members[extension] = (member.offset_data, member.size)
                 rank = label_member(extension) if label_key is None else (0 if extension.lower() == "json" else None)
                 if checksums or rank is not None:
                     extracted = archive.extractfile(member)
                     data = extracted.read() if extracted is not None else b""
                     if len(data) != member.size:
                         raise ShardError(f"{shard}: truncated inside member {member.name!r}")
-                    if index.crc32 is not None:
-                        index.crc32[position][extension] = zlib.crc32(data)
+                    if crc is not None:
+                        crc[extension] = zlib.crc32(data)
                     if rank is not None and rank < label_rank[position]:
                         label_rank[position] = rank
                         name = f"{shard}: member {member.name!r}"
-                        index.labels[position] = parse_label(data) if label_key is None else json_label(data, label_key, name)
+                        label = parse_label(data) if label_key is None else json_label(data, label_key, name)
+                        samples[position] = (key, members, label, crc)
             end = archive.offset  # just past the last entry, files or not
     except tarfile.TarError as error:
         raise ShardError(f"{shard}: not a readable tar file ({error})") from error
     except EOFError as error:
         raise ShardError(f"{shard}: truncated ({error})") from error
     _check_end_marker(shard, end, size)
-    return index
+    return ShardIndex.from_samples(shard, size, samples, label_key)
 
 
 def _check_end_marker(shard: Path, end: int, size: int) -> None:
@@ -220,115 +359,3 @@ def _check_end_marker(shard: Path, end: int, size: int) -> None:
         marker = file.read(1024)
     if len(marker) < 1024 or any(marker):
         raise ShardError(f"{shard}: truncated: no end-of-archive marker after the last member (byte {end} of {size})")
-
-
-def write_index(index: ShardIndex, path: Path | None = None) -> Path:
-    """Write ``index`` atomically (a temporary file renamed into place). Returns its path."""
-    target = path or index_path(index.shard)
-    temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    temporary.write_text(json.dumps(index.to_json(), separators=(",", ":")))
-    temporary.replace(target)
-    return target
-
-
-def load_index(shard: Path, path: Path | None = None) -> ShardIndex:
-    """Read and validate the index of ``shard``.
-
-    Raises:
-        FileNotFoundError: The shard or its index is missing.
-        StaleIndexError: The index does not describe this shard (size or headers differ).
-        ShardError: The index file is not a valid index.
-    """
-    source = path or index_path(shard)
-    try:
-        data = json.loads(source.read_text())
-    except ValueError as error:
-        raise ShardError(f"{source}: not a valid index ({error})") from error
-    index = parse_index(data, shard, str(source))
-    validate(index, source)
-    return index
-
-
-def parse_index(data: Any, shard: Path, source: str) -> ShardIndex:
-    """An index from its JSON form (read from a file or an object store) without checking it
-    against the shard.
-
-    Raises:
-        ShardError: ``data`` is not an index this version reads; the message names ``source``.
-    """
-    if not isinstance(data, dict) or data.get("format") != INDEX_FORMAT:
-        raise ShardError(f"{source}: not a {INDEX_FORMAT} file")
-    if data.get("version") not in READABLE_VERSIONS:
-        raise ShardError(
-            f"{source}: index version {data.get('version')}, this stoker reads versions {READABLE_VERSIONS}; rebuild it with `stoker index`"
-        )
-    try:
-        return _checked_index(data, shard)
-    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as error:
-        raise ShardError(f"{source}: not a valid index ({type(error).__name__}: {error})") from error
-
-
-def _span(span: Any, size: int, key: str, extension: str) -> tuple[int, int]:
-    """A member's (offset, size), checked to lie inside the shard's ``size`` bytes after a header."""
-    offset, length = span
-    if not (isinstance(offset, int) and isinstance(length, int) and 512 <= offset and 0 <= length and offset + length <= size):
-        raise ValueError(f"sample {key!r} member {extension!r} at {span!r} is not inside the shard's {size} bytes")
-    return offset, length
-
-
-def _checked_index(data: dict[str, Any], shard: Path) -> ShardIndex:
-    """The index, every field of the type and range it must have (a ValueError, KeyError or
-    TypeError otherwise, which `parse_index` names)."""
-    size = data["shard"]["size"]
-    if not isinstance(size, int) or not 0 <= size < 1 << 62:
-        raise ValueError(f"shard size {size!r}")
-    samples = data["samples"]
-    keys = [sample["key"] for sample in samples]
-    if not all(isinstance(key, str) for key in keys):
-        raise ValueError("a sample key that is not text")
-    members = [
-        {str(extension): _span(span, size, key, extension) for extension, span in sample["members"].items()}
-        for key, sample in zip(keys, samples)
-    ]
-    labels = [sample.get("label") for sample in samples]
-    if not all(label is None or isinstance(label, (int, float, str)) for label in labels):
-        raise ValueError("a label that is not a number, a class name or null")
-    crc32 = [sample["crc32"] for sample in samples] if samples and all("crc32" in sample for sample in samples) else None
-    if crc32 is not None and not all(isinstance(value, int) and 0 <= value < 1 << 32 for sums in crc32 for value in sums.values()):
-        raise ValueError("a CRC-32 that is not a 32-bit number")
-    label_key = data.get("label_key")
-    if label_key is not None and not isinstance(label_key, str):
-        raise ValueError(f"label_key {label_key!r}")
-    return ShardIndex(shard=shard, size=size, keys=keys, members=members, labels=labels, crc32=crc32, label_key=label_key)
-
-
-def _header_name(file: Any, data_offset: int) -> str:
-    file.seek(data_offset - 512)
-    header = file.read(512)
-    if len(header) < 512:
-        return ""
-    name = header[:100].split(b"\0", 1)[0].decode("utf-8", "replace")
-    prefix = header[345:500].split(b"\0", 1)[0].decode("utf-8", "replace") if header[257:262] == b"ustar" else ""
-    return f"{prefix}/{name}" if prefix else name
-
-
-def validate(index: ShardIndex, source: Path) -> None:
-    """Check ``index`` against its shard: the size, and the tar headers of the first and last
-    members (a long name is stored truncated in the header, so a prefix must match)."""
-    size = os.stat(index.shard).st_size
-    if size != index.size:
-        raise StaleIndexError(
-            f"{source} describes {index.size} bytes but {index.shard} has {size}: the shard changed or is truncated; rebuild the index (stoker index)"
-        )
-    if not index.keys:
-        return
-    with open(index.shard, "rb") as file:
-        for position in {0, len(index.keys) - 1}:
-            key = index.keys[position]
-            extension, (offset, _) = next(iter(index.members[position].items()))
-            expected = f"{key}.{extension}" if extension else key
-            found = _header_name(file, offset)
-            if not found or not expected.startswith(found):
-                raise StaleIndexError(
-                    f"{source} says {expected!r} starts at byte {offset} of {index.shard}, but the tar header there names {found!r}; rebuild the index"
-                )

@@ -32,13 +32,11 @@ from collections.abc import Sequence
 from pathlib import PurePosixPath
 from typing import Any
 
-import numpy as np
-
 from ...errors import StorageError
 from ..local._files import SAMPLE_EXTENSIONS
 from ..local._shard_catalog import IMAGE_EXTENSIONS as SHARD_IMAGE_EXTENSIONS
 from ..local._shard_catalog import ShardBlock, ShardCatalog, decode_member
-from ..local._tar_index import ShardIndex, parse_index
+from ..local._tar_index_file import IndexHeader, header_of, parse_index
 from ..policies._block_reads import BlockReader
 from ..policies._disk_cache import SampleCache
 from ..policies._hedged import HedgedCalls
@@ -123,8 +121,7 @@ class S3Storage(RemoteStorage):
         self.store = open_s3_store(self.bucket, **self._store_settings)
         self._copy_store: Any = None
         self.layout = "objects"
-        self.shards: list[ShardIndex] = []
-        self._where: list[tuple[int, int]] = []
+        self.shards: list[IndexHeader] = []
         self.payload = payload
         self.image_extensions = tuple(image_extensions)
         self.catalog: ShardCatalog | None = None
@@ -157,18 +154,14 @@ class S3Storage(RemoteStorage):
         """The full object key of ``name`` under the prefix."""
         return f"{self.prefix}/{name}" if self.prefix else name
 
-    @property
-    def _blocks(self) -> list[ShardBlock]:
-        return self._layout_blocks()[0]
-
-    def _layout_blocks(self) -> tuple[list[ShardBlock], np.ndarray]:
+    def _block(self, number: int) -> ShardBlock:
         assert self.catalog is not None
-        return self.catalog.block_layout(self.block_bytes)
+        return self.catalog.block(number, self.block_bytes)
 
     def block_sizes(self) -> list[int] | None:
-        """Samples per block (tar shards: runs of a shard spanning at most ``block_bytes``);
-        None for one object per sample."""
-        return [block.samples for block in self._blocks] if self.layout == "shards" else None
+        """Samples per block (tar shards: runs of a shard's samples starting within the same
+        ``block_bytes`` of it); None for one object per sample."""
+        return self.catalog.block_sizes(self.block_bytes) if self.layout == "shards" and self.catalog is not None else None
 
     def max_open_blocks(self) -> int | None:
         """See `ShardCatalog.max_open_blocks` (with ``block_cache_bytes``); None for one object
@@ -184,7 +177,7 @@ class S3Storage(RemoteStorage):
         read as before."""
         if self.layout == "shards" and self._block_reader is None:
             self._block_reader = BlockReader(
-                self._fetch_block, self._own_loop, self.block_cache_bytes, lambda number: self._blocks[number].samples
+                self._fetch_block, self._own_loop, self.block_cache_bytes, lambda number: self._block(number).samples
             )
 
     def prefetch_blocks(self, blocks: Sequence[int]) -> None:
@@ -213,7 +206,7 @@ class S3Storage(RemoteStorage):
     async def _fetch_block(self, number: int) -> memoryview:
         import obstore
 
-        block = self._blocks[number]
+        block = self._block(number)
         key = self.object_key(self.shards[block.shard].shard.name)
         length = block.end - block.start
 
@@ -272,9 +265,9 @@ class S3Storage(RemoteStorage):
         return self.url
 
     def sample_name(self, index: int) -> str:
-        if self.layout == "shards":
-            number, _ = self._where[index]
-            return f"s3://{self.bucket}/{self.object_key(self.shards[number].shard.name)}#{self._keys[index]}"
+        if self.layout == "shards" and self.catalog is not None:
+            number, _ = self.catalog.locate(index)
+            return f"s3://{self.bucket}/{self.object_key(self.shards[number].shard.name)}#{self.catalog.key(index)}"
         return f"s3://{self.bucket}/{self.object_key(self._keys[index])}"
 
     def _classify(self, error: BaseException) -> ErrorKind:
@@ -351,19 +344,16 @@ class S3Storage(RemoteStorage):
             data = await self._get_small(name + ".idx")
             if data is None:
                 raise StorageError(f"{self.url}: shard {name} has no index {name}.idx")
-            try:
-                return json.loads(data)
-            except ValueError as error:
-                raise StorageError(f"{self.url}/{name}.idx: not a valid index ({type(error).__name__}: {error})") from error
+            return bytes(data)  # version 3 bytes or a JSON document: `parse_index` reads either
 
         indexes = await asyncio.gather(*(sidecar(name, carried) for name, carried in zip(names, inline)))
         for name, carried, data in zip(names, inline, indexes):
             source = f"{self.url}/dataset.json (the index of {name})" if carried is not None else f"{self.url}/{name}.idx"
             try:
-                index = parse_index(data, PurePosixPath(name), source)  # type: ignore[arg-type]
+                index = parse_index(data, PurePosixPath(name), source)
             except (ValueError, KeyError, TypeError, IndexError) as error:
                 raise StorageError(f"{source}: not a valid index ({type(error).__name__}: {error})") from error
-            self.shards.append(index)
+            self.shards.append(header_of(index))
         self.catalog = ShardCatalog(
             self.shards,
             payload=self.payload,
@@ -372,7 +362,7 @@ class S3Storage(RemoteStorage):
             name_of=lambda number, key: f"s3://{self.bucket}/{self.object_key(self.shards[number].shard.name)}#{key}",
         )
         self.classes = self.catalog.classes
-        self._keys, self._labels, self._where = self.catalog.keys, self.catalog.labels, self.catalog.where
+        self._keys, self._labels = self.catalog.keys, self.catalog.labels
         self.layout = "shards"
         if self.payload is None:
             counts = self.catalog.payload_counts()
@@ -419,13 +409,12 @@ class S3Storage(RemoteStorage):
 
         if self.layout == "shards":
             assert self.catalog is not None
-            number, position = self._where[index]
+            number, _ = self.catalog.locate(index)
             shard = self.shards[number]
             member, (offset, size) = self.catalog.span(index, extension)
             if self._block_reader is not None:
-                blocks, block_of = self._layout_blocks()
-                number = int(block_of[index])
-                start = offset - blocks[number].start
+                number = self.catalog.block_of(index, self.block_bytes)
+                start = offset - self._block(number).start
                 data = bytes((await self._block_reader.block(number))[start : start + size])
                 self.traffic.served("block cache", len(data))
                 if extension is None:  # the payload: each sample's one read of the epoch
@@ -434,7 +423,7 @@ class S3Storage(RemoteStorage):
                 self.traffic.request("ranged GET")
                 data = bytes(await obstore.get_range_async(self.store, self.object_key(shard.shard.name), start=offset, length=size))
                 self.traffic.received(len(data))
-            corrupt = shard.corruption(position, member, data, lambda: self.sample_name(index)) if self.verify else None
+            corrupt = self.catalog.corruption(index, member, data, lambda: self.sample_name(index)) if self.verify else None
             if corrupt is not None:
                 raise corrupt
             return data
