@@ -105,7 +105,13 @@ class BatchAssembler:
         payloads = self.storage.try_read_indices(indices)
         self.raise_if_unavailable(payloads)
         self._count(payloads)
-        return FetchedBatch(number, plan, [self.keys[index] for index in indices], payloads)
+        return FetchedBatch(number, plan, self.keys_of(indices), payloads)
+
+    def keys_of(self, indices: list[int]) -> list[str]:
+        """The keys of ``indices``: a batch at once where the storage's key column can (tar
+        shards: a shard's keys at a time), else one by one."""
+        take = getattr(self.keys, "take", None)
+        return take(indices) if take is not None else [self.keys[index] for index in indices]
 
     def raise_if_unavailable(self, payloads: Sequence[object]) -> None:
         """An unreachable store stops the epoch with one error naming every sample it failed; so

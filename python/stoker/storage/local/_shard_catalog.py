@@ -14,6 +14,7 @@ returns is chosen per member pattern, not fixed by the first sample.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import json
 import threading
@@ -110,12 +111,19 @@ class ShardCatalog:
         self.shards = list(shards)
         self.name_of = name_of
         self.starts = np.concatenate([np.zeros(1, np.int64), np.cumsum([shard.samples for shard in self.shards], dtype=np.int64)])
+        self._start_list: list[int] = self.starts.tolist()
         preference = [extension.lower() for extension in (payload,) if extension] or [
             *(extension.lower() for extension in image_extensions),
             *_OTHER_PAYLOADS,
         ]
         self._explicit = payload is not None
         self._payloads = [[self._choose(pattern, preference) for pattern in shard.patterns] for shard in self.shards]
+        self._payload_slots = [
+            np.array(
+                [pattern.index(member) if member in pattern else -1 for pattern, member in zip(shard.patterns, payloads)], dtype=np.int64
+            )
+            for shard, payloads in zip(self.shards, self._payloads)
+        ]
         self.classes, self._class_codes, self.label_dtype = _label_scheme(self.shards, classes)
         self.keys = KeyColumn(self)
         self.labels = LabelColumn(self)
@@ -145,8 +153,21 @@ class ShardCatalog:
 
     def locate(self, index: int) -> tuple[int, int]:
         """(shard number, position in it) of sample ``index``."""
-        number = int(np.searchsorted(self.starts, index, side="right")) - 1
-        return number, index - int(self.starts[number])
+        number = bisect.bisect_right(self._start_list, index) - 1  # bisect: a tenth of numpy's cost for one value
+        return number, index - self._start_list[number]
+
+    def locate_many(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(shard numbers, positions in them) of the samples at ``indices``."""
+        numbers = np.searchsorted(self.starts, indices, side="right") - 1
+        return numbers, indices - self.starts[numbers]
+
+    def payload_rows(self, number: int, positions: np.ndarray) -> np.ndarray:
+        """Where the payload member of each sample at ``positions`` of shard ``number`` is in
+        its member columns; -1 for a sample that has no payload member."""
+        slots = self._payload_slots[number]
+        shard = self.shard(number).index
+        chosen = slots[shard.sample_pattern[positions]]
+        return np.where(chosen >= 0, shard.member_starts[positions] + chosen, -1)
 
     def shard(self, number: int) -> _Loaded:
         """Shard ``number``'s arrays, read on first use and kept while the cache has room."""
@@ -328,6 +349,17 @@ class KeyColumn(Sequence[str]):
     def __iter__(self) -> Iterator[str]:
         for number in range(len(self._catalog.shards)):
             yield from self._catalog.shard(number).index.keys()
+
+    def take(self, indices: Sequence[int]) -> list[str]:
+        """The keys of the samples at ``indices`` (a batch's), worked out a shard at a time."""
+        catalog = self._catalog
+        numbers, positions = catalog.locate_many(np.asarray(indices, dtype=np.int64))
+        keys: list[str] = [""] * len(numbers)
+        for number in np.unique(numbers).tolist():
+            slots = np.flatnonzero(numbers == number)
+            for slot, key in zip(slots.tolist(), catalog.shard(number).index.keys_at(positions[slots])):
+                keys[slot] = key
+        return keys
 
     def __eq__(self, other: object) -> bool:  # as the list of keys another storage keeps
         return isinstance(other, Sequence) and not isinstance(other, str) and len(other) == len(self) and list(self) == list(other)

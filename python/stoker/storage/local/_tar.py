@@ -25,7 +25,7 @@ from .._protocol import Storage
 from ..policies._block_cache import BlockCache
 from ._reads import read_spans
 from ._shard_catalog import IMAGE_EXTENSIONS, ShardBlock, ShardCatalog, decode_member
-from ._tar_index import build_index, index_path
+from ._tar_index import NO_CHECKSUM, ShardIndex, build_index, index_path
 from ._tar_index_file import IndexHeader, header_of, read_header, write_index
 
 __all__ = ["DATASET_FORMAT", "PARTIAL_MARKER", "TarShardStorage"]
@@ -214,7 +214,40 @@ class TarShardStorage(Storage):
     def _read_indices(self, indices: Sequence[int]) -> list[bytes | Exception]:
         if self._block_cache is not None:
             return self._read_from_blocks(indices, self._block_cache)
-        return [result if isinstance(result, Exception) else result[0] for result in self._read_member_lists(indices, [None])]
+        return self._read_payloads(indices)
+
+    def _read_payloads(self, indices: Sequence[int]) -> list[bytes | Exception]:
+        """Each sample's payload, read coalesced per shard and CRC-checked (an exception in place
+        of a sample that failed): the read of every batch, worked out a shard's samples at a time
+        on its arrays."""
+        results: list[bytes | Exception] = [ShardError("not read")] * len(indices)
+        numbers, positions = self.catalog.locate_many(np.asarray(indices, dtype=np.int64))
+        for number in np.unique(numbers).tolist():
+            slots = np.flatnonzero(numbers == number)
+            rows = self.catalog.payload_rows(number, positions[slots])
+            shard = self.catalog.shard(number).index
+            path = self.shards[number].shard
+            for slot in slots[rows < 0].tolist():
+                try:
+                    self.catalog.span(indices[slot])  # names the sample and the members it has
+                except ShardError as error:
+                    results[slot] = error
+            slots, rows = slots[rows >= 0], rows[rows >= 0]
+            spans = list(zip(shard.member_offsets[rows].tolist(), shard.member_sizes[rows].tolist()))
+            names = _Names(shard, positions[slots])
+            data = read_spans(path, spans, names, max_gap=self.max_gap, max_read=self.max_read, error_type=ShardError)
+            checksums = shard.member_crc32[rows].tolist() if self.verify and shard.member_crc32 is not None else None
+            for number_in_shard, (slot, part) in enumerate(zip(slots.tolist(), data)):
+                expected = checksums[number_in_shard] if checksums is not None else NO_CHECKSUM
+                if isinstance(part, bytes) and expected != NO_CHECKSUM and _native.crc32(part) != expected:
+                    part = (
+                        shard.corruption(
+                            int(positions[slot]), self.catalog.span(indices[slot])[0], part, f"sample {names[number_in_shard]!r} in {path}"
+                        )
+                        or part
+                    )
+                results[slot] = part
+        return results
 
     def _read_from_blocks(self, indices: Sequence[int], cache: BlockCache) -> list[bytes | Exception]:
         """Each sample's payload as a slice of its block (one read per block), CRC-checked. A
@@ -349,3 +382,17 @@ class TarShardStorage(Storage):
         shard = self.catalog.shard(number).index
         first = int(self.catalog.starts[number])
         return [shard.key(index - first) for index in indices], data
+
+
+class _Names(Sequence[str]):
+    """The keys of some of a shard's samples, made only if a read fails and names them."""
+
+    def __init__(self, shard: ShardIndex, positions: np.ndarray) -> None:
+        self._shard = shard
+        self._positions = positions
+
+    def __len__(self) -> int:
+        return len(self._positions)
+
+    def __getitem__(self, number: Any) -> Any:
+        return self._shard.key(int(self._positions[number]))

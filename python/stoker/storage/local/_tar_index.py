@@ -112,6 +112,13 @@ class ShardIndex:
         start = int(self.key_ends[position - 1]) if position else 0
         return self.key_bytes[start : int(self.key_ends[position])].decode("utf-8")
 
+    def keys_at(self, positions: np.ndarray) -> list[str]:
+        """The keys of the samples at ``positions``."""
+        ends = self.key_ends[positions]
+        starts = np.where(positions > 0, self.key_ends[np.maximum(positions - 1, 0)], 0)
+        data = self.key_bytes
+        return [data[start:end].decode("utf-8") for start, end in zip(starts.tolist(), ends.tolist())]
+
     def keys(self) -> list[str]:
         """Every key, in shard order (what a caller walking the whole shard asks for)."""
         ends = self.key_ends.tolist()
