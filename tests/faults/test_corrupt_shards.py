@@ -14,8 +14,8 @@ from stoker import Loader
 from stoker.ingest import convert_storage
 from stoker.loader import FailurePolicy
 from stoker.ops import ImageTransform
-from stoker.storage import CorruptSampleError, FileStorage, TarShardStorage
-from stoker.storage.local import load_index
+from stoker.storage import CorruptSampleError, FileStorage, ShardError, TarShardStorage
+from stoker.storage.local import index_path, load_index
 
 from .conftest import make_images
 
@@ -108,3 +108,39 @@ def test_block_streaming_fails_only_flipped_and_cut_off_samples(shards: Path) ->
     assert [result for result in results if not isinstance(result, Exception)] == [
         good for good, result in zip(truth, results) if not isinstance(result, Exception)
     ]
+
+
+def test_a_damaged_index_file_is_refused_by_name_and_allocates_nothing_it_declares(shards: Path) -> None:
+    # An index file is input: its header is bounded before it is read, its arrays must fill the
+    # file exactly and match the header's digest, and only then is any offset read through.
+    shard = sorted(shards.glob("*.tar"))[0]
+    index = index_path(shard)
+    good = index.read_bytes()
+    length = int.from_bytes(good[8:16], "little")
+    arrays = (16 + length + 7) // 8 * 8
+
+    def opened_and_read(data: bytes) -> None:
+        index.write_bytes(data)
+        storage = TarShardStorage(shards)
+        storage.try_read_indices([0])
+
+    cases = {
+        "a header of 2**62 bytes": (
+            good[:8] + (1 << 62).to_bytes(8, "little") + good[16:],
+            "its header declares 4611686018427387904 bytes",
+        ),
+        "arrays cut short": (good[:-16], "its arrays need"),
+        "a flipped offset": (
+            good[: arrays + 8] + bytes(byte ^ 0xFF for byte in good[arrays + 8 : arrays + 16]) + good[arrays + 16 :],
+            None,
+        ),
+        "not an index": (b"\x89STKIDX\n" + bytes(8), "its header declares 0 bytes"),
+    }
+    for name, (data, message) in cases.items():
+        with pytest.raises(ShardError) as raised:
+            opened_and_read(data)
+        assert str(index) in str(raised.value), f"{name}: {raised.value}"
+        if message:
+            assert message in str(raised.value), f"{name}: {raised.value}"
+    index.write_bytes(good)
+    assert len(TarShardStorage(shards).read_many(TarShardStorage(shards).keys[:3])) == 3

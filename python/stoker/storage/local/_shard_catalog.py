@@ -76,7 +76,8 @@ class _Loaded:
 
     @property
     def nbytes(self) -> int:
-        return self.index.nbytes + self.labels.nbytes
+        shared = self.labels is self.index.labels
+        return self.index.nbytes + (0 if shared else self.labels.nbytes)
 
 
 class ShardCatalog:
@@ -106,7 +107,7 @@ class ShardCatalog:
         image_extensions: Sequence[str] = IMAGE_EXTENSIONS,
         classes: list[str] | None = None,
         name_of: Callable[[int, str], str],
-        cache_bytes: int = 1 << 30,
+        cache_bytes: int = 8 << 30,
     ) -> None:
         self.shards = list(shards)
         self.name_of = name_of
@@ -194,9 +195,10 @@ class ShardCatalog:
         if index.label_kind == "text":
             codes = self._class_codes[number]
             return np.where(index.labels >= 0, codes[np.maximum(index.labels, 0)], -1).astype(np.int64)
+        if index.label_present is None:
+            return index.labels.astype(self.label_dtype, copy=False)  # the shard's own array where it already fits
         labels = index.labels.astype(self.label_dtype)
-        if index.label_present is not None:
-            labels[~index.label_present] = missing
+        labels[~index.label_present] = missing
         return labels
 
     def key(self, index: int) -> str:
