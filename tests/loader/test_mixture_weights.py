@@ -3,6 +3,7 @@ weights, the change is part of the state, and a resume after it reproduces the s
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 
 import pytest
@@ -69,3 +70,29 @@ def test_weights_need_a_mixture_and_every_source() -> None:
         Loader(BIG, batch_size=10).set_mixture_weights({"big": 1.0})
     with pytest.raises(ValueError, match="give every source a positive weight"):
         loader().set_mixture_weights({"big": 1.0})
+
+
+def test_a_change_far_into_a_shuffled_epoch_keeps_the_state_small_and_resumes_exactly() -> None:
+    # The state keeps what was delivered before the change as spans of epoch positions, not as
+    # one storage index a sample: 50,000 delivered samples were about 350 KB of the state.
+    def shuffled() -> Loader:
+        mixture = MixedStorage({"big": BIG, "small": SMALL}, {"big": 0.7, "small": 0.3}, num_samples=100_000, seed=5)
+        return Loader(mixture, batch_size=1000, sampling=Sampling(seed=2, in_order=True))
+
+    interrupted = shuffled()
+    stream = iter(interrupted)
+    for _ in range(50):
+        next(stream)
+    interrupted.set_mixture_weights({"big": 0.2, "small": 0.8})
+    for _ in range(3):
+        next(stream)
+    state = json.loads(json.dumps(interrupted.state_dict()))
+    went_on = [next(stream).keys for _ in range(2)]
+    stream.close()  # type: ignore[attr-defined]
+    assert len(json.dumps(state)) < 4096, len(json.dumps(state))
+    assert "delivered" not in state["mixture"]["changes"][0]
+    resumed = shuffled()
+    resumed.load_state_dict(state)
+    rest = iter(resumed)
+    assert [next(rest).keys for _ in range(2)] == went_on, "the same samples in the same order as the run that went on"
+    rest.close()  # type: ignore[attr-defined]

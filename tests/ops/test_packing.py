@@ -192,3 +192,23 @@ def test_drop_last_and_efficiency_report() -> None:
     assert abs(report.efficiency - 330 / (6 * CONTEXT)) < 1e-12
     dropped = SequencePacker(CONTEXT, BATCH, strategy="greedy", drop_last=True)
     assert [batch.input_ids.shape[0] for batch in dropped.pack(docs)] == [4]
+
+
+def test_the_state_stays_the_same_size_however_many_batches_were_packed() -> None:
+    # The report's per-batch efficiencies ride in the state: they are the latest PER_BATCH_KEPT,
+    # so a checkpoint after a million batches is no larger than one after a few thousand.
+    from stoker.ops.packing import PER_BATCH_KEPT
+
+    sizes = []
+    for count in (PER_BATCH_KEPT, 6 * PER_BATCH_KEPT):
+        packer = SequencePacker(8, 1, strategy="greedy")
+        batches = list(packer.pack(np.arange(1, 8, dtype=np.uint32) for _ in range(count)))
+        assert packer.report.batches == len(batches) > PER_BATCH_KEPT / 2
+        state = packer.state_dict()
+        assert len(state["report"]["per_batch"]) == min(len(batches), PER_BATCH_KEPT)
+        sizes.append(len(json.dumps(state)))
+        resumed = SequencePacker(8, 1, strategy="greedy")
+        resumed.load_state_dict(json.loads(json.dumps(state)), lambda document: np.arange(1, 8, dtype=np.uint32))
+        assert list(resumed.report.per_batch) == list(packer.report.per_batch)
+        assert resumed.report.batches == packer.report.batches  # the totals count every batch
+    assert sizes[1] < sizes[0] * 1.1, sizes

@@ -177,8 +177,13 @@ def check_state_parts(saved: dict[str, Any]) -> None:
             and all(
                 isinstance(change, dict)
                 and isinstance(change.get("weights"), dict)
-                and isinstance(change.get("delivered"), list)
-                and all(integer(index) and index >= 0 for index in change["delivered"])
+                and (
+                    # spans of delivered positions (checked against the epoch when resolved), or
+                    # storage indices (as states saved before spans were)
+                    isinstance(change.get("delivered_record"), list)
+                    or isinstance(change.get("delivered"), list)
+                    and all(integer(index) and index >= 0 for index in change["delivered"])
+                )
                 for change in changes
             )
         )

@@ -14,6 +14,8 @@ import logging
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from ..errors import ConfigurationError
 from ..observe._ledger import transform_description
 from ..pipeline import Pipeline
@@ -166,7 +168,7 @@ class LoaderResume:
         if mixtures and isinstance(self.storage, MixedStorage):
             if len(states) > 1 and any(mixture["changes"] for mixture in mixtures):
                 raise ValueError("an epoch whose mixture weights changed resumes on the same world size only")
-            self.storage.load_state(mixtures[0])
+            self.storage.load_state(mixtures[0], resolve=self._delivered_indices)
             self._assembler.set_samples(self.storage.keys, self.storage.labels)
         self._sync_storage_epoch()
         digests = [saved["delivered_digest"] for saved in states if "delivered_digest" in saved]
@@ -222,9 +224,30 @@ class LoaderResume:
 
     def _apply_weights(self, weights: dict[str, float]) -> None:
         assert isinstance(self.storage, MixedStorage)
-        delivered = self.sampler.order_function()(self.sampler.delivered_positions())
-        self.storage.reweight(weights, delivered)
+        positions = self.sampler.delivered_positions()
+        # The state keeps the positions as spans (a few, however far into the epoch), not the
+        # storage indices (one number a sample): the order maps them back when it is loaded.
+        self.storage.reweight(weights, self.sampler.order_function()(positions), record=_spans(positions))
         self._assembler.set_samples(self.storage.keys, self.storage.labels)
+
+    def _delivered_indices(self, record: object) -> np.ndarray:
+        """The storage indices a mixture change's record of delivered positions stands for.
+
+        Raises:
+            ValueError: Not spans of this epoch's positions.
+        """
+        if not isinstance(record, list) or not all(
+            isinstance(span, list)
+            and len(span) == 2
+            and all(type(end) is int for end in span)
+            and 0 <= span[0] < span[1] <= self.sampler.num_samples
+            for span in record
+        ):
+            raise ValueError(
+                f"mixture change: 'delivered_record' must be spans [start, end) of the epoch's {self.sampler.num_samples} positions"
+            )
+        positions = np.concatenate([np.arange(start, end, dtype=np.int64) for start, end in record]) if record else np.zeros(0, np.int64)
+        return self.sampler.order_function()(positions)
 
     def _reweigh(self, pipeline: Pipeline[Any]) -> Pipeline[Any]:
         """Between two batches: stop the epoch's pipeline (what it read ahead was not
@@ -241,3 +264,13 @@ class LoaderResume:
             self._tuning.attach(rebuilt)
         rebuilt.start()
         return rebuilt
+
+
+def _spans(positions: np.ndarray) -> list[list[int]]:
+    """Ascending ``positions`` as [start, end) spans of consecutive ones."""
+    if len(positions) == 0:
+        return []
+    breaks = np.flatnonzero(np.diff(positions) != 1) + 1
+    starts = positions[np.concatenate([[0], breaks])]
+    ends = positions[np.concatenate([breaks - 1, [len(positions) - 1]])] + 1
+    return [[int(start), int(end)] for start, end in zip(starts.tolist(), ends.tolist())]

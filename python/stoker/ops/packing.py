@@ -20,6 +20,7 @@ rebuilds it from the same token source, so no token is lost or repeated across a
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,7 +29,7 @@ import numpy as np
 
 from .._native import TokenPacker
 
-__all__ = ["EfficiencyReport", "PackedBatch", "SequencePacker", "as_token_array"]
+__all__ = ["PER_BATCH_KEPT", "EfficiencyReport", "PackedBatch", "SequencePacker", "as_token_array"]
 
 _UINT32_MAX = np.iinfo(np.uint32).max
 
@@ -72,14 +73,20 @@ class PackedBatch:
         return int(np.diff(self.cu_seqlens).max()) if len(self.cu_seqlens) > 1 else 0
 
 
+PER_BATCH_KEPT = 1024
+"""Batches whose efficiency `EfficiencyReport.per_batch` keeps (the latest): a report, and the
+state that carries it, stay the same size however long the run."""
+
+
 @dataclass
 class EfficiencyReport:
-    """Real tokens over positions, per batch and overall, for the observability layer."""
+    """Real tokens over positions, per batch (the latest `PER_BATCH_KEPT`) and overall, for the
+    observability layer."""
 
     batches: int = 0
     positions: int = 0
     real_tokens: int = 0
-    per_batch: list[float] = field(default_factory=list)
+    per_batch: deque[float] = field(default_factory=lambda: deque(maxlen=PER_BATCH_KEPT))
     documents: int = 0
     empty_documents: int = 0
     tokens_dropped: int = 0
@@ -310,8 +317,6 @@ class SequencePacker:
         self.documents_consumed = int(state["documents_consumed"])
         saved = state["report"]
         self.report = EfficiencyReport(
-            **{
-                key: saved[key]
-                for key in ("batches", "positions", "real_tokens", "per_batch", "documents", "empty_documents", "tokens_dropped")
-            }
+            **{key: saved[key] for key in ("batches", "positions", "real_tokens", "documents", "empty_documents", "tokens_dropped")},
+            per_batch=deque(saved["per_batch"][-PER_BATCH_KEPT:], maxlen=PER_BATCH_KEPT),
         )

@@ -15,7 +15,7 @@ the epoch's changes (`changes`, which a Loader saves in its state) rebuilds the 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -82,7 +82,7 @@ class MixedStorage(Storage):
         self._labels = _MixtureLabels(self)
         self._index_of = None
 
-    def reweight(self, weights: Mapping[str, float], delivered: Sequence[int] | np.ndarray) -> None:
+    def reweight(self, weights: Mapping[str, float], delivered: Sequence[int] | np.ndarray, *, record: object = None) -> None:
         """Give the samples not yet delivered new weights, from now on in this epoch (and in the
         next epochs). The indices in ``delivered`` keep their samples; every other index gets a
         sample drawn anew, each source's share of them by the new weights.
@@ -90,6 +90,10 @@ class MixedStorage(Storage):
         Args:
             weights: ``{name: weight}`` for every source, positive.
             delivered: Storage indices already delivered in this epoch.
+            record: What `state` keeps in place of ``delivered`` (JSON), for a caller that can
+                say in a few numbers what it delivered (the Loader: spans of epoch positions, a
+                few however far into the epoch, where the indices are one number a sample);
+                `load_state` then asks its ``resolve`` for the indices again.
 
         Raises:
             ValueError: Missing or non-positive weights.
@@ -100,7 +104,9 @@ class MixedStorage(Storage):
             raise ValueError(f"delivered indices must be within the mixture's {len(self._source_of)} samples")
         kept = np.zeros(len(self._source_of), dtype=bool)
         kept[chosen] = True
-        self.changes.append({"weights": {name: float(weights[name]) for name in self.names}, "delivered": np.flatnonzero(kept).tolist()})
+        change: dict[str, object] = {"weights": {name: float(weights[name]) for name in self.names}}
+        change.update({"delivered": np.flatnonzero(kept).tolist()} if record is None else {"delivered_record": record})
+        self.changes.append(change)
         self.weights = np.array([weights[name] for name in self.names], dtype=np.float64)
         self.shares = _shares(self.weights, self.num_samples)
         self._redraw(np.flatnonzero(~kept), len(self.changes))
@@ -117,16 +123,26 @@ class MixedStorage(Storage):
         """The weights this epoch began with and its changes: what rebuilds its mixture."""
         return {"epoch": self.epoch, "weights": dict(zip(self.names, self._first_weights.tolist())), "changes": list(self.changes)}
 
-    def load_state(self, state: Mapping[str, object]) -> None:
+    def load_state(self, state: Mapping[str, object], resolve: Callable[[object], np.ndarray] | None = None) -> None:
         """Rebuild the mixture of a saved `state`: its epoch drawn with its first weights, then
-        its changes applied again in order."""
+        its changes applied again in order (``resolve`` turns a change's ``record`` back into
+        the storage indices it stood for; see `reweight`).
+
+        Raises:
+            ValueError: A change saved as a record, and no ``resolve``.
+        """
         first: Mapping[str, float] = state["weights"]  # type: ignore[assignment]
         self.check_weights(first)
         self.weights = np.array([first[name] for name in self.names], dtype=np.float64)
         self.shares = _shares(self.weights, self.num_samples)
         self.set_epoch(int(state["epoch"]))  # type: ignore[call-overload]
         for change in state["changes"]:  # type: ignore[attr-defined]
-            self.reweight(change["weights"], change["delivered"])
+            if "delivered_record" in change:
+                if resolve is None:
+                    raise ValueError("a mixture change saved as a delivery record needs the Loader that saved it to resolve it")
+                self.reweight(change["weights"], resolve(change["delivered_record"]), record=change["delivered_record"])
+            else:
+                self.reweight(change["weights"], change["delivered"])
 
     def _redraw(self, slots: np.ndarray, change: int) -> None:
         """New samples for the storage indices ``slots``, by the current weights; a source's
