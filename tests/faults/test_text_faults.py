@@ -131,3 +131,31 @@ def test_a_file_removed_mid_run_is_a_named_read_failure(tmp_path: Path, tokenize
     list(batches)
     assert loader.failures and all(failure.stage == "read" and "b.jsonl" in failure.key for failure in loader.failures)
     assert len(loader.failures) == 400  # every document of the removed file, and no other
+
+
+def test_a_damaged_kept_line_index_is_never_trusted(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # The index kept beside a file is input: a damaged one is indexed again (and said so), and
+    # one whose digest holds but whose lines lie outside the file is refused by name before a
+    # read is sized from it.
+    from stoker.storage.local._jsonl_lines import FileLines, cache_path, read_cached, stamp, write_cache
+
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_bytes(b"".join(b'{"text": "line %d"}\n' % number for number in range(200)))
+    expected = JsonlStorage(corpus).read_indices(range(200))
+    kept = cache_path(corpus)
+    good = kept.read_bytes()
+    for damaged in (b"not an index", good[:-8], good[:8] + (1 << 62).to_bytes(8, "little") + good[16:]):
+        kept.write_bytes(damaged)
+        with caplog.at_level("WARNING", logger="stoker.storage"):
+            assert JsonlStorage(corpus).read_indices(range(200)) == expected
+        assert f"indexing {corpus} again" in caplog.text
+        caplog.clear()
+    header = read_cached(corpus, stamp(corpus))
+    assert header is not None, "the damaged index was replaced by a good one"
+    lines = header.load()
+    hostile = FileLines(lines.starts, lines.lengths + (1 << 40), lines.numbers)
+    header.digest = hostile.digest()
+    write_cache(corpus, stamp(corpus), header, hostile)
+    storage = JsonlStorage(corpus)
+    with pytest.raises(StorageError, match=r"corpus\.jsonl: its line index .*corpus\.jsonl\.stoker-lines is damaged .*outside the file"):
+        storage.read_indices([3])

@@ -5,8 +5,10 @@ document, its text in a field such as ``"text"``). A sample's bytes are its line
 turning it into text (parsing the JSON, taking the field) is the work of the stage that uses it,
 so a malformed line is a bad sample named by file and line, not a storage failure.
 
-Plain files are indexed when the storage opens: one pass over the file finds every line's
-offset (read in large explicit chunks, never mapped), and later reads are explicit positional
+Plain files are indexed when the storage first opens them: one pass over the file finds every
+line's offset (read in large explicit chunks, never mapped), kept beside the file so that the
+next opening reads its header alone (`stoker.storage.local._jsonl_lines`; the line arrays are read
+when a line of the file is), and later reads are explicit positional
 reads of whole blocks (runs of lines spanning about ``block_bytes``), served from a bounded
 cache: the block shuffle reads each block about once an epoch. A compressed file cannot be read
 from the middle, so it is one block: decompressed whole (once per epoch under the block shuffle),
@@ -18,12 +20,15 @@ exhausting memory.
 
 from __future__ import annotations
 
+import bisect
 import glob
 import gzip
 import hashlib
 import os
+import threading
 import zlib
-from collections.abc import Iterator, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -34,6 +39,7 @@ from ..._files import open_regular, require_regular
 from ...errors import CorruptSampleError, StorageError
 from .._protocol import Storage
 from ..policies._block_cache import BlockCache
+from ._jsonl_lines import FileLines, LinesHeader, block_bounds, cache_path, read_cached, stamp, write_cache
 
 __all__ = ["JSONL_SUFFIXES", "JsonlStorage", "jsonl_files"]
 
@@ -113,26 +119,30 @@ def _line_spans(data: bytes | memoryview, base: int) -> tuple[np.ndarray, np.nda
 
 class _Lazy(Sequence[str]):
     """Keys ``<file>:<line>`` made when asked for: a corpus of millions of lines keeps arrays,
-    not millions of strings."""
+    not millions of strings (a file's line numbers read with its line index, when asked for)."""
 
-    def __init__(self, names: list[str], file_starts: np.ndarray, line_numbers: np.ndarray) -> None:
+    def __init__(self, names: list[str], file_starts: np.ndarray, lines_of: Callable[[int], FileLines]) -> None:
         self._names = names
         self._file_starts = file_starts
-        self._line_numbers = line_numbers
+        self._starts = file_starts.tolist()
+        self._lines_of = lines_of
 
     def __len__(self) -> int:
-        return len(self._line_numbers)
+        return self._starts[-1]
 
     def __getitem__(self, index: int) -> str:  # type: ignore[override]
         if isinstance(index, slice):
             return [self[position] for position in range(*index.indices(len(self)))]
         if index < 0:
             index += len(self)
-        number = int(np.searchsorted(self._file_starts, index, side="right")) - 1
-        return f"{self._names[number]}:{int(self._line_numbers[index])}"
+        if not 0 <= index < len(self):
+            raise IndexError(f"no line {index} of {len(self)}")
+        number = bisect.bisect_right(self._starts, index) - 1
+        return f"{self._names[number]}:{int(self._lines_of(number).numbers[index - self._starts[number]])}"
 
     def __iter__(self) -> Iterator[str]:
-        return (self[index] for index in range(len(self)))
+        for number, name in enumerate(self._names):
+            yield from (f"{name}:{line}" for line in self._lines_of(number).numbers.tolist())
 
 
 class _LineIndex:
@@ -197,6 +207,13 @@ class JsonlStorage(Storage):
             `CorruptSampleError` naming the file and line: a bad sample, counted and handled
             by the Loader's ``on_error`` like any other.
         max_concurrent_reads: See `Storage`.
+        keep_index: Keep each file's line index beside it (``<file>.stoker-lines``, see
+            `stoker.storage.local._jsonl_lines`), so that the next opening reads a header per
+            file instead of the whole corpus; a kept index is used while the file's size, time,
+            inode and first and last 64 KiB are those it was made of. A folder that cannot be
+            written keeps it in memory only.
+        index_cache_bytes: Bytes of kept line indexes held in memory (24 bytes a line), read
+            when a file's line is first read; the least recently used are let go past this.
 
     Raises:
         FileNotFoundError: No JSON Lines files at ``path``.
@@ -213,6 +230,8 @@ class JsonlStorage(Storage):
         max_block_bytes: int = 1 << 30,
         max_concurrent_reads: int = 16,
         max_line_bytes: int = 64 << 20,
+        keep_index: bool = True,
+        index_cache_bytes: int = 4 << 30,
     ) -> None:
         super().__init__(max_concurrent_reads)
         if min(block_bytes, max_block_bytes, max_line_bytes) < 1:
@@ -226,39 +245,94 @@ class JsonlStorage(Storage):
         self.files = jsonl_files(path)
         self._cache = BlockCache(cache_bytes)
         self._contents: list[tuple[int, int]] = []  # per file: (bytes, CRC-32), decompressed
-        starts: list[np.ndarray] = []  # per line: offset in its file (plain) or its decompressed bytes
-        lengths: list[np.ndarray] = []
-        numbers: list[np.ndarray] = []  # per line: its 1-based line number, for names
+        self._headers: list[LinesHeader] = []
+        self._loaded: OrderedDict[int, FileLines] = OrderedDict()  # files whose line arrays are held
+        self._index_cache_bytes = index_cache_bytes
+        self._held = 0
+        self._lines_lock = threading.Lock()
         self._blocks: list[tuple[int, int, int]] = []  # (file, first line, end line) in storage order
         file_starts = [0]
         for number, file in enumerate(self.files):
-            file_line_starts, file_lengths, file_numbers = self._index(file)
+            header = self._open_lines(file, block_bytes, keep_index)
+            self._headers.append(header)
             first = file_starts[-1]
-            count = len(file_line_starts)
-            if _compression(file) is not None:
-                if count:
-                    self._blocks.append((number, first, first + count))
-            else:
-                block_of = (file_line_starts // block_bytes) if count else np.zeros(0, np.int64)
-                # A line over max_line_bytes is a block of its own, never read: the lines around it
-                # are read without it.
-                oversized = file_lengths > max_line_bytes
-                breaks = (np.diff(block_of) != 0) | oversized[1:] | oversized[:-1]
-                edges = np.flatnonzero(breaks) + 1 if count else np.zeros(0, np.int64)
-                bounds = [0, *edges.tolist(), count]
-                self._blocks.extend((number, first + low, first + high) for low, high in zip(bounds, bounds[1:]) if high > low)
-            starts.append(file_line_starts)
-            lengths.append(file_lengths)
-            numbers.append(file_numbers)
-            file_starts.append(first + count)
-        self._starts = np.concatenate(starts)
-        self._lengths = np.concatenate(lengths)
+            self._blocks.extend((number, first + low, first + high) for low, high in zip(header.bounds, header.bounds[1:]))
+            file_starts.append(first + header.lines)
         self._file_starts = np.array(file_starts, np.int64)
+        self._file_start_list: list[int] = file_starts
         self._block_ends = np.array([end for _, _, end in self._blocks], np.int64)
-        if not len(self._starts):
+        if not file_starts[-1]:
             raise StorageError(f"{self.path}: the JSON Lines files hold no lines")
-        self._keys = _Lazy([str(file) for file in self.files], self._file_starts, np.concatenate(numbers))
-        self._labels = _NoLabels(len(self._starts))
+        self._keys = _Lazy([str(file) for file in self.files], self._file_starts, self._lines)
+        self._file_numbers = {str(file): number for number, file in enumerate(self.files)}
+        self._labels = _NoLabels(file_starts[-1])
+
+    def _open_lines(self, file: Path, block_bytes: int, keep_index: bool) -> LinesHeader:
+        """``file``'s line index: the one kept beside it while it describes the file, else one
+        made by reading the file (and kept beside it, with ``keep_index``)."""
+        compressed = _compression(file) is not None
+        block_key = (block_bytes, self.max_line_bytes)
+        file_stamp = stamp(file) if keep_index else None
+        header = read_cached(file, file_stamp) if file_stamp is not None else None
+        if header is not None:
+            inflated = header.content[0] + INDEX_BYTES_PER_LINE * header.lines
+            if compressed and inflated > self.max_block_bytes:
+                raise StorageError(
+                    f"{file}: decompresses to more than max_block_bytes={self.max_block_bytes:,} bytes with its line index "
+                    f"({header.content[0]:,} bytes and {header.lines:,} lines); a compressed file is read whole, so split it into "
+                    "smaller files (or raise max_block_bytes)"
+                )
+            self._contents.append(header.content)
+            if header.block_key != block_key:  # cut for other blocks: cut again from its arrays
+                header.loaded = self._checked_load(header, file)
+                header.bounds = block_bounds(header.loaded, block_bytes, self.max_line_bytes, compressed)
+                header.block_key = block_key
+            return header
+        lines = FileLines(*self._index(file))
+        header = LinesHeader(
+            lines=len(lines.starts),
+            content=self._contents[-1],
+            block_key=block_key,
+            bounds=block_bounds(lines, block_bytes, self.max_line_bytes, compressed),
+            digest=lines.digest(),
+            loaded=lines,
+        )
+        if file_stamp is not None:
+            write_cache(file, file_stamp, header, lines)
+        return header
+
+    @staticmethod
+    def _checked_load(header: LinesHeader, file: Path) -> FileLines:
+        try:
+            return header.load()
+        except (OSError, ValueError) as error:
+            raise StorageError(
+                f"{file}: its line index {cache_path(file)} is damaged ({error}); delete it to index the file again"
+            ) from error
+
+    def _lines(self, number: int) -> FileLines:
+        """File ``number``'s line arrays: held from indexing, else read from its kept index and
+        held while ``index_cache_bytes`` allows."""
+        header = self._headers[number]
+        if header.loaded is not None:
+            return header.loaded
+        with self._lines_lock:
+            lines = self._loaded.get(number)
+            if lines is not None:
+                self._loaded.move_to_end(number)
+                return lines
+            lines = self._checked_load(header, self.files[number])
+            self._loaded[number] = lines
+            self._held += lines.nbytes
+            while self._held > self._index_cache_bytes and len(self._loaded) > 1:
+                _, dropped = self._loaded.popitem(last=False)
+                self._held -= dropped.nbytes
+            return lines
+
+    def _locate(self, index: int) -> tuple[int, int]:
+        """(file number, line number in its index) of sample ``index``."""
+        number = bisect.bisect_right(self._file_start_list, index) - 1
+        return number, index - self._file_start_list[number]
 
     def _index(self, file: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(start, length, line number) of every non-empty line of ``file`` (starts in its
@@ -358,6 +432,22 @@ class JsonlStorage(Storage):
             digest.update(f"{size}:{checksum};".encode())
         return digest.hexdigest()
 
+    def index_of(self, key: str) -> int:
+        """Position of ``key`` (``<file>:<line>``), found from the file's line numbers (a binary
+        search in one file's index), with no table of every key.
+
+        Raises:
+            KeyError: No such line (a blank one, one past the end, another file).
+        """
+        name, _, line = key.rpartition(":")
+        number = self._file_numbers.get(name)
+        if number is not None and line.isdigit():
+            numbers = self._lines(number).numbers
+            position = int(np.searchsorted(numbers, int(line)))
+            if position < len(numbers) and numbers[position] == int(line):
+                return self._file_start_list[number] + position
+        raise KeyError(f"{self.describe()}: no sample with key {key!r}")
+
     def sample_name(self, index: int) -> str:
         """``<file>:<line>``: where sample ``index`` is."""
         return self._keys[index]
@@ -371,7 +461,7 @@ class JsonlStorage(Storage):
 
     def max_open_blocks(self) -> int:
         """Blocks the block shuffle may mix: half of what the cache holds, at least 2."""
-        mean = max(1, int(np.mean([self._block_bytes(block) for block in range(len(self._blocks))])))
+        mean = max(1, sum(header.content[0] for header in self._headers) // max(1, len(self._blocks)))  # no line index read
         return max(2, self._cache.capacity // (2 * mean))
 
     def stream_blocks(self) -> None:
@@ -381,10 +471,12 @@ class JsonlStorage(Storage):
         """Nothing: a block is read when its first line is asked for (`BlockStorage`)."""
 
     def _block_bytes(self, block: int) -> int:
-        _, first, end = self._blocks[block]
-        if end - first == 1 and self._lengths[first] > self.max_line_bytes:
+        number, first, end = self._blocks[block]
+        lines = self._lines(number)
+        low, high = first - self._file_start_list[number], end - self._file_start_list[number]
+        if high - low == 1 and lines.lengths[low] > self.max_line_bytes:
             return 0  # an oversized line's block is never read
-        return int(self._starts[end - 1] + self._lengths[end - 1] - self._starts[first])
+        return int(lines.starts[high - 1] + lines.lengths[high - 1] - lines.starts[low])
 
     def _load_block(self, block: int) -> bytes:
         number, first, end = self._blocks[block]
@@ -393,7 +485,7 @@ class JsonlStorage(Storage):
             return self._decompress(file)
         if not self._block_bytes(block):
             return b""
-        start = int(self._starts[first])
+        start = int(self._lines(number).starts[first - self._file_start_list[number]])
         (data,) = _native.read_ranges(file, [(start, self._block_bytes(block))])
         return data
 
@@ -403,10 +495,11 @@ class JsonlStorage(Storage):
         results: list[bytes | Exception] = [b""] * len(indices)
         by_block: dict[int, list[tuple[int, int]]] = {}
         for slot, index in enumerate(indices):
-            if self._lengths[index] > self.max_line_bytes:
+            number, line = self._locate(index)
+            length = int(self._lines(number).lengths[line])
+            if length > self.max_line_bytes:
                 results[slot] = CorruptSampleError(
-                    f"{self._keys[index]}: a line of {int(self._lengths[index]):,} bytes, over max_line_bytes={self.max_line_bytes:,} "
-                    "(not read)"
+                    f"{self._keys[index]}: a line of {length:,} bytes, over max_line_bytes={self.max_line_bytes:,} (not read)"
                 )
                 continue
             block = int(np.searchsorted(self._block_ends, index, side="right"))
@@ -420,11 +513,13 @@ class JsonlStorage(Storage):
                     results[slot] = StorageError(f"{self._keys[index]}: cannot be read ({type(error).__name__}: {error})")
                 continue
             self._cache.served(block, len(wanted))
-            base = 0 if _compression(self.files[number]) is not None else int(self._starts[first])
+            lines = self._lines(number)
+            offset = self._file_start_list[number]
+            base = 0 if _compression(self.files[number]) is not None else int(lines.starts[first - offset])
             view = memoryview(data)
             for slot, index in wanted:
-                start = int(self._starts[index]) - base
-                length = int(self._lengths[index])
+                start = int(lines.starts[index - offset]) - base
+                length = int(lines.lengths[index - offset])
                 if start + length > len(data):
                     results[slot] = StorageError(f"{self._keys[index]}: the file is shorter than when it was indexed (changed since)")
                 else:
