@@ -25,9 +25,7 @@ import glob
 import gzip
 import hashlib
 import os
-import threading
 import zlib
-from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
@@ -39,6 +37,7 @@ from ..._files import open_regular, require_regular
 from ...errors import CorruptSampleError, StorageError
 from .._protocol import Storage
 from ..policies._block_cache import BlockCache
+from ._held_indexes import HeldIndexes
 from ._jsonl_lines import FileLines, LinesHeader, block_bounds, cache_path, read_cached, stamp, write_cache
 
 __all__ = ["JSONL_SUFFIXES", "JsonlStorage", "jsonl_files"]
@@ -246,10 +245,9 @@ class JsonlStorage(Storage):
         self._cache = BlockCache(cache_bytes)
         self._contents: list[tuple[int, int]] = []  # per file: (bytes, CRC-32), decompressed
         self._headers: list[LinesHeader] = []
-        self._loaded: OrderedDict[int, FileLines] = OrderedDict()  # files whose line arrays are held
-        self._index_cache_bytes = index_cache_bytes
-        self._held = 0
-        self._lines_lock = threading.Lock()
+        self._held: HeldIndexes[FileLines] = HeldIndexes(
+            lambda number: self._checked_load(self._headers[number], self.files[number]), index_cache_bytes
+        )
         self._blocks: list[tuple[int, int, int]] = []  # (file, first line, end line) in storage order
         file_starts = [0]
         for number, file in enumerate(self.files):
@@ -316,18 +314,7 @@ class JsonlStorage(Storage):
         header = self._headers[number]
         if header.loaded is not None:
             return header.loaded
-        with self._lines_lock:
-            lines = self._loaded.get(number)
-            if lines is not None:
-                self._loaded.move_to_end(number)
-                return lines
-            lines = self._checked_load(header, self.files[number])
-            self._loaded[number] = lines
-            self._held += lines.nbytes
-            while self._held > self._index_cache_bytes and len(self._loaded) > 1:
-                _, dropped = self._loaded.popitem(last=False)
-                self._held -= dropped.nbytes
-            return lines
+        return self._held.get(number)
 
     def _locate(self, index: int) -> tuple[int, int]:
         """(file number, line number in its index) of sample ``index``."""

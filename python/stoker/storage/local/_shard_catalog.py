@@ -17,8 +17,6 @@ from __future__ import annotations
 import bisect
 import hashlib
 import json
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import CorruptSampleError, ShardError
+from ._held_indexes import HeldIndexes
 from ._tar_index import LABEL_EXTENSIONS, ShardIndex, label_member, parse_label
 from ._tar_index_file import IndexHeader, shard_blocks
 
@@ -128,10 +127,7 @@ class ShardCatalog:
         self.classes, self._class_codes, self.label_dtype = _label_scheme(self.shards, classes)
         self.keys = KeyColumn(self)
         self.labels = LabelColumn(self)
-        self._cache: OrderedDict[int, _Loaded] = OrderedDict()
-        self._cache_bytes = cache_bytes
-        self._held = 0
-        self._lock = threading.Lock()
+        self._held: HeldIndexes[_Loaded] = HeldIndexes(self._load, cache_bytes)
         self._block_layouts: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self._block_starts: dict[int, np.ndarray] = {}
         if len(self) <= UNIQUE_KEYS_CHECKED_UP_TO:
@@ -172,19 +168,11 @@ class ShardCatalog:
 
     def shard(self, number: int) -> _Loaded:
         """Shard ``number``'s arrays, read on first use and kept while the cache has room."""
-        with self._lock:
-            loaded = self._cache.get(number)
-            if loaded is not None:
-                self._cache.move_to_end(number)
-                return loaded
-            index = self.shards[number].load()
-            loaded = _Loaded(index, self._labels_of(number, index))
-            self._cache[number] = loaded
-            self._held += loaded.nbytes
-            while self._held > self._cache_bytes and len(self._cache) > 1:
-                _, dropped = self._cache.popitem(last=False)
-                self._held -= dropped.nbytes
-            return loaded
+        return self._held.get(number)
+
+    def _load(self, number: int) -> _Loaded:
+        index = self.shards[number].load()
+        return _Loaded(index, self._labels_of(number, index))
 
     def _labels_of(self, number: int, index: ShardIndex) -> np.ndarray:
         """Shard ``number``'s labels in the dataset's form: class indices or numbers, -1 (NaN
