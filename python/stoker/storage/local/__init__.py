@@ -10,7 +10,8 @@ from ._memory import MemoryStorage
 from ._parquet import ParquetStorage
 from ._tar import TarShardStorage
 from ._tar_index import ShardIndex, build_index, index_path
-from ._tar_index_file import INDEX_FORMAT, INDEX_VERSION, index_to_json, load_index, write_index
+from ._tar_index_file import INDEX_FORMAT, INDEX_VERSION, load_index, write_index
+from ._tar_index_json import index_to_json
 from ._tokens import TokenFile, TokenShards, open_tokens
 
 __all__ = [

@@ -17,7 +17,7 @@ from __future__ import annotations
 import bisect
 import hashlib
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +25,7 @@ import numpy as np
 
 from ...errors import CorruptSampleError, ShardError
 from ._held_indexes import HeldIndexes
+from ._shard_columns import KeyColumn, LabelColumn
 from ._tar_index import LABEL_EXTENSIONS, ShardIndex, label_member, parse_label
 from ._tar_index_file import IndexHeader, shard_blocks
 
@@ -197,9 +198,11 @@ class ShardCatalog:
     def label(self, index: int) -> int | float | None:
         """The label of sample ``index`` (a class index for text labels), None without one."""
         number, position = self.locate(index)
-        return self._label_at(number, self.shard(number).index, position)
+        return self.label_at(number, self.shard(number).index, position)
 
-    def _label_at(self, number: int, index: ShardIndex, position: int) -> int | float | None:
+    def label_at(self, number: int, index: ShardIndex, position: int) -> int | float | None:
+        """The label of the sample at ``position`` of shard ``number`` (its ``index``), a class
+        index for text labels."""
         if index.label_kind != "text":
             return index.label(position)  # type: ignore[return-value]  # a number: only text labels are text
         code = int(index.labels[position])  # type: ignore[index]
@@ -317,89 +320,6 @@ class ShardCatalog:
         blocks = max(1, len(self._blocks(block_bytes)[0]))
         mean = sum(shard.size for shard in self.shards) / blocks
         return max(2, int(cache_bytes // max(1.0, 2 * mean)))
-
-
-class KeyColumn(Sequence[str]):
-    """Every sample's key, made when asked for (shard by shard when iterated)."""
-
-    def __init__(self, catalog: ShardCatalog) -> None:
-        self._catalog = catalog
-
-    def __len__(self) -> int:
-        return len(self._catalog)
-
-    def __getitem__(self, index: Any) -> Any:
-        if isinstance(index, slice):
-            return [self[position] for position in range(*index.indices(len(self)))]
-        index = int(index)
-        if not -len(self) <= index < len(self):
-            raise IndexError(f"no sample {index} of {len(self)}")
-        return self._catalog.key(index % len(self))
-
-    def __iter__(self) -> Iterator[str]:
-        for number in range(len(self._catalog.shards)):
-            yield from self._catalog.shard(number).index.keys()
-
-    def take(self, indices: Sequence[int]) -> list[str]:
-        """The keys of the samples at ``indices`` (a batch's), worked out a shard at a time."""
-        catalog = self._catalog
-        numbers, positions = catalog.locate_many(np.asarray(indices, dtype=np.int64))
-        keys: list[str] = [""] * len(numbers)
-        for number in np.unique(numbers).tolist():
-            slots = np.flatnonzero(numbers == number)
-            for slot, key in zip(slots.tolist(), catalog.shard(number).index.keys_at(positions[slots])):
-                keys[slot] = key
-        return keys
-
-    def __eq__(self, other: object) -> bool:  # as the list of keys another storage keeps
-        return isinstance(other, Sequence) and not isinstance(other, str) and len(other) == len(self) and list(self) == list(other)
-
-    __hash__ = None  # type: ignore[assignment]
-
-
-class LabelColumn(Sequence[Any]):
-    """Every sample's label: a Python value one at a time, an array for an index array (the
-    Loader's label column), without an object per sample."""
-
-    def __init__(self, catalog: ShardCatalog) -> None:
-        self._catalog = catalog
-        self.dtype = catalog.label_dtype
-
-    def __len__(self) -> int:
-        return len(self._catalog)
-
-    def __getitem__(self, index: Any) -> Any:
-        if isinstance(index, np.ndarray):
-            return self._take(index.astype(np.int64, copy=False))
-        if isinstance(index, slice):
-            return [self[position] for position in range(*index.indices(len(self)))]
-        index = int(index)
-        if not -len(self) <= index < len(self):
-            raise IndexError(f"no sample {index} of {len(self)}")
-        return self._catalog.label(index % len(self))
-
-    def _take(self, indices: np.ndarray) -> np.ndarray:
-        catalog = self._catalog
-        out = np.empty(indices.shape, dtype=self.dtype)
-        flat = indices.reshape(-1)
-        numbers = np.searchsorted(catalog.starts, flat, side="right") - 1
-        result = out.reshape(-1)
-        for number in np.unique(numbers):
-            chosen = numbers == number
-            result[chosen] = catalog.shard(int(number)).labels[flat[chosen] - catalog.starts[number]]
-        return out
-
-    def __iter__(self) -> Iterator[Any]:
-        catalog = self._catalog
-        for number in range(len(catalog.shards)):
-            index = catalog.shard(number).index
-            for position in range(len(index)):
-                yield catalog._label_at(number, index, position)
-
-    def __eq__(self, other: object) -> bool:  # as the list of labels another storage keeps
-        return isinstance(other, Sequence) and not isinstance(other, str) and len(other) == len(self) and list(self) == list(other)
-
-    __hash__ = None  # type: ignore[assignment]
 
 
 def _label_scheme(shards: Sequence[IndexHeader], classes: list[str] | None) -> tuple[list[str] | None, list[np.ndarray], np.dtype]:

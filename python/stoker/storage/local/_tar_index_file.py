@@ -35,7 +35,8 @@ import numpy as np
 
 from ..._files import open_regular
 from ...errors import ShardError, StaleIndexError
-from ._tar_index import NO_CHECKSUM, Label, ShardIndex, index_path
+from ._tar_index import NO_CHECKSUM, ShardIndex, index_path
+from ._tar_index_json import parse_json_index
 
 __all__ = [
     "DEFAULT_BLOCK_BYTES",
@@ -43,7 +44,6 @@ __all__ = [
     "INDEX_VERSION",
     "IndexHeader",
     "header_of",
-    "index_to_json",
     "load_index",
     "parse_index",
     "read_header",
@@ -54,7 +54,7 @@ __all__ = [
 
 INDEX_FORMAT = "stoker.tar-index"
 INDEX_VERSION = 3
-READABLE_VERSIONS = (1, 2, 3)
+
 MAGIC = b"\x89STKIDX\n"
 DEFAULT_BLOCK_BYTES = 8 << 20
 """The block size whose block sample counts an index file carries (`TarShardStorage`'s default)."""
@@ -383,23 +383,7 @@ def parse_index(data: Any, shard: PurePath, source: str) -> ShardIndex:
     """
     if isinstance(data, (bytes, bytearray, memoryview)):
         return _parse_bytes(bytes(data), shard, source)
-    if not isinstance(data, dict) or data.get("format") != INDEX_FORMAT:
-        raise ShardError(f"{source}: not a {INDEX_FORMAT} file")
-    if data.get("version") not in (1, 2):
-        raise ShardError(
-            f"{source}: index version {data.get('version')}, this stoker reads versions {READABLE_VERSIONS}; rebuild it with `stoker index`"
-        )
-    try:
-        size = data["shard"]["size"]
-        if not isinstance(size, int) or not 0 <= size < 1 << 62:
-            raise ValueError(f"shard size {size!r}")
-        samples = [_json_sample(sample, size) for sample in data["samples"]]
-        label_key = data.get("label_key")
-        if label_key is not None and not isinstance(label_key, str):
-            raise ValueError(f"label_key {label_key!r}")
-        index = ShardIndex.from_samples(shard, size, samples, label_key)
-    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as error:
-        raise ShardError(f"{source}: not a valid index ({type(error).__name__}: {error})") from error
+    index = parse_json_index(data, shard, source)
     _check_arrays(index, source)
     return index
 
@@ -412,47 +396,6 @@ def _parse_bytes(data: bytes, shard: PurePath, source: str) -> ShardIndex:
     header = _binary_header(reader, reader.read(16), len(data), shard, Path(source))
     header.data = data
     return header.load()
-
-
-def _json_sample(sample: Any, size: int) -> tuple[str, dict[str, tuple[int, int]], Label | None, dict[str, int] | None]:
-    key = sample["key"]
-    if not isinstance(key, str):
-        raise ValueError("a sample key that is not text")
-    members = {str(extension): _span(span, size, key, extension) for extension, span in sample["members"].items()}
-    if not members:
-        raise ValueError(f"sample {key!r} has no members")
-    label = sample.get("label")
-    if not (label is None or isinstance(label, (int, float, str)) and not isinstance(label, bool)):
-        raise ValueError("a label that is not a number, a class name or null")
-    crc = sample.get("crc32")
-    if crc is not None and not (isinstance(crc, dict) and all(isinstance(value, int) and 0 <= value < 1 << 32 for value in crc.values())):
-        raise ValueError("a CRC-32 that is not a 32-bit number")
-    return key, members, label, crc
-
-
-def _span(span: Any, size: int, key: str, extension: str) -> tuple[int, int]:
-    """A member's (offset, size), checked to lie inside the shard's ``size`` bytes after a header."""
-    offset, length = span
-    if not (isinstance(offset, int) and isinstance(length, int) and 512 <= offset and 0 <= length and offset + length <= size):
-        raise ValueError(f"sample {key!r} member {extension!r} at {span!r} is not inside the shard's {size} bytes")
-    return offset, length
-
-
-def index_to_json(index: ShardIndex) -> dict[str, Any]:
-    """``index`` in the JSON form (version 2): what an object store's ``dataset.json`` carries."""
-    samples = []
-    for key, members, label, crc in index.samples():
-        sample: dict[str, Any] = {"key": key, "members": {extension: list(span) for extension, span in members.items()}, "label": label}
-        if crc is not None:
-            sample["crc32"] = crc
-        samples.append(sample)
-    return {
-        "format": INDEX_FORMAT,
-        "version": 2,
-        "shard": {"name": index.shard.name, "size": index.size},
-        "label_key": index.label_key,
-        "samples": samples,
-    }
 
 
 def _header_name(file: Any, data_offset: int) -> str:
