@@ -38,6 +38,7 @@ def test_a_second_opening_reads_the_kept_index_not_the_corpus(tmp_path: Path, mo
     again = JsonlStorage(corpus)
     assert list(again.keys) == list(first.keys) and again.read_many(list(again.keys)) == expected
     assert again.content_digest() == first.content_digest()
+    assert len(JsonlStorage(corpus / "*")) == len(first), "a pattern matching every file leaves the kept indexes out"
     monkeypatch.undo()
 
     # A file that changed (a line appended) is indexed again; the others keep their index.

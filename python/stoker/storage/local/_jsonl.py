@@ -38,7 +38,7 @@ from ...errors import CorruptSampleError, StorageError
 from .._protocol import Storage
 from ..policies._block_cache import BlockCache
 from ._held_indexes import HeldIndexes
-from ._jsonl_lines import FileLines, LinesHeader, block_bounds, cache_path, read_cached, stamp, write_cache
+from ._jsonl_lines import LINES_SUFFIX, FileLines, LinesHeader, block_bounds, cache_path, read_cached, stamp, write_cache
 
 __all__ = ["JSONL_SUFFIXES", "JsonlStorage", "jsonl_files"]
 
@@ -60,7 +60,8 @@ def jsonl_files(path: str | os.PathLike[str]) -> list[Path]:
     """
     text = str(path)
     if any(character in text for character in "*?["):
-        found = sorted(Path(name) for name in glob.glob(text, recursive=True) if Path(name).is_file())
+        # A pattern such as "corpus/*" also matches the line indexes kept beside the files.
+        found = sorted(Path(name) for name in glob.glob(text, recursive=True) if Path(name).is_file() and not name.endswith(LINES_SUFFIX))
     elif Path(text).is_dir():
         found = sorted(file for file in Path(text).rglob("*") if file.is_file() and file.name.endswith(JSONL_SUFFIXES))
     elif Path(text).exists():

@@ -32,7 +32,7 @@ import numpy as np
 
 from ..._files import open_regular
 
-__all__ = ["FileLines", "LinesHeader", "block_bounds", "cache_path", "read_cached", "stamp", "write_cache"]
+__all__ = ["LINES_SUFFIX", "FileLines", "LinesHeader", "block_bounds", "cache_path", "read_cached", "stamp", "write_cache"]
 
 _logger = logging.getLogger("stoker.storage")
 
@@ -42,6 +42,7 @@ MAGIC = b"\x89STKLNS\n"
 MAX_HEADER_BYTES = 64 << 20
 _EDGE = 64 << 10
 _ARRAYS = ("starts", "lengths", "numbers")
+LINES_SUFFIX = ".stoker-lines"
 
 
 @dataclass
@@ -107,7 +108,7 @@ class LinesHeader:
 
 def cache_path(file: Path) -> Path:
     """Where ``file``'s line index is kept: ``<file>.stoker-lines``."""
-    return file.with_name(file.name + ".stoker-lines")
+    return file.with_name(file.name + LINES_SUFFIX)
 
 
 def stamp(file: Path) -> dict[str, int]:
