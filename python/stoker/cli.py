@@ -24,7 +24,7 @@ from typing import Any
 from .ingest import convert_storage, format_report, inspect_storage
 from .loader._options import SHUFFLES
 from .storage import StorageError, open_storage
-from .storage.local import build_index, index_path, write_index
+from .storage.local import build_index, index_path, load_index, write_index
 
 # Sizes are binary, as `du -h` and most storage tools mean them: 1 MB = 1 MiB = 2**20 bytes.
 _UNITS = {
@@ -277,9 +277,17 @@ def _index(arguments: argparse.Namespace) -> int:
     from pathlib import Path
 
     for shard in arguments.shards:
-        index = build_index(Path(shard), checksums=not arguments.no_checksums, label_key=arguments.label_key)
+        path = Path(shard)
+        if arguments.upgrade and index_path(path).exists():
+            # A JSON index (versions 1 and 2) holds everything version 3 does: rewritten without
+            # reading the shard again (checked against it first, as an opening would).
+            index = load_index(path)
+            write_index(index)
+            print(f"{index_path(path)}: {len(index)} samples, rewritten in version 3 from the index")
+            continue
+        index = build_index(path, checksums=not arguments.no_checksums, label_key=arguments.label_key)
         write_index(index)
-        print(f"{index_path(Path(shard))}: {len(index)} samples")
+        print(f"{index_path(path)}: {len(index)} samples")
     return 0
 
 
@@ -553,6 +561,12 @@ def build_parser() -> argparse.ArgumentParser:
     index.add_argument("shards", nargs="+", help="WebDataset .tar shards (an index is written next to each)")
     index.add_argument("--no-checksums", action="store_true", help="skip CRC-32s (indexing reads less)")
     index.add_argument("--label-key", help="take labels from this field of each sample's .json (a.b reaches inside)")
+    index.add_argument(
+        "--upgrade",
+        action="store_true",
+        help="rewrite an existing index in the current version without reading its shard (an index written by an older "
+        "stoker opens slower); a shard without one is indexed",
+    )
     index.set_defaults(run=_index)
     replay = commands.add_parser(
         "replay", formatter_class=_HelpWithDefaults, help="build a recorded batch again from a provenance ledger, checking every sample"

@@ -179,6 +179,28 @@ def test_index_format_is_versioned(shards) -> None:
     assert len(TarShardStorage(destination)) > 0
 
 
+def test_stoker_index_upgrade_rewrites_an_old_index_without_reading_its_shard(shards, monkeypatch: pytest.MonkeyPatch) -> None:
+    from stoker.cli import main
+    from stoker.storage.local import _tar_index
+
+    destination, _ = shards
+    shard = sorted(destination.glob("*.tar"))[0]
+    before = TarShardStorage(destination)
+    expected = (list(before.keys), list(before.labels), before.read_many(before.keys))
+    index_path(shard).write_text(json.dumps(index_to_json(load_index(shard))))  # as an older stoker wrote it
+
+    def no_scan(*arguments: object, **keywords: object) -> None:
+        raise AssertionError("the shard was read through to be indexed again")
+
+    monkeypatch.setattr(_tar_index.tarfile, "open", no_scan)
+    assert main(["index", "--upgrade", str(shard)]) == 0
+    monkeypatch.undo()
+    assert index_path(shard).read_bytes()[:8] == b"\x89STKIDX\n"
+    after = TarShardStorage(destination)
+    assert (list(after.keys), list(after.labels), after.read_many(after.keys)) == expected, "the checksums and labels kept"
+    assert after.content_digest() == before.content_digest()
+
+
 def test_a_permission_error_names_the_shard(shards, monkeypatch: pytest.MonkeyPatch) -> None:
     # Root ignores file modes, so the OS error is injected where the Rust core would raise it.
     destination, _ = shards
