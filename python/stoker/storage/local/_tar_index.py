@@ -31,7 +31,17 @@ from ... import _native
 from ..._files import require_regular
 from ...errors import CorruptSampleError, ShardError
 
-__all__ = ["LABEL_EXTENSIONS", "Label", "ShardIndex", "build_index", "index_path", "label_member", "parse_label", "split_member"]
+__all__ = [
+    "LABEL_EXTENSIONS",
+    "Label",
+    "ShardIndex",
+    "build_index",
+    "checksum_mismatch",
+    "index_path",
+    "label_member",
+    "parse_label",
+    "split_member",
+]
 
 LABEL_EXTENSIONS = ("cls", "cls2", "class", "label", "target")
 NO_CHECKSUM = -1
@@ -155,10 +165,7 @@ class ShardIndex:
         expected = int(self.member_crc32[int(self.member_starts[position]) + pattern.index(member)])
         if expected == NO_CHECKSUM or _native.crc32(data) == expected:
             return None
-        return CorruptSampleError(
-            f"{name if isinstance(name, str) else name()}: CRC-32 mismatch (the shard's bytes changed since it was indexed, or it was replaced by another "
-            f"shard); re-create the shard, or index it again with `stoker index` if the new bytes are right"
-        )
+        return checksum_mismatch(name if isinstance(name, str) else name())
 
     def digest(self) -> str:
         """A hash of everything the index says (keys, members, checksums, labels): what a
@@ -236,6 +243,14 @@ class ShardIndex:
                 crc = {extension: value for extension, value in zip(members, values) if value != NO_CHECKSUM}
             out.append((key, members, self.label(position), crc))
         return out
+
+
+def checksum_mismatch(name: str) -> CorruptSampleError:
+    """The error for a member whose bytes fail the CRC-32 its index holds, naming the sample."""
+    return CorruptSampleError(
+        f"{name}: CRC-32 mismatch (the shard's bytes changed since it was indexed, or it was replaced by another "
+        f"shard); re-create the shard, or index it again with `stoker index` if the new bytes are right"
+    )
 
 
 def _label_columns(labels: Sequence[Label | None], where: str) -> tuple[str, np.ndarray | None, np.ndarray | None, tuple[str, ...]]:
