@@ -56,6 +56,7 @@ def test_hosts_have_their_own_disks_reach_each_other_and_are_removed(hosts: type
 def test_loss_drops_about_its_share_of_packets(hosts: type[HostNetwork]) -> None:
     receive = (
         "import socket, sys; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind((sys.argv[1], 9000)); s.settimeout(3)\n"
+        "print('bound', flush=True)\n"
         "n = 0\n"
         "try:\n    while True: s.recv(64); n += 1\nexcept OSError: pass\n"
         "print(n)"
@@ -66,7 +67,9 @@ def test_loss_drops_about_its_share_of_packets(hosts: type[HostNetwork]) -> None
         receiver = subprocess.Popen(
             [*network["h1"].prefix(), sys.executable, "-c", receive, network["h1"].address], stdout=subprocess.PIPE, text=True
         )
-        time.sleep(1.0)
+        # Sent only once the receiver is bound: on a loaded machine its start can take seconds, and
+        # datagrams sent before are lost for a reason that is not the switch's.
+        assert receiver.stdout is not None and receiver.stdout.readline().strip() == "bound"
         subprocess.run([*network["h0"].prefix(), sys.executable, "-c", send, network["h1"].address], check=True)
         received = int(receiver.communicate(timeout=30)[0])
     assert 1400 <= received <= 1800, f"20% loss: {received} of 2,000 datagrams arrived"

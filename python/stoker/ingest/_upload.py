@@ -13,9 +13,9 @@ import asyncio
 import json
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ..errors import StorageError
 from ..storage._protocol import Storage
@@ -27,6 +27,8 @@ from ..storage.remote._s3 import OBJECTS_FORMAT
 from ..storage.remote._s3_client import classify_s3_error, open_s3_store, parse_s3_url
 from ._convert import ConversionReport, _progress, convert_storage
 from ._decode_check import checked, with_check
+
+T = TypeVar("T")
 
 __all__ = ["upload_to_cassandra", "upload_to_s3"]
 
@@ -199,6 +201,17 @@ def wait_for_schema_agreement(session: Any) -> None:
     session.cluster.control_connection.wait_for_schema_agreement(wait_time=session.cluster.max_schema_agreement_wait)
 
 
+def retried(call: Callable[[], T], connection: CassandraConnection, policy: RetryPolicy, what: str) -> T:
+    """``call()`` (a blocking driver request, run on a thread) through ``policy``, as the row
+    writes are: a coordinator that briefly sees too few replicas alive (Unavailable while gossip
+    settles, a node restarting) is waited out until the deadline, then named."""
+
+    async def attempt() -> T:
+        return await asyncio.to_thread(call)
+
+    return asyncio.run(call_with_retries(attempt, policy=policy, classify=classify_cassandra_error, name=f"{connection.describe()} {what}"))
+
+
 def create_schema(session: Any, connection: CassandraConnection, columns: list[str], replication: int, policy: RetryPolicy) -> None:
     """Keyspace, data, metadata (with ``columns`` as text) and info tables, if missing. Each
     statement goes through ``policy`` like the writes: a schema change that times out while a
@@ -277,7 +290,12 @@ def upload_to_cassandra(
     try:
         create_schema(session, connection, columns, replication, policy)
         keyspace = connection.keyspace
-        done = {row.key for row in session.execute(f"SELECT key FROM {keyspace}.{connection.metadata_table}")}
+        done = retried(
+            lambda: {row.key for row in session.execute(f"SELECT key FROM {keyspace}.{connection.metadata_table}")},
+            connection,
+            policy,
+            "(rows already written)",
+        )
         insert_data = session.prepare(f"INSERT INTO {keyspace}.{connection.data_table} (id, label, data) VALUES (?, ?, ?)")
         names = ", ".join(["id", "key", "label", *columns])
         insert_metadata = session.prepare(
@@ -313,7 +331,13 @@ def upload_to_cassandra(
 
         with _progress(len(source), f"writing rows to {connection.describe()}", progress) as bar:
             asyncio.run(_bounded(concurrency, pending(), one))
-        session.execute(f"INSERT INTO {keyspace}.dataset_info (name, value) VALUES ('classes', %s)", (json.dumps(source.classes),))
+        classes = json.dumps(source.classes)
+        retried(
+            lambda: session.execute(f"INSERT INTO {keyspace}.dataset_info (name, value) VALUES ('classes', %s)", (classes,)),
+            connection,
+            policy,
+            "(dataset_info)",
+        )
         return with_check(ConversionReport(connection.describe(), "cassandra", len(source), total, 0), check)
     finally:
         cluster.shutdown()
