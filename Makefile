@@ -87,6 +87,7 @@ check: install-dev
 	$(BIN)/python -m mypy.stubtest stoker._native
 	$(BIN)/python -m mypy.stubtest $$($(BIN)/python -c "from stoker.ops._media_backend import available_builds; print(available_builds()[0].module)")
 	$(BIN)/python packaging/third_party_notices.py --check
+	$(BIN)/lint-imports --no-cache
 	cargo fmt --all --check
 	cargo clippy --quiet --workspace --all-targets -- -D warnings
 	cargo clippy --quiet --workspace --all-targets --features stoker-native/python,stoker-media/python -- -D warnings

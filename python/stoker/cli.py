@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from .ingest import convert_storage, format_report, inspect_storage
-from .loader._options import SHUFFLES
+from .loader import SHUFFLES
 from .storage import StorageError, open_storage
 from .storage.local import build_index, index_path, load_index, write_index
 
@@ -294,16 +294,23 @@ def _index(arguments: argparse.Namespace) -> int:
 def _bench(arguments: argparse.Namespace) -> int:
     import tempfile
 
-    from .bench import image_folder, require_optimized_core, run_loader
-    from .bench._compare import Comparison, compare, format_comparison
-    from .bench._folder import PeerData, peer_data
-    from .bench._shuffle import format_shuffle
+    from .bench import (
+        Comparison,
+        PeerData,
+        compare,
+        format_comparison,
+        format_shuffle,
+        image_folder,
+        peer_data,
+        require_optimized_core,
+        run_loader,
+    )
     from .observe import CpuLimits
     from .ops import ImageTransform
-    from .storage.policies._traffic import describe_traffic
+    from .storage.policies import describe_traffic
 
     require_optimized_core()
-    from .bench._scenarios import SCENARIOS
+    from .bench import SCENARIOS
 
     if arguments.tokenizer:
         return _bench_text(arguments)
@@ -387,7 +394,7 @@ def _bench_text(arguments: argparse.Namespace) -> int:
     """`stoker bench CORPUS --tokenizer tokenizer.json`: the text path on the user's corpus."""
     from dataclasses import asdict
 
-    from .bench._text import format_text_run, run_text_loader
+    from .bench import format_text_run, run_text_loader
 
     if not arguments.path:
         raise SystemExit("stoker bench --tokenizer needs a text corpus: JSON Lines files, Parquet with a text column, or tar shards")
@@ -435,7 +442,8 @@ def _report(arguments: argparse.Namespace) -> int:
 def _replay(arguments: argparse.Namespace) -> int:
     import numpy as np
 
-    from .observe import read_ledger, replay
+    from .loader import replay
+    from .observe import read_ledger
 
     batch = replay(
         arguments.ledger,

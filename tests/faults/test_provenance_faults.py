@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 from stoker import Loader
 from stoker.bench import iter_jpegs
 from stoker.errors import ProvenanceError, StorageError
-from stoker.loader import Sampling
-from stoker.observe import ledger_metadata, read_ledger, replay, serve_metrics
+from stoker.loader import Sampling, replay
+from stoker.observe import ledger_metadata, read_ledger, serve_metrics
 from stoker.ops import ImageTransform
 from stoker.storage import MemoryStorage, MixedStorage
 

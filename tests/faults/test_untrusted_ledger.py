@@ -18,7 +18,8 @@ import pyarrow.ipc
 import pytest
 
 from stoker.errors import StorageError
-from stoker.observe import read_ledger, replay, write_report
+from stoker.loader import replay
+from stoker.observe import read_ledger, write_report
 from stoker.storage import FileStorage
 from tests.faults.test_provenance_faults import recorded, rewrite
 

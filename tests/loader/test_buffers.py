@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from stoker.loader import BufferPool, Loader, Sampling, Throughput
+from stoker.device import BufferPool
+from stoker.loader import Loader, Sampling, Throughput
 from stoker.ops import ImageTransform
 from stoker.storage import MemoryStorage
 

@@ -130,6 +130,15 @@ def test_moved_names_still_import_with_a_warning_naming_their_new_home() -> None
         assert stoker.loader.BadSample is stoker.failures.Failure  # type: ignore[attr-defined]
     with pytest.warns(DeprecationWarning, match=r"stoker.ops.SampleFailure is now stoker.failures.Failure"):
         assert stoker.ops.SampleFailure is stoker.failures.Failure  # type: ignore[attr-defined]
+    import stoker.device
+    import stoker.observe
+
+    with pytest.warns(DeprecationWarning, match=r"stoker.observe.replay is now stoker.loader.replay"):
+        assert stoker.observe.replay is stoker.loader.replay  # type: ignore[attr-defined]
+    with pytest.warns(DeprecationWarning, match=r"stoker.loader.BufferPool is now stoker.device.BufferPool"):
+        assert stoker.loader.BufferPool is stoker.device.BufferPool  # type: ignore[attr-defined]
+    with pytest.warns(DeprecationWarning, match=r"stoker.loader.pinned_allocator is now stoker.device.pinned_allocator"):
+        assert stoker.loader.pinned_allocator is stoker.device.pinned_allocator  # type: ignore[attr-defined]
     with pytest.raises(AttributeError, match="has no attribute 'nothing_here'"):
         stoker.storage.nothing_here  # type: ignore[attr-defined]  # noqa: B018
 

@@ -16,8 +16,8 @@ import pytest
 from stoker import Loader
 from stoker.bench import iter_jpegs
 from stoker.errors import ProvenanceError
-from stoker.loader import FailurePolicy, Sampling
-from stoker.observe import ledger_metadata, read_ledger, replay
+from stoker.loader import FailurePolicy, Sampling, replay
+from stoker.observe import ledger_metadata, read_ledger
 from stoker.sampling import Sampler
 from stoker.storage import FileStorage
 

@@ -89,8 +89,38 @@ class CassandraCluster:
         finally:
             cluster.shutdown()
 
+    def every_node_sees_every_other(self) -> bool:
+        """Whether each node, as coordinator, counts every node alive: a read at ALL of a keyspace
+        replicated on every node, sent to each node in turn. The seed can know the whole ring
+        while another node still counts a peer down (its gossip lags after a start, or a node
+        busy on a loaded machine was convicted for a moment); a write at ALL through that node
+        would then be refused as Unavailable."""
+        from cassandra import ConsistencyLevel
+        from cassandra.query import SimpleStatement
+
+        from stoker.storage import CassandraConnection
+
+        connection = CassandraConnection(hosts=[self.hosts[0]], port=self.port, connect_timeout=5)
+        cluster, session = connection.connect(executor_threads=1)
+        try:
+            count = len(self.nodes)
+            session.execute(
+                f"CREATE KEYSPACE IF NOT EXISTS stoker_ring WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': {count}}}"
+            )
+            session.execute("CREATE TABLE IF NOT EXISTS stoker_ring.probe (id int PRIMARY KEY)")
+            probe = SimpleStatement("SELECT id FROM stoker_ring.probe WHERE id = 0", consistency_level=ConsistencyLevel.ALL)
+            hosts = [host for host in cluster.metadata.all_hosts() if host.is_up]
+            if len(hosts) < count:
+                return False
+            for host in hosts:
+                session.execute(probe, host=host)
+            return True
+        finally:
+            cluster.shutdown()
+
     def wait_until_up(self, count: int, timeout: float = 180.0) -> None:
-        """Wait until ``count`` nodes serve and the seed knows all of them.
+        """Wait until ``count`` nodes serve, the seed knows all of them and (with every node
+        running) each node counts every other alive.
 
         Raises:
             ServerError: Not within ``timeout`` seconds.
@@ -104,7 +134,13 @@ class CassandraCluster:
             except Exception:
                 joined = 0
             if len(seen) >= count and joined >= len(self.nodes):
-                return
+                if count < len(self.nodes):
+                    return
+                try:
+                    if self.every_node_sees_every_other():
+                        return
+                except Exception:
+                    pass
             time.sleep(1.0)
         raise ServerError(f"{sorted(seen)} serve and the seed knows {joined} nodes, not {count}:\n{self.nodes[-1].log_tail()}")
 

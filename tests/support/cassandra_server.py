@@ -208,6 +208,10 @@ class CassandraServer(ServerProcess):
         ]
         if self.initial_token is not None:  # a node of a new cluster: its token, no streaming
             lines += [f"initial_token: {self.initial_token}", "auto_bootstrap: false"]
+            # Nodes sharing 2 cores pause for each other (JIT, GC); the default threshold (8)
+            # convicts a live peer during such a pause. 12 is the value Cassandra's own docs
+            # give for networks that stall; a node cut off is still convicted within seconds.
+            lines.append("phi_convict_threshold: 12")
         config.write_text("\n".join(lines) + "\n")
         (self.workdir / "logback.xml").write_text(LOGBACK)
         return config

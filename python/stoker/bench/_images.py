@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import _native
-from ..storage._cache import cache_dir
+from ..storage import cache_dir
 
 __all__ = ["encode_jpeg", "image_folder", "make_jpegs", "natural_image"]
 

@@ -11,12 +11,11 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..loader import FailurePolicy, Loader, Reads, Sampling, Throughput
-from ..loader._options import Shuffle
+from ..loader import FailurePolicy, Loader, Reads, Sampling, Shuffle, Throughput
 from ..observe import CpuLimits, CpuWatch, DataWaitMeter, diagnose
 from ..ops import ImageTransform
 from ..storage import BlockStorage, Storage
-from ..storage.policies._traffic import add_traffic
+from ..storage.policies import add_traffic
 from ._memory import PeakMemory
 from ._shuffle import shuffle_report
 

@@ -93,8 +93,7 @@ def _drop_caches(paths: list[Path]) -> str:
 
 def small_files() -> str:
     from ..ingest import convert_storage
-    from ..storage import FileStorage, TarShardStorage
-    from ..storage._cache import cache_dir
+    from ..storage import FileStorage, TarShardStorage, cache_dir
     from ._images import image_folder
 
     folder = image_folder(2000)

@@ -54,8 +54,7 @@ def run_text_loader(
         StorageError, ConfigurationError: As `TokenLoader` raises them for the corpus or tokenizer.
     """
     from ..failures import Failure
-    from ..loader import FailurePolicy
-    from ..loader._tokens import TokenLoader
+    from ..loader import FailurePolicy, TokenLoader
 
     cores = CpuLimits.read().affinity
     usage_before = resource.getrusage(resource.RUSAGE_SELF)

@@ -1,5 +1,6 @@
 """Device transfer: pinned batch buffers, side-stream host-to-device copies, JAX placement."""
 
-from ._transfer import DeviceBatch, pinned_allocator, to_device, to_jax
+from ._buffers import BufferPool, pinned_allocator
+from ._transfer import DeviceBatch, HostBatch, to_device, to_jax
 
-__all__ = ["DeviceBatch", "pinned_allocator", "to_device", "to_jax"]
+__all__ = ["BufferPool", "DeviceBatch", "HostBatch", "pinned_allocator", "to_device", "to_jax"]

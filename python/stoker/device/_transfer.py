@@ -17,13 +17,22 @@ import contextlib
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
-from ..loader import Batch, pinned_allocator
+__all__ = ["DeviceBatch", "HostBatch", "to_device", "to_jax"]
 
-__all__ = ["DeviceBatch", "pinned_allocator", "to_device", "to_jax"]
+
+class HostBatch(Protocol):
+    """What the transfer reads of a batch in host memory (a `stoker.Batch` is one): the arrays
+    to move, and its number for messages. This package sits below the Loader and never imports
+    it."""
+
+    data: Any
+    labels: np.ndarray
+    valid: np.ndarray
+    index: int
 
 
 @dataclass
@@ -33,10 +42,10 @@ class DeviceBatch:
     data: Any
     labels: Any
     valid: Any
-    host: Batch
+    host: HostBatch
 
 
-def to_device(batches: Iterable[Batch], device: str = "cuda", *, non_blocking: bool = True) -> Iterator[DeviceBatch]:
+def to_device(batches: Iterable[HostBatch], device: str = "cuda", *, non_blocking: bool = True) -> Iterator[DeviceBatch]:
     """Yield batches as torch tensors on ``device``, each copied one batch ahead on a side stream.
 
     Args:
@@ -51,7 +60,7 @@ def to_device(batches: Iterable[Batch], device: str = "cuda", *, non_blocking: b
     stream = torch.cuda.Stream(device=target) if use_stream else None
     pending: deque[tuple[DeviceBatch, Any]] = deque()
 
-    def issue(batch: Batch) -> tuple[DeviceBatch, Any]:
+    def issue(batch: HostBatch) -> tuple[DeviceBatch, Any]:
         if not isinstance(batch.data, np.ndarray):
             raise TypeError(
                 f"to_device moves batches whose data is one array (a Loader with a transform gives them); batch {batch.index} holds "
@@ -89,7 +98,7 @@ def to_device(batches: Iterable[Batch], device: str = "cuda", *, non_blocking: b
 
 
 @contextlib.contextmanager
-def _held(batches: Iterable[Batch]) -> Iterator[Callable[[Batch], None]]:
+def _held(batches: Iterable[HostBatch]) -> Iterator[Callable[[HostBatch], None]]:
     """While a wrapper reads ahead of the training loop, a `Loader` counts the batches it holds
     as not delivered (`Loader.hold_deliveries`): a checkpoint taken meanwhile resumes exactly.
     Gives the function that hands one on (a no-op for other iterables)."""
@@ -115,13 +124,13 @@ def _ready(moved: DeviceBatch, done: Any) -> DeviceBatch:
     return moved
 
 
-def to_jax(batches: Iterable[Batch], device: Any = None, *, ahead: int = 2) -> Iterator[tuple[Any, Any, Batch]]:
+def to_jax(batches: Iterable[HostBatch], device: Any = None, *, ahead: int = 2) -> Iterator[tuple[Any, Any, HostBatch]]:
     """Yield ``(data, labels, batch)`` as JAX arrays on ``device`` (default: JAX's first),
     transfers issued ``ahead`` batches early."""
     import jax
 
     target = device or jax.devices()[0]
-    pending: deque[tuple[Any, Any, Batch]] = deque()
+    pending: deque[tuple[Any, Any, HostBatch]] = deque()
     with _held(batches) as release:
         for batch in batches:
             pending.append((jax.device_put(batch.data, target), jax.device_put(batch.labels, target), batch))

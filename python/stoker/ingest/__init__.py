@@ -10,13 +10,14 @@ look at what a dataset holds. Uses `stoker.storage` to read; storage never impor
 """
 
 from ._caffe import encode_datum
-from ._convert import ConversionReport, convert_storage, shard_key
+from ._convert import ConversionReport, add_tar_member, convert_storage, shard_key
 from ._inspect import format_report, inspect_storage
 from ._tokens import write_token_shards
 from ._upload import read_metadata_csv, upload_to_cassandra, upload_to_s3
 
 __all__ = [
     "ConversionReport",
+    "add_tar_member",
     "convert_storage",
     "encode_datum",
     "format_report",

@@ -24,15 +24,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import StorageError
-from ..storage._protocol import Storage
-from ..storage.local import build_index, write_index
-from ..storage.local._lmdb import CLASSES_FILE, LmdbStorage, import_lmdb
-from ..storage.local._tar import DATASET_FORMAT, PARTIAL_MARKER, TarShardStorage
+from ..storage import Storage
+from ..storage.local import (
+    CLASSES_FILE,
+    DATASET_FORMAT,
+    PARTIAL_MARKER,
+    LmdbStorage,
+    TarShardStorage,
+    build_index,
+    import_lmdb,
+    write_index,
+)
 from ._caffe import encode_datum
 from ._convert_parquet import finish_parquet, write_parquet
 from ._decode_check import checked, with_check
 
-__all__ = ["ConversionReport", "convert_storage", "shard_key"]
+__all__ = ["ConversionReport", "add_tar_member", "convert_storage", "shard_key"]
 
 
 @dataclass(frozen=True)
@@ -72,7 +79,9 @@ def _progress(total: int, description: str, enabled: bool):
     return tqdm(total=total, unit="sample", desc=description, disable=not enabled, file=sys.stderr, dynamic_ncols=True)
 
 
-def _add_member(archive: tarfile.TarFile, name: str, data: bytes) -> None:
+def add_tar_member(archive: tarfile.TarFile, name: str, data: bytes) -> None:
+    """Append ``data`` to ``archive`` as member ``name`` (read-only, no owner or time: the same
+    bytes make the same shard), as every writer of stoker's tar shards does."""
     import io
 
     info = tarfile.TarInfo(name)
@@ -183,9 +192,9 @@ def _write_shards(source: Storage, destination: Path, shard_size: int, progress:
             if archive is None:
                 part = destination / f"shard-{len(shards):06d}.tar.part"
                 archive = tarfile.open(part, mode="w", format=tarfile.PAX_FORMAT)
-            _add_member(archive, f"{member_key}.{extension}", data)
+            add_tar_member(archive, f"{member_key}.{extension}", data)
             if label is not None:
-                _add_member(archive, f"{member_key}.cls", str(label).encode())
+                add_tar_member(archive, f"{member_key}.cls", str(label).encode())
             samples_in_shard += 1
             if archive.offset >= shard_size:
                 finish()
@@ -256,7 +265,7 @@ def _verify(written: Storage, expected: dict[str, tuple[int, int | float | None]
 
 
 def _write_parquet(source: Storage, destination: Path, file_bytes: int, row_group_bytes: int, progress: bool) -> ConversionReport:
-    from ..storage.local._parquet import ParquetStorage, import_pyarrow
+    from ..storage.local import ParquetStorage, import_pyarrow
 
     import_pyarrow()
     with _progress(len(source), f"writing Parquet to {destination}", progress) as bar:

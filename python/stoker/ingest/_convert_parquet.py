@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import StorageError
-from ..storage._protocol import Storage
-from ..storage.local._files import IMAGE_EXTENSIONS
+from ..storage import Storage
+from ..storage.local import IMAGE_EXTENSIONS
 
 __all__ = ["write_parquet"]
 

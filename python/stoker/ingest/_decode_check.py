@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..storage._protocol import Storage
+from ..storage import Storage
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".webp")
 
@@ -98,7 +98,7 @@ def checked(source: Storage, decode_check: bool) -> tuple[Storage, DecodeCheck |
     if not decode_check:
         return source, None
     from ..errors import StorageError
-    from ..storage.views._subset import SubsetStorage
+    from ..storage.views import SubsetStorage
 
     check = check_decodes(source)
     if not check.skipped:

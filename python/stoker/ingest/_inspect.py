@@ -7,10 +7,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from ..storage._open import open_storage, storage_format
-from ..storage.local._files import FileStorage
-from ..storage.local._lmdb import LmdbStorage
-from ..storage.local._tar import TarShardStorage
+from ..storage import open_storage, storage_format
+from ..storage.local import FileStorage, LmdbStorage, TarShardStorage
 
 __all__ = ["format_report", "inspect_storage"]
 

@@ -9,8 +9,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from ..storage.local._memory import MemoryStorage
-from ..storage.local._tokens import TOKEN_DTYPES
+from ..storage.local import TOKEN_DTYPES, MemoryStorage
 from ._convert import convert_storage
 
 __all__ = ["write_token_shards"]

@@ -18,13 +18,20 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..errors import StorageError
-from ..storage._protocol import Storage
+from ..storage import Storage
 from ..storage.local import index_to_json, load_index
-from ..storage.policies._retry import ErrorKind, RetryPolicy, call_with_retries
-from ..storage.remote._cassandra import await_response, classify_cassandra_error, sample_id
-from ..storage.remote._cassandra_connection import CassandraConnection, check_identifier
-from ..storage.remote._s3 import OBJECTS_FORMAT
-from ..storage.remote._s3_client import classify_s3_error, open_s3_store, parse_s3_url
+from ..storage.policies import ErrorKind, RetryPolicy, call_with_retries
+from ..storage.remote import (
+    OBJECTS_FORMAT,
+    CassandraConnection,
+    await_response,
+    check_identifier,
+    classify_cassandra_error,
+    classify_s3_error,
+    open_s3_store,
+    parse_s3_url,
+    sample_id,
+)
 from ._convert import ConversionReport, _progress, convert_storage
 from ._decode_check import checked, with_check
 

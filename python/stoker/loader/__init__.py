@@ -2,17 +2,31 @@
 
 from .._deprecation import moved_names
 from ._batch import Batch
-from ._buffers import BufferPool, pinned_allocator
 from ._loader import Loader
-from ._options import FailurePolicy, Reads, Sampling, Throughput
+from ._options import SHUFFLES, FailurePolicy, Reads, Sampling, Shuffle, Throughput
+from ._replay import replay
 from ._tokens import TokenLoader
 
-__all__ = ["Batch", "BufferPool", "FailurePolicy", "Loader", "Reads", "Sampling", "Throughput", "TokenLoader", "pinned_allocator"]
+__all__ = [
+    "Batch",
+    "FailurePolicy",
+    "Loader",
+    "Reads",
+    "SHUFFLES",
+    "Sampling",
+    "Shuffle",
+    "Throughput",
+    "TokenLoader",
+    "replay",
+]
 
 __getattr__ = moved_names(
     __name__,
     {
         "BadSample": "stoker.failures:Failure",
+        # The batch buffers are the device package's (page-locked memory is a device matter).
+        "BufferPool": "stoker.device:BufferPool",
+        "pinned_allocator": "stoker.device:pinned_allocator",
         "SampleError": "stoker.errors:SampleError",
         "TooManyBadSamplesError": "stoker.errors:TooManyBadSamplesError",
     },

@@ -17,13 +17,13 @@ from typing import Any
 import numpy as np
 
 from .. import _native
+from ..device import BufferPool
 from ..errors import SampleError, StorageClosedError, StorageUnavailableError, TooManyBadSamplesError
 from ..ops.batch import Transform
 from ..pipeline import AbortPipeline
 from ..sampling import BatchPlan, FetchedSample, PlannedSample, Sampler
 from ..storage import MemberStorage, Storage, label_array
 from ._batch import Batch
-from ._buffers import BufferPool
 from ._decode import decode_payloads
 from ._failure_policy import BadSampleHandler, replacement_candidates
 

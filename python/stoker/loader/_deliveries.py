@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ..observe._ledger import ProvenanceLedger
+from ..observe import ProvenanceLedger
 from ..sampling import Sampler
 from ._batch import Batch
 from ._fingerprint import DeliveryDigest

@@ -29,11 +29,12 @@ from typing import Any, Literal
 
 import numpy as np
 
+from ..device import BufferPool, pinned_allocator
 from ..distributed import discover_world
 from ..errors import ConfigurationError
 from ..failures import Failure
-from ..observe._metrics import RunTotals
-from ..ops._media_backend import media_backend
+from ..observe import RunTotals
+from ..ops import media_backend
 from ..ops.batch import TRANSFORMS, Transform, allocate_batch
 from ..ops.media import AudioTransform, VideoTransform
 from ..pipeline import Pipeline, PipelineBuilder, PipelineStats
@@ -43,11 +44,10 @@ from ..storage import (
     RemoteStorage,
     Storage,
 )
-from ..storage.policies._traffic import describe_traffic
+from ..storage.policies import describe_traffic
 from ._arguments import as_storage, check_integer
 from ._assembly import BatchAssembler
 from ._batch import Batch
-from ._buffers import BufferPool, pinned_allocator
 from ._capabilities import block_window, check_extra, shuffle_blocks
 from ._deliveries import Deliveries
 from ._failure_policy import BadSampleHandler
@@ -55,7 +55,7 @@ from ._options import FailurePolicy, Reads, Sampling, Throughput, from_keywords
 from ._records import LoaderRecords
 from ._resume import _QUICK_STOP, LoaderResume
 from ._sample_prefetch import SamplePrefetch
-from ._tuning import LoaderTuning
+from ._tuning import LoaderTuning, TuningHooks
 
 __all__ = ["Loader"]
 
@@ -216,8 +216,14 @@ class Loader(LoaderResume, LoaderRecords):
                 )
                 if value is not None
             }
+            assembler, sample_prefetch = self._assembler, self._sample_prefetch
+            hooks = TuningHooks(
+                settle=self._settle_tuned,
+                fetched_batch_bytes=lambda: assembler.bytes_fetched / assembler.batches_fetched if assembler.batches_fetched else 0.0,
+                requests=lambda: sample_prefetch if self.sample_prefetch else None,
+            )
             self._tuning = LoaderTuning(
-                self,
+                hooks,
                 pinned=pinned,
                 wait_target=throughput_options.wait_target,
                 memory_budget=throughput_options.memory_budget,
@@ -360,8 +366,15 @@ class Loader(LoaderResume, LoaderRecords):
             with self._iteration_lock:
                 self._iterating = None
 
-    def _resize_pool(self) -> None:
-        """Keep as many batch buffers for reuse as can be in use at once (the tuner moved a knob)."""
+    def _settle_tuned(self, knob: str, value: int) -> None:
+        """The live tuner moved ``knob`` to ``value`` in the running pipeline: keep it for the next
+        epoch, and keep as many batch buffers for reuse as can then be in use at once."""
+        if knob == "decode":
+            self.decode_concurrency = value
+        elif knob == "fetch":
+            self.fetch_concurrency = value
+        else:
+            self.prefetch = value
         if self._pool is not None:
             self._pool.capacity = self.decode_concurrency + self.prefetch + 4
 

@@ -16,7 +16,7 @@ from typing import Any, Literal
 from .._deprecation import warn_deprecated
 from ..errors import ConfigurationError
 from ..failures import OnError
-from ..storage.policies._traffic import PRICE_TABLES, PriceTable
+from ..storage.policies import PRICE_TABLES, PriceTable
 from ._arguments import check_integer, check_number
 
 __all__ = ["SHUFFLES", "FailurePolicy", "Reads", "Sampling", "Shuffle", "Throughput", "from_keywords"]

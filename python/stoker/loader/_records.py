@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-from ..observe._ledger import ProvenanceLedger, transform_description
-from ..ops.batch import allocate_batch
+from ..observe import LiveSnapshot, ProvenanceLedger, RunTotals
+from ..ops.batch import allocate_batch, transform_description
 from ..pipeline import Pipeline, PipelineStats
 from ..sampling import Sampler
 from ..storage import RemoteStorage, Storage
-from ..storage.policies._traffic import PRICE_TABLES, epoch_traffic
+from ..storage.policies import PRICE_TABLES, epoch_traffic
 from ._assembly import BatchAssembler
 from ._deliveries import Deliveries
 from ._failure_policy import BadSampleHandler
@@ -45,6 +46,7 @@ class LoaderRecords:
     _tuning: LoaderTuning | None
     _traffic_start: dict[str, Any] | None
     _source: str | None
+    totals: RunTotals
 
     def stats(self) -> PipelineStats | None:
         """Per-stage stats of the running epoch, or of the last one, with the bad samples met so
@@ -56,6 +58,23 @@ class LoaderRecords:
             return None
         tuning = list(self._tuning.decisions) if self._tuning is not None else []
         return dataclasses.replace(stats, sample_failures=self._policy.log.counts(), tuning=tuning, storage=self._epoch_traffic())
+
+    def snapshot(self) -> LiveSnapshot:
+        """The Loader's figures now, read-only: what the metrics endpoint, `stoker bench` and
+        reports read (see `stoker.observe.LiveSnapshot`). Cheap enough for every scrape: the
+        pipeline's stats and a few counters, nothing per sample."""
+        running = self._pipeline.stats() if self._pipeline is not None else None
+        last = running if running is not None else self._last_stats
+        moves = Counter(move.knob for move in (self._tuning.decisions if self._tuning is not None else []))
+        return LiveSnapshot(
+            rank=self.sampler.rank,
+            step=self.step,
+            totals=self.totals.copy(),
+            running=running,
+            stages=tuple(last.stages) if last is not None else (),
+            bad_samples=self._policy.log.counts(),
+            tuning_moves=dict(moves),
+        )
 
     def _epoch_traffic(self) -> dict[str, Any]:
         """What reading network storage took since the epoch began, priced (see `Reads.prices`)."""
@@ -72,7 +91,7 @@ class LoaderRecords:
         """Keep a provenance ledger in ``directory`` from now on: every delivered batch's samples
         (key, where their bytes are, length and CRC-32, epoch, position, augmentation seed), one
         file per rank and run, readable up to the last batch even after a kill.
-        `stoker.observe.replay` (and ``stoker replay``) builds any recorded batch again bit for
+        `stoker.loader.replay` (and ``stoker replay``) builds any recorded batch again bit for
         bit. Steps are numbered from this rank's `step` (carried by `state_dict`).
 
         Example::

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ConfigurationError
-from ..observe._ledger import transform_description
+from ..ops.batch import transform_description
 from ..pipeline import Pipeline
 from ..sampling import EpochPlan, Sampler
 from ..storage import EpochStorage, MixedStorage, Storage
@@ -28,7 +28,7 @@ from ._fingerprint import check_resume, check_state_parts, dataset_digest, finge
 from ._options import Sampling
 
 if TYPE_CHECKING:
-    from ..observe._metrics import RunTotals
+    from ..observe import RunTotals
     from ._tuning import LoaderTuning
 
 __all__ = ["LoaderResume"]

@@ -23,7 +23,7 @@ from ..ops.packing import PackedBatch, SequencePacker
 from ..ops.text import Tokenizer
 from ..pipeline import Pipeline, PipelineBuilder
 from ..sampling import Sampler
-from ..storage._protocol import Storage
+from ..storage import Storage
 from ._failure_policy import BadSampleHandler
 from ._options import FailurePolicy
 from ._text import MAX_DOCUMENT_BYTES, TextChunk, TextDocuments, open_text

@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import os
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 from ..observe import CpuMeter
 from ..pipeline import Knob, Pipeline, Tuner, TuningDecision
+from ._sample_prefetch import SamplePrefetch
 
-if TYPE_CHECKING:
-    from ._loader import Loader
-
-__all__ = ["LoaderTuning"]
+__all__ = ["LoaderTuning", "TuningHooks"]
 
 # Threads a stage of work that waits (I/O, a sleep) may reach; CPU-bound work stops at the cores.
 _MAX_WAITING_THREADS = 64
@@ -39,20 +39,39 @@ def default_memory_budget() -> int:
     return int(min(4 * _GIB, total / 10))
 
 
+@dataclass(frozen=True)
+class TuningHooks:
+    """What the tuning reaches of the Loader, as callbacks (it holds nothing else of it).
+
+    Attributes:
+        settle: Called with ``("decode" | "fetch" | "prefetch", value)`` after the running
+            pipeline took a move, so the Loader's setting (and its buffer ring) follows and the
+            next epoch starts there.
+        fetched_batch_bytes: Mean bytes of one batch as read so far.
+        requests: The per-sample prefetch whose requests in flight are the fetch knob, or None
+            when batches are read by the fetch stage's threads.
+    """
+
+    settle: Callable[[str, int], None]
+    fetched_batch_bytes: Callable[[], float]
+    requests: Callable[[], SamplePrefetch | None]
+
+
 class LoaderTuning:
     """The live tuning of one Loader, across its epochs.
 
     Args:
-        loader: The Loader; its ``decode_concurrency``, ``fetch_concurrency`` and ``prefetch``
-            follow the tuner's moves.
+        hooks: How the moves reach the Loader's settings (`TuningHooks`).
         pinned: The knobs the user set: any of ``"decode"``, ``"fetch"``, ``"prefetch"``.
         wait_target: The tuner's goal (`Throughput.wait_target`).
         memory_budget: Bytes, or None for `default_memory_budget`.
         batch_bytes: Bytes of one decoded batch, or None when unknown (no transform).
     """
 
-    def __init__(self, loader: Loader, *, pinned: set[str], wait_target: float, memory_budget: int | None, batch_bytes: int | None) -> None:
-        self.loader = loader
+    def __init__(
+        self, hooks: TuningHooks, *, pinned: set[str], wait_target: float, memory_budget: int | None, batch_bytes: int | None
+    ) -> None:
+        self.hooks = hooks
         self.pinned = pinned
         self.wait_target = wait_target
         self.memory_budget = memory_budget if memory_budget is not None else default_memory_budget()
@@ -63,9 +82,8 @@ class LoaderTuning:
         self._cpu = CpuMeter()
 
     def fetched_batch_bytes(self) -> float:
-        """Mean bytes of one batch as read (the assembler counts them)."""
-        assembler = self.loader._assembler
-        return assembler.bytes_fetched / assembler.batches_fetched if assembler.batches_fetched else 0.0
+        """Mean bytes of one batch as read."""
+        return self.hooks.fetched_batch_bytes()
 
     def decoded_batch_bytes(self) -> float:
         """Bytes of one decoded batch (the batch buffer), or the bytes read where unknown."""
@@ -100,15 +118,14 @@ class LoaderTuning:
 
     def knobs(self, pipeline: Pipeline[Any]) -> list[Knob]:
         """The knobs of ``pipeline`` the user left unset."""
-        loader = self.loader
+        settle = self.hooks.settle
         knobs: list[Knob] = []
         cores = os.cpu_count() or 1
         if "decode" not in self.pinned:
 
             def set_decode(value: int) -> None:
                 pipeline.set_concurrency("decode", value)
-                loader.decode_concurrency = value
-                loader._resize_pool()
+                settle("decode", value)
 
             knobs.append(
                 Knob(
@@ -122,18 +139,19 @@ class LoaderTuning:
                 )
             )
         if "fetch" not in self.pinned:
-            prefetch = loader._sample_prefetch
-            if loader.sample_prefetch:
+            prefetch = self.hooks.requests()
+            if prefetch is not None:
+                requests = prefetch
 
                 def set_requests(value: int) -> None:
-                    prefetch.max_batches = value
-                    loader.fetch_concurrency = value
+                    requests.max_batches = value
+                    settle("fetch", value)
 
                 knobs.append(
                     Knob(
                         "batches of requests in flight",
                         "requests",
-                        lambda: prefetch.max_batches,
+                        lambda: requests.max_batches,
                         set_requests,
                         maximum=_MAX_REQUEST_BATCHES,
                         bytes_each=self.fetched_batch_bytes,
@@ -144,7 +162,7 @@ class LoaderTuning:
 
                 def set_fetch(value: int) -> None:
                     pipeline.set_concurrency("fetch", value)
-                    loader.fetch_concurrency = value
+                    settle("fetch", value)
 
                 knobs.append(
                     Knob(
@@ -161,8 +179,7 @@ class LoaderTuning:
 
             def set_prefetch(value: int) -> None:
                 pipeline.set_sink_size(value)
-                loader.prefetch = value
-                loader._resize_pool()
+                settle("prefetch", value)
 
             knobs.append(
                 Knob(

@@ -1,13 +1,14 @@
 """Visibility: the data-wait meter, bottleneck diagnosis in words (knowing when other processes or
-a CPU limit hold the cores), run reports, the provenance ledger with replay, and live metrics for Prometheus."""
+a CPU limit hold the cores), run reports, the provenance ledger (its replay is `stoker.loader.replay`), and live metrics for Prometheus."""
 
+from .._deprecation import moved_names
 from ._contention import Contention, CpuLimits, CpuMeter, CpuSnapshot, CpuWatch
 from ._diagnosis import Diagnosis, StageState, diagnose
 from ._ledger import ProvenanceLedger, ledger_metadata, read_ledger
 from ._meter import DataWaitMeter, DataWaitReport
-from ._metrics import MetricsServer, RunTotals, serve_metrics
-from ._replay import replay
+from ._metrics import MetricsServer, serve_metrics
 from ._report import write_report
+from ._snapshot import LiveSnapshot, RunTotals, Snapshotting
 
 __all__ = [
     "Contention",
@@ -17,15 +18,20 @@ __all__ = [
     "CpuWatch",
     "DataWaitMeter",
     "DataWaitReport",
+    "LiveSnapshot",
     "Diagnosis",
     "MetricsServer",
     "ProvenanceLedger",
     "RunTotals",
+    "Snapshotting",
     "StageState",
     "diagnose",
     "ledger_metadata",
     "read_ledger",
-    "replay",
     "serve_metrics",
     "write_report",
 ]
+
+# Replay builds batches as the Loader does, so it lives beside it (stoker.loader.replay); this
+# package is below the loader and does not import it.
+__getattr__ = moved_names(__name__, {"replay": "stoker.loader:replay"})

@@ -31,13 +31,12 @@ import numpy as np
 
 from .._files import open_regular, require_regular
 from ..errors import ConfigurationError, StorageError
-from ..storage import Storage
-from ..storage._locate import sample_locations
+from ..storage import Storage, sample_locations
 
 if TYPE_CHECKING:
     import pyarrow
 
-__all__ = ["LEDGER_VERSION", "ProvenanceLedger", "ledger_metadata", "read_ledger", "transform_description"]
+__all__ = ["LEDGER_VERSION", "ProvenanceLedger", "ledger_metadata", "read_ledger"]
 
 _logger = logging.getLogger("stoker.observe")
 
@@ -77,22 +76,6 @@ def _schema(metadata: dict[str, Any]) -> pyarrow.Schema:
         ],
         metadata={"stoker": json.dumps(metadata)},
     )
-
-
-def transform_description(transform: Any) -> dict[str, Any] | None:
-    """A transform as plain data (its type and constructor keywords), to build it again."""
-    if transform is None:
-        return None
-    _, keywords = transform.__getnewargs_ex__()
-    return {"type": type(transform).__name__, "arguments": {name: _plain(value) for name, value in keywords.items()}}
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, (tuple, list)):
-        return [_plain(item) for item in value]
-    if isinstance(value, (np.integer, np.floating)):
-        return value.item()
-    return value
 
 
 class ProvenanceLedger:

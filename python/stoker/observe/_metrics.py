@@ -1,7 +1,7 @@
 """Live metrics: a Loader's figures on a Prometheus endpoint, off by default, one line to turn on.
 
 ``serve_metrics(loader, port=9464)`` starts prometheus_client's HTTP server on its own registry;
-each scrape reads the Loader's stats then (no thread of ours, nothing sampled between scrapes).
+each scrape reads the Loader's public `LiveSnapshot` then (no thread of ours, nothing sampled between scrapes).
 Names follow Prometheus's conventions: a ``stoker_`` prefix, units in the name, ``_total`` on
 counters, which count from the start of the run (finished epochs plus the running one), so
 ``rate()`` works across epochs:
@@ -20,53 +20,22 @@ Every series carries the rank as a label, so ranks on one host can share a scrap
 from __future__ import annotations
 
 import threading
-from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import ConfigurationError
-from ..pipeline import PipelineStats
+from ._snapshot import LiveSnapshot, Snapshotting
 
-if TYPE_CHECKING:
-    from ..loader import Loader
-
-__all__ = ["MetricsServer", "RunTotals", "serve_metrics"]
+__all__ = ["MetricsServer", "serve_metrics"]
 
 
-@dataclass
-class RunTotals:
-    """Counts of the epochs a Loader finished, so counters keep growing across epochs."""
-
-    batches: int = 0
-    seconds: float = 0.0
-    wait_seconds: float = 0.0
-    stage_items: Counter[str] = field(default_factory=Counter)
-    stage_busy_seconds: dict[str, float] = field(default_factory=dict)
-    stage_failures: Counter[str] = field(default_factory=Counter)
-
-    def add(self, stats: PipelineStats) -> None:
-        """Count a finished epoch's final stats."""
-        self.batches += stats.items_consumed
-        self.seconds += stats.elapsed_seconds
-        self.wait_seconds += stats.consumer_wait_seconds
-        for stage in stats.stages:
-            self.stage_items[stage.name] += stage.items_out
-            self.stage_busy_seconds[stage.name] = (
-                self.stage_busy_seconds.get(stage.name, 0.0) + stage.busy_tasks_mean * stage.elapsed_seconds
-            )
-            self.stage_failures[stage.name] += stage.failures
-
-
-def _collector(loader: Loader) -> Any:
+def _collector(loader: Snapshotting) -> Any:
     from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
     class LoaderCollector:
         def collect(self) -> Iterator[Any]:
-            rank = str(loader.sampler.rank)
-            totals: RunTotals = loader.totals
-            running = loader._pipeline.stats() if loader._pipeline is not None else None
-            stages = running.stages if running is not None else (loader._last_stats.stages if loader._last_stats else [])
+            snapshot: LiveSnapshot = loader.snapshot()
+            rank, totals, running, stages = str(snapshot.rank), snapshot.totals, snapshot.running, snapshot.stages
 
             def counter(name: str, help_text: str, value: float) -> Any:
                 family = CounterMetricFamily(name, help_text, labels=["rank"])
@@ -102,16 +71,16 @@ def _collector(loader: Loader) -> Any:
                 queue.add_metric(labels, stage.queue_length)
             yield from (items, busy, failures, concurrency, queue)
             bad = CounterMetricFamily("stoker_bad_samples", "Bad samples, by stage and what was done.", labels=["rank", "stage", "action"])
-            for kind, count in loader._policy.log.counts().items():
+            for kind, count in snapshot.bad_samples.items():
                 stage_name, _, action = kind.partition(": ")
                 bad.add_metric([rank, stage_name, action], count)
             yield bad
             moves = CounterMetricFamily("stoker_tuning_moves", "Moves of the live tuner, by knob.", labels=["rank", "knob"])
-            for knob, count in Counter(move.knob for move in (loader._tuning.decisions if loader._tuning else [])).items():
+            for knob, count in snapshot.tuning_moves.items():
                 moves.add_metric([rank, knob], count)
             yield moves
             step = GaugeMetricFamily("stoker_step", "The rank's batch number since the run began.", labels=["rank"])
-            step.add_metric([rank], loader.step)
+            step.add_metric([rank], snapshot.step)
             yield step
 
     return LoaderCollector()
@@ -143,12 +112,13 @@ class MetricsServer:
         self.close()
 
 
-def serve_metrics(loader: Loader, port: int = 9464, address: str = "127.0.0.1") -> MetricsServer:
+def serve_metrics(loader: Snapshotting, port: int = 9464, address: str = "127.0.0.1") -> MetricsServer:
     """Serve ``loader``'s figures for Prometheus at ``http://ADDRESS:PORT/metrics`` (see the
     module notes for the names).
 
     Args:
-        loader: The Loader to report on.
+        loader: The Loader to report on (anything with a `snapshot` method returning a
+            `LiveSnapshot`; each scrape calls it once).
         port: The port (0: any free one; `MetricsServer.port` says which).
         address: Where to listen; loopback by default (give ``"0.0.0.0"`` for a scraper on
             another host).

@@ -130,7 +130,7 @@ def _storage_section(traffic: dict[str, Any]) -> str:
     """What reading network storage took over the run, with its price, or nothing."""
     if not traffic:
         return ""
-    from ..storage.policies._traffic import describe_traffic
+    from ..storage.policies import describe_traffic
 
     per_epoch = f"; about ${traffic['dollars_per_epoch']:,.4f} an epoch" if "dollars_per_epoch" in traffic else ""
     return f'<h2>Storage</h2><p id="storage">{html.escape(describe_traffic(traffic) + per_epoch)}</p>'

@@ -12,6 +12,7 @@ when there is none).
 
 from .._deprecation import moved_names
 from ..errors import BatchDecodeError, ImageDecodeError, MediaDecodeError, MediaUnavailableError
+from ._media_backend import media_backend
 from .batch import DecodedBatch, allocate_batch, decode_batch, sample_seeds
 from .image import ImageTransform, decode_image
 from .media import AudioTransform, VideoTransform, decode_audio, decode_video, seconds_to_samples
@@ -38,6 +39,7 @@ __all__ = [
     "decode_image",
     "decode_video",
     "document_text",
+    "media_backend",
     "sample_seeds",
     "seconds_to_samples",
 ]

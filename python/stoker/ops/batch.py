@@ -20,7 +20,7 @@ from ..errors import BatchDecodeError, ConfigurationError
 from ..failures import Failure, OnError
 from ._media_backend import decode_audio_batch_into, decode_video_batch_into
 
-__all__ = ["TRANSFORMS", "DecodedBatch", "Transform", "allocate_batch", "as_bytes", "decode_batch", "sample_seeds"]
+__all__ = ["TRANSFORMS", "DecodedBatch", "Transform", "allocate_batch", "as_bytes", "decode_batch", "sample_seeds", "transform_description"]
 
 # Any transform that decodes samples into one batch buffer: images, audio windows, video clips.
 Transform = ImageTransform | AudioTransform | VideoTransform
@@ -155,3 +155,19 @@ def decode_batch(
     if failures and on_error == "raise":
         raise BatchDecodeError(failures, batch)
     return batch
+
+
+def transform_description(transform: Any) -> dict[str, Any] | None:
+    """A transform as plain data (its type and constructor keywords), to build it again."""
+    if transform is None:
+        return None
+    _, keywords = transform.__getnewargs_ex__()
+    return {"type": type(transform).__name__, "arguments": {name: _plain(value) for name, value in keywords.items()}}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, (tuple, list)):
+        return [_plain(item) for item in value]
+    if isinstance(value, (np.integer, np.floating)):
+        return value.item()
+    return value

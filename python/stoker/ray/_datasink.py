@@ -34,14 +34,14 @@ PARTS = ".ray-parts"
 def sample_records(key: str, data: bytes, label: Any) -> tuple[str, bytes]:
     """(member key, the tar records of one sample) exactly as `stoker convert` writes them: the
     payload member, then a ``.cls`` member with the label when there is one."""
-    from ..ingest._convert import _add_member, shard_key
+    from ..ingest import add_tar_member, shard_key
 
     member_key, extension = shard_key(key)
     buffer = io.BytesIO()
     archive = tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT)
-    _add_member(archive, f"{member_key}.{extension}", data)
+    add_tar_member(archive, f"{member_key}.{extension}", data)
     if label is not None:
-        _add_member(archive, f"{member_key}.cls", str(label).encode())
+        add_tar_member(archive, f"{member_key}.cls", str(label).encode())
     # Not closed: closing would add the end-of-archive blocks, which belong to the shard.
     return member_key, buffer.getvalue()
 
@@ -89,7 +89,7 @@ def _sink_class() -> type:
     from ray.data.datasource import Datasink
 
     from ..storage import StorageError
-    from ..storage.local._tar import DATASET_FORMAT
+    from ..storage.local import DATASET_FORMAT
 
     class _StokerShardSink(Datasink):
         def __init__(

@@ -19,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from ..loader import Batch, BufferPool, pinned_allocator
+from ..device import BufferPool, pinned_allocator
+from ..loader import Batch
 from ._loader_stats import RayLoaderStats
 
 __all__ = ["RayLoader"]

@@ -20,8 +20,10 @@ checks for. The package README walks through adding a backend.
 
 from .._deprecation import moved_names
 from ..errors import CorruptSampleError, ShardError, StaleIndexError, StorageClosedError, StorageError, StorageUnavailableError
-from ._capabilities import BlockStorage, EpochStorage, LatencyReporting, MemberStorage
+from ._cache import cache_dir
+from ._capabilities import BlockStorage, EpochStorage, LatencyReporting, MemberStorage, has_blocks
 from ._labels import label_array
+from ._locate import sample_locations
 from ._open import open_storage, storage_format
 from ._protocol import Storage
 from .local import (
@@ -44,22 +46,20 @@ from .views import MixedStorage, SubsetStorage
 
 __all__ = [
     "AUDIO_EXTENSIONS",
-    "IMAGE_EXTENSIONS",
-    "PRICE_TABLES",
-    "VIDEO_EXTENSIONS",
     "BlockStorage",
     "CassandraConnection",
     "CassandraStorage",
     "CorruptSampleError",
     "EpochStorage",
     "FileStorage",
+    "IMAGE_EXTENSIONS",
     "JsonlStorage",
     "LatencyReporting",
     "LmdbStorage",
     "MemberStorage",
     "MemoryStorage",
     "MixedStorage",
-    "label_array",
+    "PRICE_TABLES",
     "ParquetStorage",
     "PriceTable",
     "RemoteStorage",
@@ -77,8 +77,13 @@ __all__ = [
     "TarShardStorage",
     "TokenFile",
     "TokenShards",
+    "VIDEO_EXTENSIONS",
+    "cache_dir",
+    "has_blocks",
+    "label_array",
     "open_storage",
     "open_tokens",
+    "sample_locations",
     "storage_format",
 ]
 

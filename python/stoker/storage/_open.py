@@ -9,10 +9,7 @@ from typing import Any
 from .._files import require_regular
 from ..errors import StorageError
 from ._protocol import Storage
-from .local._files import FileStorage
-from .local._jsonl import JSONL_SUFFIXES, JsonlStorage
-from .local._lmdb import LmdbStorage
-from .local._tar import PARTIAL_MARKER, TarShardStorage
+from .local import JSONL_SUFFIXES, PARTIAL_MARKER, FileStorage, JsonlStorage, LmdbStorage, TarShardStorage
 
 __all__ = ["open_storage", "storage_format"]
 
@@ -66,15 +63,15 @@ def open_storage(path: str | os.PathLike[str], **options: Any) -> Storage:
     backend's constructor."""
     text = str(path)
     if text.startswith("s3://") and (text.lower().endswith(".parquet") or any(character in text for character in "*?[")):
-        from .remote._s3_parquet import open_s3_parquet
+        from .remote import open_s3_parquet
 
         return open_s3_parquet(text, **options)
     if text.startswith("s3://"):
-        from .remote._s3 import S3Storage
+        from .remote import S3Storage
 
         return S3Storage(text, **options)
     if text.startswith(("cassandra://", "scylla://", "scylladb://")):
-        from .remote._cassandra import CassandraStorage
+        from .remote import CassandraStorage
 
         return CassandraStorage(text, **options)
     kind = storage_format(path)
@@ -83,7 +80,7 @@ def open_storage(path: str | os.PathLike[str], **options: Any) -> Storage:
     if kind == "shards":
         return TarShardStorage(path, **options)
     if kind == "parquet":
-        from .local._parquet import ParquetStorage
+        from .local import ParquetStorage
 
         return ParquetStorage(path, **options)
     if kind == "jsonl":

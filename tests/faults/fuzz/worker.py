@@ -20,7 +20,8 @@ import sys
 from pathlib import Path
 
 from stoker.errors import CorruptSampleError, ProvenanceError
-from stoker.observe import read_ledger, replay
+from stoker.loader import replay
+from stoker.observe import read_ledger
 from stoker.ops import (
     AudioTransform,
     BatchDecodeError,

@@ -3,39 +3,53 @@ JSON Lines (plain, gzip, zstd), tokenized documents, and bytes in memory. Reads 
 core, coalesced where samples sit side by side (LMDBIO), with the GIL released."""
 
 from ._caffe import DatumLayout, parse_datum
-from ._files import AUDIO_EXTENSIONS, IMAGE_EXTENSIONS, VIDEO_EXTENSIONS, FileStorage
+from ._files import AUDIO_EXTENSIONS, IMAGE_EXTENSIONS, SAMPLE_EXTENSIONS, VIDEO_EXTENSIONS, FileStorage
 from ._jsonl import JSONL_SUFFIXES, JsonlStorage
-from ._lmdb import LmdbStorage
+from ._lmdb import CLASSES_FILE, LmdbStorage, import_lmdb
 from ._memory import MemoryStorage
-from ._parquet import ParquetStorage
-from ._tar import TarShardStorage
+from ._parquet import ParquetStorage, import_pyarrow
+from ._shard_catalog import ShardBlock, ShardCatalog, decode_member
+from ._tar import DATASET_FORMAT, PARTIAL_MARKER, TarShardStorage
 from ._tar_index import ShardIndex, build_index, index_path
-from ._tar_index_file import INDEX_FORMAT, INDEX_VERSION, load_index, write_index
+from ._tar_index_file import INDEX_FORMAT, INDEX_VERSION, IndexHeader, header_of, load_index, parse_index, write_index
 from ._tar_index_json import index_to_json
-from ._tokens import TokenFile, TokenShards, open_tokens
+from ._tokens import TOKEN_DTYPES, TokenFile, TokenShards, open_tokens
 
 __all__ = [
     "AUDIO_EXTENSIONS",
+    "CLASSES_FILE",
+    "DATASET_FORMAT",
+    "DatumLayout",
+    "FileStorage",
     "IMAGE_EXTENSIONS",
     "INDEX_FORMAT",
     "INDEX_VERSION",
+    "IndexHeader",
     "JSONL_SUFFIXES",
-    "VIDEO_EXTENSIONS",
-    "DatumLayout",
-    "FileStorage",
     "JsonlStorage",
     "LmdbStorage",
     "MemoryStorage",
+    "PARTIAL_MARKER",
     "ParquetStorage",
+    "SAMPLE_EXTENSIONS",
+    "ShardBlock",
+    "ShardCatalog",
     "ShardIndex",
+    "TOKEN_DTYPES",
     "TarShardStorage",
     "TokenFile",
     "TokenShards",
+    "VIDEO_EXTENSIONS",
     "build_index",
+    "decode_member",
+    "header_of",
+    "import_lmdb",
+    "import_pyarrow",
     "index_path",
     "index_to_json",
     "load_index",
     "open_tokens",
     "parse_datum",
+    "parse_index",
     "write_index",
 ]

@@ -36,7 +36,7 @@ from ... import _native
 from ..._files import open_regular, require_regular
 from ...errors import CorruptSampleError, StorageError
 from .._protocol import Storage
-from ..policies._block_cache import BlockCache
+from ..policies import BlockCache
 from ._held_indexes import HeldIndexes
 from ._jsonl_lines import LINES_SUFFIX, FileLines, LinesHeader, block_bounds, cache_path, read_cached, stamp, write_cache
 

@@ -31,7 +31,7 @@ import numpy as np
 
 from ...errors import StorageError
 from .._protocol import Storage
-from ..policies._block_cache import BlockCache
+from ..policies import BlockCache
 from ._parquet_checks import check_label_kinds, say_unread_columns, warn_without_checksums
 from ._parquet_layout import ParquetLayout, find_layout, payload_values
 

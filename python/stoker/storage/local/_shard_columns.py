@@ -4,20 +4,36 @@ time, a batch's at once, a shard at a time when iterated; never one Python objec
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from ._shard_catalog import ShardCatalog
+__all__ = ["KeyColumn", "LabelColumn", "ShardLookup"]
 
-__all__ = ["KeyColumn", "LabelColumn"]
+
+class ShardLookup(Protocol):
+    """What the columns ask of a catalog of shards (`ShardCatalog` is one): where a sample is,
+    and each shard's index and labels. A protocol, so the catalog can build its columns without
+    the two modules importing each other."""
+
+    @property
+    def shards(self) -> Sequence[Any]: ...
+    @property
+    def starts(self) -> np.ndarray: ...
+    @property
+    def label_dtype(self) -> np.dtype[Any]: ...
+    def __len__(self) -> int: ...
+    def key(self, index: int) -> str: ...
+    def label(self, index: int) -> Any: ...
+    def label_at(self, number: int, index: Any, position: int) -> Any: ...
+    def locate_many(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]: ...
+    def shard(self, number: int) -> Any: ...
 
 
 class KeyColumn(Sequence[str]):
     """Every sample's key, made when asked for (shard by shard when iterated)."""
 
-    def __init__(self, catalog: ShardCatalog) -> None:
+    def __init__(self, catalog: ShardLookup) -> None:
         self._catalog = catalog
 
     def __len__(self) -> int:
@@ -56,7 +72,7 @@ class LabelColumn(Sequence[Any]):
     """Every sample's label: a Python value one at a time, an array for an index array (the
     Loader's label column), without an object per sample."""
 
-    def __init__(self, catalog: ShardCatalog) -> None:
+    def __init__(self, catalog: ShardLookup) -> None:
         self._catalog = catalog
         self.dtype = catalog.label_dtype
 

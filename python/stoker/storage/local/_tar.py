@@ -22,7 +22,7 @@ import numpy as np
 from ... import _native
 from ...errors import ShardError, StorageError
 from .._protocol import Storage
-from ..policies._block_cache import BlockCache
+from ..policies import BlockCache
 from ._reads import read_spans
 from ._shard_catalog import IMAGE_EXTENSIONS, ShardBlock, ShardCatalog, decode_member
 from ._tar_index import NO_CHECKSUM, ShardIndex, build_index, checksum_mismatch, index_path

@@ -3,8 +3,27 @@ shared by a node's ranks (`SampleCache`), what reading costs (`StoreTraffic`, `P
 used by the backends themselves, hedged block fetches, block streaming and the in-memory block
 cache."""
 
+from ._block_cache import BlockCache
+from ._block_reads import BlockReader
 from ._disk_cache import SampleCache
-from ._retry import RetryPolicy
-from ._traffic import PRICE_TABLES, PriceTable, StoreTraffic
+from ._hedged import HedgedCalls
+from ._retry import ErrorKind, RetryCounters, RetryPolicy, call_with_retries, first_line
+from ._traffic import PRICE_TABLES, PriceTable, StoreTraffic, add_traffic, describe_traffic, epoch_traffic
 
-__all__ = ["PRICE_TABLES", "PriceTable", "RetryPolicy", "SampleCache", "StoreTraffic"]
+__all__ = [
+    "BlockCache",
+    "BlockReader",
+    "ErrorKind",
+    "HedgedCalls",
+    "PRICE_TABLES",
+    "PriceTable",
+    "RetryCounters",
+    "RetryPolicy",
+    "SampleCache",
+    "StoreTraffic",
+    "add_traffic",
+    "call_with_retries",
+    "describe_traffic",
+    "epoch_traffic",
+    "first_line",
+]

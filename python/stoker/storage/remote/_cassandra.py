@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...errors import StorageError
-from ..policies._retry import ErrorKind, RetryPolicy
+from ..policies import ErrorKind, RetryPolicy
 from ._cassandra_connection import READ_PROFILE, CassandraConnection, check_identifier
 from ._remote import RemoteStorage
 

@@ -27,9 +27,7 @@ from typing import Any
 from ...errors import StorageClosedError, StorageError
 from ...failures import OnError
 from .._protocol import Storage
-from ..policies._disk_cache import SampleCache
-from ..policies._retry import ErrorKind, RetryCounters, RetryPolicy, call_with_retries, first_line
-from ..policies._traffic import StoreTraffic
+from ..policies import ErrorKind, RetryCounters, RetryPolicy, SampleCache, StoreTraffic, call_with_retries, first_line
 
 __all__ = ["RemoteStorage"]
 

@@ -33,14 +33,9 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from ...errors import StorageError
-from ..local._files import SAMPLE_EXTENSIONS
-from ..local._shard_catalog import IMAGE_EXTENSIONS as SHARD_IMAGE_EXTENSIONS
-from ..local._shard_catalog import ShardBlock, ShardCatalog, decode_member
-from ..local._tar_index_file import IndexHeader, header_of, parse_index
-from ..policies._block_reads import BlockReader
-from ..policies._disk_cache import SampleCache
-from ..policies._hedged import HedgedCalls
-from ..policies._retry import ErrorKind, RetryPolicy, call_with_retries, first_line
+from ..local import IMAGE_EXTENSIONS as SHARD_IMAGE_EXTENSIONS
+from ..local import SAMPLE_EXTENSIONS, IndexHeader, ShardBlock, ShardCatalog, decode_member, header_of, parse_index
+from ..policies import BlockReader, ErrorKind, HedgedCalls, RetryPolicy, SampleCache, call_with_retries, first_line
 from ._remote import RemoteStorage
 from ._s3_client import classify_s3_error, open_s3_store, parse_s3_url
 

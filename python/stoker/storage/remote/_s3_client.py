@@ -8,7 +8,7 @@ from datetime import timedelta
 from typing import Any
 from urllib.parse import urlparse
 
-from ..policies._retry import ErrorKind
+from ..policies import ErrorKind
 
 __all__ = ["classify_s3_error", "open_s3_store", "parse_s3_url"]
 

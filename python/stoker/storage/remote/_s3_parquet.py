@@ -18,7 +18,7 @@ import io
 from typing import Any
 
 from ...errors import StorageError
-from ..policies._retry import RetryCounters, RetryPolicy, call_with_retries
+from ..policies import RetryCounters, RetryPolicy, call_with_retries
 from ._s3_client import classify_s3_error, open_s3_store, parse_s3_url
 
 __all__ = ["S3ObjectFile", "open_s3_parquet"]
@@ -107,7 +107,7 @@ def open_s3_parquet(url: str, *, retry: RetryPolicy | None = None, **options: An
     Raises:
         StorageError: No Parquet objects there, or the store cannot be listed; names the URL.
     """
-    from ..local._parquet import ParquetStorage
+    from ..local import ParquetStorage
 
     bucket, path = parse_s3_url(url)
     store = open_s3_store(bucket, **{name: options.pop(name) for name in _S3_OPTIONS if name in options})

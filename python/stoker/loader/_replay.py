@@ -11,20 +11,19 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from .. import _native
 from ..errors import ProvenanceError, StorageError
+from ..observe import ledger_metadata, read_ledger
 from ..ops import ImageTransform
 from ..ops.batch import allocate_batch
 from ..ops.media import AudioTransform, VideoTransform
 from ..storage import Storage, label_array, open_storage
-from ._ledger import ledger_metadata, read_ledger
-
-if TYPE_CHECKING:
-    from ..loader import Batch
+from ._batch import Batch
+from ._decode import decode_payloads
 
 __all__ = ["replay"]
 
@@ -143,9 +142,6 @@ def _rebuild(
     outside = [index for index in rows["index"] if not 0 <= index < len(storage)]
     if outside:
         raise ProvenanceError(f"{ledger}: step {step} of rank {rank} names samples {outside[:5]} outside the storage's {len(storage)}")
-    from ..loader import Batch  # here: the loader imports this package
-    from ..loader._decode import decode_payloads
-
     indices = rows["index"]
     valid = np.asarray(rows["valid"], dtype=bool)
     padding = np.asarray(rows["padding"], dtype=bool)
