@@ -20,6 +20,7 @@ delays one sample, not a batch.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -33,36 +34,35 @@ from ..device import BufferPool, pinned_allocator
 from ..distributed import discover_world
 from ..errors import ConfigurationError
 from ..failures import Failure
-from ..observe import RunTotals
+from ..observe import LiveSnapshot, ProvenanceLedger, RunTotals
 from ..ops import media_backend
 from ..ops.batch import TRANSFORMS, Transform, allocate_batch
 from ..ops.media import AudioTransform, VideoTransform
 from ..pipeline import Pipeline, PipelineBuilder, PipelineStats
 from ..sampling import BatchPlan, EpochPlan, EpochWarmup, OutOfOrderPrefetcher, Sampler
-from ..storage import (
-    EpochStorage,
-    RemoteStorage,
-    Storage,
-)
-from ..storage.policies import describe_traffic
+from ..storage import EpochStorage, MixedStorage, RemoteStorage, Storage
 from ._arguments import as_storage, check_integer
 from ._assembly import BatchAssembler
 from ._batch import Batch
 from ._capabilities import block_window, check_extra, shuffle_blocks
 from ._deliveries import Deliveries
 from ._failure_policy import BadSampleHandler
+from ._mixture_weights import MixtureWeights
 from ._options import FailurePolicy, Reads, Sampling, Throughput, from_keywords
 from ._records import LoaderRecords
-from ._resume import _QUICK_STOP, LoaderResume
 from ._sample_prefetch import SamplePrefetch
+from ._state import Batching, LoaderState
 from ._tuning import LoaderTuning, TuningHooks
 
 __all__ = ["Loader"]
 
 _logger = logging.getLogger("stoker.loader")
 
+# Seconds the loader waits for ops still running when it stops a pipeline early.
+_QUICK_STOP = 0.4
 
-class Loader(LoaderResume, LoaderRecords):
+
+class Loader:
     """Batches from a storage, for a training loop.
 
     The common path is one line, ``Loader(storage, batch_size=256, transform=ImageTransform(...))``;
@@ -99,6 +99,12 @@ class Loader(LoaderResume, LoaderRecords):
             stage, reason, epoch, position, action; the first 10,000 are kept, `failure_count`
             counts all).
         options: The four option objects in force (``loader.options["sampling"]``...).
+
+    Its parts, each owning its own state and holding no reference back to it: the batch
+    assembler (one batch's read and decode), the delivery bookkeeping, `LoaderState` (what
+    `state_dict` saves and `load_state_dict` accepts), `LoaderRecords` (stats, the live
+    `snapshot`, the ledger), `LoaderTuning` (given its knobs as callbacks) and, over a mixture,
+    `MixtureWeights`. The Loader wires them and runs the epochs.
 
     Iterating a Loader gives the rest of the current epoch; once an epoch is finished, the next
     iteration starts the next epoch (as if ``set_epoch(epoch + 1)`` had been called). One
@@ -230,12 +236,15 @@ class Loader(LoaderResume, LoaderRecords):
                 batch_bytes=_batch_bytes(transform, batch_size),
             )
         self._deliveries = Deliveries(self.sampler, self._assembler._augmentation_seed)
-        self._dataset_digest: str | None = None  # worked out at the first state saved or loaded
-        self._traffic_start: dict[str, Any] | None = None
+        batching = Batching(batch_size, drop_last, sampling_options, transform, decode)
+        self._mixture = MixtureWeights(storage, self.sampler, self._assembler) if isinstance(storage, MixedStorage) else None
+        self._state = LoaderState(
+            storage, self.sampler, self._assembler, self._deliveries, batching, mixture=self._mixture, after_load=self._sync_storage_epoch
+        )
+        self._records = LoaderRecords(
+            storage, self.sampler, self._assembler, self._deliveries, self._policy, self._tuning, read_options, batching, self._source
+        )
         self._pending_weights: dict[str, float] | None = None  # set_mixture_weights, between steps
-        self.totals = RunTotals()  # the finished epochs' counts (for counters across epochs)
-        self._pipeline: Pipeline[Any] | None = None
-        self._last_stats: PipelineStats | None = None
         self._iteration_lock = threading.Lock()
         self._iterating: str | None = None  # the thread iterating now
 
@@ -253,6 +262,140 @@ class Loader(LoaderResume, LoaderRecords):
     def failure_count(self) -> int:
         """How many bad samples were met so far, in all epochs."""
         return self._policy.log.count
+
+    # ---- state and resume (LoaderState) ---------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where this rank is in the epoch: delivered samples only, so batches in flight are read
+        again after a resume (batches a read-ahead wrapper such as `stoker.device.to_device`
+        still holds count as in flight), with what the positions mean (`fingerprint`) and the
+        epoch's delivery digest (`verify_epoch`). Plain data."""
+        return self._state.state_dict()
+
+    def fingerprint(self) -> dict[str, Any]:
+        """What a position in this Loader's epochs means (saved with its state): the dataset's
+        samples and labels (a hash), the sampling and batching, and the transform."""
+        return self._state.fingerprint()
+
+    def load_state_dict(self, state: dict[str, Any] | Sequence[dict[str, Any]], *, allow_changes: bool = False) -> None:
+        """Continue from this rank's state, or from every rank's states to change world size.
+
+        Args:
+            state: What `state_dict` returned (this rank's), or every rank's states.
+            allow_changes: Resume although the dataset, sampling, batching or transform differ
+                from what the state was saved with (logged); the saved positions then refer to
+                the saved order.
+
+        Raises:
+            ProvenanceError: The state was saved over another dataset or configuration; the
+                message says what differs.
+            ValueError: Not a Loader state, or states that do not fit together.
+        """
+        self._state.load_state_dict(state, allow_changes=allow_changes)
+
+    def verify_epoch(self, states: Sequence[dict[str, Any]] | None = None) -> dict[str, int]:
+        """Prove that the epoch delivered each of its samples exactly once, across resumes.
+
+        Args:
+            states: Every rank's `state_dict` at the end of the epoch; None for this Loader's
+                own (a world of one rank). The epoch's samples are counted as the world of these
+                states deals them.
+
+        Returns:
+            ``{"epoch", "samples", "delivered"}``.
+
+        Raises:
+            ProvenanceError: A sample was missed or delivered twice (the digests differ).
+        """
+        return self._state.verify_epoch(states)
+
+    @contextlib.contextmanager
+    def hold_deliveries(self) -> Iterator[None]:
+        """For wrappers that read batches ahead of the training loop (`stoker.device.to_device`,
+        `to_jax`, your own prefetcher): while this is open, each batch this Loader yields is held
+        (left out of `state_dict`) until the wrapper hands it on and calls `release`. Batches
+        still held when it closes were never delivered: a continued epoch reads them again.
+
+        Example::
+
+            with loader.hold_deliveries():
+                for batch in read_ahead(loader):
+                    loader.release(batch)
+                    yield batch
+        """
+        with self._deliveries.hold():
+            yield
+
+    def release(self, batch: Batch) -> None:
+        """A held batch reached the training loop (see `hold_deliveries`); a batch not held is ignored."""
+        self._deliveries.release(batch)
+
+    def set_mixture_weights(self, weights: dict[str, float]) -> None:
+        """Change a `stoker.storage.MixedStorage`'s weights between steps (a curriculum): the
+        samples not yet delivered in this epoch are drawn again with them, from the next batch
+        on (batches read ahead are read again), and the next epochs use them too. The change is
+        part of `state_dict`, so a resume after it reproduces the same stream.
+
+        Args:
+            weights: ``{source name: weight}`` for every source, positive.
+
+        Raises:
+            ConfigurationError: The storage is not a weighted mixture.
+            ValueError: Missing or non-positive weights.
+        """
+        if self._mixture is None:
+            raise ConfigurationError(f"set_mixture_weights needs a MixedStorage, not {type(self.storage).__name__}")
+        self._mixture.check(weights)
+        if self._iterating is None:
+            self._mixture.apply(dict(weights))
+        else:
+            self._pending_weights = dict(weights)
+
+    # ---- what it reports (LoaderRecords) ----------------------------------------------------
+
+    def stats(self) -> PipelineStats | None:
+        """Per-stage stats of the running epoch, or of the last one, with the bad samples met so
+        far by stage and action (``sample_failures``) and the live tuner's moves in all epochs
+        (``tuning``)."""
+        return self._records.stats()
+
+    def snapshot(self) -> LiveSnapshot:
+        """The Loader's figures now, read-only: what the metrics endpoint, `stoker bench` and
+        reports read (see `stoker.observe.LiveSnapshot`). Cheap enough for every scrape: the
+        pipeline's stats and a few counters, nothing per sample."""
+        return self._records.snapshot()
+
+    @property
+    def totals(self) -> RunTotals:
+        """The finished epochs' counts (what counters across epochs add to the running one)."""
+        return self._records.totals
+
+    def record_provenance(self, directory: str | os.PathLike[str]) -> ProvenanceLedger:
+        """Keep a provenance ledger in ``directory`` from now on: every delivered batch's samples
+        (key, where their bytes are, length and CRC-32, epoch, position, augmentation seed), one
+        file per rank and run, readable up to the last batch even after a kill.
+        `stoker.loader.replay` (and ``stoker replay``) builds any recorded batch again bit for
+        bit. Steps are numbered from this rank's `step` (carried by `state_dict`).
+
+        Example::
+
+            loader = Loader("shards/", batch_size=256, transform=transform)
+            loader.record_provenance("runs/42/ledger")
+
+        Raises:
+            ConfigurationError: pyarrow is not installed (``pip install 'stoker[parquet]'``).
+            StorageError: The directory cannot be written.
+        """
+        return self._records.record_provenance(directory)
+
+    @property
+    def step(self) -> int:
+        """Batches this rank delivered since the run began (carried across resumes by the state)."""
+        return self._deliveries.step
+
+    def close(self) -> None:
+        """Finish the provenance ledger, if any (the storage stays open: it is the caller's)."""
+        self._deliveries.close()
 
     # ---- epochs and resume ----------------------------------------------------------------
 
@@ -334,14 +477,14 @@ class Loader(LoaderResume, LoaderRecords):
                 self.set_epoch(self.sampler.epoch + 1)
                 plan = self.sampler.plan_arrays()
             self._policy.start_epoch(plan.size + self.sampler.delivered_count)
-            self._traffic_start = self.storage.traffic_report() if isinstance(self.storage, RemoteStorage) else None
-            self._pipeline = pipeline = self._build(plan)
+            pipeline = self._build(plan)
+            self._records.epoch_started(pipeline)
             if self._tuning is not None:
                 self._tuning.attach(pipeline)
             pipeline.start()
             while True:
                 if self._pending_weights is not None:
-                    self._pipeline = pipeline = self._reweigh(pipeline)
+                    pipeline = self._reweigh(pipeline)
                 try:
                     batch = pipeline.get()
                 except StopIteration:
@@ -354,17 +497,27 @@ class Loader(LoaderResume, LoaderRecords):
                 # A stuck read must not hold up an interrupted loop; a finished epoch has
                 # nothing left running.
                 pipeline.stop(timeout=10.0 if finished else _QUICK_STOP)
-                self._last_stats = pipeline.stats()
-                self.totals.add(self._last_stats)
                 if self._tuning is not None:
                     self._tuning.detach()
-            self._policy.log.summarize(self.sampler.epoch, self.sampler.delivered_count)
-            traffic = self._epoch_traffic()
-            if traffic:
-                _logger.info("epoch %d from %s: %s", self.sampler.epoch, self.storage.describe(), describe_traffic(traffic))
-            self._pipeline = None
+            self._records.epoch_ended(pipeline)
             with self._iteration_lock:
                 self._iterating = None
+
+    def _reweigh(self, pipeline: Pipeline[Any]) -> Pipeline[Any]:
+        """Between two batches: stop the epoch's pipeline (what it read ahead was not
+        delivered), apply the pending weights, and go on with a pipeline over the rest."""
+        weights, self._pending_weights = self._pending_weights, None
+        assert weights is not None and self._mixture is not None
+        pipeline.stop(timeout=_QUICK_STOP)
+        if self._tuning is not None:
+            self._tuning.detach()
+        self._mixture.apply(weights)
+        rebuilt = self._build(self.sampler.plan_arrays())
+        self._records.pipeline_replaced(pipeline, rebuilt)
+        if self._tuning is not None:
+            self._tuning.attach(rebuilt)
+        rebuilt.start()
+        return rebuilt
 
     def _settle_tuned(self, knob: str, value: int) -> None:
         """The live tuner moved ``knob`` to ``value`` in the running pipeline: keep it for the next

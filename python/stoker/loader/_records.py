@@ -1,136 +1,146 @@
 """What the Loader reports: its stats (with bad samples, tuning moves and what reading network
-storage took, priced), its provenance ledger and its step count.
-
-A part of `Loader` kept in its own file (the Loader inherits it); it relies on the Loader's fields
-declared below.
-"""
+storage took, priced), its live snapshot, its provenance ledger and its step count. A part of
+the Loader: the Loader tells it when an epoch's pipeline starts and ends, and it keeps the
+figures; it holds no reference back to the Loader."""
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..observe import LiveSnapshot, ProvenanceLedger, RunTotals
-from ..ops.batch import allocate_batch, transform_description
+from ..ops.batch import allocate_batch
 from ..pipeline import Pipeline, PipelineStats
 from ..sampling import Sampler
 from ..storage import RemoteStorage, Storage
-from ..storage.policies import PRICE_TABLES, epoch_traffic
+from ..storage.policies import PRICE_TABLES, describe_traffic, epoch_traffic
 from ._assembly import BatchAssembler
 from ._deliveries import Deliveries
 from ._failure_policy import BadSampleHandler
-from ._options import Sampling
-
-if TYPE_CHECKING:
-    from ._tuning import LoaderTuning
+from ._options import Reads
+from ._state import Batching
+from ._tuning import LoaderTuning
 
 __all__ = ["LoaderRecords"]
 
+_logger = logging.getLogger("stoker.loader")
+
 
 class LoaderRecords:
-    """Stats, costs and the provenance ledger: a part of `Loader`."""
+    """Stats, costs, the live snapshot and the provenance ledger of one Loader.
 
-    storage: Storage
-    sampler: Sampler
-    options: dict[str, Any]
-    batch_size: int
-    transform: Any
-    decode: Any
-    _assembler: BatchAssembler
-    _deliveries: Deliveries
-    _pipeline: Pipeline[Any] | None
-    _last_stats: PipelineStats | None
-    _policy: BadSampleHandler
-    _tuning: LoaderTuning | None
-    _traffic_start: dict[str, Any] | None
-    _source: str | None
-    totals: RunTotals
+    Args:
+        storage: The Loader's storage (its traffic, where each sample lives).
+        sampler: Its sampler (rank, epoch).
+        assembler: Its batch assembler (rows prepared for the ledger).
+        deliveries: Its delivery bookkeeping (step, seeds; the ledger's writer once recording).
+        policy: Its bad-sample handler (the counts by stage and action).
+        tuning: Its live tuning, if any (the moves).
+        reads: Its `Reads` (the price table).
+        batching: Its `Batching` (what the ledger records to rebuild a batch).
+        source: The path or URL it was given, for the ledger.
+    """
+
+    def __init__(
+        self,
+        storage: Storage,
+        sampler: Sampler,
+        assembler: BatchAssembler,
+        deliveries: Deliveries,
+        policy: BadSampleHandler,
+        tuning: LoaderTuning | None,
+        reads: Reads,
+        batching: Batching,
+        source: str | None,
+    ) -> None:
+        self.storage, self.sampler, self.assembler, self.deliveries = storage, sampler, assembler, deliveries
+        self.policy, self.tuning, self.reads, self.batching, self.source = policy, tuning, reads, batching, source
+        self.totals = RunTotals()  # the finished epochs' counts (for counters across epochs)
+        self.running: Pipeline[Any] | None = None
+        self.last_stats: PipelineStats | None = None
+        self._traffic_start: dict[str, Any] | None = None
+
+    def epoch_started(self, pipeline: Pipeline[Any]) -> None:
+        """An epoch's pipeline was built: its stats are the running ones from now on."""
+        self._traffic_start = self.storage.traffic_report() if isinstance(self.storage, RemoteStorage) else None
+        self.running = pipeline
+
+    def pipeline_replaced(self, old: Pipeline[Any], new: Pipeline[Any]) -> None:
+        """The epoch goes on in ``new`` (``old`` stopped): ``old``'s figures join the totals."""
+        self.totals.add(old.stats())
+        self.running = new
+
+    def epoch_ended(self, pipeline: Pipeline[Any] | None) -> None:
+        """The epoch's (stopped) pipeline ended: keep its stats, count them, log the traffic."""
+        if pipeline is not None:
+            self.last_stats = pipeline.stats()
+            self.totals.add(self.last_stats)
+        self.running = None
+        self.policy.log.summarize(self.sampler.epoch, self.sampler.delivered_count)
+        traffic = self.epoch_traffic()
+        if traffic:
+            _logger.info("epoch %d from %s: %s", self.sampler.epoch, self.storage.describe(), describe_traffic(traffic))
 
     def stats(self) -> PipelineStats | None:
-        """Per-stage stats of the running epoch, or of the last one, with the bad samples met so
-        far by stage and action (``sample_failures``) and the live tuner's moves in all epochs
-        (``tuning``)."""
-        pipeline = self._pipeline
-        stats = pipeline.stats() if pipeline is not None else self._last_stats
+        """See `Loader.stats`."""
+        pipeline = self.running
+        stats = pipeline.stats() if pipeline is not None else self.last_stats
         if stats is None:
             return None
-        tuning = list(self._tuning.decisions) if self._tuning is not None else []
-        return dataclasses.replace(stats, sample_failures=self._policy.log.counts(), tuning=tuning, storage=self._epoch_traffic())
+        tuning = list(self.tuning.decisions) if self.tuning is not None else []
+        return dataclasses.replace(stats, sample_failures=self.policy.log.counts(), tuning=tuning, storage=self.epoch_traffic())
 
     def snapshot(self) -> LiveSnapshot:
-        """The Loader's figures now, read-only: what the metrics endpoint, `stoker bench` and
-        reports read (see `stoker.observe.LiveSnapshot`). Cheap enough for every scrape: the
-        pipeline's stats and a few counters, nothing per sample."""
-        running = self._pipeline.stats() if self._pipeline is not None else None
-        last = running if running is not None else self._last_stats
-        moves = Counter(move.knob for move in (self._tuning.decisions if self._tuning is not None else []))
+        """See `Loader.snapshot`."""
+        pipeline = self.running
+        running = pipeline.stats() if pipeline is not None else None
+        last = running if running is not None else self.last_stats
+        moves = Counter(move.knob for move in (self.tuning.decisions if self.tuning is not None else []))
         return LiveSnapshot(
             rank=self.sampler.rank,
-            step=self.step,
+            step=self.deliveries.step,
             totals=self.totals.copy(),
             running=running,
             stages=tuple(last.stages) if last is not None else (),
-            bad_samples=self._policy.log.counts(),
+            bad_samples=self.policy.log.counts(),
             tuning_moves=dict(moves),
         )
 
-    def _epoch_traffic(self) -> dict[str, Any]:
+    def epoch_traffic(self) -> dict[str, Any]:
         """What reading network storage took since the epoch began, priced (see `Reads.prices`)."""
         if self._traffic_start is None or not isinstance(self.storage, RemoteStorage):
             return {}
         traffic = epoch_traffic(self._traffic_start, self.storage.traffic_report())
-        prices = self.options["reads"].prices
+        prices = self.reads.prices
         table = PRICE_TABLES[prices] if isinstance(prices, str) else prices
         if table is not None:
             traffic["cost"] = {"dollars": table.cost(traffic), "prices": table.name, "as_of": table.as_of}
         return traffic
 
     def record_provenance(self, directory: str | os.PathLike[str]) -> ProvenanceLedger:
-        """Keep a provenance ledger in ``directory`` from now on: every delivered batch's samples
-        (key, where their bytes are, length and CRC-32, epoch, position, augmentation seed), one
-        file per rank and run, readable up to the last batch even after a kill.
-        `stoker.loader.replay` (and ``stoker replay``) builds any recorded batch again bit for
-        bit. Steps are numbered from this rank's `step` (carried by `state_dict`).
-
-        Example::
-
-            loader = Loader("shards/", batch_size=256, transform=transform)
-            loader.record_provenance("runs/42/ledger")
-
-        Raises:
-            ConfigurationError: pyarrow is not installed (``pip install 'stoker[parquet]'``).
-            StorageError: The directory cannot be written.
-        """
-        options: Sampling = self.options["sampling"]
+        """See `Loader.record_provenance`."""
+        batching = self.batching
         ledger = ProvenanceLedger(
             directory,
             rank=self.sampler.rank,
             storage=self.storage,
             metadata={
-                "source": self._source,
-                "transform": transform_description(self.transform),
+                "source": self.source,
+                "transform": batching.describe_transform() if batching.transform is not None else None,
                 # What one decoded sample is: replay checks the transform it rebuilds against it.
-                "sample_shape": list(allocate_batch(self.transform, 0).shape[1:]) if self.transform is not None else None,
-                "decode": getattr(self.decode, "__qualname__", None),
-                "batch_size": self.batch_size,
-                "seed": options.seed,
-                "shuffle": options.shuffle,
+                "sample_shape": list(allocate_batch(batching.transform, 0).shape[1:]) if batching.transform is not None else None,
+                "decode": getattr(batching.decode, "__qualname__", None),
+                "batch_size": batching.batch_size,
+                "seed": batching.sampling.seed,
+                "shuffle": batching.sampling.shuffle,
                 "world_size": self.sampler.world_size,
             },
         )
-        self._assembler.provenance = True
-        deliveries = self._deliveries
-        self._assembler.prepare_rows = lambda batch: ledger.prepare(epoch=self.sampler.epoch, batch=batch, seeds=deliveries.seeds(batch))
+        self.assembler.provenance = True
+        deliveries, sampler = self.deliveries, self.sampler
+        self.assembler.prepare_rows = lambda batch: ledger.prepare(epoch=sampler.epoch, batch=batch, seeds=deliveries.seeds(batch))
         deliveries.ledger = ledger
         return ledger
-
-    @property
-    def step(self) -> int:
-        """Batches this rank delivered since the run began (carried across resumes by the state)."""
-        return self._deliveries.step
-
-    def close(self) -> None:
-        """Finish the provenance ledger, if any (the storage stays open: it is the caller's)."""
-        self._deliveries.close()

@@ -1,0 +1,75 @@
+"""A weighted mixture's weights changed between steps (a curriculum): the samples not yet
+delivered this epoch drawn again with the new weights, and the change kept as part of the
+Loader's state (a few spans of positions, however far into the epoch) so a resume reproduces the
+same stream. A part of the Loader, given the mixture, the sampler and the assembler it updates."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..sampling import Sampler
+from ..storage import MixedStorage
+from ._assembly import BatchAssembler
+
+__all__ = ["MixtureWeights"]
+
+
+class MixtureWeights:
+    """Applies weight changes to one Loader's mixture.
+
+    Args:
+        storage: The Loader's mixture.
+        sampler: Its sampler (which positions were delivered, the epoch's order).
+        assembler: Its batch assembler (given the mixture's new keys and labels).
+    """
+
+    def __init__(self, storage: MixedStorage, sampler: Sampler, assembler: BatchAssembler) -> None:
+        self.storage, self.sampler, self.assembler = storage, sampler, assembler
+
+    def check(self, weights: dict[str, float]) -> None:
+        """Refuse missing or non-positive weights (the mixture's own check)."""
+        self.storage.check_weights(weights)
+
+    def apply(self, weights: dict[str, float]) -> None:
+        """Draw the samples not yet delivered this epoch again with ``weights``."""
+        positions = self.sampler.delivered_positions()
+        # The state keeps the positions as spans (a few, however far into the epoch), not the
+        # storage indices (one number a sample): the order maps them back when it is loaded.
+        self.storage.reweight(weights, self.sampler.order_function()(positions), record=spans(positions))
+        self.assembler.set_samples(self.storage.keys, self.storage.labels)
+
+    def delivered_indices(self, record: object) -> np.ndarray:
+        """The storage indices a saved change's record of delivered positions stands for.
+
+        Raises:
+            ValueError: Not spans of this epoch's positions.
+        """
+        total = self.sampler.num_samples
+        if not isinstance(record, list) or not all(
+            isinstance(span, list) and len(span) == 2 and all(type(end) is int for end in span) and 0 <= span[0] < span[1] <= total
+            for span in record
+        ):
+            raise ValueError(f"mixture change: 'delivered_record' must be spans [start, end) of the epoch's {total} positions")
+        positions = np.concatenate([np.arange(start, end, dtype=np.int64) for start, end in record]) if record else np.zeros(0, np.int64)
+        return self.sampler.order_function()(positions)
+
+    def load(self, mixtures: list[dict[str, object]], *, ranks: int) -> None:
+        """Take the mixture's part of saved states (``ranks`` of them).
+
+        Raises:
+            ValueError: A change of weights, resumed on another world size.
+        """
+        if ranks > 1 and any(mixture["changes"] for mixture in mixtures):
+            raise ValueError("an epoch whose mixture weights changed resumes on the same world size only")
+        self.storage.load_state(mixtures[0], resolve=self.delivered_indices)
+        self.assembler.set_samples(self.storage.keys, self.storage.labels)
+
+
+def spans(positions: np.ndarray) -> list[list[int]]:
+    """Ascending ``positions`` as [start, end) spans of consecutive ones."""
+    if len(positions) == 0:
+        return []
+    breaks = np.flatnonzero(np.diff(positions) != 1) + 1
+    starts = positions[np.concatenate([[0], breaks])]
+    ends = positions[np.concatenate([breaks - 1, [len(positions) - 1]])] + 1
+    return [[int(start), int(end)] for start, end in zip(starts.tolist(), ends.tolist())]

@@ -1,0 +1,155 @@
+"""The Loader's state: what it saves (`state_dict`), what it accepts (`load_state_dict`, refusing
+another dataset or configuration) and what it proves (`verify_epoch`). A part of the Loader,
+given what it reads (the storage, the sampler, the delivery bookkeeping, the batching) and a
+callback for what a loaded state changes outside it (the storage's epoch)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..ops.batch import transform_description
+from ..sampling import Sampler
+from ..storage import EpochStorage, MixedStorage, Storage
+from ._assembly import BatchAssembler, label_array
+from ._deliveries import Deliveries
+from ._fingerprint import check_resume, check_state_parts, dataset_digest, fingerprint, verify_deliveries
+from ._mixture_weights import MixtureWeights
+from ._options import Sampling
+
+__all__ = ["Batching", "LoaderState"]
+
+_logger = logging.getLogger("stoker.loader")
+
+
+@dataclass(frozen=True)
+class Batching:
+    """How a Loader makes batches, as its state's fingerprint records it."""
+
+    batch_size: int
+    drop_last: bool
+    sampling: Sampling
+    transform: Any
+    decode: Any
+
+    def describe_transform(self) -> Any:
+        """The transform as plain data, or the decode function's name."""
+        return transform_description(self.transform) or getattr(self.decode, "__qualname__", None)
+
+
+def _digest_of(storage: Storage) -> str:
+    """What a storage holds, as a short hash: the storage's own content digest where it keeps one
+    (taken from its index, in constant time, and covering the samples' bytes), else a hash of
+    every key and label (time in the number of samples, once per Loader)."""
+    content = getattr(storage, "content_digest", None)
+    if callable(content):
+        return f"content:{content()}"
+    return dataset_digest(storage.keys, label_array(storage.labels))
+
+
+class LoaderState:
+    """Saves, loads and proves one Loader's place in its epochs.
+
+    Args:
+        storage: The Loader's storage.
+        sampler: Its sampler (positions, epoch, world).
+        assembler: Its batch assembler (the sample count the fingerprint records).
+        deliveries: Its delivery bookkeeping (the digest and step saved with the state).
+        batching: Its batching (`Batching`).
+        mixture: Its `MixtureWeights` when the storage is a mixture.
+        after_load: Called once a state is loaded (the Loader brings the storage to the
+            sampler's epoch).
+    """
+
+    def __init__(
+        self,
+        storage: Storage,
+        sampler: Sampler,
+        assembler: BatchAssembler,
+        deliveries: Deliveries,
+        batching: Batching,
+        *,
+        mixture: MixtureWeights | None,
+        after_load: Callable[[], None],
+    ) -> None:
+        self.storage, self.sampler, self.assembler, self.deliveries = storage, sampler, assembler, deliveries
+        self.batching, self.mixture, self.after_load = batching, mixture, after_load
+        self._dataset_digest: str | None = None  # worked out at the first state saved or loaded
+
+    def state_dict(self) -> dict[str, Any]:
+        """See `Loader.state_dict`."""
+        sampler, digest, step = self.deliveries.state()
+        return {
+            "version": 1,
+            "sampler": sampler,
+            "batch_size": self.batching.batch_size,
+            "step": step,
+            "fingerprint": self.fingerprint(),
+            "delivered_digest": digest,
+            **({"mixture": self.storage.state()} if isinstance(self.storage, MixedStorage) else {}),
+        }
+
+    def fingerprint(self) -> dict[str, Any]:
+        """See `Loader.fingerprint`."""
+        if self._dataset_digest is None:
+            # A storage whose samples change per epoch (a mixture, whose weights may change too)
+            # is described by its sources; any other by its own samples.
+            sources = getattr(self.storage, "sources", None) if isinstance(self.storage, EpochStorage) else None
+            parts = sources.values() if isinstance(sources, dict) else [self.storage]
+            self._dataset_digest = "-".join(_digest_of(part) for part in parts)
+        options = self.batching.sampling
+        return fingerprint(
+            samples=len(self.assembler.keys),
+            dataset=self._dataset_digest,
+            sampling={"shuffle": options.shuffle, "seed": options.seed, "pad": options.pad, "shuffle_window": options.shuffle_window},
+            batch_size=self.batching.batch_size,
+            drop_last=self.batching.drop_last,
+            transform=self.batching.describe_transform(),
+        )
+
+    def load_state_dict(self, state: dict[str, Any] | Sequence[dict[str, Any]], *, allow_changes: bool = False) -> None:
+        """See `Loader.load_state_dict`."""
+        if not isinstance(state, (dict, list, tuple)):
+            raise ValueError(
+                f"not a Loader state: expected what Loader.state_dict() returns (a dict), or a list of them, got {type(state).__name__}"
+            )
+        states = [state] if isinstance(state, dict) else list(state)
+        if not states:
+            raise ValueError("not a Loader state: an empty list of states")
+        for saved in states:
+            if not isinstance(saved, dict) or not {"version", "sampler"} <= saved.keys():
+                found = sorted(saved) if isinstance(saved, dict) else type(saved).__name__
+                raise ValueError(
+                    f"not a Loader state: expected what Loader.state_dict() returns (keys 'version', 'sampler', 'batch_size'), got {found}"
+                )
+            if saved["version"] != 1:
+                raise ValueError(f"Loader state version {saved['version']!r}: this stoker reads version 1; save the state again with it")
+            check_state_parts(saved)
+        changed = check_resume(states, self.fingerprint(), allow_changes=allow_changes)
+        if changed:
+            _logger.warning("resuming with changes (allow_changes=True): %s", "; ".join(changed))
+        sampler_states = [saved["sampler"] for saved in states]
+        self.sampler.load_state_dict(sampler_states[0] if isinstance(state, dict) else sampler_states)
+        mixtures = [saved["mixture"] for saved in states if "mixture" in saved]
+        if mixtures and self.mixture is not None:
+            self.mixture.load(mixtures, ranks=len(states))
+        self.after_load()
+        digests = [saved["delivered_digest"] for saved in states if "delivered_digest" in saved]
+        # After a change of world size, rank 0 carries what the old world delivered, so the new
+        # ranks' digests still sum to the world's.
+        carried = len(digests) == len(states) and (isinstance(state, dict) or self.sampler.rank == 0)
+        self.deliveries.restore(digests, carried=carried, step=max(int(saved.get("step", 0)) for saved in states))
+
+    def verify_epoch(self, states: Sequence[dict[str, Any]] | None = None) -> dict[str, int]:
+        """See `Loader.verify_epoch`."""
+        states = [self.state_dict()] if states is None else list(states)
+        return verify_deliveries(
+            [saved["delivered_digest"] for saved in states],
+            samples=self.sampler.num_samples,
+            world_size=int(states[0]["sampler"]["world_size"]),
+            pad=self.sampler.pad,
+            batch_size=self.batching.batch_size,
+            drop_last=self.batching.drop_last,
+        )
