@@ -68,7 +68,7 @@ def make_data(folder: Path, megabytes: int, files: int = 16) -> tuple[list[Path]
 
 def run_stoker(paths: list[Path], tokenizer: str, seconds: float, clock: Clock) -> tuple[int, int]:
     from stoker.bench._text_corpus import EOS
-    from stoker.loader._tokens import TokenLoader
+    from stoker.loader import TokenLoader
     from stoker.ops import Tokenizer
 
     loader = TokenLoader(paths[0].parent, tokenizer=Tokenizer(tokenizer, eos=EOS), context_length=CONTEXT, batch_size=BATCH, seed=0)

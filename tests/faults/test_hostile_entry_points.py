@@ -104,7 +104,7 @@ def test_symlink_loops_list_each_file_once_and_end(tmp_path: Path) -> None:
 
 def test_a_line_nested_a_thousand_deep_is_a_counted_bad_document(tmp_path: Path) -> None:
     pytest.importorskip("tokenizers")
-    from stoker.loader._tokens import TokenLoader
+    from stoker.loader import TokenLoader
     from stoker.ops import Tokenizer
 
     _, tokenizer = make_corpus(tmp_path / "c", documents=40, files=1)

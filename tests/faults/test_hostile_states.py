@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from stoker import Loader
-from stoker.loader._tokens import TokenLoader
+from stoker.loader import TokenLoader
 from stoker.ops import Tokenizer
 from stoker.sampling import Sampler
 from tests.support.synthetic import SyntheticStorage, free_decode

@@ -13,8 +13,7 @@ import numpy as np
 import pytest
 
 from stoker.errors import SampleError, StorageError, TooManyBadSamplesError
-from stoker.loader import FailurePolicy
-from stoker.loader._tokens import TokenLoader
+from stoker.loader import FailurePolicy, TokenLoader
 from stoker.ops import Tokenizer
 from stoker.storage import JsonlStorage
 from tests.support.text import EOS, make_corpus, write_lines

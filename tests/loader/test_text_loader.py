@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from stoker.errors import ConfigurationError
-from stoker.loader._tokens import TokenLoader
+from stoker.loader import TokenLoader
 from stoker.ops import Tokenizer
 from tests.support.text import EOS, make_corpus
 
@@ -92,7 +92,7 @@ def test_ranks_share_the_documents_equally(corpus: tuple[list[str], Path, Path])
 _KILLED_RUN = """
 import json, os, signal, sys
 import numpy as np
-from stoker.loader._tokens import TokenLoader
+from stoker.loader import TokenLoader
 folder, tokenizer, out, kill_at = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 loader = TokenLoader(folder, tokenizer=tokenizer, context_length=192, batch_size=3, seed=5, read_ahead=16)
 loader.set_epoch(1)

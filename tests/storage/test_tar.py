@@ -181,7 +181,7 @@ def test_index_format_is_versioned(shards) -> None:
 
 def test_stoker_index_upgrade_rewrites_an_old_index_without_reading_its_shard(shards, monkeypatch: pytest.MonkeyPatch) -> None:
     from stoker.cli import main
-    from stoker.storage.local import _tar_index
+    from stoker.storage.local.tar import _index as _tar_index
 
     destination, _ = shards
     shard = sorted(destination.glob("*.tar"))[0]

@@ -45,14 +45,12 @@ from ._arguments import as_storage, check_integer
 from ._assembly import BatchAssembler
 from ._batch import Batch
 from ._capabilities import block_window, check_extra, shuffle_blocks
-from ._deliveries import Deliveries
 from ._failure_policy import BadSampleHandler
-from ._mixture_weights import MixtureWeights
 from ._options import FailurePolicy, Reads, Sampling, Throughput, from_keywords
 from ._records import LoaderRecords
 from ._sample_prefetch import SamplePrefetch
-from ._state import Batching, LoaderState
 from ._tuning import LoaderTuning, TuningHooks
+from .state import Batching, Deliveries, LoaderState, MixtureWeights
 
 __all__ = ["Loader"]
 

@@ -8,12 +8,26 @@ from ._jsonl import JSONL_SUFFIXES, JsonlStorage
 from ._lmdb import CLASSES_FILE, LmdbStorage, import_lmdb
 from ._memory import MemoryStorage
 from ._parquet import ParquetStorage, import_pyarrow
-from ._shard_catalog import ShardBlock, ShardCatalog, decode_member
-from ._tar import DATASET_FORMAT, PARTIAL_MARKER, TarShardStorage
-from ._tar_index import ShardIndex, build_index, index_path
-from ._tar_index_file import INDEX_FORMAT, INDEX_VERSION, IndexHeader, header_of, load_index, parse_index, write_index
-from ._tar_index_json import index_to_json
 from ._tokens import TOKEN_DTYPES, TokenFile, TokenShards, open_tokens
+from .tar import (
+    DATASET_FORMAT,
+    INDEX_FORMAT,
+    INDEX_VERSION,
+    PARTIAL_MARKER,
+    IndexHeader,
+    ShardBlock,
+    ShardCatalog,
+    ShardIndex,
+    TarShardStorage,
+    build_index,
+    decode_member,
+    header_of,
+    index_path,
+    index_to_json,
+    load_index,
+    parse_index,
+    write_index,
+)
 
 __all__ = [
     "AUDIO_EXTENSIONS",

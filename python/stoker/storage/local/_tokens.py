@@ -21,7 +21,7 @@ import numpy as np
 
 from ... import _native
 from ...errors import StorageError
-from ._tar import TarShardStorage
+from .tar import TarShardStorage
 
 __all__ = ["TOKEN_DTYPES", "TokenFile", "TokenShards", "open_tokens"]
 

@@ -23,11 +23,11 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import CorruptSampleError, ShardError
-from ._held_indexes import HeldIndexes
-from ._shard_columns import KeyColumn, LabelColumn
-from ._tar_index import LABEL_EXTENSIONS, ShardIndex, label_member, parse_label
-from ._tar_index_file import IndexHeader, shard_blocks
+from ....errors import CorruptSampleError, ShardError
+from .._held_indexes import HeldIndexes
+from ._columns import KeyColumn, LabelColumn
+from ._index import LABEL_EXTENSIONS, ShardIndex, label_member, parse_label
+from ._index_file import IndexHeader, shard_blocks
 
 __all__ = ["IMAGE_EXTENSIONS", "ShardBlock", "ShardCatalog", "decode_member"]
 

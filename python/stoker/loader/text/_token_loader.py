@@ -2,7 +2,7 @@
 resumable with the packer's remainder and window in its state.
 
 Documents come tokenized (token files and shards), or as raw text tokenized on the fly: JSON
-Lines, Parquet text columns, WebDataset ``.txt``/``.json`` members (`_text.py`). Raw text runs
+Lines, Parquet text columns, WebDataset ``.txt``/``.json`` members (`_documents.py`). Raw text runs
 through a pipeline of two stages, each with its own concurrency (``read``: the storage's reads and
 the text out of each document; ``tokenize``: the tokenizer, in Rust without the GIL), in order, so
 the packer sees the same documents in the same order whatever the concurrency."""
@@ -17,17 +17,17 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..distributed import StepAgreement, discover_world, process_group
-from ..errors import ConfigurationError
-from ..ops.packing import PackedBatch, SequencePacker
-from ..ops.text import Tokenizer
-from ..pipeline import Pipeline, PipelineBuilder
-from ..sampling import Sampler
-from ..storage import Storage
-from ._failure_policy import BadSampleHandler
-from ._options import FailurePolicy
-from ._text import MAX_DOCUMENT_BYTES, TextChunk, TextDocuments, open_text
-from ._text_stats import TextStats
+from ...distributed import StepAgreement, discover_world, process_group
+from ...errors import ConfigurationError
+from ...ops.packing import PackedBatch, SequencePacker
+from ...ops.text import Tokenizer
+from ...pipeline import Pipeline, PipelineBuilder
+from ...sampling import Sampler
+from ...storage import Storage
+from .._failure_policy import BadSampleHandler
+from .._options import FailurePolicy
+from ._documents import MAX_DOCUMENT_BYTES, TextChunk, TextDocuments, open_text
+from ._stats import TextStats
 
 __all__ = ["TokenLoader"]
 
@@ -280,7 +280,7 @@ class TokenLoader:
         Raises:
             RuntimeError: Before the first epoch of raw text (there is no pipeline to diagnose).
         """
-        from ..observe import diagnose
+        from ...observe import diagnose
 
         stats = self.stats()
         if stats.pipeline is None:

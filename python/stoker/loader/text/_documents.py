@@ -20,10 +20,10 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import CorruptSampleError, StorageError
-from ..ops.text import Tokenizer, document_text
-from ..storage import Storage, has_blocks, open_storage, storage_format
-from ..storage.local import TarShardStorage
+from ...errors import CorruptSampleError, StorageError
+from ...ops.text import Tokenizer, document_text
+from ...storage import Storage, has_blocks, open_storage, storage_format
+from ...storage.local import TarShardStorage
 
 __all__ = ["TextChunk", "TextDocuments", "open_text"]
 
@@ -44,7 +44,7 @@ def open_text(source: str | os.PathLike[str] | Storage, field: str = "text", **o
             member).
         FileNotFoundError: Nothing at ``source``.
     """
-    from ..storage.local import JsonlStorage
+    from ...storage.local import JsonlStorage
 
     if isinstance(source, Storage):
         return source, field if isinstance(source, JsonlStorage) else None

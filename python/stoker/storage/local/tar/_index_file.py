@@ -33,10 +33,10 @@ from typing import Any
 
 import numpy as np
 
-from ..._files import open_regular
-from ...errors import ShardError, StaleIndexError
-from ._tar_index import NO_CHECKSUM, ShardIndex, index_path
-from ._tar_index_json import parse_json_index
+from ...._files import open_regular
+from ....errors import ShardError, StaleIndexError
+from ._index import NO_CHECKSUM, ShardIndex, index_path
+from ._index_json import parse_json_index
 
 __all__ = [
     "DEFAULT_BLOCK_BYTES",

@@ -19,14 +19,14 @@ from typing import Any
 
 import numpy as np
 
-from ... import _native
-from ...errors import ShardError, StorageError
-from .._protocol import Storage
-from ..policies import BlockCache
-from ._reads import read_spans
-from ._shard_catalog import IMAGE_EXTENSIONS, ShardBlock, ShardCatalog, decode_member
-from ._tar_index import NO_CHECKSUM, ShardIndex, build_index, checksum_mismatch, index_path
-from ._tar_index_file import IndexHeader, header_of, read_header, write_index
+from .... import _native
+from ....errors import ShardError, StorageError
+from ..._protocol import Storage
+from ...policies import BlockCache
+from .._reads import read_spans
+from ._catalog import IMAGE_EXTENSIONS, ShardBlock, ShardCatalog, decode_member
+from ._index import NO_CHECKSUM, ShardIndex, build_index, checksum_mismatch, index_path
+from ._index_file import IndexHeader, header_of, read_header, write_index
 
 __all__ = ["DATASET_FORMAT", "PARTIAL_MARKER", "TarShardStorage"]
 

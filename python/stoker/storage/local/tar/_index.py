@@ -5,7 +5,7 @@ A shard of 10,000 samples is a dozen arrays here, never 10,000 Python objects: k
 buffer of UTF-8 bytes cut at ``key_ends`` (a key is made when a sample is named, not before),
 each sample names its members by a *pattern* (the tuple of its extensions, which nearly every
 sample of a shard shares), and the members' offsets, sizes and CRC-32s are flat columns. How the
-index is kept in a file is `stoker.storage.local._tar_index_file`'s business; this module builds
+index is kept in a file is `_index_file`'s business; this module builds
 it from a shard and answers questions about it.
 
 Keys follow WebDataset: a member ``dir/name.ext1.ext2`` belongs to key ``dir/name`` with extension
@@ -27,9 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from ... import _native
-from ..._files import require_regular
-from ...errors import CorruptSampleError, ShardError
+from .... import _native
+from ...._files import require_regular
+from ....errors import CorruptSampleError, ShardError
 
 __all__ = [
     "LABEL_EXTENSIONS",

@@ -10,14 +10,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..ops.batch import transform_description
-from ..sampling import Sampler
-from ..storage import EpochStorage, MixedStorage, Storage
-from ._assembly import BatchAssembler, label_array
+from ...ops.batch import transform_description
+from ...sampling import Sampler
+from ...storage import EpochStorage, MixedStorage, Storage
+from .._assembly import BatchAssembler, label_array
+from .._options import Sampling
 from ._deliveries import Deliveries
 from ._fingerprint import check_resume, check_state_parts, dataset_digest, fingerprint, verify_deliveries
 from ._mixture_weights import MixtureWeights
-from ._options import Sampling
 
 __all__ = ["Batching", "LoaderState"]
 

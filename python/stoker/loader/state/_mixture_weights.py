@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..sampling import Sampler
-from ..storage import MixedStorage
-from ._assembly import BatchAssembler
+from ...sampling import Sampler
+from ...storage import MixedStorage
+from .._assembly import BatchAssembler
 
 __all__ = ["MixtureWeights"]
 

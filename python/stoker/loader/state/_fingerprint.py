@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ProvenanceError
+from ...errors import ProvenanceError
 
 __all__ = ["DeliveryDigest", "check_resume", "check_state_parts", "differences", "fingerprint", "mix_positions", "verify_deliveries"]
 

@@ -8,9 +8,9 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..pipeline import Pipeline, PipelineStats
-    from ._failures import FailureLog
-    from ._text import TextChunk
+    from ...pipeline import Pipeline, PipelineStats
+    from .._failures import FailureLog
+    from ._documents import TextChunk
 
 __all__ = ["TextStats"]
 

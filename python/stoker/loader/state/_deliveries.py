@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from ..observe import ProvenanceLedger
-from ..sampling import Sampler
-from ._batch import Batch
+from ...observe import ProvenanceLedger
+from ...sampling import Sampler
+from .._batch import Batch
 from ._fingerprint import DeliveryDigest
 
 __all__ = ["Deliveries"]

@@ -17,8 +17,8 @@ from __future__ import annotations
 from pathlib import PurePath
 from typing import Any
 
-from ...errors import ShardError
-from ._tar_index import Label, ShardIndex
+from ....errors import ShardError
+from ._index import Label, ShardIndex
 
 __all__ = ["JSON_VERSIONS", "index_to_json", "parse_json_index"]
 

@@ -1,0 +1,23 @@
+"""What a Loader saves, loads and proves: `LoaderState` (``state_dict``, ``load_state_dict``,
+``verify_epoch``), the delivery bookkeeping it reads (`Deliveries`: what reached the training
+loop, held batches, the step, the epoch's delivery digest), the fingerprint that refuses a resume
+over other data (`fingerprint`, `check_resume`), and a mixture's weight changes
+(`MixtureWeights`). The Loader's parts, kept apart from how batches are made."""
+
+from ._deliveries import Deliveries
+from ._fingerprint import DeliveryDigest, check_resume, check_state_parts, dataset_digest, fingerprint, verify_deliveries
+from ._loader_state import Batching, LoaderState
+from ._mixture_weights import MixtureWeights
+
+__all__ = [
+    "Batching",
+    "Deliveries",
+    "DeliveryDigest",
+    "LoaderState",
+    "MixtureWeights",
+    "check_resume",
+    "check_state_parts",
+    "dataset_digest",
+    "fingerprint",
+    "verify_deliveries",
+]
