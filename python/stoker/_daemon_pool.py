@@ -27,6 +27,8 @@ from concurrent.futures import Future
 from time import monotonic
 from typing import Any, Protocol, TypeVar
 
+from .errors import ConfigurationError
+
 __all__ = ["EXIT_JOIN_SECONDS", "DaemonThreadPool", "join_at_exit"]
 
 EXIT_JOIN_SECONDS = 5.0
@@ -138,7 +140,7 @@ class DaemonThreadPool:
 
     def __init__(self, max_workers: int, thread_name_prefix: str = "stoker") -> None:
         if max_workers < 1:
-            raise ValueError(f"max_workers must be at least 1, got {max_workers}")
+            raise ConfigurationError(f"max_workers must be at least 1, got {max_workers}")
         self._max_workers = max_workers
         self._prefix = thread_name_prefix
         self._workers = _Workers()

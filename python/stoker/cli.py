@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from .errors import ConfigurationError
 from .ingest import convert_storage, format_report, inspect_storage
 from .loader import SHUFFLES
 from .storage import StorageError, open_storage
@@ -131,7 +132,7 @@ def _upload(arguments: argparse.Namespace) -> int:
         if arguments.destination.startswith("s3://"):
             to = arguments.to or "objects"
             if to not in ("objects", "shards"):
-                raise ValueError(f"--to {to}: an S3 destination takes objects or shards")
+                raise ConfigurationError(f"--to {to}: an S3 destination takes objects or shards")
             report = upload_to_s3(
                 source,
                 arguments.destination,
@@ -175,7 +176,7 @@ def _parse_ratios(text: str) -> dict[str, float]:
     for part in text.split(","):
         name, _, share = part.partition("=")
         if not name or not share:
-            raise ValueError(f"--ratios: expected name=share,..., got {text!r}")
+            raise ConfigurationError(f"--ratios: expected name=share,..., got {text!r}")
         ratios[name.strip()] = float(share)
     return ratios
 
@@ -205,11 +206,11 @@ def _split(arguments: argparse.Namespace) -> int:
             labels = [classes[label] if classes and isinstance(label, int) else label for label in storage.labels]
         if arguments.group_column:
             if not arguments.metadata:
-                raise ValueError("--group-column needs --metadata CSV for a source without a metadata table")
+                raise ConfigurationError("--group-column needs --metadata CSV for a source without a metadata table")
             rows = read_metadata_csv(arguments.metadata)
             missing = [key for key in ids if key not in rows]
             if missing:
-                raise ValueError(f"{arguments.metadata}: no row for {len(missing)} samples, e.g. {missing[0]!r}")
+                raise ConfigurationError(f"{arguments.metadata}: no row for {len(missing)} samples, e.g. {missing[0]!r}")
             groups = [rows[key][arguments.group_column] for key in ids]
     balance = _parse_balance(arguments.balance)
     if arguments.folds:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..errors import ConfigurationError
 from ._peer_loaders import (
     BATCH,
     MEAN,
@@ -78,7 +79,7 @@ def run_in_subprocess(name: str, root: Path, output: str = "uint8", timeout: flo
             line (a peer may log per-sample errors and go on) and how it ended.
     """
     if output not in OUTPUTS:
-        raise ValueError(f"output must be one of {OUTPUTS}, got {output!r}")
+        raise ConfigurationError(f"output must be one of {OUTPUTS}, got {output!r}")
     process = subprocess.run(
         [sys.executable, "-m", "stoker.bench._peers", name, output, str(root)], capture_output=True, text=True, timeout=timeout
     )

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any, Protocol
 
+from ..errors import ConfigurationError
 from ._ranks import process_group
 
 __all__ = ["LoaderCheckpoint"]
@@ -57,9 +58,9 @@ class LoaderCheckpoint:
         try:
             states = json.loads(state["ranks"])
         except (KeyError, TypeError, ValueError) as error:
-            raise ValueError(f"not a stoker loader checkpoint entry ({type(error).__name__}: {error})") from error
+            raise ConfigurationError(f"not a stoker loader checkpoint entry ({type(error).__name__}: {error})") from error
         if not isinstance(states, list) or not states:
-            raise ValueError("a stoker loader checkpoint entry holds no rank's state")
+            raise ConfigurationError("a stoker loader checkpoint entry holds no rank's state")
         self.loader.load_state_dict(states)
 
     def _gather(self, own: dict[str, Any]) -> list[dict[str, Any]]:

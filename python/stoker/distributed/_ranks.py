@@ -8,6 +8,8 @@ import os
 import sys
 from typing import Any, NamedTuple
 
+from ..errors import ConfigurationError
+
 __all__ = ["World", "discover_world", "process_group"]
 
 
@@ -38,7 +40,7 @@ def _environment_integer(name: str) -> int | None:
     try:
         return int(value)
     except ValueError:
-        raise ValueError(f"the environment variable {name}={value!r} is not an integer") from None
+        raise ConfigurationError(f"the environment variable {name}={value!r} is not an integer") from None
 
 
 def discover_world(rank: int | None = None, world_size: int | None = None) -> World:
@@ -51,12 +53,12 @@ def discover_world(rank: int | None = None, world_size: int | None = None) -> Wo
             process group (each rank would read another rank's share).
     """
     if (rank is None) != (world_size is None):
-        raise ValueError(f"give both rank and world_size or neither (got rank={rank}, world_size={world_size})")
+        raise ConfigurationError(f"give both rank and world_size or neither (got rank={rank}, world_size={world_size})")
     group = process_group()
     if rank is not None and world_size is not None:
         world = World(rank, world_size, "arguments")
         if group is not None and (group.get_rank(), group.get_world_size()) != (rank, world_size):
-            raise ValueError(
+            raise ConfigurationError(
                 f"rank={rank}, world_size={world_size} disagree with the initialized process group "
                 f"(rank {group.get_rank()} of {group.get_world_size()}); leave them out to use the group's"
             )
@@ -65,12 +67,12 @@ def discover_world(rank: int | None = None, world_size: int | None = None) -> Wo
     else:
         found_rank, found_size = _environment_integer("RANK"), _environment_integer("WORLD_SIZE")
         if (found_rank is None) != (found_size is None):
-            raise ValueError(f"RANK and WORLD_SIZE must be set together (RANK={found_rank}, WORLD_SIZE={found_size})")
+            raise ConfigurationError(f"RANK and WORLD_SIZE must be set together (RANK={found_rank}, WORLD_SIZE={found_size})")
         world = (
             World(found_rank, found_size, "environment")
             if found_rank is not None and found_size is not None
             else World(0, 1, "single process")
         )
     if world.world_size < 1 or not 0 <= world.rank < world.world_size:
-        raise ValueError(f"rank {world.rank} is not within a world of {world.world_size} (from the {world.source})")
+        raise ConfigurationError(f"rank {world.rank} is not within a world of {world.world_size} (from the {world.source})")
     return world

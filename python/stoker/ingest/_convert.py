@@ -23,7 +23,7 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import StorageError
+from ..errors import ConfigurationError, StorageError
 from ..storage import Storage
 from ..storage.local import (
     CLASSES_FILE,
@@ -313,7 +313,7 @@ def convert_storage(
             failed.
     """
     if to not in ("shards", "lmdb", "parquet"):
-        raise ValueError(f'to must be "shards", "lmdb" or "parquet", got {to!r}')
+        raise ConfigurationError(f'to must be "shards", "lmdb" or "parquet", got {to!r}')
     target = Path(destination)
     packed, check = checked(source, decode_check)
     if to == "shards":

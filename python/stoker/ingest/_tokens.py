@@ -9,6 +9,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from ..errors import ConfigurationError
 from ..storage.local import TOKEN_DTYPES, MemoryStorage
 from ._convert import convert_storage
 
@@ -28,7 +29,7 @@ def write_token_shards(
     """
     target = np.dtype(dtype)
     if target not in TOKEN_DTYPES:
-        raise ValueError(f"dtype must be uint16 or uint32, got {dtype}")
+        raise ConfigurationError(f"dtype must be uint16 or uint32, got {dtype}")
     limit = np.iinfo(target).max
     encoded: dict[str, bytes] = {}
     for number, document in enumerate(documents):

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..errors import StorageError
+from ..errors import ConfigurationError, StorageError
 from ..storage import Storage
 from ..storage.local import index_to_json, load_index
 from ..storage.policies import ErrorKind, RetryPolicy, call_with_retries
@@ -122,7 +122,7 @@ def upload_to_s3(
     store = open_s3_store(bucket, **store_options)
     policy = retry or RetryPolicy()
     if to not in ("objects", "shards"):
-        raise ValueError(f'to must be "objects" or "shards", got {to!r}')
+        raise ConfigurationError(f'to must be "objects" or "shards", got {to!r}')
     source, check = checked(source, decode_check)
 
     def object_key(name: str) -> str:
@@ -292,7 +292,7 @@ def upload_to_cassandra(
     for column in columns:
         check_identifier(column, "metadata column")
         if column in ("id", "key", "label"):
-            raise ValueError(f"metadata column {column!r} clashes with the metadata table's own columns")
+            raise ConfigurationError(f"metadata column {column!r} clashes with the metadata table's own columns")
     cluster, session = connection.connect()
     try:
         create_schema(session, connection, columns, replication, policy)

@@ -76,7 +76,7 @@ def allocate_batch(transform: Transform, batch_size: int) -> np.ndarray:
         return np.zeros((batch_size, *transform.output_shape), dtype=transform.dtype)
     size = transform.output_size
     if size is None:
-        raise ValueError("the transform has no fixed output size: add a crop or an exact resize")
+        raise ConfigurationError("the transform has no fixed output size: add a crop or an exact resize")
     height, width = size
     channels = transform.channels
     shape = (batch_size, height, width, channels) if transform.layout == "HWC" else (batch_size, channels, height, width)
@@ -89,7 +89,7 @@ def _writable_array(out: Any) -> np.ndarray:
     numpy_view = getattr(out, "numpy", None)  # torch tensors (pinned or not) share memory this way
     if callable(numpy_view):
         if getattr(out, "device", None) is not None and str(out.device) != "cpu":
-            raise ValueError(f"out must be in host memory, it is on {out.device}")
+            raise ConfigurationError(f"out must be in host memory, it is on {out.device}")
         return numpy_view()
     raise TypeError(f"out must be a numpy array or a CPU torch tensor, got {type(out).__name__}")
 
@@ -130,10 +130,10 @@ def decode_batch(
         raise ConfigurationError(f'on_error must be "raise", "skip" or "zero", got {on_error!r}')
     count = len(items)
     if names is not None and len(names) != count:
-        raise ValueError(f"{len(names)} names for {count} items")
+        raise ConfigurationError(f"{len(names)} names for {count} items")
     array = allocate_batch(transform, count) if out is None else _writable_array(out)
     if not array.flags.writeable:
-        raise ValueError("out is read-only")
+        raise ConfigurationError("out is read-only")
     seed_list = list(seeds) if seeds is not None else sample_seeds(seed, count)
     errors = _BATCH_DECODERS[type(transform)](
         [as_bytes(item) for item in items],

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from .._native import AudioTransform, VideoTransform
-from ..errors import BatchDecodeError, MediaDecodeError
+from ..errors import BatchDecodeError, ConfigurationError, MediaDecodeError
 from .batch import decode_batch
 
 __all__ = ["AudioTransform", "MediaDecodeError", "VideoTransform", "decode_audio", "decode_video", "seconds_to_samples"]
@@ -33,7 +33,7 @@ __all__ = ["AudioTransform", "MediaDecodeError", "VideoTransform", "decode_audio
 def seconds_to_samples(seconds: float, sample_rate: int) -> int:
     """The window length in samples for ``seconds`` at ``sample_rate`` (rounded)."""
     if seconds <= 0:
-        raise ValueError(f"the window must be positive, got {seconds} s")
+        raise ConfigurationError(f"the window must be positive, got {seconds} s")
     return max(1, round(seconds * sample_rate))
 
 

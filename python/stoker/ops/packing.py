@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from .._native import TokenPacker
+from ..errors import ConfigurationError, ProvenanceError
 
 __all__ = ["PER_BATCH_KEPT", "EfficiencyReport", "PackedBatch", "SequencePacker", "as_token_array"]
 
@@ -194,7 +195,7 @@ class SequencePacker:
         drop_last: bool = False,
     ) -> None:
         if batch_size < 1:
-            raise ValueError(f"batch_size must be positive, got {batch_size}")
+            raise ConfigurationError(f"batch_size must be positive, got {batch_size}")
         self.context_length = context_length
         self.batch_size = batch_size
         self.pad_id = pad_id
@@ -294,9 +295,9 @@ class SequencePacker:
         """
         _check_packer_state(state, plan_size)
         if state.get("version") != 1:
-            raise ValueError(f"packer state version {state.get('version')} is not 1")
+            raise ProvenanceError(f"packer state version {state.get('version')} is not 1")
         if (state["context_length"], state["batch_size"], state["options"]) != (self.context_length, self.batch_size, self._options):
-            raise ValueError("the state was saved by a packer with other settings")
+            raise ProvenanceError("the state was saved by a packer with other settings")
 
         def piece(document: int, start: int, length: int) -> list[int]:
             tokens = as_token_array(fetch(document), document)

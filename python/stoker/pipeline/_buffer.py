@@ -16,6 +16,8 @@ from collections import deque
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..errors import ConfigurationError
+
 if TYPE_CHECKING:
     from ..failures import Failure
     from ._spec import StageSpec
@@ -47,7 +49,7 @@ class _Buffer:
 
     def __init__(self, capacity: int) -> None:
         if capacity < 1:
-            raise ValueError(f"buffer capacity must be at least 1, got {capacity}")
+            raise ConfigurationError(f"buffer capacity must be at least 1, got {capacity}")
         self.capacity = capacity
         self.items: deque[Any] = deque()
         self.reserved = 0

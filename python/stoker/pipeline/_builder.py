@@ -7,6 +7,7 @@ from collections.abc import AsyncIterable, Callable, Iterable
 from concurrent.futures import Executor
 from typing import Any, Literal
 
+from ..errors import ConfigurationError
 from ._engine import _Engine
 from ._pipeline import Pipeline
 from ._spec import OpKind, StageKind, StageSpec, op_kind, op_name
@@ -20,7 +21,7 @@ _MAX_DEFAULT_THREADS = 512
 
 def _positive(name: str, value: int) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        raise ConfigurationError(f"{name} must be a positive integer, got {value!r}")
     return value
 
 
@@ -51,9 +52,9 @@ class PipelineBuilder:
 
     def _check_open(self, adding: str) -> None:
         if self._sink_size is not None:
-            raise ValueError(f"cannot add {adding} after add_sink()")
+            raise ConfigurationError(f"cannot add {adding} after add_sink()")
         if adding != "a source" and not self._stages:
-            raise ValueError(f"add_source() must come before {adding}")
+            raise ConfigurationError(f"add_source() must come before {adding}")
 
     def _unique_name(self, name: str) -> str:
         taken = {stage.name for stage in self._stages}
@@ -79,7 +80,7 @@ class PipelineBuilder:
             ValueError: A source was already added.
         """
         if self._stages:
-            raise ValueError("add_source() may be called once, first")
+            raise ConfigurationError("add_source() may be called once, first")
         self._check_open("a source")
         if not (hasattr(source, "__iter__") or hasattr(source, "__aiter__")):
             raise TypeError(f"source must be an iterable or async iterable, got {type(source).__name__}")
@@ -124,12 +125,12 @@ class PipelineBuilder:
             raise TypeError(f"op must be callable, got {type(op).__name__}")
         _positive("concurrency", concurrency)
         if output_order not in ("completion", "input"):
-            raise ValueError(f'output_order must be "completion" or "input", got {output_order!r}')
+            raise ConfigurationError(f'output_order must be "completion" or "input", got {output_order!r}')
         if max_failures is not None and (not isinstance(max_failures, int) or max_failures < 0):
-            raise ValueError(f"max_failures must be None or a non-negative integer, got {max_failures!r}")
+            raise ConfigurationError(f"max_failures must be None or a non-negative integer, got {max_failures!r}")
         kind = op_kind(op)
         if executor is not None and kind in (OpKind.GENERATOR, OpKind.ASYNC_GENERATOR):
-            raise ValueError("generator ops cannot run in an executor: generators cannot be pickled")
+            raise ConfigurationError("generator ops cannot run in an executor: generators cannot be pickled")
         size = _positive("buffer_size", buffer_size) if buffer_size is not None else max(2, 2 * concurrency)
         self._stages.append(
             StageSpec(
@@ -201,14 +202,14 @@ class PipelineBuilder:
             ValueError: No source, or a bad argument.
         """
         if not self._stages:
-            raise ValueError("add_source() must come before build()")
+            raise ConfigurationError("add_source() must come before build()")
         sink_size = self._sink_size if self._sink_size is not None else 3
         if num_threads is None:
             wanted = sum(spec.concurrency for spec in self._stages if not spec.runs_inline and not spec.runs_on_loop)
             num_threads = max(1, min(wanted, _MAX_DEFAULT_THREADS))
         _positive("num_threads", num_threads)
         if stats_interval <= 0:
-            raise ValueError(f"stats_interval must be positive, got {stats_interval}")
+            raise ConfigurationError(f"stats_interval must be positive, got {stats_interval}")
         engine = _Engine(
             [StageSpec(**vars(spec)) for spec in self._stages],
             sink_size=sink_size,

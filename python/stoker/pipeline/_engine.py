@@ -21,7 +21,7 @@ from enum import Enum
 from time import perf_counter, thread_time
 from typing import Any
 
-from ..errors import PipelineFailureError, PipelineStoppedError
+from ..errors import ConfigurationError, PipelineFailureError, PipelineStoppedError
 from ..failures import Failure, error_text, qualified_name
 from ._buffer import StageRunner, _Buffer
 from ._errors import AbortPipeline, short_repr
@@ -197,7 +197,7 @@ class _Engine:
         """Let stage ``name`` run up to ``concurrency`` tasks from now on (see `_Stage.set_concurrency`)."""
         stage = self.stage(name)
         if not isinstance(stage, _Stage):
-            raise ValueError(f"stage {name!r} moves items inside the engine; it has no concurrency to set")
+            raise ConfigurationError(f"stage {name!r} moves items inside the engine; it has no concurrency to set")
         with self.lock:
             stage.set_concurrency(concurrency)
             if stage is self.stages[-1]:
@@ -211,7 +211,7 @@ class _Engine:
     def set_sink_size(self, size: int) -> None:
         """Keep up to ``size`` finished items ready for the consumer from now on."""
         if size < 1:
-            raise ValueError(f"the sink holds at least 1 item, got {size}")
+            raise ConfigurationError(f"the sink holds at least 1 item, got {size}")
         with self.lock:
             last = self.stages[-1]
             self.sink.capacity = size + (last.concurrency if isinstance(last, _Stage) else 0)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
+from ..errors import ConfigurationError
 from ._spec import StageKind, StageSpec
 
 if TYPE_CHECKING:
@@ -101,10 +102,10 @@ def profile_pipeline(
     """
     values = sorted(set(concurrencies))
     if not values:
-        raise ValueError("concurrencies is empty")
+        raise ConfigurationError("concurrencies is empty")
     stages = builder.stages
     if not stages:
-        raise ValueError("the builder has no source")
+        raise ConfigurationError("the builder has no source")
     source = stages[0].source
     if not hasattr(source, "__iter__"):
         raise TypeError("profile_pipeline needs a sync iterable source")

@@ -10,6 +10,7 @@ from collections import deque
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
+from ..errors import ConfigurationError
 from ..failures import Failure
 from ._buffer import _Buffer
 from ._spec import OpKind, StageKind, StageSpec
@@ -160,7 +161,7 @@ class _Stage:
         for the new tasks' results; lowering it lets running tasks finish (runners beyond the new
         limit stop claiming jobs), so nothing in flight is dropped."""
         if concurrency < 1:
-            raise ValueError(f"concurrency must be at least 1, got {concurrency}")
+            raise ConfigurationError(f"concurrency must be at least 1, got {concurrency}")
         self.output.capacity += concurrency - self.concurrency
         self._account_busy()
         self.concurrency = concurrency

@@ -15,6 +15,8 @@ from collections.abc import Callable
 from time import monotonic
 from typing import Any
 
+from ..errors import ConfigurationError
+
 _logger = logging.getLogger("stoker.pipeline")
 
 
@@ -23,7 +25,7 @@ class _WorkerPool:
 
     def __init__(self, max_threads: int, name: str) -> None:
         if max_threads < 1:
-            raise ValueError(f"num_threads must be at least 1, got {max_threads}")
+            raise ConfigurationError(f"num_threads must be at least 1, got {max_threads}")
         self._max_threads = max_threads
         self._name = name
         self._tasks: queue.SimpleQueue[tuple[Callable[..., Any], tuple[Any, ...]] | None] = queue.SimpleQueue()

@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import ConfigurationError
+
 __all__ = ["StokerDatasource"]
 
 COLUMNS = ("index", "key", "label", "bytes", "image")
@@ -102,13 +104,13 @@ def _datasource_class() -> type:
 
             unknown = [column for column in columns if column not in COLUMNS]
             if unknown:
-                raise ValueError(f"unknown column(s) {unknown}; choose from {list(COLUMNS)}")
+                raise ConfigurationError(f"unknown column(s) {unknown}; choose from {list(COLUMNS)}")
             if "image" in columns and transform is None:
-                raise ValueError("the image column needs a transform (an ImageTransform with a fixed output size)")
+                raise ConfigurationError("the image column needs a transform (an ImageTransform with a fixed output size)")
             if rows_per_block < 1:
-                raise ValueError(f"rows_per_block must be positive, got {rows_per_block}")
+                raise ConfigurationError(f"rows_per_block must be positive, got {rows_per_block}")
             if on_error not in ("raise", "skip"):
-                raise ValueError(f'on_error must be "raise" or "skip", got {on_error!r}')
+                raise ConfigurationError(f'on_error must be "raise" or "skip", got {on_error!r}')
             self.on_error = on_error
             self.source = str(source)
             self.columns = tuple(columns)

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..device import BufferPool, pinned_allocator
+from ..errors import ConfigurationError, ProvenanceError
 from ..loader import Batch
 from ._loader_stats import RayLoaderStats
 
@@ -83,7 +84,7 @@ class RayLoader:
         if not callable(getattr(data, "iter_batches", None)):
             raise TypeError(f"data must be a ray.data.Dataset or DataIterator, got {type(data).__name__}")
         if batch_size < 1 or prefetch < 1:
-            raise ValueError(f"batch_size and prefetch must be positive, got {batch_size} and {prefetch}")
+            raise ConfigurationError(f"batch_size and prefetch must be positive, got {batch_size} and {prefetch}")
         self.data = data
         self.batch_size = batch_size
         self.data_column = data_column
@@ -113,9 +114,9 @@ class RayLoader:
                 whose order Ray does not keep (skipping rows would lose or repeat samples).
         """
         if state.get("version") != 1:
-            raise ValueError(f"RayLoader state version {state.get('version')} is not 1")
+            raise ProvenanceError(f"RayLoader state version {state.get('version')} is not 1")
         if state["batch_size"] != self.batch_size:
-            raise ValueError(f"the state was saved with batch_size {state['batch_size']}, this loader has {self.batch_size}")
+            raise ProvenanceError(f"the state was saved with batch_size {state['batch_size']}, this loader has {self.batch_size}")
         if state["rows"] and not self._order_is_kept():
             raise ValueError(
                 "a mid-epoch resume skips the rows already delivered, which is exact only over a ray.data.Dataset "

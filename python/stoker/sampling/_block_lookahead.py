@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import ConfigurationError
 from ._block_order import block_starts
 
 __all__ = ["BlockLookahead"]
@@ -37,7 +38,7 @@ class BlockLookahead:
 
     def __init__(self, indices: np.ndarray | Any, block_sizes: Sequence[int], ahead: int, prefetch: Callable[[list[int]], None]) -> None:
         if ahead < 0:
-            raise ValueError(f"ahead must be at least 0, got {ahead}")
+            raise ConfigurationError(f"ahead must be at least 0, got {ahead}")
         self._starts = block_starts(block_sizes)
         if hasattr(indices, "part"):
             self._size = int(indices.size)

@@ -28,6 +28,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..errors import ConfigurationError
+
 __all__ = ["BlockOrder", "block_order", "block_starts", "shuffle_quality"]
 
 _BLOCK_STREAM = 0x626C6F636B  # "block": keeps this scheme's draws apart from the uniform shuffle's
@@ -41,7 +43,7 @@ def block_starts(block_sizes: Sequence[int]) -> np.ndarray:
     """
     sizes = np.asarray(block_sizes, dtype=np.int64)
     if len(sizes) == 0 or (sizes <= 0).any():
-        raise ValueError(f"blocks must hold at least one sample each, got sizes {sizes[:10].tolist()}")
+        raise ConfigurationError(f"blocks must hold at least one sample each, got sizes {sizes[:10].tolist()}")
     return np.concatenate([[0], np.cumsum(sizes)])
 
 
@@ -67,7 +69,7 @@ class BlockOrder:
 
     def __init__(self, block_sizes: Sequence[int], *, seed: int, epoch: int, window: int, ranks: int) -> None:
         if window < 1 or ranks < 1:
-            raise ValueError(f"window and ranks must be positive, got window={window}, ranks={ranks}")
+            raise ConfigurationError(f"window and ranks must be positive, got window={window}, ranks={ranks}")
         self._starts = block_starts(block_sizes)
         sizes = np.diff(self._starts)
         self._seed, self._epoch, self._window, self._ranks = seed, epoch, window, ranks

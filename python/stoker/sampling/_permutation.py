@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import ConfigurationError
+
 __all__ = ["IndexPermutation"]
 
 _ROUNDS = 6
@@ -48,7 +50,7 @@ class IndexPermutation:
 
     def __init__(self, size: int, seed: int, epoch: int) -> None:
         if not 1 <= size <= 1 << 62:
-            raise ValueError(f"a permutation needs 1 to 2**62 elements, got {size}")
+            raise ConfigurationError(f"a permutation needs 1 to 2**62 elements, got {size}")
         self.size = size
         self._half = max(1, (max(size - 1, 1).bit_length() + 1) // 2)  # bits per half: 4**half >= size
         self._mask = np.uint64((1 << self._half) - 1)

@@ -32,6 +32,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequen
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import ConfigurationError
+
 __all__ = ["FetchedSample", "OutOfOrderPrefetcher"]
 
 
@@ -123,7 +125,7 @@ class OutOfOrderPrefetcher:
         latencies: Iterable[float] = (),
     ) -> None:
         if batch_size < 1 or max_batches < 1 or ramp_every < 1 or stall_patience <= 0 or start_batches < 1:
-            raise ValueError("batch_size, max_batches, ramp_every, stall_patience and start_batches must be positive")
+            raise ConfigurationError("batch_size, max_batches, ramp_every, stall_patience and start_batches must be positive")
         self.fetch = fetch
         self.samples = samples
         self.batch_size = batch_size

@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import ConfigurationError, ProvenanceError
 from ._block_order import BlockOrder, block_starts
 from ._epoch_plan import EpochPlan
 from ._permutation import IndexPermutation
@@ -85,9 +86,9 @@ class Sampler:
         window: int = 32,
     ) -> None:
         if num_samples < 1:
-            raise ValueError(f"num_samples must be positive, got {num_samples}")
+            raise ConfigurationError(f"num_samples must be positive, got {num_samples}")
         if world_size < 1 or not 0 <= rank < world_size:
-            raise ValueError(f"rank {rank} is not in a world of {world_size}")
+            raise ConfigurationError(f"rank {rank} is not in a world of {world_size}")
         self.num_samples = num_samples
         self.shuffle = shuffle
         self.seed = check_seed(seed)
@@ -96,9 +97,9 @@ class Sampler:
         self.pad = pad
         self.epoch = 0
         if blocks is not None and int(block_starts(blocks)[-1]) != num_samples:
-            raise ValueError(f"the blocks hold {int(block_starts(blocks)[-1])} samples, not {num_samples}")
+            raise ConfigurationError(f"the blocks hold {int(block_starts(blocks)[-1])} samples, not {num_samples}")
         if window < 1:
-            raise ValueError(f"window must be positive, got {window}")
+            raise ConfigurationError(f"window must be positive, got {window}")
         self.blocks = None if blocks is None else [int(size) for size in blocks]
         self.window = window
         # The world size the block order is laid out for: this one, or the saved run's after an
@@ -120,7 +121,7 @@ class Sampler:
             ValueError: A negative or non-integer epoch.
         """
         if isinstance(epoch, bool) or not isinstance(epoch, (int, np.integer)) or epoch < 0:
-            raise ValueError(f"epoch must be a whole number >= 0, got {epoch!r}")
+            raise ConfigurationError(f"epoch must be a whole number >= 0, got {epoch!r}")
         with self._lock:
             self.epoch = int(epoch)
             self._delivered = PositionSet()
@@ -311,31 +312,31 @@ class Sampler:
 
     def _load_locked(self, state: dict[str, Any] | Sequence[dict[str, Any]]) -> None:
         if not isinstance(state, (dict, list, tuple)):
-            raise ValueError(f"sampler state: expected a state or a list of every rank's, got {type(state).__name__}")
+            raise ConfigurationError(f"sampler state: expected a state or a list of every rank's, got {type(state).__name__}")
         states = [state] if isinstance(state, dict) else list(state)
         if not states:
-            raise ValueError("no state to load")
+            raise ConfigurationError("no state to load")
         for saved in states:
             check_state(saved)
         first = states[0]
         shared = ("num_samples", "shuffle", "seed", "epoch", "scheme", "window", "order_ranks", "blocks_crc", "world_size", "excluded")
         for saved in states:
             if any(saved[name] != first[name] for name in shared):
-                raise ValueError("the states come from different epochs, datasets or worlds")
+                raise ProvenanceError("the states come from different epochs, datasets or worlds")
         if first["num_samples"] != self.num_samples:
-            raise ValueError(f"the state is for {first['num_samples']} samples, this storage has {self.num_samples}")
+            raise ProvenanceError(f"the state is for {first['num_samples']} samples, this storage has {self.num_samples}")
         if first["shuffle"] and first["scheme"] != ("uniform" if self.blocks is None else "block"):
-            raise ValueError(f"the state comes from a {first['scheme']} shuffle; this sampler uses a {self.scheme} shuffle")
+            raise ProvenanceError(f"the state comes from a {first['scheme']} shuffle; this sampler uses a {self.scheme} shuffle")
         if first["scheme"] == "block" and (first["blocks_crc"], first["window"]) != (self._blocks_digest(), self.window):
-            raise ValueError("the state comes from another block layout or window; resume with the same storage and window")
+            raise ProvenanceError("the state comes from another block layout or window; resume with the same storage and window")
         if isinstance(state, dict) and (state["world_size"] != self.world_size or state["rank"] != self.rank):
-            raise ValueError(
+            raise ConfigurationError(
                 f"one state from rank {state['rank']} of {state['world_size']} cannot resume rank {self.rank} of "
                 f"{self.world_size}; pass every rank's state to change the world size"
             )
         ranks = sorted(saved["rank"] for saved in states)
         if not isinstance(state, dict) and ranks != list(range(first["world_size"])):
-            raise ValueError(f"expected the states of ranks 0..{first['world_size'] - 1}, got ranks {ranks}")
+            raise ConfigurationError(f"expected the states of ranks 0..{first['world_size'] - 1}, got ranks {ranks}")
         excluded = spans(first["excluded"], "excluded", self.num_samples)
         old_excluded = PositionSet((excluded[:, 0], excluded[:, 1])) if len(excluded) else None
         records = []

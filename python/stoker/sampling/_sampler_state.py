@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import ConfigurationError
+
 __all__ = ["MAX_SPANS", "SAMPLER_STATE_VERSION", "check_seed", "check_state", "spans"]
 
 SAMPLER_STATE_VERSION = 2
@@ -53,7 +55,7 @@ def check_seed(seed: Any) -> int:
         ValueError: Anything else (text, a float, a negative number), named.
     """
     if not _whole(seed) or not 0 <= seed < 1 << 64:
-        raise ValueError(f"seed must be a whole number from 0 to 2**64 - 1, got {str(seed)[:80]!r}")
+        raise ConfigurationError(f"seed must be a whole number from 0 to 2**64 - 1, got {str(seed)[:80]!r}")
     return int(seed)
 
 
@@ -96,10 +98,10 @@ def check_state(state: Any) -> None:
         ValueError: The first part that is not, named.
     """
     if not isinstance(state, dict):
-        raise ValueError(f"sampler state: expected the dict Sampler.state_dict() returns, got {type(state).__name__}")
+        raise ConfigurationError(f"sampler state: expected the dict Sampler.state_dict() returns, got {type(state).__name__}")
     version = state.get("version")
     if version == 1:
-        raise ValueError(
+        raise ConfigurationError(
             "sampler state version 1 was saved by an earlier stoker, whose shuffled order this one does not compute; "
             "resume with that version, or start the epoch again"
         )
@@ -107,7 +109,7 @@ def check_state(state: Any) -> None:
         raise _fail("version", version, str(SAMPLER_STATE_VERSION))
     missing = [part for part in _PARTS if part not in state]
     if missing:
-        raise ValueError(f"sampler state: no {', '.join(repr(part) for part in missing)} (not a state Sampler.state_dict() wrote)")
+        raise ConfigurationError(f"sampler state: no {', '.join(repr(part) for part in missing)} (not a state Sampler.state_dict() wrote)")
     samples = state.get("num_samples")
     if not isinstance(samples, int) or isinstance(samples, bool) or not 1 <= samples <= 1 << 62:
         raise _fail("num_samples", samples, "a whole number from 1 to 2**62")

@@ -20,6 +20,8 @@ from collections.abc import Hashable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..errors import ConfigurationError
+
 __all__ = ["SPLITS_FORMAT", "k_folds", "read_split", "split_samples", "write_splits"]
 
 SPLITS_FORMAT = "stoker.splits"
@@ -55,13 +57,13 @@ def _balanced(by_label: dict[Any, list[list[int]]], balance: Balance) -> dict[An
     elif isinstance(balance, Mapping):
         unknown = [label for label in by_label if label not in balance and str(label) not in balance]
         if unknown:
-            raise ValueError(f"no weight for labels {sorted(map(str, unknown))}; give every label a weight (0 drops it)")
+            raise ConfigurationError(f"no weight for labels {sorted(map(str, unknown))}; give every label a weight (0 drops it)")
         weights = {label: float(balance.get(label, balance.get(str(label), 0.0))) for label in by_label}
     else:
-        raise ValueError(f'balance must be "original", "uniform" or a mapping of label to weight, got {balance!r}')
+        raise ConfigurationError(f'balance must be "original", "uniform" or a mapping of label to weight, got {balance!r}')
     positive = {label: weight for label, weight in weights.items() if weight > 0}
     if not positive:
-        raise ValueError("every label weight is zero")
+        raise ConfigurationError("every label weight is zero")
     # The largest total whose label proportions follow the weights with the samples we have.
     scale = min(sizes[label] / weight for label, weight in positive.items())
     kept: dict[Any, list[list[int]]] = {}
@@ -106,11 +108,11 @@ def split_samples(
     """
     labels = list(labels) if labels is not None else [None] * len(ids)
     if len(labels) != len(ids) or (groups is not None and len(groups) != len(ids)):
-        raise ValueError("ids, labels and groups must have the same length")
+        raise ConfigurationError("ids, labels and groups must have the same length")
     if len(set(ids)) != len(ids):
-        raise ValueError("ids must be unique")
+        raise ConfigurationError("ids must be unique")
     if not ratios or any(share <= 0 for share in ratios.values()):
-        raise ValueError(f"ratios must be positive, got {dict(ratios)}")
+        raise ConfigurationError(f"ratios must be positive, got {dict(ratios)}")
     generator = random.Random(seed)
     by_label: dict[Any, list[list[int]]] = defaultdict(list)
     for label, members in _units(ids, labels, groups):
@@ -152,9 +154,9 @@ def k_folds(
             `split_samples` raises.
     """
     if k < 2:
-        raise ValueError(f"k must be at least 2, got {k}")
+        raise ConfigurationError(f"k must be at least 2, got {k}")
     if k > len(ids):
-        raise ValueError(f"k={k:,} folds of {len(ids):,} samples: a fold would be empty (k is at most the number of samples)")
+        raise ConfigurationError(f"k={k:,} folds of {len(ids):,} samples: a fold would be empty (k is at most the number of samples)")
     parts = split_samples(ids, labels, ratios={f"part{i}": 1.0 for i in range(k)}, balance=balance, groups=groups, seed=seed)
     folds: dict[str, list[str]] = {}
     for i in range(k):
@@ -181,7 +183,7 @@ def read_split(path: str | os.PathLike[str], name: str) -> list[str]:
     """
     document = json.loads(Path(path).read_text())
     if not isinstance(document, dict) or document.get("format") != SPLITS_FORMAT:
-        raise ValueError(f"{path}: not a {SPLITS_FORMAT} file")
+        raise ConfigurationError(f"{path}: not a {SPLITS_FORMAT} file")
     if name not in document["splits"]:
-        raise ValueError(f"{path}: no split {name!r}; it has {sorted(document['splits'])}")
+        raise ConfigurationError(f"{path}: no split {name!r}; it has {sorted(document['splits'])}")
     return list(document["splits"][name])

@@ -50,7 +50,7 @@ class Storage(ABC):
 
     def __init__(self, max_concurrent_reads: int = 16) -> None:
         if max_concurrent_reads < 1:
-            raise ValueError(f"max_concurrent_reads must be positive, got {max_concurrent_reads}")
+            raise ConfigurationError(f"max_concurrent_reads must be positive, got {max_concurrent_reads}")
         self.max_concurrent_reads = max_concurrent_reads
         self._read_slots = threading.BoundedSemaphore(max_concurrent_reads)
         self._index_of: dict[str, int] | None = None

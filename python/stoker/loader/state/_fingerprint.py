@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import ProvenanceError
+from ...errors import ConfigurationError, ProvenanceError
 
 __all__ = ["DeliveryDigest", "check_resume", "check_state_parts", "differences", "fingerprint", "mix_positions", "verify_deliveries"]
 
@@ -63,7 +63,7 @@ class DeliveryDigest:
         """The digests of every rank (or one) as one: what the world delivered."""
         epochs = {state["epoch"] for state in states}
         if len(epochs) != 1:
-            raise ValueError(f"the delivery digests come from different epochs: {sorted(epochs)}")
+            raise ProvenanceError(f"the delivery digests come from different epochs: {sorted(epochs)}")
         return cls(epochs.pop(), sum(state["count"] for state in states), sum(state["sum"] for state in states) & _MASK)
 
 
@@ -158,14 +158,14 @@ def check_state_parts(saved: dict[str, Any]) -> None:
         return isinstance(value, int) and not isinstance(value, bool)
 
     if "fingerprint" in saved and not isinstance(saved["fingerprint"], dict):
-        raise ValueError(f"Loader state: 'fingerprint' must be a dict, got {type(saved['fingerprint']).__name__}")
+        raise ConfigurationError(f"Loader state: 'fingerprint' must be a dict, got {type(saved['fingerprint']).__name__}")
     if "step" in saved and not (integer(saved["step"]) and saved["step"] >= 0):
-        raise ValueError(f"Loader state: 'step' must be an int >= 0, got {saved['step']!r}")
+        raise ConfigurationError(f"Loader state: 'step' must be an int >= 0, got {saved['step']!r}")
     digest = saved.get("delivered_digest")
     if "delivered_digest" in saved and not (
         isinstance(digest, dict) and all(integer(digest.get(name)) and digest[name] >= 0 for name in ("epoch", "count", "sum"))
     ):
-        raise ValueError(f"Loader state: 'delivered_digest' must hold ints epoch, count and sum, got {digest!r}"[:300])
+        raise ConfigurationError(f"Loader state: 'delivered_digest' must hold ints epoch, count and sum, got {digest!r}"[:300])
     mixture = saved.get("mixture")
     if "mixture" in saved:
         changes = mixture.get("changes") if isinstance(mixture, dict) else None
@@ -188,4 +188,4 @@ def check_state_parts(saved: dict[str, Any]) -> None:
             )
         )
         if not valid:
-            raise ValueError(f"Loader state: 'mixture' must hold its epoch, weights and changes, got {mixture!r}"[:300])
+            raise ConfigurationError(f"Loader state: 'mixture' must hold its epoch, weights and changes, got {mixture!r}"[:300])

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ...errors import ConfigurationError
 from ...ops.batch import transform_description
 from ...sampling import Sampler
 from ...storage import EpochStorage, MixedStorage, Storage
@@ -112,20 +113,22 @@ class LoaderState:
     def load_state_dict(self, state: dict[str, Any] | Sequence[dict[str, Any]], *, allow_changes: bool = False) -> None:
         """See `Loader.load_state_dict`."""
         if not isinstance(state, (dict, list, tuple)):
-            raise ValueError(
+            raise ConfigurationError(
                 f"not a Loader state: expected what Loader.state_dict() returns (a dict), or a list of them, got {type(state).__name__}"
             )
         states = [state] if isinstance(state, dict) else list(state)
         if not states:
-            raise ValueError("not a Loader state: an empty list of states")
+            raise ConfigurationError("not a Loader state: an empty list of states")
         for saved in states:
             if not isinstance(saved, dict) or not {"version", "sampler"} <= saved.keys():
                 found = sorted(saved) if isinstance(saved, dict) else type(saved).__name__
-                raise ValueError(
+                raise ConfigurationError(
                     f"not a Loader state: expected what Loader.state_dict() returns (keys 'version', 'sampler', 'batch_size'), got {found}"
                 )
             if saved["version"] != 1:
-                raise ValueError(f"Loader state version {saved['version']!r}: this stoker reads version 1; save the state again with it")
+                raise ConfigurationError(
+                    f"Loader state version {saved['version']!r}: this stoker reads version 1; save the state again with it"
+                )
             check_state_parts(saved)
         changed = check_resume(states, self.fingerprint(), allow_changes=allow_changes)
         if changed:

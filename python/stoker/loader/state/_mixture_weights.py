@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...errors import ConfigurationError
 from ...sampling import Sampler
 from ...storage import MixedStorage
 from .._assembly import BatchAssembler
@@ -49,7 +50,7 @@ class MixtureWeights:
             isinstance(span, list) and len(span) == 2 and all(type(end) is int for end in span) and 0 <= span[0] < span[1] <= total
             for span in record
         ):
-            raise ValueError(f"mixture change: 'delivered_record' must be spans [start, end) of the epoch's {total} positions")
+            raise ConfigurationError(f"mixture change: 'delivered_record' must be spans [start, end) of the epoch's {total} positions")
         positions = np.concatenate([np.arange(start, end, dtype=np.int64) for start, end in record]) if record else np.zeros(0, np.int64)
         return self.sampler.order_function()(positions)
 
@@ -60,7 +61,7 @@ class MixtureWeights:
             ValueError: A change of weights, resumed on another world size.
         """
         if ranks > 1 and any(mixture["changes"] for mixture in mixtures):
-            raise ValueError("an epoch whose mixture weights changed resumes on the same world size only")
+            raise ConfigurationError("an epoch whose mixture weights changed resumes on the same world size only")
         self.storage.load_state(mixtures[0], resolve=self.delivered_indices)
         self.assembler.set_samples(self.storage.keys, self.storage.labels)
 

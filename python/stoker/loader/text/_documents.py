@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import CorruptSampleError, StorageError
+from ...errors import ConfigurationError, CorruptSampleError, StorageError
 from ...ops.text import Tokenizer, document_text
 from ...storage import Storage, has_blocks, open_storage, storage_format
 from ...storage.local import TarShardStorage
@@ -102,7 +102,7 @@ class TextDocuments:
 
     def __init__(self, storage: Storage, tokenizer: Tokenizer, field: str | None, max_document_bytes: int = MAX_DOCUMENT_BYTES) -> None:
         if max_document_bytes < 1:
-            raise ValueError(f"max_document_bytes must be positive, got {max_document_bytes}")
+            raise ConfigurationError(f"max_document_bytes must be positive, got {max_document_bytes}")
         self.storage = storage
         self.tokenizer = tokenizer
         self.field = field

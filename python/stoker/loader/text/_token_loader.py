@@ -18,7 +18,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ...distributed import StepAgreement, discover_world, process_group
-from ...errors import ConfigurationError
+from ...errors import ConfigurationError, ProvenanceError
 from ...ops.packing import PackedBatch, SequencePacker
 from ...ops.text import Tokenizer
 from ...pipeline import Pipeline, PipelineBuilder
@@ -322,22 +322,22 @@ class TokenLoader:
                 other text (the message says which): its positions would mean other tokens.
         """
         if not isinstance(state, dict):
-            raise ValueError(f"not a TokenLoader state: expected the dict state_dict() returns, got {type(state).__name__}")
+            raise ConfigurationError(f"not a TokenLoader state: expected the dict state_dict() returns, got {type(state).__name__}")
         if state.get("version") != 1:
-            raise ValueError(f"token loader state version {str(state.get('version'))[:40]} is not 1")
+            raise ConfigurationError(f"token loader state version {str(state.get('version'))[:40]} is not 1")
         for part in ("sampler", "packer"):
             if not isinstance(state.get(part), dict):
-                raise ValueError(f"TokenLoader state: {part!r} must be a dict, got {type(state.get(part)).__name__}")
+                raise ConfigurationError(f"TokenLoader state: {part!r} must be a dict, got {type(state.get(part)).__name__}")
         saved = state.get("documents")
         if saved is not None and not isinstance(saved, dict):
-            raise ValueError(f"TokenLoader state: 'documents' must be a dict, got {type(saved).__name__}")
+            raise ConfigurationError(f"TokenLoader state: 'documents' must be a dict, got {type(saved).__name__}")
         if saved is not None and saved != self._describe_documents():
             differences = [
                 f"{name}: saved {str(saved.get(name))[:80]!r}, now {value!r}"
                 for name, value in self._describe_documents().items()
                 if saved.get(name) != value
             ]
-            raise ValueError(f"the state was saved over other documents ({'; '.join(differences)})")
+            raise ProvenanceError(f"the state was saved over other documents ({'; '.join(differences)})")
         before = self.sampler.state_dict()
         self.sampler.load_state_dict(state["sampler"])
         try:

@@ -34,7 +34,7 @@ import numpy as np
 
 from ... import _native
 from ..._files import open_regular, require_regular
-from ...errors import CorruptSampleError, StorageError
+from ...errors import ConfigurationError, CorruptSampleError, StorageError
 from .._protocol import Storage
 from ..policies import BlockCache
 from ._held_indexes import HeldIndexes
@@ -235,7 +235,7 @@ class JsonlStorage(Storage):
     ) -> None:
         super().__init__(max_concurrent_reads)
         if min(block_bytes, max_block_bytes, max_line_bytes) < 1:
-            raise ValueError(
+            raise ConfigurationError(
                 f"block_bytes, max_block_bytes and max_line_bytes must be positive, got {block_bytes}, {max_block_bytes} "
                 f"and {max_line_bytes}"
             )

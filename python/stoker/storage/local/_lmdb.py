@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import StaleIndexError, StorageError
+from ...errors import ConfigurationError, StaleIndexError, StorageError
 from .._cache import cache_dir
 from .._protocol import Storage
 from ._caffe import parse_datum
@@ -87,7 +87,7 @@ class LmdbStorage(Storage):
         lmdb = import_lmdb()
 
         if mode not in ("explicit", "lmdb") or value_format not in ("raw", "caffe", "auto") or on_stale not in ("rebuild", "error"):
-            raise ValueError(f"bad mode {mode!r}, value_format {value_format!r} or on_stale {on_stale!r}")
+            raise ConfigurationError(f"bad mode {mode!r}, value_format {value_format!r} or on_stale {on_stale!r}")
         self.path = Path(path)
         if not self.path.exists():
             raise FileNotFoundError(f"{self.path}: no such LMDB database")

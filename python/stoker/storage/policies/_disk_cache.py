@@ -22,7 +22,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from ...errors import StorageError
+from ...errors import ConfigurationError, StorageError
 
 __all__ = ["SampleCache"]
 
@@ -62,7 +62,7 @@ class SampleCache:
 
     def __init__(self, folder: str | os.PathLike[str], max_bytes: int) -> None:
         if max_bytes <= 0:
-            raise ValueError(f"max_bytes must be positive, got {max_bytes}")
+            raise ConfigurationError(f"max_bytes must be positive, got {max_bytes}")
         try:
             import diskcache
         except ImportError as error:

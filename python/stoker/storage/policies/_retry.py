@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Literal, TypeVar
 
-from ...errors import StorageError, StorageUnavailableError
+from ...errors import ConfigurationError, StorageError, StorageUnavailableError
 
 __all__ = ["ErrorKind", "RetryCounters", "RetryPolicy", "call_with_retries", "first_line"]
 
@@ -65,9 +65,9 @@ class RetryPolicy:
             or self.deadline <= 0
             or self.log_every <= 0
         ):
-            raise ValueError(f"invalid retry policy {self}")
+            raise ConfigurationError(f"invalid retry policy {self}")
         if self.open_deadline <= 0:
-            raise ValueError(f"invalid retry policy {self}")
+            raise ConfigurationError(f"invalid retry policy {self}")
 
     def for_opening(self) -> RetryPolicy:
         """This policy with the deadline of opening a dataset."""
@@ -85,9 +85,9 @@ def _deadline_from_environment() -> float:
     try:
         value = float(text)
     except ValueError:
-        raise ValueError(f"STOKER_RETRY_DEADLINE={text!r} is not a number of seconds") from None
+        raise ConfigurationError(f"STOKER_RETRY_DEADLINE={text!r} is not a number of seconds") from None
     if value <= 0:
-        raise ValueError(f"STOKER_RETRY_DEADLINE={text!r} must be positive")
+        raise ConfigurationError(f"STOKER_RETRY_DEADLINE={text!r} must be positive")
     return value
 
 

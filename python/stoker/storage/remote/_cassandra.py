@@ -25,7 +25,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from ...errors import StorageError
+from ...errors import ConfigurationError, StorageError
 from ..policies import ErrorKind, RetryPolicy
 from ._cassandra_connection import READ_PROFILE, CassandraConnection, check_identifier
 from ._remote import RemoteStorage
@@ -113,7 +113,7 @@ class CassandraStorage(RemoteStorage):
         **options: Any,
     ) -> None:
         if connections_per_host < 1:
-            raise ValueError(f"connections_per_host must be positive, got {connections_per_host}")
+            raise ConfigurationError(f"connections_per_host must be positive, got {connections_per_host}")
         if isinstance(connection, str):
             connection = CassandraConnection.from_url(connection, **options)
         self.connection = connection

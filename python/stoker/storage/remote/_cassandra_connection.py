@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-from ...errors import StorageError
+from ...errors import ConfigurationError, StorageError
 
 __all__ = ["READ_PROFILE", "CassandraConnection", "check_identifier", "connection_error"]
 
@@ -35,7 +35,7 @@ def check_identifier(value: str, what: str) -> str:
     """``value`` if it is a plain CQL identifier (keyspace, table and column names go into CQL
     text, where they cannot be bound parameters), else ValueError naming ``what``."""
     if not _IDENTIFIER.match(value):
-        raise ValueError(f"{what} {value!r} is not a plain CQL identifier (letters, digits, _)")
+        raise ConfigurationError(f"{what} {value!r} is not a plain CQL identifier (letters, digits, _)")
     return value
 
 
@@ -77,7 +77,7 @@ class CassandraConnection:
     def __post_init__(self) -> None:
         self.consistency = self.consistency.upper()
         if self.consistency not in CONSISTENCY_LEVELS:
-            raise ValueError(f"unknown consistency level {self.consistency!r}; one of {', '.join(CONSISTENCY_LEVELS)}")
+            raise ConfigurationError(f"unknown consistency level {self.consistency!r}; one of {', '.join(CONSISTENCY_LEVELS)}")
         check_identifier(self.keyspace, "keyspace")
         check_identifier(self.data_table, "data table")
         check_identifier(self.metadata_table, "metadata table")
@@ -95,9 +95,9 @@ class CassandraConnection:
         """
         parsed = urlparse(url)
         if parsed.scheme not in ("cassandra", "scylla", "scylladb"):
-            raise ValueError(f"not a cassandra://hosts/keyspace URL: {url!r}")
+            raise ConfigurationError(f"not a cassandra://hosts/keyspace URL: {url!r}")
         if parsed.password:
-            raise ValueError("put the password in STOKER_CASSANDRA_PASSWORD, not in the URL")
+            raise ConfigurationError("put the password in STOKER_CASSANDRA_PASSWORD, not in the URL")
         netloc = parsed.netloc.rsplit("@", 1)[-1]
         port = 9042
         hosts_text = netloc

@@ -24,7 +24,7 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
-from ...errors import StorageClosedError, StorageError
+from ...errors import ConfigurationError, StorageClosedError, StorageError
 from ...failures import OnError
 from .._protocol import Storage
 from ..policies import ErrorKind, RetryCounters, RetryPolicy, SampleCache, StoreTraffic, call_with_retries, first_line
@@ -54,7 +54,7 @@ class RemoteStorage(Storage):
     ) -> None:
         super().__init__(max_concurrent_reads)
         if max_in_flight < 1:
-            raise ValueError(f"max_in_flight must be positive, got {max_in_flight}")
+            raise ConfigurationError(f"max_in_flight must be positive, got {max_in_flight}")
         self.max_in_flight = max_in_flight
         self.retry = retry or RetryPolicy()
         self.cache = cache

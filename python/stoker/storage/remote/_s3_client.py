@@ -8,6 +8,7 @@ from datetime import timedelta
 from typing import Any
 from urllib.parse import urlparse
 
+from ...errors import ConfigurationError
 from ..policies import ErrorKind
 
 __all__ = ["classify_s3_error", "open_s3_store", "parse_s3_url"]
@@ -21,7 +22,7 @@ def parse_s3_url(url: str) -> tuple[str, str]:
     """
     parsed = urlparse(url)
     if parsed.scheme != "s3" or not parsed.netloc:
-        raise ValueError(f"not an s3://bucket/prefix URL: {url!r}")
+        raise ConfigurationError(f"not an s3://bucket/prefix URL: {url!r}")
     return parsed.netloc, parsed.path.strip("/")
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import StorageError
+from ...errors import ConfigurationError, StorageError
 from .._labels import label_array
 from .._protocol import Storage
 
@@ -45,7 +45,7 @@ class MixedStorage(Storage):
     ) -> None:
         super().__init__()
         if not sources:
-            raise ValueError("no sources to mix")
+            raise ConfigurationError("no sources to mix")
         _check_weights(weights, sources)
         self.sources = dict(sources)
         self.names = list(self.sources)
@@ -267,7 +267,7 @@ def _check_weights(weights: Mapping[str, float], sources: Mapping[str, Storage])
     if set(weights) != set(sources) or any(
         isinstance(weights[name], bool) or not isinstance(weights[name], (int, float)) or not weights[name] > 0 for name in sources
     ):
-        raise ValueError(f"give every source a positive weight; sources {sorted(sources)}, weights {dict(weights)}")
+        raise ConfigurationError(f"give every source a positive weight; sources {sorted(sources)}, weights {dict(weights)}")
 
 
 def _shares(weights: np.ndarray, total: int) -> np.ndarray:

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from .... import _native
-from ....errors import ShardError, StorageError
+from ....errors import ConfigurationError, ShardError, StorageError
 from ..._protocol import Storage
 from ...policies import BlockCache
 from .._reads import read_spans
@@ -122,7 +122,7 @@ class TarShardStorage(Storage):
     ) -> None:
         super().__init__(max_concurrent_reads)
         if missing_index not in ("build", "write", "error"):
-            raise ValueError(f'missing_index must be "build", "write" or "error", got {missing_index!r}')
+            raise ConfigurationError(f'missing_index must be "build", "write" or "error", got {missing_index!r}')
         self.source = source
         self.verify = verify
         self.max_gap = max_gap
