@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .failures import Failure
+from .failures import Failure, OnError
 
 __all__ = [
     "BatchDecodeError",
@@ -61,6 +61,16 @@ def _listing(failures: Sequence[Failure], total: int, where: str) -> str:
     if total > _LISTED:
         lines.append(f"  ... and {total - _LISTED} more (see {where})")
     return "\n".join(lines)
+
+
+def check_on_error(value: object, allowed: Sequence[str] = ("raise", "skip", "zero"), *, why: str = "") -> OnError:
+    """``value`` as an `OnError`, or `ConfigurationError` naming what is allowed: the one check of
+    ``on_error`` wherever it is taken (a read allows ``"raise"`` and ``"skip"`` only, ``why``
+    says so)."""
+    if value not in allowed:
+        choices = ", ".join(f'"{choice}"' for choice in allowed[:-1]) + f' or "{allowed[-1]}"'
+        raise ConfigurationError(f"on_error must be {choices}{f' ({why})' if why else ''}, got {value!r}")
+    return value  # type: ignore[return-value]
 
 
 class StokerError(Exception):

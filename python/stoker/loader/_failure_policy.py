@@ -8,14 +8,14 @@ budget, and records each sample in the `FailureLog`.
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable
 
 import numpy as np
 
-from ..errors import ConfigurationError, SampleError, TooManyBadSamplesError
+from ..errors import SampleError, TooManyBadSamplesError
 from ..failures import Failure, OnError
 from ._failures import FailureLog
+from ._options import FailurePolicy
 
 __all__ = ["BadSampleHandler", "replacement_candidates"]
 
@@ -34,27 +34,17 @@ class BadSampleHandler:
     """A `FailurePolicy` at work: ``on_error`` applied with its budget and its log.
 
     Args:
-        on_error: ``"raise"``, ``"skip"`` or ``"zero"`` (see `stoker.Loader`).
-        max_bad_samples: Bad samples allowed per epoch: a count, a fraction (below 1.0) of the
-            epoch rounded up, or None for no limit.
-        quarantine: Where the log appends every bad sample (JSON lines), or None.
+        policy: ``on_error``, the budget (``max_bad_samples``: a count, a fraction below 1.0 of
+            the epoch rounded up, or None for no limit) and the quarantine file.
         source: The storage the samples come from, as its records name it.
-
-    Raises:
-        ConfigurationError: An unknown policy or a negative budget.
     """
 
-    def __init__(
-        self, on_error: OnError, max_bad_samples: int | float | None, quarantine: str | os.PathLike[str] | None, source: str = ""
-    ) -> None:
-        if on_error not in ("raise", "skip", "zero"):
-            raise ConfigurationError(f'on_error must be "raise", "skip" or "zero", got {on_error!r}')
-        if max_bad_samples is not None and (max_bad_samples < 0 or (isinstance(max_bad_samples, float) and max_bad_samples >= 1.0)):
-            raise ConfigurationError(f"max_bad_samples must be a count >= 0 or a fraction below 1.0, got {max_bad_samples!r}")
+    def __init__(self, policy: FailurePolicy, source: str = "") -> None:
+        # The policy was checked when it was built (`FailurePolicy`): not again here.
         self.source = source
-        self.on_error: OnError = on_error
-        self.max_bad_samples = max_bad_samples
-        self.log = FailureLog(quarantine)
+        self.on_error: OnError = policy.on_error
+        self.max_bad_samples = policy.max_bad_samples
+        self.log = FailureLog(policy.quarantine)
         self.budget: int | None = None
 
     def start_epoch(self, epoch_samples: int) -> None:

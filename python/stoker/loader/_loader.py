@@ -152,9 +152,7 @@ class Loader:
             raise ConfigurationError("give transform or decode, not both")
         if isinstance(transform, (AudioTransform, VideoTransform)):
             media_backend()  # no FFmpeg here: say so now, before any thread starts, not at the first batch
-        self._policy = BadSampleHandler(
-            failure_options.on_error, failure_options.max_bad_samples, failure_options.quarantine, source=storage.describe()
-        )
+        self._policy = BadSampleHandler(failure_options, source=storage.describe())
         self.storage = storage
         self.batch_size = batch_size
         self.transform = transform

@@ -14,7 +14,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Literal
 
 from .._deprecation import warn_deprecated
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, check_on_error
 from ..failures import OnError
 from ..storage.policies import PRICE_TABLES, PriceTable
 from ._arguments import check_integer, check_number
@@ -151,8 +151,7 @@ class FailurePolicy:
     max_failures: int | None = 0
 
     def __post_init__(self) -> None:
-        if self.on_error not in ("raise", "skip", "zero"):
-            raise ConfigurationError(f'on_error must be "raise", "skip" or "zero", got {self.on_error!r}')
+        check_on_error(self.on_error)
         budget = self.max_bad_samples
         if budget is not None and (
             isinstance(budget, bool) or not isinstance(budget, (int, float)) or budget < 0 or (isinstance(budget, float) and budget >= 1.0)

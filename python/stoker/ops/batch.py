@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from .._native import AudioTransform, ImageTransform, VideoTransform, decode_batch_into
-from ..errors import BatchDecodeError, ConfigurationError
+from ..errors import BatchDecodeError, ConfigurationError, check_on_error
 from ..failures import Failure, OnError
 from ._media_backend import decode_audio_batch_into, decode_video_batch_into
 
@@ -126,8 +126,7 @@ def decode_batch(
         ValueError: Wrong ``out`` (shape, contiguity, not writable), seeds or names length.
         TypeError: ``out`` of the wrong dtype or type.
     """
-    if on_error not in ("raise", "skip", "zero"):
-        raise ConfigurationError(f'on_error must be "raise", "skip" or "zero", got {on_error!r}')
+    check_on_error(on_error)
     count = len(items)
     if names is not None and len(names) != count:
         raise ConfigurationError(f"{len(names)} names for {count} items")

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, check_on_error
 
 __all__ = ["StokerDatasource"]
 
@@ -109,8 +109,7 @@ def _datasource_class() -> type:
                 raise ConfigurationError("the image column needs a transform (an ImageTransform with a fixed output size)")
             if rows_per_block < 1:
                 raise ConfigurationError(f"rows_per_block must be positive, got {rows_per_block}")
-            if on_error not in ("raise", "skip"):
-                raise ConfigurationError(f'on_error must be "raise" or "skip", got {on_error!r}')
+            check_on_error(on_error, ("raise", "skip"), why="a row has no slot to zero")
             self.on_error = on_error
             self.source = str(source)
             self.columns = tuple(columns)

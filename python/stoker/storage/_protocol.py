@@ -20,7 +20,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from .._daemon_pool import DaemonThreadPool
-from ..errors import ConfigurationError, StorageError, StorageUnavailableError
+from ..errors import ConfigurationError, StorageError, StorageUnavailableError, check_on_error
 from ..failures import Failure, OnError, error_text, qualified_name
 
 __all__ = ["Storage"]
@@ -156,8 +156,7 @@ class Storage(ABC):
         Raises:
             IndexError: A position outside the storage.
         """
-        if on_error not in ("raise", "skip"):
-            raise ConfigurationError(f'a read takes on_error="raise" or "skip" (it has no slot to zero), got {on_error!r}')
+        check_on_error(on_error, ("raise", "skip"), why="a read has no slot to zero")
         return self.apply_on_error(indices, self.try_read_indices(indices), on_error)
 
     def apply_on_error(self, indices: Sequence[int], results: Sequence[bytes | Exception], on_error: OnError) -> list[bytes | None]:

@@ -134,7 +134,7 @@ class TokenLoader:
         self.failure = failure or FailurePolicy()
         if self.failure.on_error == "zero":
             raise ConfigurationError('a text document has no slot to zero: use FailurePolicy(on_error="skip") or "raise"')
-        self._bad = BadSampleHandler(self.failure.on_error, self.failure.max_bad_samples, self.failure.quarantine, _describe(source))
+        self._bad = BadSampleHandler(self.failure, _describe(source))
         parallel_inside = self.text is not None and self.text.tokenizer.parallel_inside
         self.tokenize_concurrency = tokenize_concurrency or (1 if parallel_inside else len(os.sched_getaffinity(0)))
         rank, world_size, _ = discover_world(rank, world_size)
