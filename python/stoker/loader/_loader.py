@@ -98,7 +98,7 @@ class Loader:
             counts all).
         options: The four option objects in force (``loader.options["sampling"]``...).
 
-    Its parts, each owning its own state and holding no reference back to it: the batch
+    Its parts, each owning its own state and knowing nothing of the Loader: the batch
     assembler (one batch's read and decode), the delivery bookkeeping, `LoaderState` (what
     `state_dict` saves and `load_state_dict` accepts), `LoaderRecords` (stats, the live
     `snapshot`, the ledger), `LoaderTuning` (given its knobs as callbacks) and, over a mixture,

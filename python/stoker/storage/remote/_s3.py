@@ -33,8 +33,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from ...errors import StorageError
-from ..local import IMAGE_EXTENSIONS as SHARD_IMAGE_EXTENSIONS
-from ..local import SAMPLE_EXTENSIONS, IndexHeader, ShardBlock, ShardCatalog, decode_member, header_of, parse_index
+from ..local import SAMPLE_EXTENSIONS, SHARD_IMAGE_EXTENSIONS, IndexHeader, ShardBlock, ShardCatalog, decode_member, header_of, parse_index
 from ..policies import BlockReader, ErrorKind, HedgedCalls, RetryPolicy, SampleCache, call_with_retries, first_line
 from ._remote import RemoteStorage
 from ._s3_client import classify_s3_error, open_s3_store, parse_s3_url

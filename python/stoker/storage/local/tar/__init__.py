@@ -3,7 +3,7 @@
 by `_index_json.py`), and the catalog that finds a sample's shard and span from the indexes'
 headers, loading a shard's arrays only when one of its samples is read (`ShardCatalog`)."""
 
-from ._catalog import ShardBlock, ShardCatalog, decode_member
+from ._catalog import SHARD_IMAGE_EXTENSIONS, ShardBlock, ShardCatalog, decode_member
 from ._index import ShardIndex, build_index, index_path
 from ._index_file import INDEX_FORMAT, INDEX_VERSION, IndexHeader, header_of, load_index, parse_index, write_index
 from ._index_json import index_to_json
@@ -14,6 +14,7 @@ __all__ = [
     "INDEX_FORMAT",
     "INDEX_VERSION",
     "PARTIAL_MARKER",
+    "SHARD_IMAGE_EXTENSIONS",
     "IndexHeader",
     "ShardBlock",
     "ShardCatalog",

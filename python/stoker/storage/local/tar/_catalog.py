@@ -29,9 +29,9 @@ from ._columns import KeyColumn, LabelColumn
 from ._index import LABEL_EXTENSIONS, ShardIndex, label_member, parse_label
 from ._index_file import IndexHeader, shard_blocks
 
-__all__ = ["IMAGE_EXTENSIONS", "ShardBlock", "ShardCatalog", "decode_member"]
+__all__ = ["SHARD_IMAGE_EXTENSIONS", "ShardBlock", "ShardCatalog", "decode_member"]
 
-IMAGE_EXTENSIONS = ("jpg", "jpeg", "png", "webp")
+SHARD_IMAGE_EXTENSIONS = ("jpg", "jpeg", "png", "webp")
 """The members a read returns by default, first present wins (any case)."""
 _OTHER_PAYLOADS = ("ppm", "bmp", "tif", "tiff", "npy", "bin", "txt", "json")
 UNIQUE_KEYS_CHECKED_UP_TO = 1 << 20
@@ -104,7 +104,7 @@ class ShardCatalog:
         shards: Sequence[IndexHeader],
         *,
         payload: str | None = None,
-        image_extensions: Sequence[str] = IMAGE_EXTENSIONS,
+        image_extensions: Sequence[str] = SHARD_IMAGE_EXTENSIONS,
         classes: list[str] | None = None,
         name_of: Callable[[int, str], str],
         cache_bytes: int = 8 << 30,

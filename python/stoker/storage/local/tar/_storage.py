@@ -24,7 +24,7 @@ from ....errors import ConfigurationError, ShardError, StorageError
 from ..._protocol import Storage
 from ...policies import BlockCache
 from .._reads import read_spans
-from ._catalog import IMAGE_EXTENSIONS, ShardBlock, ShardCatalog, decode_member
+from ._catalog import SHARD_IMAGE_EXTENSIONS, ShardBlock, ShardCatalog, decode_member
 from ._index import NO_CHECKSUM, ShardIndex, build_index, checksum_mismatch, index_path
 from ._index_file import IndexHeader, header_of, read_header, write_index
 
@@ -109,7 +109,7 @@ class TarShardStorage(Storage):
         source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
         *,
         payload: str | None = None,
-        image_extensions: Sequence[str] = IMAGE_EXTENSIONS,
+        image_extensions: Sequence[str] = SHARD_IMAGE_EXTENSIONS,
         label_key: str | None = None,
         missing_index: str = "build",
         verify: bool = True,
