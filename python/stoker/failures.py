@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from ._deprecation import warn_deprecated
+
 __all__ = ["Failure", "OnError"]
 
 OnError = Literal["raise", "skip", "zero"]
@@ -53,33 +55,39 @@ class Failure:
     traceback: str = field(default="", repr=False)
 
     @property
-    def key(self) -> str:
-        """The sample's key (the name the Loader's records and quarantine files use)."""
-        return self.sample
-
-    @property
-    def reason(self) -> str:
-        """The error (the name the Loader's records and quarantine files use)."""
-        return self.error
-
-    @property
-    def message(self) -> str:
-        """The error (the name `decode_batch`'s records used)."""
-        return self.error
-
-    @property
     def outcome(self) -> str:
         """The action without the replacement's key: ``"raised"``, ``"zero-filled"``, ``"replaced"``..."""
         return self.action.split(" by ")[0]
 
+    # The names each part used before there was one record; each warns and says the new one.
     @property
-    def name(self) -> str:
-        """The sample (the name `decode_batch`'s records used)."""
+    def key(self) -> str:
+        """Deprecated: `sample`."""
+        warn_deprecated("Failure.key is now Failure.sample")
         return self.sample
 
     @property
+    def name(self) -> str:
+        """Deprecated: `sample`."""
+        warn_deprecated("Failure.name is now Failure.sample")
+        return self.sample
+
+    @property
+    def reason(self) -> str:
+        """Deprecated: `error`."""
+        warn_deprecated("Failure.reason is now Failure.error")
+        return self.error
+
+    @property
+    def message(self) -> str:
+        """Deprecated: `error`."""
+        warn_deprecated("Failure.message is now Failure.error")
+        return self.error
+
+    @property
     def index(self) -> int | None:
-        """The position (the name `decode_batch`'s and the pipeline's records used)."""
+        """Deprecated: `position`."""
+        warn_deprecated("Failure.index is now Failure.position")
         return self.position
 
     def describe(self) -> str:

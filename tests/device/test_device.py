@@ -34,7 +34,7 @@ def test_batches_reach_the_cpu_device_intact() -> None:
         assert torch.equal(batch.labels, torch.from_numpy(batch.host.labels))
         assert np.array_equal(batch.data.numpy(), batch.host.data)
     assert moved[0].valid.tolist() == [True, True, True, False]
-    assert [(failure.key, failure.stage, failure.action) for failure in loader.failures] == [("k3", "decode", "zero-filled")]
+    assert [(failure.sample, failure.stage, failure.action) for failure in loader.failures] == [("k3", "decode", "zero-filled")]
 
 
 def test_pinned_allocator_falls_back_to_numpy_without_cuda() -> None:

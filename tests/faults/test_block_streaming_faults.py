@@ -85,9 +85,9 @@ def test_a_shard_gone_fails_its_samples_by_name_and_loses_nothing_else(s3_server
                 assert data == expected[key], "a replacement is real data, never the lost sample's"
                 if not replaced and not padding:
                     delivered[key] += 1
-        failed = {failure.key for failure in loader.failures}
+        failed = {failure.sample for failure in loader.failures}
         assert lost and failed == lost, "each sample of the gone shard is reported, no other"
-        assert all(gone in failure.reason for failure in loader.failures), "the reason names the shard"
+        assert all(gone in failure.error for failure in loader.failures), "the reason names the shard"
         assert delivered == Counter(set(expected) - lost), "every other sample once"
 
 
@@ -105,7 +105,7 @@ def test_a_failed_warm_up_request_is_reported_in_the_epoch_it_was_for(s3_server:
             keys = [key for batch in loader for key, replaced in zip(batch.keys, batch.replaced) if not replaced]
             assert Counter(keys) == Counter(set(storage.keys) - {missing})
         assert loader._warmup is not None and loader._warmup.used > 0, "epochs 1 and 2 began from warmed requests"
-        assert [(failure.key, failure.epoch) for failure in loader.failures] == [(missing, 0), (missing, 1), (missing, 2)]
+        assert [(failure.sample, failure.epoch) for failure in loader.failures] == [(missing, 0), (missing, 1), (missing, 2)]
 
 
 def test_closing_with_warm_up_requests_in_flight_leaves_no_thread(s3_server: S3Server) -> None:

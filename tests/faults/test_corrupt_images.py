@@ -30,7 +30,7 @@ def test_raise_names_the_bad_sample(tmp_path: Path) -> None:
     loader = Loader(FileStorage(tmp_path), batch_size=8, transform=TRANSFORM, sampling=Sampling(seed=0))
     with pytest.raises(SampleError, match=r"c1/truncated\.jpg.*decode") as caught:
         epoch_of(loader)
-    assert [failure.key for failure in caught.value.failures] == ["c1/truncated.jpg"]
+    assert [failure.sample for failure in caught.value.failures] == ["c1/truncated.jpg"]
     assert loader.failure_count == 1 and loader.failures[0].action == "raised"
     # The batch that failed was not delivered: a resume reads its good samples again.
     delivered = loader.sampler.delivered
@@ -60,7 +60,7 @@ def test_skip_replaces_deterministically_and_lists_every_bad_sample(tmp_path: Pa
 
     with caplog.at_level("WARNING", logger="stoker.loader"):
         first_keys, replaced, loader = run()
-    assert sorted(failure.key for failure in loader.failures) == sorted(BAD_FILES)
+    assert sorted(failure.sample for failure in loader.failures) == sorted(BAD_FILES)
     assert all(failure.stage == "decode" and failure.action.startswith("replaced by 'c") for failure in loader.failures)
     assert sum(replaced) == 3
     # One warning for the epoch, not one per sample.
@@ -110,7 +110,7 @@ def test_zero_marks_invalid_and_counts(tmp_path: Path) -> None:
             if not valid:
                 invalid[key] = int(image.sum())
     assert invalid == dict.fromkeys(BAD_FILES, 0)
-    assert sorted((failure.key, failure.action) for failure in loader.failures) == sorted((key, "zero-filled") for key in BAD_FILES)
+    assert sorted((failure.sample, failure.action) for failure in loader.failures) == sorted((key, "zero-filled") for key in BAD_FILES)
 
 
 def test_budget_stops_the_epoch_with_the_list(tmp_path: Path) -> None:
@@ -148,7 +148,7 @@ def test_unreadable_file_fails_at_fetch_and_names_the_file(tmp_path: Path) -> No
     loader = Loader(storage, batch_size=8, transform=TRANSFORM, failures=FailurePolicy(on_error="zero", max_bad_samples=3))
     assert sum(len(batch) for batch in loader) == 30
     [failure] = loader.failures
-    assert failure.key == "c0/003.jpg" and failure.stage == "fetch" and "c0/003.jpg" in failure.reason
+    assert failure.sample == "c0/003.jpg" and failure.stage == "fetch" and "c0/003.jpg" in failure.error
 
 
 def test_user_decode_errors_follow_the_policy(tmp_path: Path) -> None:
@@ -163,7 +163,7 @@ def test_user_decode_errors_follow_the_policy(tmp_path: Path) -> None:
     values = [value for batch in loader for value in batch.data]
     assert len(values) == 12 and all(isinstance(value, int) for value in values)
     [failure] = loader.failures
-    assert failure.key == "c1/004.jpg" and "cannot parse this one" in failure.reason
+    assert failure.sample == "c1/004.jpg" and "cannot parse this one" in failure.error
     with pytest.raises(SampleError, match="cannot parse this one"):
         epoch_of(Loader(FileStorage(tmp_path), batch_size=5, decode=decode))
 
@@ -205,7 +205,7 @@ def test_a_jpeg_cut_short_but_closed_is_refused_where_pillow_fills_it_with_gray(
     loader = Loader(FileStorage(tmp_path), batch_size=8, transform=TRANSFORM, sampling=Sampling(seed=0))
     with pytest.raises(SampleError, match=r"c0/cut\.jpg.*premature end") as caught:
         epoch_of(loader)
-    assert [failure.key for failure in caught.value.failures] == ["c0/cut.jpg"]
+    assert [failure.sample for failure in caught.value.failures] == ["c0/cut.jpg"]
 
 
 def test_stray_bytes_before_a_marker_lose_no_pixel_and_are_accepted() -> None:

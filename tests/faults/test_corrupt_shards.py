@@ -53,7 +53,7 @@ def test_flipped_bytes_inside_an_image_are_caught(shards: Path) -> None:
     invalid = [key for batch in loader for key, valid in zip(batch.keys, batch.valid.tolist()) if not valid]
     assert invalid == [victim]
     [failure] = loader.failures
-    assert failure.stage == "fetch" and "CRC-32 mismatch" in failure.reason
+    assert failure.stage == "fetch" and "CRC-32 mismatch" in failure.error
 
 
 def test_a_shard_replaced_by_another_of_the_same_size_is_caught(tmp_path: Path, shards: Path) -> None:

@@ -61,7 +61,7 @@ def test_the_loader_counts_a_bomb_as_a_bad_sample(tmp_path: Path) -> None:
     [batch] = list(loader)
     assert batch.valid.all() and batch.replaced.sum() == 1 and "bomb" not in batch.keys
     [failure] = loader.failures
-    assert failure.key == "bomb" and "over the limit" in failure.reason
+    assert failure.sample == "bomb" and "over the limit" in failure.error
 
 
 def test_limits_out_of_range_are_refused() -> None:

@@ -121,7 +121,7 @@ def test_a_line_nested_a_thousand_deep_is_a_counted_bad_document(tmp_path: Path)
         max_document_bytes=8192,
     )
     assert sum(batch.real_tokens for batch in loader) > 0
-    reasons = {failure.key: failure.reason for failure in loader.failures}
+    reasons = {failure.sample: failure.error for failure in loader.failures}
     assert any("nested too deep" in reason for reason in reasons.values()), reasons
     assert any("over max_document_bytes=8,192" in reason for reason in reasons.values()), reasons
     assert len(reasons) == 2

@@ -71,7 +71,7 @@ def test_one_bad_file_leaves_the_batch_whole(media: dict[str, bytes]) -> None:
     items = [media["mp4"], media["mp4"][:100], media["mp4"]]
     with pytest.raises(BatchDecodeError) as raised:
         decode_batch(items, VIDEO, names=["a.mp4", "b.mp4", "c.mp4"], threads=2)
-    assert [(failure.name, failure.index) for failure in raised.value.failures] == [("b.mp4", 1)]
+    assert [(failure.sample, failure.position) for failure in raised.value.failures] == [("b.mp4", 1)]
     batch = raised.value.batch
     assert list(batch.valid) == [True, False, True] and not batch.images[1].any()
     assert [read_counter(frame) for frame in batch.images[0]] == [23, 27, 31, 35]  # (60 - 13) // 2 = 23
@@ -100,7 +100,7 @@ def test_loader_policies_on_bad_audio(media: dict[str, bytes], tmp_path: Path, p
         for key, valid, window in zip(batch.keys, batch.valid, batch.data):
             delivered[key] = valid
             assert (np.abs(window).max() > 0.2) == valid
-    assert [failure.key for failure in loader.failures] == ["class1/5.flac"]
+    assert [failure.sample for failure in loader.failures] == ["class1/5.flac"]
     assert "class1/5.flac" not in delivered or not delivered["class1/5.flac"]
 
 

@@ -68,9 +68,9 @@ def test_missing_and_corrupted_extra_members_are_named_counted_and_replaced(tmp_
         )
         with caplog.at_level(logging.WARNING, logger="stoker.loader"):
             batches = list(loader)
-    failures = {failure.key: failure for failure in loader.failures}
+    failures = {failure.sample: failure for failure in loader.failures}
     assert sorted(failures) == ["s005", "s011"]
-    assert "no 'txt' member" in failures["s005"].reason and "CRC-32 mismatch" in failures["s011"].reason
+    assert "no 'txt' member" in failures["s005"].error and "CRC-32 mismatch" in failures["s011"].error
     assert all(failure.stage == "fetch" and failure.action.startswith("replaced") for failure in failures.values())
     stats = loader.stats()
     assert stats is not None and sum(stats.sample_failures.values()) == 2
@@ -94,7 +94,7 @@ def test_a_corrupt_webp_is_a_named_decode_failure(tmp_path: Path) -> None:
         )
         batches = list(loader)
     [failure] = loader.failures
-    assert failure.key == "s003" and failure.stage == "decode" and "WebP" in failure.reason
+    assert failure.sample == "s003" and failure.stage == "decode" and "WebP" in failure.error
     invalid = [key for batch in batches for key, valid in zip(batch.keys, batch.valid) if not valid]
     assert invalid == ["s003"], "the zero-filled slot is marked invalid, the rest is real data"
 

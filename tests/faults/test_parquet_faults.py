@@ -102,9 +102,9 @@ def test_a_corrupt_page_fails_its_row_group_by_name_and_nothing_else(tmp_path: P
     with ParquetStorage(tmp_path / "p.parquet") as storage:
         loader = Loader(storage, batch_size=8, failures=FailurePolicy(on_error="skip", max_bad_samples=None), sampling=Sampling(seed=0))
         delivered = [data for batch in loader for data in batch.data]
-        failed = sorted(failure.key for failure in loader.failures)
+        failed = sorted(failure.sample for failure in loader.failures)
     assert failed == sorted(f"p.parquet#{row}" for row in range(10, 20)), "exactly the row group with the bad page"
-    assert all("row group 1" in failure.reason and "p.parquet row 1" in failure.reason for failure in loader.failures)
+    assert all("row group 1" in failure.error and "p.parquet row 1" in failure.error for failure in loader.failures)
     good = [value for row, value in enumerate(values) if not 10 <= row < 20]
     assert sorted(set(delivered)) == sorted(good), "every other sample delivered, none altered"
 

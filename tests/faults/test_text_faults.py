@@ -56,12 +56,12 @@ def test_bad_documents_are_named_and_skipped_and_nothing_else_is_lost(tmp_path: 
     real_tokens = sum(batch.real_tokens for batch in loader)
     expected, _ = Tokenizer(tokenizer, eos=EOS).encode(good)
     assert real_tokens == len(expected)  # every good document packed whole, the bad ones add nothing
-    failures = {failure.key: failure for failure in loader.failures}
+    failures = {failure.sample: failure for failure in loader.failures}
     assert len(failures) == 4
     for line_index, (_, reason) in BAD_LINES.items():
         failure = failures[f"{path}:{line_index + 1}"]
-        assert reason in failure.reason and failure.action.startswith("skipped")
-    assert "not UTF-8" in failures[f"{path}:24"].reason
+        assert reason in failure.error and failure.action.startswith("skipped")
+    assert "not UTF-8" in failures[f"{path}:24"].error
     assert loader.stats().bad_documents == {"tokenize: skipped": 4}
 
 
@@ -128,7 +128,7 @@ def test_a_file_removed_mid_run_is_a_named_read_failure(tmp_path: Path, tokenize
     next(batches)
     (tmp_path / "b.jsonl").unlink()
     list(batches)
-    assert loader.failures and all(failure.stage == "read" and "b.jsonl" in failure.key for failure in loader.failures)
+    assert loader.failures and all(failure.stage == "read" and "b.jsonl" in failure.sample for failure in loader.failures)
     assert len(loader.failures) == 400  # every document of the removed file, and no other
 
 

@@ -147,7 +147,7 @@ def test_images_from_shards_with_a_corrupt_sample(tmp_path: Path) -> None:
             if not valid:
                 assert not image.any()
     assert len(seen) == 20 and [key for key, valid in seen.items() if not valid] == ["c1/007"]
-    assert [(failure.key, failure.stage) for failure in loader.failures] == [("c1/007", "decode")]
+    assert [(failure.sample, failure.stage) for failure in loader.failures] == [("c1/007", "decode")]
 
 
 def test_buffers_held_by_the_loop_are_never_overwritten(tmp_path: Path) -> None:

@@ -71,7 +71,7 @@ def test_old_failure_keywords_apply_the_same_policy() -> None:
     batches = list(old)
     new = Loader(storage, batch_size=5, sampling=Sampling(shuffle="none"), failures=FailurePolicy(on_error="zero", max_bad_samples=None))
     assert [batch.valid.tolist() for batch in batches] == [batch.valid.tolist() for batch in new]
-    assert [failure.key for failure in old.failures] == ["k3"] and old.failures[0].action == "zero-filled"
+    assert [failure.sample for failure in old.failures] == ["k3"] and old.failures[0].action == "zero-filled"
 
 
 def test_an_old_keyword_beside_its_option_object_is_refused() -> None:
@@ -141,6 +141,21 @@ def test_moved_names_still_import_with_a_warning_naming_their_new_home() -> None
         assert stoker.loader.pinned_allocator is stoker.device.pinned_allocator  # type: ignore[attr-defined]
     with pytest.raises(AttributeError, match="has no attribute 'nothing_here'"):
         stoker.storage.nothing_here  # type: ignore[attr-defined]  # noqa: B018
+
+
+def test_a_failure_records_old_attribute_names_warn_and_give_the_one_name() -> None:
+    from stoker.failures import Failure
+
+    failure = Failure("k3", "decode", "ValueError: no", action="skipped", position=7)
+    for old, new, value in (
+        ("key", "sample", "k3"),
+        ("name", "sample", "k3"),
+        ("reason", "error", "ValueError: no"),
+        ("message", "error", "ValueError: no"),
+        ("index", "position", 7),
+    ):
+        with pytest.warns(DeprecationWarning, match=rf"Failure.{old} is now Failure.{new}"):
+            assert getattr(failure, old) == value == getattr(failure, new)
 
 
 def test_every_error_stoker_raises_is_a_stoker_error_and_keeps_its_builtin_base() -> None:

@@ -24,9 +24,9 @@ def test_the_snapshot_follows_the_run_and_is_not_changed_by_it() -> None:
     before = data.snapshot()
     assert (before.step, before.running, before.stages, before.totals.batches) == (0, None, (), 0)
     seen = []
-    for batch in data:
+    for _ in data:
         seen.append(data.snapshot())
-        if batch.index == 3:
+        if len(seen) == 4:  # batches may come out of order: count them, not their numbers
             break
     assert [snapshot.step for snapshot in seen] == [1, 2, 3, 4]
     assert all(snapshot.running is not None for snapshot in seen), "inside an epoch the running stats are shown"

@@ -53,7 +53,7 @@ def test_bad_samples_are_reported_by_name_and_the_rest_decode(images: list[bytes
     with pytest.raises(BatchDecodeError) as caught:
         decode_batch(items, TRANSFORM, names=names)
     error = caught.value
-    assert [failure.name for failure in error.failures] == list(bad.keys())
+    assert [failure.sample for failure in error.failures] == list(bad.keys())
     assert "truncated" in str(error) and "not a JPEG, PNG or WebP" in str(error) and "empty input" in str(error)
     assert error.batch.valid.tolist() == [True] + [False] * len(bad) + [True]
 

@@ -72,7 +72,7 @@ def test_missing_paths_and_files(tmp_path: Path, folder) -> None:
     others = [key for key in sorted(samples)[:5]]
     results = storage.read_many(others, on_error="skip")
     assert results[2] is None and all(result is not None for index, result in enumerate(results) if index != 2)
-    assert storage.failure_count == 1 and storage.failures[0].key == victim
+    assert storage.failure_count == 1 and storage.failures[0].sample == victim
     with pytest.raises(KeyError, match="no sample"):
         storage.read("not/a/key.jpg")
 
@@ -111,4 +111,4 @@ def test_an_unknown_key_under_skip_is_a_recorded_failure(folder) -> None:
         with pytest.raises(KeyError, match="no sample with key 'missing'"):
             storage.read_many(["missing"])
         assert storage.read_many(["missing", known], on_error="skip") == [None, samples[known][0]]
-        assert storage.failure_count == 1 and storage.failures[0].key == "missing"
+        assert storage.failure_count == 1 and storage.failures[0].sample == "missing"

@@ -93,4 +93,4 @@ def test_a_loader_over_json_lines_replaces_a_bad_line_with_a_labelless_sample(tm
     assert sum(len(batch.keys) for batch in batches) == 12
     assert sum(int(batch.replaced.sum()) for batch in batches) == 1
     assert all((batch.labels == -1).all() for batch in batches), "no labels: -1, replaced slot included"
-    assert [failure.key for failure in loader.failures] == [f"{path}:6"]
+    assert [failure.sample for failure in loader.failures] == [f"{path}:6"]

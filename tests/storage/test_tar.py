@@ -155,7 +155,7 @@ def test_corrupt_sample_is_skipped_counted_and_reported(shards) -> None:
     results = storage.read_many(keys, on_error="skip")
     assert results[3] is None
     assert [result for index, result in enumerate(results) if index != 3] == [samples[k][0] for index, k in enumerate(keys) if index != 3]
-    assert storage.failure_count == 1 and storage.failures[0].key == key
+    assert storage.failure_count == 1 and storage.failures[0].sample == key
 
 
 def test_index_format_is_versioned(shards) -> None:

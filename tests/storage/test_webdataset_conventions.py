@@ -135,7 +135,7 @@ def test_a_sample_missing_an_extra_member_is_a_bad_sample(tmp_path: Path) -> Non
             failures=FailurePolicy(on_error="skip", max_bad_samples=None),
         )
         batches = list(loader)
-    assert [failure.key for failure in loader.failures] == ["2"]
+    assert [failure.sample for failure in loader.failures] == ["2"]
     assert all(extra == {"txt": "caption"} for batch in batches for extra in batch.extra)
     (tmp_path / "folder" / "a").mkdir(parents=True)
     (tmp_path / "folder" / "a" / "x.jpg").write_bytes(_image(1, "jpg"))

@@ -238,7 +238,8 @@ def run_loader(
         diagnosis=verdict.as_dict(),
         shuffle=shuffle_facts,
         bad_samples=[
-            {"key": failure.key, "stage": failure.stage, "reason": failure.reason, "action": failure.action} for failure in loader.failures
+            {"key": failure.sample, "stage": failure.stage, "reason": failure.error, "action": failure.action}
+            for failure in loader.failures
         ],
         storage={**traffic, "dollars_per_epoch": traffic["cost"]["dollars"] * len(storage) / max(images, 1)}
         if "cost" in traffic

@@ -99,7 +99,7 @@ def run_text_loader(
         first_batch_seconds=first_batch or 0.0,
         diagnosis=loader.diagnose(training_step=False, contention=watch.contention).message,
         bad_documents=[
-            {"key": failure.key, "stage": failure.stage, "reason": failure.reason, "action": failure.action} for failure in failures
+            {"key": failure.sample, "stage": failure.stage, "reason": failure.error, "action": failure.action} for failure in failures
         ],
     )
 

@@ -42,7 +42,7 @@ def _decode_one(data: Any, transform: AudioTransform | VideoTransform, seed: int
         return decode_batch([data], transform, seeds=[seed], names=[name or "sample"]).images[0]
     except BatchDecodeError as error:
         failure = error.failures[0]
-        raise MediaDecodeError(f"{name or 'sample'!r}: {failure.message}") from None
+        raise MediaDecodeError(f"{name or 'sample'!r}: {failure.error}") from None
 
 
 def decode_audio(data: Any, transform: AudioTransform, *, seed: int = 0, name: str | None = None) -> np.ndarray:

@@ -105,7 +105,7 @@ def run(kind: str, path: Path, names: list[str]) -> None:
         transform = AUDIO if kind in AUDIO_FORMATS else VIDEO
         result = decode_batch([path.read_bytes()], transform, names=[path.name], on_error="zero")
         if result.failures:
-            raise ImageDecodeError(f"{path.name!r}: {result.failures[0].message}")
+            raise ImageDecodeError(f"{path.name!r}: {result.failures[0].error}")
     elif kind.startswith("jsonl"):
         _text(path, names)
     elif kind == "loader-state":

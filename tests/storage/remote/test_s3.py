@@ -83,7 +83,7 @@ def test_a_missing_object_is_named_and_the_rest_is_read(s3_server: S3Server, buc
             storage.read(source.keys[3])
         got = storage.read_many(source.keys, on_error="skip")
         assert got[3] is None and all(data is not None for index, data in enumerate(got) if index != 3)
-        assert [failure.key for failure in storage.failures] == [source.keys[3]]
+        assert [failure.sample for failure in storage.failures] == [source.keys[3]]
 
 
 def test_reads_survive_a_server_restart_and_fail_clearly_when_it_stays_down() -> None:
