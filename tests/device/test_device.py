@@ -25,7 +25,7 @@ def test_batches_reach_the_cpu_device_intact() -> None:
         batch_size=4,
         transform=ImageTransform(resize=(16, 16), layout="CHW", dtype="float32"),
         sampling=Sampling(shuffle="none", in_order=True),
-        failures=FailurePolicy(on_error="zero"),
+        failure_policy=FailurePolicy(on_error="zero"),
     )
     moved = list(to_device(loader, "cpu"))
     assert [batch.host.index for batch in moved] == [0, 1, 2]

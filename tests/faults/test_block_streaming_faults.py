@@ -77,7 +77,7 @@ def test_a_shard_gone_fails_its_samples_by_name_and_loses_nothing_else(s3_server
             storage,
             batch_size=16,
             sampling=Sampling(shuffle="block", seed=2),
-            failures=FailurePolicy(on_error="skip", max_bad_samples=None),
+            failure_policy=FailurePolicy(on_error="skip", max_bad_samples=None),
         )
         delivered: Counter[str] = Counter()
         for batch in loader:
@@ -99,7 +99,7 @@ def test_a_failed_warm_up_request_is_reported_in_the_epoch_it_was_for(s3_server:
         bucket, prefix = url[len("s3://") :].split("/", 1)
         s3_server.client().delete_object(Bucket=bucket, Key=f"{prefix}/{missing}")
         loader = Loader(
-            storage, batch_size=10, sampling=Sampling(shuffle="none"), failures=FailurePolicy(on_error="skip", max_bad_samples=None)
+            storage, batch_size=10, sampling=Sampling(shuffle="none"), failure_policy=FailurePolicy(on_error="skip", max_bad_samples=None)
         )
         for _ in range(3):
             keys = [key for batch in loader for key, replaced in zip(batch.keys, batch.replaced) if not replaced]

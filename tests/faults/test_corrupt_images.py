@@ -47,7 +47,7 @@ def test_skip_replaces_deterministically_and_lists_every_bad_sample(tmp_path: Pa
             batch_size=8,
             transform=TRANSFORM,
             sampling=Sampling(seed=4, in_order=True),
-            failures=FailurePolicy(on_error="skip", max_bad_samples=3, quarantine=quarantine),
+            failure_policy=FailurePolicy(on_error="skip", max_bad_samples=3, quarantine=quarantine),
         )
         keys, replaced = [], []
         for batch in loader:
@@ -85,7 +85,7 @@ def test_skip_resumes_exactly(tmp_path: Path) -> None:
             batch_size=4,
             transform=TRANSFORM,
             sampling=Sampling(seed=2),
-            failures=FailurePolicy(on_error="skip", max_bad_samples=None),
+            failure_policy=FailurePolicy(on_error="skip", max_bad_samples=None),
         )
 
     whole = sorted(position for batch in loader() for position in batch.positions.tolist())
@@ -103,7 +103,9 @@ def test_skip_resumes_exactly(tmp_path: Path) -> None:
 
 def test_zero_marks_invalid_and_counts(tmp_path: Path) -> None:
     make_images(tmp_path, bad=BAD_FILES)
-    loader = Loader(FileStorage(tmp_path), batch_size=8, transform=TRANSFORM, failures=FailurePolicy(on_error="zero", max_bad_samples=3))
+    loader = Loader(
+        FileStorage(tmp_path), batch_size=8, transform=TRANSFORM, failure_policy=FailurePolicy(on_error="zero", max_bad_samples=3)
+    )
     invalid = {}
     for batch in loader:
         for key, valid, image in zip(batch.keys, batch.valid.tolist(), batch.data):
@@ -115,7 +117,9 @@ def test_zero_marks_invalid_and_counts(tmp_path: Path) -> None:
 
 def test_budget_stops_the_epoch_with_the_list(tmp_path: Path) -> None:
     make_images(tmp_path, bad=BAD_FILES)
-    loader = Loader(FileStorage(tmp_path), batch_size=33, transform=TRANSFORM, failures=FailurePolicy(on_error="skip", max_bad_samples=2))
+    loader = Loader(
+        FileStorage(tmp_path), batch_size=33, transform=TRANSFORM, failure_policy=FailurePolicy(on_error="skip", max_bad_samples=2)
+    )
     with pytest.raises(TooManyBadSamplesError, match="more than max_bad_samples=2") as caught:
         epoch_of(loader)
     assert len(caught.value.failures) == 3
@@ -129,7 +133,10 @@ def test_fraction_budget(tmp_path: Path) -> None:
         len(
             epoch_of(
                 Loader(
-                    FileStorage(tmp_path), batch_size=8, transform=TRANSFORM, failures=FailurePolicy(on_error="zero", max_bad_samples=0.1)
+                    FileStorage(tmp_path),
+                    batch_size=8,
+                    transform=TRANSFORM,
+                    failure_policy=FailurePolicy(on_error="zero", max_bad_samples=0.1),
                 )
             )
         )
@@ -137,7 +144,12 @@ def test_fraction_budget(tmp_path: Path) -> None:
     )
     with pytest.raises(TooManyBadSamplesError):
         epoch_of(
-            Loader(FileStorage(tmp_path), batch_size=8, transform=TRANSFORM, failures=FailurePolicy(on_error="zero", max_bad_samples=0.05))
+            Loader(
+                FileStorage(tmp_path),
+                batch_size=8,
+                transform=TRANSFORM,
+                failure_policy=FailurePolicy(on_error="zero", max_bad_samples=0.05),
+            )
         )
 
 
@@ -145,7 +157,7 @@ def test_unreadable_file_fails_at_fetch_and_names_the_file(tmp_path: Path) -> No
     make_images(tmp_path)
     storage = FileStorage(tmp_path)
     (tmp_path / "c0/003.jpg").unlink()  # gone after listing
-    loader = Loader(storage, batch_size=8, transform=TRANSFORM, failures=FailurePolicy(on_error="zero", max_bad_samples=3))
+    loader = Loader(storage, batch_size=8, transform=TRANSFORM, failure_policy=FailurePolicy(on_error="zero", max_bad_samples=3))
     assert sum(len(batch) for batch in loader) == 30
     [failure] = loader.failures
     assert failure.sample == "c0/003.jpg" and failure.stage == "fetch" and "c0/003.jpg" in failure.error
@@ -159,7 +171,9 @@ def test_user_decode_errors_follow_the_policy(tmp_path: Path) -> None:
             raise ValueError("cannot parse this one")
         return len(data)
 
-    loader = Loader(FileStorage(tmp_path), batch_size=5, decode=decode, failures=FailurePolicy(on_error="skip"), sampling=Sampling(seed=1))
+    loader = Loader(
+        FileStorage(tmp_path), batch_size=5, decode=decode, failure_policy=FailurePolicy(on_error="skip"), sampling=Sampling(seed=1)
+    )
     values = [value for batch in loader for value in batch.data]
     assert len(values) == 12 and all(isinstance(value, int) for value in values)
     [failure] = loader.failures
@@ -171,22 +185,24 @@ def test_user_decode_errors_follow_the_policy(tmp_path: Path) -> None:
 def test_bad_policy_arguments_are_refused(tmp_path: Path) -> None:
     make_images(tmp_path, count=3)
     with pytest.raises(ValueError, match="on_error"):
-        Loader(FileStorage(tmp_path), batch_size=2, failures=FailurePolicy(on_error="ignore"))  # type: ignore[arg-type]
+        Loader(FileStorage(tmp_path), batch_size=2, failure_policy=FailurePolicy(on_error="ignore"))  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="max_bad_samples"):
-        Loader(FileStorage(tmp_path), batch_size=2, failures=FailurePolicy(max_bad_samples=-1))
+        Loader(FileStorage(tmp_path), batch_size=2, failure_policy=FailurePolicy(max_bad_samples=-1))
 
 
 def test_a_quarantine_file_that_cannot_be_written_is_refused_up_front(tmp_path: Path) -> None:
     make_images(tmp_path, count=3)
     with pytest.raises(OSError, match=r"quarantine file .*missing/bad\.jsonl"):
-        Loader(FileStorage(tmp_path), batch_size=2, failures=FailurePolicy(quarantine=tmp_path / "missing" / "bad.jsonl"))
+        Loader(FileStorage(tmp_path), batch_size=2, failure_policy=FailurePolicy(quarantine=tmp_path / "missing" / "bad.jsonl"))
 
 
 def test_skip_with_nothing_readable_to_replace_zero_fills_and_says_so(tmp_path: Path) -> None:
     for index in range(4):  # every sample is bad: no replacement can be found
         (tmp_path / "c0").mkdir(exist_ok=True)
         (tmp_path / "c0" / f"{index}.jpg").write_bytes(b"not an image")
-    loader = Loader(FileStorage(tmp_path), batch_size=4, transform=TRANSFORM, failures=FailurePolicy(on_error="skip", max_bad_samples=None))
+    loader = Loader(
+        FileStorage(tmp_path), batch_size=4, transform=TRANSFORM, failure_policy=FailurePolicy(on_error="skip", max_bad_samples=None)
+    )
     [batch] = list(loader)
     assert not batch.valid.any() and not batch.replaced.any() and not batch.data.any()
     assert [failure.action for failure in loader.failures] == ["zero-filled (no readable replacement in 16 tries)"] * 4

@@ -48,7 +48,7 @@ def test_flipped_bytes_inside_an_image_are_caught(shards: Path) -> None:
     results = storage.try_read_indices(range(len(storage)))
     assert [storage.keys[index] for index, result in enumerate(results) if isinstance(result, Exception)] == [victim]
     loader = Loader(
-        TarShardStorage(shards), batch_size=8, transform=ImageTransform(resize=(16, 16)), failures=FailurePolicy(on_error="zero")
+        TarShardStorage(shards), batch_size=8, transform=ImageTransform(resize=(16, 16)), failure_policy=FailurePolicy(on_error="zero")
     )
     invalid = [key for batch in loader for key, valid in zip(batch.keys, batch.valid.tolist()) if not valid]
     assert invalid == [victim]

@@ -56,7 +56,7 @@ def test_the_loader_counts_a_bomb_as_a_bad_sample(tmp_path: Path) -> None:
         MemoryStorage(samples),
         batch_size=7,
         transform=ImageTransform(resize=(8, 8)),
-        failures=FailurePolicy(on_error="skip", max_bad_samples=1),
+        failure_policy=FailurePolicy(on_error="skip", max_bad_samples=1),
     )
     [batch] = list(loader)
     assert batch.valid.all() and batch.replaced.sum() == 1 and "bomb" not in batch.keys

@@ -117,7 +117,7 @@ def test_a_line_nested_a_thousand_deep_is_a_counted_bad_document(tmp_path: Path)
         tokenizer=Tokenizer(tokenizer, eos=EOS),
         context_length=16,
         batch_size=2,
-        failure=FailurePolicy(on_error="skip", max_bad_samples=None),
+        failure_policy=FailurePolicy(on_error="skip", max_bad_samples=None),
         max_document_bytes=8192,
     )
     assert sum(batch.real_tokens for batch in loader) > 0

@@ -87,7 +87,7 @@ def test_loader_policies_on_bad_audio(media: dict[str, bytes], tmp_path: Path, p
         FileStorage(tmp_path / "audio", cache=False),
         batch_size=4,
         transform=AUDIO,
-        failures=FailurePolicy(on_error=policy),
+        failure_policy=FailurePolicy(on_error=policy),
         sampling=Sampling(seed=1),
     )
     if policy == "raise":

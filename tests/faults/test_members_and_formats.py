@@ -64,7 +64,7 @@ def test_missing_and_corrupted_extra_members_are_named_counted_and_replaced(tmp_
             transform=TRANSFORM,
             extra=("txt",),
             sampling=Sampling(seed=1),
-            failures=FailurePolicy(on_error="skip", max_bad_samples=None),
+            failure_policy=FailurePolicy(on_error="skip", max_bad_samples=None),
         )
         with caplog.at_level(logging.WARNING, logger="stoker.loader"):
             batches = list(loader)
@@ -89,7 +89,7 @@ def test_a_corrupt_webp_is_a_named_decode_failure(tmp_path: Path) -> None:
             storage,
             batch_size=4,
             transform=TRANSFORM,
-            failures=FailurePolicy(on_error="zero", max_bad_samples=None),
+            failure_policy=FailurePolicy(on_error="zero", max_bad_samples=None),
             sampling=Sampling(shuffle="none"),
         )
         batches = list(loader)

@@ -100,7 +100,9 @@ def test_a_corrupt_page_fails_its_row_group_by_name_and_nothing_else(tmp_path: P
     data[where + 5] ^= 0xFF
     (tmp_path / "p.parquet").write_bytes(bytes(data))
     with ParquetStorage(tmp_path / "p.parquet") as storage:
-        loader = Loader(storage, batch_size=8, failures=FailurePolicy(on_error="skip", max_bad_samples=None), sampling=Sampling(seed=0))
+        loader = Loader(
+            storage, batch_size=8, failure_policy=FailurePolicy(on_error="skip", max_bad_samples=None), sampling=Sampling(seed=0)
+        )
         delivered = [data for batch in loader for data in batch.data]
         failed = sorted(failure.sample for failure in loader.failures)
     assert failed == sorted(f"p.parquet#{row}" for row in range(10, 20)), "exactly the row group with the bad page"

@@ -51,7 +51,7 @@ def test_bad_documents_are_named_and_skipped_and_nothing_else_is_lost(tmp_path: 
         tokenizer=Tokenizer(tokenizer, eos=EOS),
         context_length=64,
         batch_size=2,
-        failure=FailurePolicy(on_error="skip", max_bad_samples=None),
+        failure_policy=FailurePolicy(on_error="skip", max_bad_samples=None),
     )
     real_tokens = sum(batch.real_tokens for batch in loader)
     expected, _ = Tokenizer(tokenizer, eos=EOS).encode(good)
@@ -75,7 +75,7 @@ def test_raise_names_the_line(tmp_path: Path, tokenizer: Path) -> None:
 def test_the_budget_of_bad_documents_holds(tmp_path: Path, tokenizer: Path) -> None:
     path, _ = corpus_with_bad_lines(tmp_path)
     loader = TokenLoader(
-        path, tokenizer=tokenizer, context_length=64, batch_size=2, failure=FailurePolicy(on_error="skip", max_bad_samples=2)
+        path, tokenizer=tokenizer, context_length=64, batch_size=2, failure_policy=FailurePolicy(on_error="skip", max_bad_samples=2)
     )
     with pytest.raises(TooManyBadSamplesError):
         list(loader)
@@ -122,7 +122,7 @@ def test_a_file_removed_mid_run_is_a_named_read_failure(tmp_path: Path, tokenize
         batch_size=1,
         shuffle=False,
         read_ahead=8,
-        failure=FailurePolicy(on_error="skip", max_bad_samples=None),
+        failure_policy=FailurePolicy(on_error="skip", max_bad_samples=None),
     )
     batches = iter(loader)
     next(batches)

@@ -136,7 +136,7 @@ def test_images_from_shards_with_a_corrupt_sample(tmp_path: Path) -> None:
         batch_size=6,
         transform=transform,
         sampling=Sampling(seed=1),
-        failures=FailurePolicy(on_error="zero", max_bad_samples=1),
+        failure_policy=FailurePolicy(on_error="zero", max_bad_samples=1),
     )
     seen = {}
     for batch in loader:

@@ -66,10 +66,12 @@ def test_old_failure_keywords_apply_the_same_policy() -> None:
     with pytest.warns(DeprecationWarning) as caught:
         old = Loader(storage, batch_size=5, shuffle=False, on_error="zero", max_bad_samples=None)
     messages = [str(warning.message) for warning in caught]
-    assert any("failures=stoker.FailurePolicy(on_error='zero', max_bad_samples=None)" in message for message in messages), messages
+    assert any("failure_policy=stoker.FailurePolicy(on_error='zero', max_bad_samples=None)" in message for message in messages), messages
     assert any("sampling=stoker.Sampling(shuffle='none')" in message for message in messages), messages
     batches = list(old)
-    new = Loader(storage, batch_size=5, sampling=Sampling(shuffle="none"), failures=FailurePolicy(on_error="zero", max_bad_samples=None))
+    new = Loader(
+        storage, batch_size=5, sampling=Sampling(shuffle="none"), failure_policy=FailurePolicy(on_error="zero", max_bad_samples=None)
+    )
     assert [batch.valid.tolist() for batch in batches] == [batch.valid.tolist() for batch in new]
     assert [failure.sample for failure in old.failures] == ["k3"] and old.failures[0].action == "zero-filled"
 
@@ -99,7 +101,7 @@ def test_option_objects_are_checked_where_built_and_print_as_the_call_that_build
 def test_a_loader_says_which_options_it_runs_with() -> None:
     loader = Loader(_storage(), batch_size=4, sampling=Sampling(seed=7))
     assert loader.options["sampling"] == Sampling(seed=7)
-    assert loader.options["failures"] == FailurePolicy() and loader.options["throughput"] == Throughput()
+    assert loader.options["failure_policy"] == FailurePolicy() and loader.options["throughput"] == Throughput()
 
 
 def test_the_python_api_and_the_cli_spell_the_shuffle_alike(capsys: pytest.CaptureFixture[str]) -> None:
@@ -141,6 +143,22 @@ def test_moved_names_still_import_with_a_warning_naming_their_new_home() -> None
         assert stoker.loader.pinned_allocator is stoker.device.pinned_allocator  # type: ignore[attr-defined]
     with pytest.raises(AttributeError, match="has no attribute 'nothing_here'"):
         stoker.storage.nothing_here  # type: ignore[attr-defined]  # noqa: B018
+
+
+def test_the_failure_policy_keyword_has_one_name_and_the_old_ones_warn() -> None:
+    from stoker.loader import TokenLoader
+
+    store = MemoryStorage({f"k{index}": bytes([index]) for index in range(8)})
+    policy = FailurePolicy(on_error="skip", max_bad_samples=2)
+    with pytest.warns(DeprecationWarning, match=r"Loader\(failures=...\) is now Loader\(failure_policy=...\)"):
+        old = Loader(store, batch_size=2, failures=policy)  # type: ignore[call-arg]
+    assert old.options["failure_policy"] is policy
+    with pytest.raises(TypeError, match="failure_policy= only"):
+        Loader(store, batch_size=2, failure_policy=policy, failures=policy)  # type: ignore[call-arg]
+    documents = [np.arange(5, dtype=np.uint32)]
+    with pytest.warns(DeprecationWarning, match=r"TokenLoader\(failure=...\) is now TokenLoader\(failure_policy=...\)"):
+        with pytest.raises(ConfigurationError, match="failure_policy= and tokenize_concurrency= are for raw text"):
+            TokenLoader(documents, context_length=4, batch_size=1, failure=policy)  # type: ignore[arg-type]
 
 
 def test_a_failure_records_old_attribute_names_warn_and_give_the_one_name() -> None:

@@ -52,7 +52,7 @@ def test_the_snapshot_counts_bad_samples_by_stage_and_action() -> None:
         batch_size=4,
         decode=decode,
         sampling=Sampling(seed=1),
-        failures=FailurePolicy(on_error="skip", max_bad_samples=5),
+        failure_policy=FailurePolicy(on_error="skip", max_bad_samples=5),
     )
     for _ in data:
         pass

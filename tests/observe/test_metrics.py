@@ -39,7 +39,7 @@ def test_a_scrape_reports_the_loader_across_epochs() -> None:
         batch_size=10,
         decode=bad_decode,
         sampling=Sampling(rank=0, world_size=1),
-        failures=FailurePolicy(on_error="skip"),
+        failure_policy=FailurePolicy(on_error="skip"),
     )
     with serve_metrics(loader, port=0) as server:
         assert server.url.startswith("http://127.0.0.1:")

@@ -53,7 +53,7 @@ RUN = textwrap.dedent(
         batch_size=8,
         transform=ImageTransform(random_resized_crop=32, flip_probability=0.5, layout="CHW"),
         sampling=Sampling(seed=7, rank=1, world_size=2),
-        failures=FailurePolicy(on_error="zero", max_bad_samples=None),
+        failure_policy=FailurePolicy(on_error="zero", max_bad_samples=None),
     )
     loader.record_provenance(ledger)
     step = 0
@@ -108,7 +108,7 @@ def test_a_killed_runs_batches_replay_byte_for_byte(tmp_path: Path) -> None:
 
 def test_replay_names_a_sample_whose_bytes_changed(tmp_path: Path) -> None:
     images = jpeg_folder(tmp_path / "images", count=40)
-    loader = Loader(images, batch_size=8, sampling=Sampling(seed=1), failures=FailurePolicy(on_error="skip"))
+    loader = Loader(images, batch_size=8, sampling=Sampling(seed=1), failure_policy=FailurePolicy(on_error="skip"))
     loader.record_provenance(tmp_path / "ledger")
     first = next(iter(loader))
     loader.close()
@@ -122,14 +122,14 @@ def test_replay_names_a_sample_whose_bytes_changed(tmp_path: Path) -> None:
 def test_a_resumed_run_continues_the_step_numbers_in_a_new_file(tmp_path: Path) -> None:
     images = jpeg_folder(tmp_path / "images", count=60)
     ledger = tmp_path / "ledger"
-    loader = Loader(images, batch_size=4, failures=FailurePolicy(on_error="skip"))
+    loader = Loader(images, batch_size=4, failure_policy=FailurePolicy(on_error="skip"))
     loader.record_provenance(ledger)
     for number, _ in enumerate(loader):
         if number == 2:
             state = loader.state_dict()
             break
     loader.close()
-    resumed = Loader(images, batch_size=4, failures=FailurePolicy(on_error="skip"))
+    resumed = Loader(images, batch_size=4, failure_policy=FailurePolicy(on_error="skip"))
     resumed.record_provenance(ledger)
     resumed.load_state_dict(state)
     keys = [batch.keys for _, batch in zip(range(2), resumed)]
@@ -142,7 +142,7 @@ def test_a_resumed_run_continues_the_step_numbers_in_a_new_file(tmp_path: Path) 
 
 def test_held_batches_are_recorded_when_released_and_not_before(tmp_path: Path) -> None:
     images = jpeg_folder(tmp_path / "images", count=40)
-    loader = Loader(images, batch_size=4, failures=FailurePolicy(on_error="skip"))
+    loader = Loader(images, batch_size=4, failure_policy=FailurePolicy(on_error="skip"))
     loader.record_provenance(tmp_path / "ledger")
     with loader.hold_deliveries():
         batches = iter(loader)

@@ -87,7 +87,7 @@ def test_a_loader_over_json_lines_replaces_a_bad_line_with_a_labelless_sample(tm
     path = tmp_path / "lines.jsonl"
     path.write_text("\n".join(lines) + "\n")
     loader = Loader(
-        JsonlStorage(path), batch_size=4, decode=json_module.loads, failures=FailurePolicy(on_error="skip", max_bad_samples=None)
+        JsonlStorage(path), batch_size=4, decode=json_module.loads, failure_policy=FailurePolicy(on_error="skip", max_bad_samples=None)
     )
     batches = list(loader)
     assert sum(len(batch.keys) for batch in batches) == 12

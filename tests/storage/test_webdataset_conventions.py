@@ -132,7 +132,7 @@ def test_a_sample_missing_an_extra_member_is_a_bad_sample(tmp_path: Path) -> Non
             batch_size=3,
             extra=("txt",),
             sampling=Sampling(shuffle="none"),
-            failures=FailurePolicy(on_error="skip", max_bad_samples=None),
+            failure_policy=FailurePolicy(on_error="skip", max_bad_samples=None),
         )
         batches = list(loader)
     assert [failure.sample for failure in loader.failures] == ["2"]

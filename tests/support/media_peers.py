@@ -212,7 +212,7 @@ def run(method: str, kind: str, folder: Path) -> dict[str, Any]:
             batch_size=batch_size,
             transform=transform,
             sampling=Sampling(shuffle="uniform"),
-            failures=FailurePolicy(on_error="raise"),
+            failure_policy=FailurePolicy(on_error="raise"),
         ):
             assert batch.data.shape[1:] == shape, batch.data.shape
             clips += len(batch)

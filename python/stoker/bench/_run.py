@@ -130,7 +130,7 @@ def run_loader(
         transform=transform,
         reads=Reads(fetch_concurrency=fetch_concurrency),
         throughput=Throughput(decode_concurrency=decode_concurrency, stats_interval=0.1),
-        failures=FailurePolicy(on_error="skip", max_bad_samples=None),
+        failure_policy=FailurePolicy(on_error="skip", max_bad_samples=None),
         sampling=Sampling(shuffle=shuffle, shuffle_window=shuffle_window),
     )
     shuffle_facts = shuffle_report(storage, loader)

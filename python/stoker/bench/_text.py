@@ -67,7 +67,7 @@ def run_text_loader(
             text_field=text_field,
             context_length=context_length,
             batch_size=batch_size,
-            failure=FailurePolicy(on_error="skip", max_bad_samples=None),
+            failure_policy=FailurePolicy(on_error="skip", max_bad_samples=None),
         )
         positions = real = 0
         epoch = 0

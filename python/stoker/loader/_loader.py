@@ -87,13 +87,14 @@ class Loader:
             this process's rank found by itself, unless given.
         reads: How reads are kept in flight (`Reads`); the defaults suit the storage (per-sample
             out-of-order prefetch for network storage).
-        failures: What a bad sample does (`FailurePolicy`); by default it raises.
+        failure_policy: What a bad sample does (`FailurePolicy`); by default it raises.
         throughput: Concurrency, batches kept ready, pinned memory, live tuning (`Throughput`).
         **deprecated: The keywords these objects replaced (``shuffle=``, ``on_error=``...) work
-            for one release, each with a `DeprecationWarning` naming its new spelling.
+            for one release, each with a `DeprecationWarning` naming its new spelling (as does
+            ``failures=``, the old name of ``failure_policy=``: ``failures`` is the records).
 
     Attributes:
-        failures: Every bad sample met so far, oldest first (`stoker.failures.Failure`: key,
+        failures: Every bad sample met so far, oldest first (`stoker.failures.Failure`: sample,
             stage, reason, epoch, position, action; the first 10,000 are kept, `failure_count`
             counts all).
         options: The four option objects in force (``loader.options["sampling"]``...).
@@ -126,15 +127,17 @@ class Loader:
         drop_last: bool = False,
         sampling: Sampling | None = None,
         reads: Reads | None = None,
-        failures: FailurePolicy | None = None,
+        failure_policy: FailurePolicy | None = None,
         throughput: Throughput | None = None,
         **deprecated: Any,
     ) -> None:
-        options = from_keywords({"sampling": sampling, "reads": reads, "failures": failures, "throughput": throughput}, deprecated)
+        options = from_keywords(
+            {"sampling": sampling, "reads": reads, "failure_policy": failure_policy, "throughput": throughput}, deprecated
+        )
         self.options: dict[str, Any] = options
         sampling_options: Sampling = options["sampling"]
         read_options: Reads = options["reads"]
-        failure_options: FailurePolicy = options["failures"]
+        failure_options: FailurePolicy = options["failure_policy"]
         throughput_options: Throughput = options["throughput"]
         self._source = os.fspath(storage) if isinstance(storage, (str, os.PathLike)) else getattr(storage, "url", None)
         storage = as_storage(storage)

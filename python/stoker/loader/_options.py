@@ -207,7 +207,7 @@ class Throughput:
             raise ConfigurationError(f'pin_memory must be True, False or "auto", got {self.pin_memory!r}')
 
 
-_GROUPS: dict[str, type] = {"sampling": Sampling, "reads": Reads, "failures": FailurePolicy, "throughput": Throughput}
+_GROUPS: dict[str, type] = {"sampling": Sampling, "reads": Reads, "failure_policy": FailurePolicy, "throughput": Throughput}
 _OLD_KEYWORDS = {name.name: group for group, kind in _GROUPS.items() for name in fields(kind)}
 
 
@@ -218,6 +218,11 @@ def from_keywords(given: dict[str, Any], keywords: dict[str, Any]) -> dict[str, 
     Raises:
         TypeError: An unknown keyword, or an old keyword beside the option object it belongs to.
     """
+    if "failures" in keywords:  # the group's old name: the records are `Loader.failures`
+        if given["failure_policy"] is not None:
+            raise TypeError("give failure_policy= only (failures= is its old name)")
+        warn_deprecated("Loader(failures=...) is now Loader(failure_policy=...)", stacklevel=4)
+        given = {**given, "failure_policy": keywords.pop("failures")}
     unknown = sorted(set(keywords) - set(_OLD_KEYWORDS))
     if unknown:
         raise TypeError(f"Loader() got unexpected keyword argument(s) {', '.join(map(repr, unknown))}")

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from ..._deprecation import warn_deprecated
 from ...distributed import StepAgreement, discover_world, process_group
 from ...errors import ConfigurationError, ProvenanceError
 from ...ops.packing import PackedBatch, SequencePacker
@@ -74,14 +75,14 @@ class TokenLoader:
             DDP never waits on a step another rank does not take. None (default): on with
             several ranks and an initialized process group (several ranks without one: a
             warning); True: required (an error without a process group); False: off.
-        failure: Raw text only: what a document that cannot be read, is not text, or lacks its
+        failure_policy: Raw text only: what a document that cannot be read, is not text, or lacks its
             field does (`FailurePolicy`: ``"raise"``, or ``"skip"``, which leaves it out of the
             packed rows; every one is listed in `failures`).
         tokenize_concurrency: Raw text only: threads tokenizing at once (default: 1 where one
             call of the tokenizer already uses every core, a Hugging Face tokenizer with its
             thread pool on; else the cores this process may use).
         max_document_bytes: Raw text only: a document larger than this as stored is a bad
-            document (named, handled by ``failure``) before it is parsed or tokenized: a
+            document (named, handled by ``failure_policy``) before it is parsed or tokenized: a
             tokenizer holds about 130 bytes per byte of text while it works.
         packer_options: Passed to `SequencePacker` (strategy, window, long_documents,
             split_across_rows, pad_id, drop_last).
@@ -105,11 +106,16 @@ class TokenLoader:
         world_size: int | None = None,
         read_ahead: int | None = None,
         equal_steps: bool | None = None,
-        failure: FailurePolicy | None = None,
+        failure_policy: FailurePolicy | None = None,
         tokenize_concurrency: int | None = None,
         max_document_bytes: int = MAX_DOCUMENT_BYTES,
         **packer_options: Any,
     ) -> None:
+        if "failure" in packer_options:  # the old name, as the Loader's failures= was
+            if failure_policy is not None:
+                raise TypeError("give failure_policy= only (failure= is its old name)")
+            warn_deprecated("TokenLoader(failure=...) is now TokenLoader(failure_policy=...)")
+            failure_policy = packer_options.pop("failure")
         self.text: TextDocuments | None = None
         if tokenizer is not None:
             storage, field = open_text(source, text_field)  # type: ignore[arg-type]
@@ -122,8 +128,8 @@ class TokenLoader:
                 "a raw text corpus needs tokenizer= (a tokenizer.json path, a tokenizers.Tokenizer, a tiktoken.Encoding)"
             )
         else:
-            if failure is not None or tokenize_concurrency is not None:
-                raise ConfigurationError("failure= and tokenize_concurrency= are for raw text (with tokenizer=)")
+            if failure_policy is not None or tokenize_concurrency is not None:
+                raise ConfigurationError("failure_policy= and tokenize_concurrency= are for raw text (with tokenizer=)")
             self.source = source
         self.context_length = context_length
         self.batch_size = batch_size
@@ -131,10 +137,10 @@ class TokenLoader:
         if self.read_ahead < 1:
             raise ConfigurationError(f"read_ahead must be positive, got {read_ahead}")
         self.packer_options = packer_options
-        self.failure = failure or FailurePolicy()
-        if self.failure.on_error == "zero":
+        self.failure_policy = failure_policy or FailurePolicy()
+        if self.failure_policy.on_error == "zero":
             raise ConfigurationError('a text document has no slot to zero: use FailurePolicy(on_error="skip") or "raise"')
-        self._bad = BadSampleHandler(self.failure, _describe(source))
+        self._bad = BadSampleHandler(self.failure_policy, _describe(source))
         parallel_inside = self.text is not None and self.text.tokenizer.parallel_inside
         self.tokenize_concurrency = tokenize_concurrency or (1 if parallel_inside else len(os.sched_getaffinity(0)))
         rank, world_size, _ = discover_world(rank, world_size)
