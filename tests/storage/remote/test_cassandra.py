@@ -37,16 +37,6 @@ def test_upload_resumes_and_skips_what_is_committed(keyspace_connection: Cassand
     assert again.bytes == 0  # every sample had its metadata row: nothing written twice
 
 
-def test_an_upload_that_sees_too_few_replicas_waits_for_them_then_names_the_store(keyspace_connection: CassandraConnection) -> None:
-    # Three replicas asked of a one-node cluster, written at ALL: every statement that touches rows
-    # answers Unavailable, as a coordinator does while gossip still counts a node down. Each is
-    # waited out to the deadline and then named, never raised raw from the driver.
-    connection = replace(keyspace_connection, consistency="ALL")
-    policy = RetryPolicy(attempts=None, base_delay=0.05, max_delay=0.2, deadline=2.0)
-    with pytest.raises(StorageError, match=rf"{connection.keyspace} \(rows already written\): gave up after .*Unavailable"):
-        upload_to_cassandra(dataset(4), connection, replication=3, retry=policy, progress=False, decode_check=False)
-
-
 def test_a_subset_of_keys_reads_only_those(keyspace_connection: CassandraConnection) -> None:
     source = dataset(30)
     upload_to_cassandra(source, keyspace_connection, progress=False, decode_check=False)
