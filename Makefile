@@ -55,7 +55,7 @@ media: $(VENV)/.media
 install: $(VENV)/.installed-bench
 install-dev: $(VENV)/.installed-dev
 
-$(VENV)/.installed-bench: $(BIN)/python $(BUILD_INPUTS) $(VENV)/.media | $(VENV)/.build-tools system-build
+$(VENV)/.installed-bench: $(BIN)/python $(BUILD_INPUTS) testbed/pyproject.toml $(VENV)/.media | $(VENV)/.build-tools system-build
 	@echo "== building stoker's native core (Rust, optimized): 3-6 minutes the first time, seconds after =="
 	$(BIN)/python -m pip install --quiet -e .
 	@echo "== installing what stoker bench compares against: PyTorch + torchvision, SPDL, OpenCV, simplejpeg,"
@@ -64,12 +64,14 @@ ifdef TORCH_INDEX
 	$(BIN)/python -m pip install --progress-bar on --index-url $(TORCH_INDEX) torch torchvision
 endif
 	$(BIN)/python -m pip install --progress-bar on -e '.[bench]'
+	$(BIN)/python -m pip install --quiet -e testbed  # the benchmarks' servers and data makers
 	$(BIN)/python -c "import stoker._native"  # the install really worked
 	@touch $@
 
-$(VENV)/.installed-dev: $(BIN)/python $(BUILD_INPUTS) $(VENV)/.media | $(VENV)/.build-tools system-build
+$(VENV)/.installed-dev: $(BIN)/python $(BUILD_INPUTS) testbed/pyproject.toml $(VENV)/.media | $(VENV)/.build-tools system-build
 	@echo "== building stoker's native core and installing the test tools: a few minutes the first time =="
 	$(BIN)/python -m pip install --quiet -e '.[lmdb,remote,report,parquet]' --group dev
+	$(BIN)/python -m pip install --quiet -e testbed  # tests' and benchmarks' servers, proxies, hosts, data makers
 	@touch $@
 
 # The release wheel: both native parts linked by zig against glibc 2.28's symbols, FFmpeg left
@@ -81,8 +83,8 @@ wheel: | $(VENV)/.wheel-tools system-build
 	@ls -l dist/*.whl
 
 check: install-dev
-	$(BIN)/ruff check python tests benchmarks packaging docs/examples
-	$(BIN)/ruff format --check python tests benchmarks packaging docs/examples
+	$(BIN)/ruff check python testbed tests benchmarks packaging docs/examples
+	$(BIN)/ruff format --check python testbed tests benchmarks packaging docs/examples
 	$(BIN)/mypy
 	$(BIN)/python -m mypy.stubtest stoker._native
 	$(BIN)/python -m mypy.stubtest $$($(BIN)/python -c "from stoker.ops._media_backend import available_builds; print(available_builds()[0].module)")

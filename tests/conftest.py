@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.support.s3_server import S3Server
+from stoker_testbed.servers.s3_server import S3Server
 
 # A shell that starts a command in the background (`cmd &` without job control) has it ignore
 # SIGINT, and Python then leaves SIGINT ignored: Ctrl-C would do nothing, in this process and in
@@ -44,7 +44,7 @@ def no_leaked_threads() -> Iterator[None]:
 def s3_server() -> Iterator[S3Server]:
     """One s3proxy on loopback for the whole session (tests/storage/remote and tests/faults); without
     java it skips, and fails where ``STOKER_REQUIRE_SERVERS`` is set (CI)."""
-    from tests.support.availability import started
+    from stoker_testbed.availability import started
 
     server = started(S3Server(), "the S3 test server (s3proxy, needs java)")
     yield server
@@ -56,7 +56,7 @@ def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """One local two-node Ray cluster for the whole session (tests/ray and tests/faults),
     this process connected to it; yields its address."""
     pytest.importorskip("ray")
-    from tests.support.ray_cluster import local_ray_cluster
+    from stoker_testbed.servers.ray_cluster import local_ray_cluster
 
     with local_ray_cluster(tmp_path_factory.mktemp("ray")) as address:
         yield address

@@ -1,4 +1,5 @@
-"""The architecture's one exception to its import contract ([tool.importlinter] in pyproject.toml,
+"""The house's shape, held: folders by purpose that a reader can take in (no more than 15 source
+files side by side), and the architecture's one exception to its import contract ([tool.importlinter] in pyproject.toml,
 checked by `make check`): the compiled core `stoker._native` is a module of the root package that
 the import graph cannot see, so ``from .. import _native`` reads as an import of `stoker` itself
 and the contract ignores imports of the root package. This holds that exception to exactly that
@@ -8,8 +9,24 @@ would close a circle the contract no longer sees."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import grimp
+
+ROOT = Path(__file__).resolve().parents[1]
+MOST_FILES_SIDE_BY_SIDE = 15
+
+
+def test_no_folder_holds_more_source_files_side_by_side_than_a_reader_takes_in() -> None:
+    crowded = []
+    for top in ("python/stoker", "src", "testbed", "tests", "benchmarks", "docs/examples"):
+        for folder in [ROOT / top, *(ROOT / top).rglob("*")]:
+            if folder.is_dir() and "__pycache__" not in folder.parts and "regressions" not in folder.parts:
+                files = [path for path in folder.iterdir() if path.suffix in (".py", ".rs") and path.name != "__init__.py"]
+                if len(files) > MOST_FILES_SIDE_BY_SIDE:
+                    crowded.append(f"{folder.relative_to(ROOT)}: {len(files)}")
+    assert (ROOT / "python" / "stoker" / "loader").is_dir(), "the walk reads the tree (the check sees something)"
+    assert not crowded, f"more than {MOST_FILES_SIDE_BY_SIDE} source files side by side; group them by purpose:\n" + "\n".join(crowded)
 
 
 def test_the_only_import_of_the_root_package_from_inside_it_is_the_compiled_core() -> None:

@@ -21,8 +21,8 @@ import pytest
 from stoker.bench import image_folder
 from stoker.ingest import convert_storage
 from stoker.storage import FileStorage
-from tests.support.media_files import encode_audio, encode_video, require_ffmpeg, tone_with_clicks, wav_bytes
-from tests.support.text import make_corpus
+from stoker_testbed.data.media_files import encode_audio, encode_video, require_ffmpeg, tone_with_clicks, wav_bytes
+from stoker_testbed.data.text import make_corpus
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

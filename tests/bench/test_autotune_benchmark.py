@@ -1,4 +1,4 @@
-"""benchmarks/autotune.py runs its local scenarios (quick) and reports each against its grid."""
+"""benchmarks/loader/autotune.py runs its local scenarios (quick) and reports each against its grid."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "autotune.py"
+BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "loader" / "autotune.py"
 
 
 def test_the_autotune_benchmark_runs() -> None:

@@ -94,7 +94,7 @@ def test_scenarios_print_their_tables(capsys) -> None:
 
 
 def test_bench_on_a_dead_s3_endpoint_fails_clearly(capsys, monkeypatch) -> None:
-    from tests.support.server import free_port
+    from stoker_testbed.servers.server import free_port
 
     monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{free_port()}")
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "nobody")
@@ -212,7 +212,7 @@ def test_a_short_run_still_draws_its_rate_and_peers_get_megabytes(tmp_path: Path
 
 def test_bench_on_a_text_corpus_reports_tokens_names_bad_lines_and_diagnoses(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     pytest.importorskip("tokenizers")
-    from tests.support.text import make_corpus
+    from stoker_testbed.data.text import make_corpus
 
     _, tokenizer = make_corpus(tmp_path / "corpus", documents=200, files=2)
     with open(tmp_path / "corpus" / "part-000.jsonl", "a") as file:

@@ -1,4 +1,4 @@
-"""benchmarks/epoch_scale.py runs (10^5 samples, every loader) and prints its table: a row per
+"""benchmarks/loader/epoch_scale.py runs (10^5 samples, every loader) and prints its table: a row per
 loader with both tenths' rates, the checkpoint's time and size; a peer that cannot run says why."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "epoch_scale.py"
+BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "loader" / "epoch_scale.py"
 
 
 def test_the_epoch_scale_benchmark_runs() -> None:

@@ -1,4 +1,4 @@
-"""benchmarks/loader_overhead.py runs (on 64 images) and reports the overhead and the rate share."""
+"""benchmarks/loader/loader_overhead.py runs (on 64 images) and reports the overhead and the rate share."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "loader_overhead.py"
+BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "loader" / "loader_overhead.py"
 
 
 def test_the_overhead_benchmark_runs() -> None:

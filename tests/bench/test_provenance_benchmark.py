@@ -1,4 +1,4 @@
-"""benchmarks/provenance.py runs (64 images, one round) and reports the ledger's cost and size."""
+"""benchmarks/loader/provenance.py runs (64 images, one round) and reports the ledger's cost and size."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "provenance.py"
+BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "loader" / "provenance.py"
 
 
 def test_the_provenance_benchmark_runs() -> None:

@@ -1,4 +1,4 @@
-"""benchmarks/tar_index_scale.py runs (10^5 members in sparse shards) and prints its row: opening,
+"""benchmarks/storage/tar_index_scale.py runs (10^5 members in sparse shards) and prints its row: opening,
 the first batch, both windows' rates, peak RSS, the checkpoint's time and size."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "tar_index_scale.py"
+BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "storage" / "tar_index_scale.py"
 
 
 def test_the_tar_index_scale_benchmark_runs(tmp_path: Path) -> None:

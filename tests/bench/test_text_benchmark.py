@@ -1,4 +1,4 @@
-"""benchmarks/text.py runs (on a small corpus) and reports every loader it can run, stoker first,
+"""benchmarks/text/token_batches.py runs (on a small corpus) and reports every loader it can run, stoker first,
 with its packing efficiency, or names the one it left out and why."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "text.py"
+BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "text" / "token_batches.py"
 
 
 def test_the_text_benchmark_reports_its_table(tmp_path: Path) -> None:

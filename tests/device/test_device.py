@@ -1,5 +1,5 @@
 """The device path on the CPU (what CI has): tensors, validity and keys survive the transfer;
-the CUDA stream path runs where a GPU is (benchmarks/gpu_transfer.py)."""
+the CUDA stream path runs where a GPU is (benchmarks/loader/gpu_transfer.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from stoker.device import pinned_allocator, to_device  # noqa: E402
 from stoker.loader import FailurePolicy, Sampling  # noqa: E402
 from stoker.ops import ImageTransform  # noqa: E402
 from stoker.storage import MemoryStorage  # noqa: E402
-from tests.support.images import jpeg  # noqa: E402
+from stoker_testbed.data.images import jpeg  # noqa: E402
 
 
 def test_batches_reach_the_cpu_device_intact() -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.support.training_logs import delivered
+from stoker_testbed.data.training_logs import delivered
 
 pytest.importorskip("torch.distributed.checkpoint")
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.images import jpeg
+from stoker_testbed.data.images import jpeg
 
 # The bad files of the corrupt folder, by kind of damage.
 BAD_FILES = {

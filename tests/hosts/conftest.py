@@ -1,4 +1,4 @@
-"""The multi-host tests' network: hosts made of network namespaces (tests/support/hosts.py),
+"""The multi-host tests' network: hosts made of network namespaces (testbed/stoker_testbed/hosts.py),
 skipped with the reason where they cannot be made (not root), and required in CI."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ from collections.abc import Iterator
 import pytest
 
 from stoker.ingest import upload_to_s3
-from tests.support.availability import started, unavailable
-from tests.support.datasets import dataset
-from tests.support.hosts import HostNetwork
-from tests.support.hosts import unavailable as hosts_unavailable
-from tests.support.s3_server import S3Server
+from stoker_testbed.availability import started, unavailable
+from stoker_testbed.data.datasets import dataset
+from stoker_testbed.hosts import HostNetwork
+from stoker_testbed.hosts import unavailable as hosts_unavailable
+from stoker_testbed.servers.s3_server import S3Server
 
 SAMPLES = 320  # in the store's bucket "hosts" under d/
 

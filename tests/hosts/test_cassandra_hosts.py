@@ -13,10 +13,10 @@ from pathlib import Path
 
 from stoker.ingest import upload_to_cassandra
 from stoker.storage import CassandraConnection
-from tests.support.availability import started
-from tests.support.cassandra_cluster import CassandraCluster
-from tests.support.datasets import dataset
-from tests.support.hosts import HostNetwork
+from stoker_testbed.availability import started
+from stoker_testbed.data.datasets import dataset
+from stoker_testbed.hosts import HostNetwork
+from stoker_testbed.servers.cassandra_cluster import CassandraCluster
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = 400

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.hosts import HOST_DISK, HostNetwork
+from stoker_testbed.hosts import HOST_DISK, HostNetwork
 
 SERVE = "import http.server, sys; http.server.test(http.server.SimpleHTTPRequestHandler, port=8000, bind=sys.argv[1])"
 
@@ -84,7 +84,7 @@ def test_everything_is_removed_when_the_test_fails_inside(hosts: type[HostNetwor
 
 
 def test_hosts_left_by_a_killed_test_run_are_removed_by_the_next(hosts: type[HostNetwork]) -> None:
-    leave = "import time; from tests.support.hosts import HostNetwork; network = HostNetwork(['a']).__enter__(); print(network.tag, flush=True); time.sleep(600)"
+    leave = "import time; from stoker_testbed.hosts import HostNetwork; network = HostNetwork(['a']).__enter__(); print(network.tag, flush=True); time.sleep(600)"
     child = subprocess.Popen([sys.executable, "-c", leave], stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[2])
     assert child.stdout is not None
     tag = child.stdout.readline().strip()

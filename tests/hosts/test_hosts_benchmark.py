@@ -1,4 +1,4 @@
-"""benchmarks/hosts.py runs on a small job and reports each host with and without its node cache,
+"""benchmarks/distributed/hosts.py runs on a small job and reports each host with and without its node cache,
 and the partition's cost."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.support.hosts import HostNetwork
+from stoker_testbed.hosts import HostNetwork
 
-BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "hosts.py"
+BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "distributed" / "hosts.py"
 
 
 def test_the_hosts_benchmark_reports_its_table(hosts: type[HostNetwork]) -> None:

@@ -16,10 +16,10 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from stoker_testbed.data.datasets import dataset
+from stoker_testbed.hosts import HOST_DISK, HostNetwork
+from stoker_testbed.servers.s3_server import S3Server
 from tests.hosts.conftest import SAMPLES
-from tests.support.datasets import dataset
-from tests.support.hosts import HOST_DISK, HostNetwork
-from tests.support.s3_server import S3Server
 
 ROOT = Path(__file__).resolve().parents[2]
 

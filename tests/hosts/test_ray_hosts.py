@@ -20,9 +20,9 @@ import pytest
 
 from stoker.ingest import convert_storage
 from stoker.storage import MemoryStorage
-from tests.support.availability import unavailable
-from tests.support.hosts import HostNetwork
-from tests.support.images import jpeg
+from stoker_testbed.availability import unavailable
+from stoker_testbed.data.images import jpeg
+from stoker_testbed.hosts import HostNetwork
 
 pytest.importorskip("ray")
 

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
+from stoker_testbed.data.datasets import dataset
+from stoker_testbed.data.training_logs import delivered
+from stoker_testbed.hosts import HOST_DISK, HostNetwork
+from stoker_testbed.servers.s3_server import S3Server
 from tests.hosts.conftest import SAMPLES
-from tests.support.datasets import dataset
-from tests.support.hosts import HOST_DISK, HostNetwork
-from tests.support.s3_server import S3Server
-from tests.support.training_logs import delivered
 
 pytest.importorskip("torch.distributed.checkpoint")
 

@@ -1,5 +1,5 @@
-"""Small datasets on disk for the ingest tests (see `tests.support.fixtures`)."""
+"""Small datasets on disk for the ingest tests (see `stoker_testbed.fixtures`)."""
 
-from tests.support.fixtures import folder, private_cache
+from stoker_testbed.fixtures import folder, private_cache
 
 __all__ = ["folder", "private_cache"]

@@ -15,7 +15,7 @@ import pytest
 
 from stoker.ingest import convert_storage, shard_key
 from stoker.storage import FileStorage, LmdbStorage, StorageError, TarShardStorage, open_storage
-from tests.support.datasets import make_folder
+from stoker_testbed.data.datasets import make_folder
 
 # Converts slowly (a pause per sample), so the test can interrupt it between shards.
 _SLOW_CONVERT = """

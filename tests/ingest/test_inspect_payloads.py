@@ -7,7 +7,7 @@ from pathlib import Path
 
 from stoker.ingest import convert_storage, format_report, inspect_storage
 from stoker.storage import FileStorage
-from tests.support.images import encode, photo
+from stoker_testbed.data.images import encode, photo
 
 
 def test_a_mix_of_jpegs_and_pngs_is_reported_by_type(tmp_path: Path) -> None:

@@ -121,7 +121,7 @@ def test_elastic_resume_from_two_ranks_to_three(shuffle: bool | str) -> None:
 
 
 def test_images_from_shards_with_a_corrupt_sample(tmp_path: Path) -> None:
-    from tests.support.images import jpeg
+    from stoker_testbed.data.images import jpeg
 
     folder = tmp_path / "images"
     for index in range(20):
@@ -151,7 +151,7 @@ def test_images_from_shards_with_a_corrupt_sample(tmp_path: Path) -> None:
 
 
 def test_buffers_held_by_the_loop_are_never_overwritten(tmp_path: Path) -> None:
-    from tests.support.images import jpeg
+    from stoker_testbed.data.images import jpeg
 
     data = MemoryStorage({f"k{index}": jpeg(64, 48, seed=index) for index in range(40)})
     transform = ImageTransform(resize=(16, 16))

@@ -15,7 +15,7 @@ from stoker.ingest import convert_storage
 from stoker.loader import Sampling
 from stoker.ops import AudioTransform, VideoTransform
 from stoker.storage import FileStorage, TarShardStorage
-from tests.support.media_files import encode_audio, encode_video, read_counter, wav_bytes
+from stoker_testbed.data.media_files import encode_audio, encode_video, read_counter, wav_bytes
 
 VIDEO = VideoTransform(frames=3, stride=5, resize=(180, 320), layout="THWC")
 

@@ -18,7 +18,7 @@ import pytest
 from stoker.errors import ConfigurationError
 from stoker.loader import TokenLoader
 from stoker.ops import Tokenizer
-from tests.support.text import EOS, make_corpus
+from stoker_testbed.data.text import EOS, make_corpus
 
 pytest.importorskip("tokenizers")
 

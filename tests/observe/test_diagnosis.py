@@ -139,7 +139,7 @@ def test_run_loader_reports_storage_facts() -> None:
 
 
 def test_bad_samples_reach_the_diagnosis() -> None:
-    from tests.support.images import jpeg
+    from stoker_testbed.data.images import jpeg
 
     samples = {f"k{index}": jpeg(40, 30, seed=index) for index in range(40)}
     samples["k7"] = b"not an image"

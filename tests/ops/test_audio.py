@@ -11,7 +11,7 @@ import pytest
 from scipy.signal import fftconvolve
 
 from stoker.ops import AudioTransform, decode_audio, seconds_to_samples
-from tests.support.media_files import encode_audio, tone_with_clicks, wav_bytes
+from stoker_testbed.data.media_files import encode_audio, tone_with_clicks, wav_bytes
 
 SOURCE_RATE = 44_100
 RATE = 16_000

@@ -17,7 +17,7 @@ from stoker.ops import (
     decode_image,
     sample_seeds,
 )
-from tests.support.images import encode, jpeg, photo
+from stoker_testbed.data.images import encode, jpeg, photo
 
 TRANSFORM = ImageTransform(resize_shorter=80, center_crop=(64, 64), flip_probability=0.5)
 

@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 from PIL import Image
 
 from stoker.ops import ImageTransform, decode_image
-from tests.support.images import encode, photo, pillow_rgb
+from stoker_testbed.data.images import encode, photo, pillow_rgb
 
 FULL_MEAN, FULL_MAX = 1.0, 12
 SCALED_MEAN, SCALED_MAX = 4.0, 40

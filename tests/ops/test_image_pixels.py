@@ -14,7 +14,7 @@ import pytest
 from PIL import Image
 
 from stoker.ops import ImageTransform, decode_image
-from tests.support.images import difference, encode, jpeg, photo, pillow_resize_center_crop, pillow_rgb, with_orientation
+from stoker_testbed.data.images import difference, encode, jpeg, photo, pillow_resize_center_crop, pillow_rgb, with_orientation
 
 JPEG_MEAN, JPEG_MAX = 1.0, 8
 

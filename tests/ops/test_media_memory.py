@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from stoker.ops import AudioTransform, VideoTransform, decode_audio, decode_video
-from tests.support.media_files import encode_audio, encode_video, tone_with_clicks, wav_bytes
+from stoker_testbed.data.media_files import encode_audio, encode_video, tone_with_clicks, wav_bytes
 
 WARM_UP = 40
 MEASURED = 400

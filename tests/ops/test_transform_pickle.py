@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from stoker.ops import ImageTransform, decode_image
-from tests.support.images import jpeg
+from stoker_testbed.data.images import jpeg
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from stoker.ops import VideoTransform, decode_video
-from tests.support.media_files import counter_frame, encode_video, read_counter
+from stoker_testbed.data.media_files import counter_frame, encode_video, read_counter
 
 FRAMES = 90  # 3 s at 30 fps, a keyframe every 30 frames, B-frames
 FULL = {"resize": (360, 640), "layout": "THWC"}

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.availability import unavailable
-from tests.support.media_files import encode_video, require_ffmpeg, tone_with_clicks, wav_bytes
+from stoker_testbed.availability import unavailable
+from stoker_testbed.data.media_files import encode_video, require_ffmpeg, tone_with_clicks, wav_bytes
 
 ROOT = Path(__file__).resolve().parents[2]
 CHECK = Path(__file__).with_name("wheel_check.py")

@@ -20,7 +20,7 @@ import pytest
 from stoker.ingest import convert_storage
 from stoker.ops import ImageTransform, decode_image
 from stoker.storage import MemoryStorage, open_storage
-from tests.support.images import jpeg
+from stoker_testbed.data.images import jpeg
 
 ray = pytest.importorskip("ray")
 

@@ -18,7 +18,7 @@ from stoker.ingest import convert_storage
 from stoker.observe import DataWaitMeter
 from stoker.ops import ImageTransform, decode_image
 from stoker.storage import MemoryStorage
-from tests.support.images import jpeg
+from stoker_testbed.data.images import jpeg
 
 ray = pytest.importorskip("ray")
 TRANSFORM = ImageTransform(resize=(16, 24))

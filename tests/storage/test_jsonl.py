@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from stoker.errors import StorageError
 from stoker.storage import JsonlStorage, ParquetStorage, open_storage, storage_format
-from tests.support.text import write_lines
+from stoker_testbed.data.text import write_lines
 
 
 @pytest.mark.parametrize("compression, suffix", [(None, ".jsonl"), ("gzip", ".jsonl.gz"), ("zstd", ".jsonl.zst")])

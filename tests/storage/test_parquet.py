@@ -14,7 +14,7 @@ import pytest
 from stoker.ingest import convert_storage
 from stoker.loader import Loader, Reads, Sampling
 from stoker.storage import FileStorage, ParquetStorage, TarShardStorage, open_storage, storage_format
-from tests.support.datasets import make_folder
+from stoker_testbed.data.datasets import make_folder
 
 pa = pytest.importorskip("pyarrow")
 parquet = pytest.importorskip("pyarrow.parquet")

@@ -15,7 +15,7 @@ from stoker.ingest import convert_storage, shard_key
 from stoker.loader import Loader, Sampling
 from stoker.storage import FileStorage, ShardError, StaleIndexError, TarShardStorage
 from stoker.storage.local import build_index, index_path, index_to_json, load_index, write_index
-from tests.support.datasets import make_folder
+from stoker_testbed.data.datasets import make_folder
 
 
 @pytest.fixture

@@ -13,8 +13,8 @@ import pytest
 
 from stoker import Loader
 from stoker.storage import TarShardStorage
-from tests.support.synthetic import free_decode
-from tests.support.synthetic_shards import make_sparse_shards
+from stoker_testbed.data.synthetic import free_decode
+from stoker_testbed.data.synthetic_shards import make_sparse_shards
 
 MB = 1 << 20
 

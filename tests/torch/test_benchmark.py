@@ -1,4 +1,4 @@
-"""benchmarks/torch_dataloader.py runs (at 1/100 scale) and reports every loader on every row it can run."""
+"""benchmarks/images/torch_dataloader.py runs (at 1/100 scale) and reports every loader on every row it can run."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "torch_dataloader.py"
+BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "images" / "torch_dataloader.py"
 
 
 def test_the_benchmark_runs_every_row() -> None:

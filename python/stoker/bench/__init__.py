@@ -4,28 +4,44 @@ from ._build import require_optimized_core
 from ._compare import Comparison, compare, format_comparison
 from ._folder import PeerData, peer_data
 from ._images import encode_jpeg, image_folder, iter_jpegs, make_jpegs, natural_image
+from ._memory import PeakMemory
+from ._peer_loaders import BATCH, MEAN, STD
 from ._run import LatencyStorage, RunResult, run_loader
-from ._scenarios import SCENARIOS
+from ._scenarios import SCENARIOS, alpaca_like_lengths, drop_caches, long_lengths, naive_efficiency, packed_efficiency
 from ._shuffle import format_shuffle
 from ._text import format_text_run, run_text_loader
+from ._text_corpus import EOS, corpus_documents, train_tokenizer, write_jsonl
 
 __all__ = [
+    "BATCH",
+    "EOS",
+    "MEAN",
+    "STD",
     "Comparison",
     "LatencyStorage",
     "PeerData",
     "RunResult",
+    "PeakMemory",
     "SCENARIOS",
+    "alpaca_like_lengths",
     "compare",
+    "corpus_documents",
+    "drop_caches",
     "encode_jpeg",
     "format_comparison",
     "format_shuffle",
     "format_text_run",
     "image_folder",
     "iter_jpegs",
+    "long_lengths",
     "make_jpegs",
+    "naive_efficiency",
     "natural_image",
+    "packed_efficiency",
     "peer_data",
     "require_optimized_core",
     "run_loader",
     "run_text_loader",
+    "train_tokenizer",
+    "write_jsonl",
 ]

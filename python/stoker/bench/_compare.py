@@ -1,5 +1,5 @@
 """Side-by-side runs of stoker and its peers, each in its own process over the same images and
-into the same output, and the table and ratios `stoker bench` and `benchmarks/end_to_end.py`
+into the same output, and the table and ratios `stoker bench` and `benchmarks/images/end_to_end.py`
 print from them."""
 
 from __future__ import annotations

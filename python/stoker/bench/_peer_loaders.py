@@ -1,4 +1,4 @@
-"""The loaders `stoker bench` and `benchmarks/end_to_end.py` compare, each written as a competent
+"""The loaders `stoker bench` and `benchmarks/images/end_to_end.py` compare, each written as a competent
 user of it would: resize the shorter side to 256, center crop 224, batches of 32, in one of two
 outputs every method produces alike:
 

@@ -1,4 +1,4 @@
-"""The peers `stoker bench` and `benchmarks/end_to_end.py` compare with, each run in its own
+"""The peers `stoker bench` and `benchmarks/images/end_to_end.py` compare with, each run in its own
 process (``python -m stoker.bench._peers METHOD OUTPUT ROOT``) so peak RSS and CPU time are its
 own. The loaders themselves are in `_peer_loaders`."""
 

@@ -5,7 +5,7 @@ is), then the figures a user sizes a job by: tokens per second, MB/s of text, pa
 efficiency, CPU in cores of this machine and per million tokens a second (what a GPU eating N
 tokens/s costs in CPU), peak memory, the bad documents by name, and the bottleneck in words.
 The peers (Hugging Face ``datasets`` with a greedy packer, a torch DataLoader) are compared on a
-generated corpus by ``python benchmarks/text.py``.
+generated corpus by ``python benchmarks/text/token_batches.py``.
 """
 
 from __future__ import annotations
@@ -115,7 +115,7 @@ def format_text_run(run: TextRun) -> str:
             f"({run.documents:,} documents), packing efficiency {run.efficiency:.1%}, CPU {100 * run.cpu_cores / run.cores:.0f}% of "
             f"{run.cores} cores ({per_million:.2f} cores per million tokens/s), peak RSS {run.peak_rss_mb:.0f} MB, "
             f"first batch {run.first_batch_seconds:.2f} s",
-            "peers on a generated corpus (HF datasets + a greedy packer, a torch DataLoader): python benchmarks/text.py",
+            "peers on a generated corpus (HF datasets + a greedy packer, a torch DataLoader): python benchmarks/text/token_batches.py",
             f"\ndiagnosis: {run.diagnosis}",
         ]
     )

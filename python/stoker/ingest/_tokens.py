@@ -25,7 +25,7 @@ def write_token_shards(
         How many documents were written.
 
     Raises:
-        ValueError: A token id that does not fit ``dtype`` (naming the document).
+        ConfigurationError: A token id that does not fit ``dtype`` (naming the document).
     """
     target = np.dtype(dtype)
     if target not in TOKEN_DTYPES:
@@ -35,7 +35,7 @@ def write_token_shards(
     for number, document in enumerate(documents):
         array = np.asarray(document)
         if array.size and (not np.issubdtype(array.dtype, np.integer) or int(array.min()) < 0 or int(array.max()) > limit):
-            raise ValueError(f"document {number}: token ids must be integers in 0..{limit} for {target}")
+            raise ConfigurationError(f"document {number}: token ids must be integers in 0..{limit} for {target}")
         buffer = io.BytesIO()
         np.save(buffer, array.astype(target), allow_pickle=False)
         encoded[f"doc_{number:09d}.npy"] = buffer.getvalue()

@@ -43,7 +43,7 @@ def _transform(described: Any, ledger: object) -> Any:
     try:
         kind = _TRANSFORMS.get(described["type"])
         if kind is None:
-            raise ValueError(f"{described['type']!r} is not a transform this stoker knows")
+            raise ProvenanceError(f"{described['type']!r} is not a transform this stoker knows")
         arguments = {name: tuple(value) if isinstance(value, list) else value for name, value in described["arguments"].items()}
         return kind(**arguments)
     except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as error:

@@ -12,7 +12,7 @@ the operating system before the batch reaches the training loop, so a killed job
 readable up to its last delivered batch (`read_ledger` stops at a torn tail). Arrow IPC is
 Parquet's in-memory sibling: ``pyarrow.parquet.write_table(read_ledger(dir), "ledger.parquet")``
 compacts a finished run for long-term keeping (about 60 bytes a sample after compression, see
-``benchmarks/provenance.py``).
+``benchmarks/loader/provenance.py``).
 """
 
 from __future__ import annotations

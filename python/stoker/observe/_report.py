@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .._files import read_regular
+from ..errors import ConfigurationError
 
 __all__ = ["write_report"]
 
@@ -156,8 +157,8 @@ def _check_run(run: dict[str, Any], source: Path) -> None:
     """Refuse, naming the field, a run whose fields the page shows are not of their kind: the
     file is input, and a string where a number belongs must not reach the page as markup."""
 
-    def fail(field: str, value: Any, kind: str) -> ValueError:
-        return ValueError(f"{source}: not a stoker bench run: {field} is not {kind} ({str(value)[:80]!r})")
+    def fail(field: str, value: Any, kind: str) -> ConfigurationError:
+        return ConfigurationError(f"{source}: not a stoker bench run: {field} is not {kind} ({str(value)[:80]!r})")
 
     def number(value: Any, field: str, *, optional: bool = False) -> None:
         if value is None and optional:
@@ -200,12 +201,16 @@ def _read_run(source: Path) -> dict[str, Any]:
     try:
         run = json.loads(read_regular(source, limit=MAX_RUN_FILE_BYTES, what="a run file").decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as error:
-        raise ValueError(f"{source}: not a stoker bench run (the JSON that `stoker bench --json RUN.json` writes): {error}") from None
+        raise ConfigurationError(
+            f"{source}: not a stoker bench run (the JSON that `stoker bench --json RUN.json` writes): {error}"
+        ) from None
     except RecursionError:
-        raise ValueError(f"{source}: not a stoker bench run: its JSON is nested too deep to read") from None
+        raise ConfigurationError(f"{source}: not a stoker bench run: its JSON is nested too deep to read") from None
     if not isinstance(run, dict) or run.get("format") != "stoker.bench-run":
         found = run.get("format") if isinstance(run, dict) else type(run).__name__
-        raise ValueError(f"{source}: not a stoker bench run (format {str(found)[:80]!r}; `stoker bench --json RUN.json` writes one)")
+        raise ConfigurationError(
+            f"{source}: not a stoker bench run (format {str(found)[:80]!r}; `stoker bench --json RUN.json` writes one)"
+        )
     _check_run(run, source)
     return run
 
@@ -218,7 +223,7 @@ def write_report(run_file: str | Path, out_dir: str | Path | None = None) -> Pat
         The HTML page's path.
 
     Raises:
-        ValueError: The file is not a stoker bench run (a field of another kind is named).
+        ConfigurationError: The file is not a stoker bench run (a field of another kind is named).
         StorageError: Not a regular file, or larger than a run file can be.
         ImportError: matplotlib is not installed (``pip install matplotlib``).
     """
@@ -229,7 +234,7 @@ def write_report(run_file: str | Path, out_dir: str | Path | None = None) -> Pat
     try:
         return _write_page(run, target)
     except (KeyError, TypeError, IndexError, AttributeError, ValueError, OverflowError) as error:
-        raise ValueError(f"{source}: not a stoker bench run: a field has another shape ({type(error).__name__}: {error})") from None
+        raise ConfigurationError(f"{source}: not a stoker bench run: a field has another shape ({type(error).__name__}: {error})") from None
 
 
 def _write_page(run: dict[str, Any], target: Path) -> Path:

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from .._native import TokenPacker
-from ..errors import ConfigurationError, ProvenanceError
+from ..errors import ConfigurationError, DecodeError, ProvenanceError
 
 __all__ = ["PER_BATCH_KEPT", "EfficiencyReport", "PackedBatch", "SequencePacker", "as_token_array"]
 
@@ -114,19 +114,19 @@ def as_token_array(tokens: Any, document: object = "?") -> np.ndarray:
 
     Raises:
         TypeError: Not an integer sequence.
-        ValueError: Not 1-D, a negative id, or an id beyond uint32; the message names the document.
+        DecodeError: Not 1-D, a negative id, or an id beyond uint32; the message names the document.
     """
     array = np.asarray(tokens)
     if array.size == 0:
         return np.zeros(0, dtype=np.uint32)
     if array.ndim != 1:
-        raise ValueError(f"document {document}: tokens must be 1-D, got shape {array.shape}")
+        raise DecodeError(f"document {document}: tokens must be 1-D, got shape {array.shape}")
     if not np.issubdtype(array.dtype, np.integer):
         raise TypeError(f"document {document}: tokens must be integers, got {array.dtype}")
     if array.dtype != np.uint32:
         low, high = int(array.min()), int(array.max())
         if low < 0 or high > _UINT32_MAX:
-            raise ValueError(f"document {document}: token id {low if low < 0 else high} is outside 0..{_UINT32_MAX}")
+            raise DecodeError(f"document {document}: token id {low if low < 0 else high} is outside 0..{_UINT32_MAX}")
         array = array.astype(np.uint32)
     return np.ascontiguousarray(array)
 
@@ -139,8 +139,8 @@ def _check_packer_state(state: Any, plan_size: int | None) -> None:
     def whole(value: Any, low: int = 0, high: int = 1 << 63) -> bool:
         return isinstance(value, int) and not isinstance(value, bool) and low <= value < high
 
-    def fail(part: str, value: Any) -> ValueError:
-        return ValueError(f"packer state: {part} is not valid ({str(value)[:80]!r})")
+    def fail(part: str, value: Any) -> ProvenanceError:
+        return ProvenanceError(f"packer state: {part} is not valid ({str(value)[:80]!r})")
 
     if not isinstance(state, dict):
         raise fail("the state", type(state).__name__)
@@ -215,13 +215,18 @@ class SequencePacker:
         """Add documents stored back to back in ``tokens`` with sizes ``lengths`` (fastest path).
 
         Raises:
-            ValueError: A negative length, lengths that do not add up, or a bad token id.
+            DecodeError: A negative length, lengths that do not add up, or a bad token id.
         """
         lengths = np.asarray(lengths)
         if lengths.size and int(lengths.min()) < 0:
             bad = int(np.argmax(lengths < 0))
-            raise ValueError(f"document {self.documents_consumed + bad}: negative length {int(lengths[bad])}")
+            raise DecodeError(f"document {self.documents_consumed + bad}: negative length {int(lengths[bad])}")
         array = as_token_array(tokens, f"{self.documents_consumed}..{self.documents_consumed + len(lengths) - 1}")
+        if int(lengths.sum()) != len(array):
+            raise DecodeError(
+                f"documents {self.documents_consumed}..{self.documents_consumed + len(lengths) - 1}: "
+                f"lengths add up to {int(lengths.sum())}, tokens holds {len(array)}"
+            )
         self._packer.push_many(array, lengths.astype(np.uint64), self.documents_consumed)
         self.documents_consumed += len(lengths)
 
@@ -289,7 +294,7 @@ class SequencePacker:
                 refused by name).
 
         Raises:
-            ValueError: Not a packer state (a part missing or of the wrong kind, an id or size out
+            ProvenanceError: Not a packer state (a part missing or of the wrong kind, an id or size out
                 of range: named), a state from a packer with other settings, or a fetched
                 document that no longer matches the saved pieces.
         """
@@ -302,7 +307,7 @@ class SequencePacker:
         def piece(document: int, start: int, length: int) -> list[int]:
             tokens = as_token_array(fetch(document), document)
             if start + length > len(tokens):
-                raise ValueError(f"document {document} has {len(tokens)} tokens; the saved piece needs {start + length}")
+                raise ProvenanceError(f"document {document} has {len(tokens)} tokens; the saved piece needs {start + length}")
             return tokens[start : start + length].tolist()
 
         saved_packer = state["packer"]  # tuples come back as lists from JSON

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..device import BufferPool, pinned_allocator
-from ..errors import ConfigurationError, ProvenanceError
+from ..errors import ConfigurationError, DecodeError, ProvenanceError
 from ..loader import Batch
 from ._loader_stats import RayLoaderStats
 
@@ -118,7 +118,7 @@ class RayLoader:
         if state["batch_size"] != self.batch_size:
             raise ProvenanceError(f"the state was saved with batch_size {state['batch_size']}, this loader has {self.batch_size}")
         if state["rows"] and not self._order_is_kept():
-            raise ValueError(
+            raise ConfigurationError(
                 "a mid-epoch resume skips the rows already delivered, which is exact only over a ray.data.Dataset "
                 "with ray.data.DataContext.get_current().execution_options.preserve_order = True "
                 "(set it before building the dataset) and a local_shuffle_seed if there is a local shuffle, "
@@ -249,7 +249,7 @@ class RayLoader:
         if rows.dtype == object:  # Ray gives ragged tensors as an array of arrays
             shapes = {np.shape(row) for row in rows}
             if len(shapes) > 1:
-                raise ValueError(
+                raise DecodeError(
                     f"column {self.data_column!r} has rows of different shapes {sorted(shapes)[:4]} in the batch starting at "
                     f"{keys[0]!r}; give every row one shape in map_batches (resize or crop)"
                 )
@@ -265,7 +265,7 @@ class RayLoader:
             self._pool = BufferPool(allocate, capacity=2 * self.prefetch + 4)
             self._row_layout = layout
         elif layout != self._row_layout:
-            raise ValueError(
+            raise DecodeError(
                 f"column {self.data_column!r} changed from rows of {self._row_layout[0]} {self._row_layout[1]} to "
                 f"{layout[0]} {layout[1]} at {keys[0]!r}; batch memory is allocated once, so every row needs one shape and dtype"
             )

@@ -237,7 +237,7 @@ fn webp_size(data: &[u8]) -> ImageResult<(usize, usize)> {
 
 /// libwebp (Google's reference codec, the one Pillow uses), so pixels match Pillow's exactly;
 /// on a 500x375 lossy photo it took 2.7 ms against 7.7 ms for the pure-Rust image-webp 0.2
-/// (`benchmarks/image_decode.py` compares it with Pillow).
+/// (`benchmarks/images/image_decode.py` compares it with Pillow).
 fn decode_webp(data: &[u8], gray: bool) -> ImageResult<Raw> {
     let (width, height) = webp_size(data)?;
     check_size(width, height, MAX_PIXELS)?;

@@ -5,7 +5,7 @@
 //! most of the inverse DCT and colour conversion; a cropping region decodes only the iMCU columns
 //! (`jpeg_crop_scanline`) and rows (`jpeg_skip_scanlines`) a crop needs. A whole 500x375 photo
 //! decodes about as fast as with zune-jpeg 0.4 (0.545 against 0.565 ms); decoding less is the
-//! gain: 1.15x to 1.3x at ImageNet sizes, 1.4x to 1.9x at 2048x1536 (`benchmarks/image_decode.py`).
+//! gain: 1.15x to 1.3x at ImageNet sizes, 1.4x to 1.9x at 2048x1536 (`benchmarks/images/image_decode.py`).
 
 use std::cell::RefCell;
 use std::ffi::{c_int, CStr};

@@ -18,8 +18,8 @@ from stoker.ingest import convert_storage
 from stoker.loader import Sampling
 from stoker.ops import ImageTransform
 from stoker.storage import FileStorage
-from tests.support.images import encode, photo
-from tests.support.media_files import require_ffmpeg, tone_with_clicks, wav_bytes
+from stoker_testbed.data.images import encode, photo
+from stoker_testbed.data.media_files import require_ffmpeg, tone_with_clicks, wav_bytes
 
 from ..conftest import make_images
 

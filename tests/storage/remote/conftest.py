@@ -9,10 +9,10 @@ from collections.abc import Iterator
 import pytest
 
 from stoker.storage import CassandraConnection
-from tests.support.availability import started
-from tests.support.cassandra_server import CassandraServer
-from tests.support.datasets import unique
-from tests.support.s3_server import S3Server
+from stoker_testbed.availability import started
+from stoker_testbed.data.datasets import unique
+from stoker_testbed.servers.cassandra_server import CassandraServer
+from stoker_testbed.servers.s3_server import S3Server
 
 
 @pytest.fixture(scope="session")

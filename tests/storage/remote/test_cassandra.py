@@ -10,9 +10,9 @@ import pytest
 
 from stoker.ingest import upload_to_cassandra
 from stoker.storage import CassandraConnection, CassandraStorage, RetryPolicy, StorageError
-from tests.support import LatencyProxy
-from tests.support.cassandra_server import CassandraServer
-from tests.support.datasets import dataset
+from stoker_testbed import LatencyProxy
+from stoker_testbed.data.datasets import dataset
+from stoker_testbed.servers.cassandra_server import CassandraServer
 
 
 def test_upload_then_read_every_sample_with_its_label_and_metadata(keyspace_connection: CassandraConnection) -> None:

@@ -14,9 +14,9 @@ from stoker import Loader
 from stoker.ingest import upload_to_cassandra
 from stoker.loader import Sampling
 from stoker.storage import CassandraConnection, CassandraStorage, RetryPolicy, StorageError
-from tests.support.availability import started
-from tests.support.cassandra_cluster import CassandraCluster
-from tests.support.datasets import dataset, unique
+from stoker_testbed.availability import started
+from stoker_testbed.data.datasets import dataset, unique
+from stoker_testbed.servers.cassandra_cluster import CassandraCluster
 
 PATIENT = RetryPolicy(attempts=None, base_delay=0.05, max_delay=0.5, deadline=120)
 

@@ -13,9 +13,9 @@ import pytest
 from stoker.cli import main
 from stoker.sampling import read_split
 from stoker.storage import CassandraConnection, S3Storage
-from tests.support.cassandra_server import CassandraServer
-from tests.support.datasets import make_folder
-from tests.support.s3_server import S3Server
+from stoker_testbed.data.datasets import make_folder
+from stoker_testbed.servers.cassandra_server import CassandraServer
+from stoker_testbed.servers.s3_server import S3Server
 
 
 @pytest.fixture

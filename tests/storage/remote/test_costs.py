@@ -15,8 +15,8 @@ import pytest
 from stoker import Loader
 from stoker.loader import Reads, Sampling
 from stoker.storage import PRICE_TABLES, PriceTable, S3Storage
-from tests.support.availability import started
-from tests.support.s3_server import S3Server
+from stoker_testbed.availability import started
+from stoker_testbed.servers.s3_server import S3Server
 
 _REQUEST = re.compile(r"request: .*\{(GET|HEAD|PUT|POST|DELETE)@\w+ http://[^/]+/(\S*) HTTP")
 

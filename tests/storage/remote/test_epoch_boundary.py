@@ -11,8 +11,8 @@ import pytest
 from stoker.ingest import upload_to_s3
 from stoker.loader import Loader, Reads, Sampling
 from stoker.storage import S3Storage
-from tests.support.datasets import dataset, epoch_contents
-from tests.support.s3_server import S3Server
+from stoker_testbed.data.datasets import dataset, epoch_contents
+from stoker_testbed.servers.s3_server import S3Server
 
 
 @pytest.fixture

@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 from stoker.ingest import upload_to_s3
-from tests.support.datasets import dataset, unique
-from tests.support.s3_server import S3Server
+from stoker_testbed.data.datasets import dataset, unique
+from stoker_testbed.servers.s3_server import S3Server
 
 RANK = """
 import json, sys

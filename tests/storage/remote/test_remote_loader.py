@@ -14,8 +14,8 @@ import pytest
 from stoker.ingest import upload_to_cassandra, upload_to_s3
 from stoker.loader import Loader, Reads, Sampling
 from stoker.storage import CassandraConnection, CassandraStorage, MemoryStorage, RemoteStorage, S3Storage, SubsetStorage
-from tests.support.datasets import dataset, unique
-from tests.support.s3_server import S3Server
+from stoker_testbed.data.datasets import dataset, unique
+from stoker_testbed.servers.s3_server import S3Server
 
 
 @pytest.fixture(params=["s3", "cassandra"])

@@ -13,9 +13,9 @@ import pytest
 from stoker.ingest import _upload, upload_to_s3
 from stoker.loader import Sampling
 from stoker.storage import RetryPolicy, S3Storage, StorageError
-from tests.support import LatencyProxy
-from tests.support.datasets import dataset
-from tests.support.s3_server import S3Server
+from stoker_testbed import LatencyProxy
+from stoker_testbed.data.datasets import dataset
+from stoker_testbed.servers.s3_server import S3Server
 
 FAST_FAILURE = RetryPolicy(attempts=3, base_delay=0.01, max_delay=0.05, deadline=5)
 

@@ -1,6 +1,6 @@
 """Block streaming from S3 (real s3proxy): every sample once per epoch for any block size and
 world size, one GET per block, exact resume.
-Blocks that fail mid-read: tests/faults/test_block_streaming_faults.py."""
+Blocks that fail mid-read: tests/faults/storage/test_block_streaming_faults.py."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pytest
 from stoker.ingest import upload_to_s3
 from stoker.loader import Loader, Sampling
 from stoker.storage import RetryPolicy, S3Storage, SampleCache
-from tests.support.datasets import dataset, epoch_contents
-from tests.support.s3_server import S3Server
+from stoker_testbed.data.datasets import dataset, epoch_contents
+from stoker_testbed.servers.s3_server import S3Server
 
 PATIENT = RetryPolicy(attempts=20, base_delay=0.01, max_delay=0.2, deadline=60)
 

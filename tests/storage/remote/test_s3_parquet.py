@@ -13,9 +13,9 @@ import pytest
 from stoker.ingest import convert_storage
 from stoker.loader import Loader, Sampling
 from stoker.storage import ParquetStorage, RetryPolicy, StorageError, open_storage
-from tests.support import LatencyProxy
-from tests.support.datasets import dataset
-from tests.support.s3_server import S3Server
+from stoker_testbed import LatencyProxy
+from stoker_testbed.data.datasets import dataset
+from stoker_testbed.servers.s3_server import S3Server
 
 pytest.importorskip("pyarrow")
 
@@ -94,7 +94,7 @@ def test_a_text_column_on_s3_is_tokenized_as_the_local_one(s3_server: S3Server, 
     import pyarrow.parquet as parquet
 
     from stoker.loader import TokenLoader
-    from tests.support.text import make_corpus
+    from stoker_testbed.data.text import make_corpus
 
     texts, tokenizer = make_corpus(tmp_path / "corpus", documents=80, files=1)
     (tmp_path / "local").mkdir()

@@ -2,7 +2,7 @@
 shards read by ranged GETs through their sidecar indexes.
 
 The client is obstore (Rust's ``object_store`` over reqwest/tokio), chosen by measurement on this
-2-core machine against s3proxy, 100 KB objects, 64 in flight (`benchmarks/s3_clients.py`): about
+2-core machine against s3proxy, 100 KB objects, 64 in flight (`benchmarks/storage/s3_clients.py`): about
 0.45-0.57 ms of CPU per GET against 1.85 ms for aiobotocore and 2.7 ms for boto3 in threads, so the
 same cores sustain about 4x the request rate. obstore's own retries are off: `RetryPolicy`
 retries every backend alike, and names the key when it gives up.

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import ConfigurationError, StorageError
+from ...errors import ConfigurationError, ProvenanceError, StorageError
 from .._labels import label_array
 from .._protocol import Storage
 
@@ -101,7 +101,7 @@ class MixedStorage(Storage):
         self.check_weights(weights)
         chosen = np.asarray(delivered, dtype=np.int64)
         if chosen.size and (chosen.min() < 0 or chosen.max() >= len(self._source_of)):
-            raise ValueError(f"delivered indices must be within the mixture's {len(self._source_of)} samples")
+            raise ProvenanceError(f"delivered indices must be within the mixture's {len(self._source_of)} samples")
         kept = np.zeros(len(self._source_of), dtype=bool)
         kept[chosen] = True
         change: dict[str, object] = {"weights": {name: float(weights[name]) for name in self.names}}
@@ -129,7 +129,7 @@ class MixedStorage(Storage):
         the storage indices it stood for; see `reweight`).
 
         Raises:
-            ValueError: A change saved as a record, and no ``resolve``.
+            ConfigurationError: A change saved as a record, and no ``resolve``.
         """
         first: Mapping[str, float] = state["weights"]  # type: ignore[assignment]
         self.check_weights(first)
@@ -139,7 +139,7 @@ class MixedStorage(Storage):
         for change in state["changes"]:  # type: ignore[attr-defined]
             if "delivered_record" in change:
                 if resolve is None:
-                    raise ValueError("a mixture change saved as a delivery record needs the Loader that saved it to resolve it")
+                    raise ConfigurationError("a mixture change saved as a delivery record needs the Loader that saved it to resolve it")
                 self.reweight(change["weights"], resolve(change["delivered_record"]), record=change["delivered_record"])
             else:
                 self.reweight(change["weights"], change["delivered"])

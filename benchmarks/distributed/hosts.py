@@ -1,0 +1,158 @@
+"""Several hosts on one machine (network namespaces, testbed/stoker_testbed/hosts.py), an S3 store on a host
+of its own 50 ms away (a latency proxy on each host's loopback: this kernel has no netem), and
+``--hosts`` hosts of 2 ranks each reading two epochs of ``--samples`` samples:
+
+1. samples/s per host, epoch 0 (cold) and epoch 1, with one node cache per host (shared by its
+   ranks, on the host's own disk) and without any cache;
+2. bytes fetched from the store per host per epoch (the ranks' own counts of what they fetched);
+3. the epoch-time cost of a partition: h1 cut from the store for ``--partition`` seconds from its
+   third batch, against the same epoch without it (caches empty in both).
+
+Run as root:  python benchmarks/distributed/hosts.py [--hosts 2] [--samples 2000] [--size-kb 20] [--partition 5]
+(``python benchmarks/distributed/beyond_one_machine.py --hosts 2`` runs the same.)
+
+What it cannot show: a datacenter's bandwidth and its switches' queues (every byte here crosses
+one machine's memory, and the hosts share its 2 cores), and more than a handful of hosts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from stoker.ingest import upload_to_s3
+from stoker.storage import MemoryStorage
+from stoker_testbed.hosts import HOST_DISK, HostNetwork, unavailable
+from stoker_testbed.servers.s3_server import S3Server
+
+ROOT = Path(__file__).resolve().parents[2]
+
+RANK = """
+import json, os, sys, time
+from stoker import Loader, Sampling
+from stoker.storage import S3Storage
+endpoint, cache, rank, world, barrier, signal = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], sys.argv[6]
+options = dict(endpoint=endpoint, access_key_id="stoker-test", secret_access_key="stoker-secret", region="us-east-1")
+epochs = []
+with S3Storage("s3://bench/d", cache_dir=cache or None, cache_bytes=1 << 30, **options) as storage:
+    loader = Loader(storage, batch_size=32, sampling=Sampling(seed=1, rank=rank, world_size=world))
+    for epoch in range(2 if not signal else 1):
+        loader.set_epoch(epoch)
+        before, started, samples = storage.stats()["bytes"], time.perf_counter(), 0
+        for step, batch in enumerate(loader):
+            samples += sum(1 for padding in batch.padding if not padding)
+            if signal and step == 2:
+                open(f"{signal}-{rank}", "w").close()
+        epochs.append({"samples": samples, "seconds": time.perf_counter() - started, "bytes": storage.stats()["bytes"] - before})
+    open(f"{barrier}/{rank}", "w").close()  # close only once every rank is done (see tests/hosts)
+    while len(os.listdir(barrier)) < world:
+        time.sleep(0.05)
+print(json.dumps(epochs))
+"""
+
+
+def run_job(network: HostNetwork, endpoints: dict[str, str], hosts: list[str], *, cache: bool, partition: float = 0.0) -> list[Any]:
+    """Every host's ranks, to the end; with ``partition``, h1 is cut from the store for that
+    long from its first rank's third batch. Returns each rank's epochs, in rank order."""
+    for host in hosts:  # empty caches: every job starts cold
+        subprocess.run([*network[host].prefix(), "rm", "-rf", str(HOST_DISK / "cache")], check=True)
+    barrier = Path(tempfile.mkdtemp(prefix="stoker-bench-barrier-"))
+    signal = str(barrier) + ".cut" if partition else ""
+    world = 2 * len(hosts)
+    processes = []
+    for rank in range(world):
+        host = hosts[rank // 2]
+        arguments = [endpoints[host], str(HOST_DISK / "cache") if cache else "", str(rank), str(world), str(barrier), signal]
+        command = [*network[host].prefix(), sys.executable, "-c", RANK, *arguments]
+        processes.append(subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT))
+    if partition:
+        while not Path(f"{signal}-2").exists() and processes[2].poll() is None:
+            time.sleep(0.02)
+        network.partition("h1", "store")
+        time.sleep(partition)
+        network.heal("h1", "store")
+    results = []
+    for process in processes:
+        out, err = process.communicate(timeout=900)
+        if process.returncode != 0:
+            raise SystemExit(f"a rank failed:\n{err[-3000:]}")
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    return results
+
+
+def per_host(results: list[Any], hosts: list[str], epoch: int) -> dict[str, dict[str, float]]:
+    """Samples/s (the host's ranks together, over the slower one's time) and bytes fetched."""
+    figures = {}
+    for number, host in enumerate(hosts):
+        ranks = [results[2 * number][epoch], results[2 * number + 1][epoch]]
+        seconds = max(rank["seconds"] for rank in ranks)
+        figures[host] = {
+            "rate": sum(rank["samples"] for rank in ranks) / seconds,
+            "bytes": sum(rank["bytes"] for rank in ranks),
+            "seconds": seconds,
+        }
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--hosts", type=int, default=2, help="hosts of 2 ranks each")
+    parser.add_argument("--samples", type=int, default=2000)
+    parser.add_argument("--size-kb", type=int, default=20)
+    parser.add_argument("--delay-ms", type=float, default=25.0, help="one way, to the store (50 ms round trip)")
+    parser.add_argument("--partition", type=float, default=5.0, help="seconds h1 is cut from the store")
+    args = parser.parse_args()
+    reason = unavailable()
+    if reason is not None:
+        raise SystemExit(f"benchmarks/distributed/hosts.py needs network namespaces: {reason}")
+    hosts = [f"h{number}" for number in range(args.hosts)]
+    data = os.urandom(args.size_kb * 1024)
+    source = MemoryStorage({f"c{index % 10}/{index:06d}.jpg": data[index % 64 :] for index in range(args.samples)})
+    with HostNetwork(["store", *hosts]) as network:
+        server = S3Server(host=network["store"].address)
+        server.prefix = network["store"].prefix()
+        server.start()
+        try:
+            server.create_bucket("bench")
+            upload_to_s3(source, "s3://bench/d", progress=False, decode_check=False, **server.options())
+            endpoints = {}
+            for host in hosts:
+                port = network.delayed_route(host, "store", server.port, delay=args.delay_ms / 1e3)
+                endpoints[host] = f"http://store.from-{host}:{port}"
+            run_job(network, endpoints, hosts, cache=False)  # the store's JVM warms up: not measured
+            rows = {}
+            for cache in (True, False):
+                results = run_job(network, endpoints, hosts, cache=cache)
+                rows[cache] = (per_host(results, hosts, 0), per_host(results, hosts, 1))
+            calm = per_host(run_job(network, endpoints, hosts, cache=True), hosts, 0)
+            cut = per_host(run_job(network, endpoints, hosts, cache=True, partition=args.partition), hosts, 0)
+        finally:
+            server.close()
+    print(
+        f"{args.hosts} hosts x 2 ranks, {args.samples:,} samples of {args.size_kb} KB, store {2 * args.delay_ms:.0f} ms away; this machine's 2 cores shared by all"
+    )
+    print("| host | node cache | samples/s, epoch 0 | samples/s, epoch 1 | MB from the store, epoch 0 | epoch 1 |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for cache in (True, False):
+        first, second = rows[cache]
+        for host in hosts:
+            print(
+                f"| {host} | {'one per host' if cache else 'none'} | {first[host]['rate']:,.0f} | {second[host]['rate']:,.0f} | "
+                f"{first[host]['bytes'] / 1e6:.1f} | {second[host]['bytes'] / 1e6:.1f} |"
+            )
+    print(f"\npartition of h1 from the store for {args.partition:.0f} s from its third batch (epoch 0, caches cold):")
+    for host in hosts:
+        print(
+            f"  {host}: epoch {calm[host]['seconds']:.1f} s without, {cut[host]['seconds']:.1f} s with (+{cut[host]['seconds'] - calm[host]['seconds']:.1f} s)"
+        )
+
+
+if __name__ == "__main__":
+    main()
