@@ -5,8 +5,9 @@
 #   build   a C compiler, NASM (libjpeg-turbo's SIMD, x86-64), Python's venv module, and for the
 #           media part FFmpeg's development files, pkg-config and libclang (the binding generator)
 #   test    the build's, plus the ffmpeg command (the media tests make their files with it), Java 17
-#           and Maven (the S3 and Cassandra test servers), Chromium (the report test), and iproute2
-#           and nftables (the multi-host tests: network namespaces, loss, partitions)
+#           and Maven (the S3 and Cassandra test servers), Go (builds the GCS emulator) and Node.js
+#           with npm (runs the Azure emulator), Chromium (the report test), and iproute2 and
+#           nftables (the multi-host tests: network namespaces, loss, partitions)
 # Usage: packaging/system_packages.sh build|test
 # As root, installs what is missing with one apt-get line, shown before it runs; otherwise prints
 # that line and exits 1.
@@ -29,6 +30,11 @@ if [ "$what" = test ]; then
     have ffmpeg || missing+=(ffmpeg)
     have java || missing+=(openjdk-17-jre-headless)
     have mvn || missing+=(maven)
+    # the object store emulators: fake-gcs-server (go install; Go 1.21+ fetches the toolchain it
+    # asks for from the module proxy) and Azurite (npm)
+    have go || missing+=(golang-go)
+    have node || missing+=(nodejs)
+    have npm || missing+=(npm)
     have chromium || missing+=(chromium)
     # the multi-host tests: network namespaces (ip, tc) and loss and partitions (nft)
     have ip || missing+=(iproute2)

@@ -9,6 +9,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from stoker_testbed.servers.azurite_server import AzuriteServer
+from stoker_testbed.servers.buckets import TestBucket, new_bucket
+from stoker_testbed.servers.gcs_server import GcsServer
 from stoker_testbed.servers.s3_server import S3Server
 
 # A shell that starts a command in the background (`cmd &` without job control) has it ignore
@@ -49,6 +52,33 @@ def s3_server() -> Iterator[S3Server]:
     server = started(S3Server(), "the S3 test server (s3proxy, needs java)")
     yield server
     server.close()
+
+
+@pytest.fixture(scope="session")
+def gcs_server() -> Iterator[GcsServer]:
+    """One fake-gcs-server (Google Cloud Storage's emulator, built with go) for the session."""
+    from stoker_testbed.availability import started
+
+    server = started(GcsServer(), "the GCS test server (fake-gcs-server, built with go)")
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="session")
+def azurite_server() -> Iterator[AzuriteServer]:
+    """One Azurite (Azure Blob Storage's emulator, from npm) for the session."""
+    from stoker_testbed.availability import started
+
+    server = started(AzuriteServer(), "the Azure test server (Azurite, needs node and npm)")
+    yield server
+    server.close()
+
+
+@pytest.fixture(params=["s3", "gs", "az"])
+def object_bucket(request: pytest.FixtureRequest) -> TestBucket:
+    """A fresh bucket on each object store's test server in turn: S3, GCS, Azure."""
+    server = request.getfixturevalue({"s3": "s3_server", "gs": "gcs_server", "az": "azurite_server"}[request.param])
+    return new_bucket(request.param, server)
 
 
 @pytest.fixture(scope="session")

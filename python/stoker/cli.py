@@ -128,6 +128,13 @@ def _version() -> str:
 def _upload(arguments: argparse.Namespace) -> int:
     from .ingest import read_metadata_csv, upload_to_cassandra, upload_to_s3
 
+    scheme = arguments.destination.split("://", 1)[0].lower()
+    if scheme in ("gs", "gcs", "az", "azure", "abfs", "abfss"):
+        raise ConfigurationError(
+            f"{arguments.destination}: stoker writes to s3:// and cassandra:// only, and reads gs:// and az:// in place: "
+            "convert to a local folder (stoker convert SRC DIR --to shards), copy it with the store's own tool "
+            "(gcloud storage cp -r, azcopy copy --recursive), then open the URL"
+        )
     with open_storage(arguments.source) as source:
         if arguments.destination.startswith("s3://"):
             to = arguments.to or "objects"
@@ -483,7 +490,9 @@ def build_parser() -> argparse.ArgumentParser:
         "bench", help="measure the Loader (and its peers) and name the bottleneck", formatter_class=_HelpWithDefaults
     )
     bench.add_argument(
-        "path", nargs="?", help="a dataset: a path, s3://bucket/prefix or cassandra://host/keyspace (default: generated JPEGs)"
+        "path",
+        nargs="?",
+        help="a dataset: a path, s3://bucket/prefix, gs://bucket/prefix, az://container/prefix or cassandra://host/keyspace (default: generated JPEGs)",
     )
     bench.add_argument("--batch-size", type=_COUNT, default=32, help="samples per batch")
     bench.add_argument("--fetch-concurrency", type=_COUNT, default=None, help="batches fetched at once (4 local, 8 remote)")
@@ -517,7 +526,8 @@ def build_parser() -> argparse.ArgumentParser:
         "convert", formatter_class=_HelpWithDefaults, help="a dataset to indexed tar shards, LMDB, Parquet, an S3 bucket or Cassandra"
     )
     convert.add_argument(
-        "source", help="a dataset: an image folder, shards, LMDB, Parquet, s3://bucket/prefix or cassandra://host:port/keyspace"
+        "source",
+        help="a dataset: an image folder, shards, LMDB, Parquet, s3://, gs:// or az://bucket/prefix, or cassandra://host:port/keyspace",
     )
     convert.add_argument("destination", help="a folder, a .lmdb path, s3://bucket/prefix or cassandra://host:port/keyspace")
     convert.add_argument(
@@ -562,7 +572,8 @@ def build_parser() -> argparse.ArgumentParser:
     split.set_defaults(run=_split)
     inspect = commands.add_parser("inspect", formatter_class=_HelpWithDefaults, help="format, sample count, shards, sizes, label histogram")
     inspect.add_argument(
-        "path", help="a dataset: a folder, shards, a .lmdb path, Parquet files, s3://bucket/prefix or cassandra://host:port/keyspace"
+        "path",
+        help="a dataset: a folder, shards, a .lmdb path, Parquet files, s3://, gs:// or az://bucket/prefix, or cassandra://host:port/keyspace",
     )
     inspect.add_argument("--json", action="store_true", help="print the report as JSON")
     inspect.set_defaults(run=_inspect)

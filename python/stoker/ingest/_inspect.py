@@ -7,8 +7,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from ..storage import open_storage, storage_format
+from ..storage import ObjectStorage, open_storage, storage_format
 from ..storage.local import FileStorage, LmdbStorage, TarShardStorage
+from ..storage.remote import OBJECT_STORE_SCHEMES
 
 __all__ = ["format_report", "inspect_storage"]
 
@@ -16,10 +17,18 @@ __all__ = ["format_report", "inspect_storage"]
 def inspect_storage(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Describe the dataset at ``path`` as plain data (format, counts, sizes, payload types by
     count, label histogram)."""
-    kind = storage_format(path)
+    scheme = str(path).split("://", 1)[0].lower() if "://" in str(path) else ""
+    kind = OBJECT_STORE_SCHEMES.get(scheme) or scheme or storage_format(path)
     with open_storage(path) as storage:
         report: dict[str, Any] = {"path": str(path), "format": kind, "samples": len(storage)}
-        if isinstance(storage, TarShardStorage):
+        if isinstance(storage, ObjectStorage):  # a bucket: what it holds, from its manifest and indexes
+            report["layout"] = storage.layout
+            if storage.layout == "shards":
+                sizes = [shard.size for shard in storage.shards]
+                report["shards"] = len(sizes)
+                report["bytes"] = sum(sizes)
+                report["payload"] = storage.payload
+        elif isinstance(storage, TarShardStorage):
             sizes = [shard.size for shard in storage.shards]
             report["shards"] = len(sizes)
             report["bytes"] = sum(sizes)

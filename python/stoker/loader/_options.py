@@ -96,9 +96,11 @@ class Reads:
         hedge: With ``sample_prefetch``, send stalled requests again when no more can be
             requested (at the cap, in order, at the end of an epoch); False waits for them.
         prices: What network storage's requests cost, for the estimate in ``stats().storage``
-            and the end-of-epoch log: a name in `stoker.storage.PRICE_TABLES`
-            (``"aws-s3-standard"``, ``"gcs-standard"``, ``"azure-blob-hot"``,
-            ``"cloudflare-r2"``), your own `stoker.storage.PriceTable`, or None for no estimate.
+            and the end-of-epoch log: ``"store"`` (the default) for the store's own list prices
+            (S3's for ``s3://`` and Cassandra, Google's for ``gs://``, Azure's for ``az://``), a
+            name in `stoker.storage.PRICE_TABLES` (``"aws-s3-standard"``, ``"gcs-standard"``,
+            ``"azure-blob-hot"``, ``"cloudflare-r2"``), your own `stoker.storage.PriceTable`, or
+            None for no estimate.
 
     Raises:
         ConfigurationError: A number out of range.
@@ -110,11 +112,11 @@ class Reads:
     ramp_every: int = 4
     stall_patience: float = 0.05
     hedge: bool = True
-    prices: str | PriceTable | None = "aws-s3-standard"
+    prices: str | PriceTable | None = "store"
 
     def __post_init__(self) -> None:
-        if isinstance(self.prices, str) and self.prices not in PRICE_TABLES:
-            raise ConfigurationError(f"prices must be one of {sorted(PRICE_TABLES)} or a PriceTable, got {self.prices!r}")
+        if isinstance(self.prices, str) and self.prices != "store" and self.prices not in PRICE_TABLES:
+            raise ConfigurationError(f"prices must be 'store', one of {sorted(PRICE_TABLES)} or a PriceTable, got {self.prices!r}")
         check_integer("fetch_concurrency", self.fetch_concurrency, optional=True)
         check_integer("ramp_every", self.ramp_every)
         check_number("stall_patience", self.stall_patience)

@@ -114,6 +114,8 @@ class LoaderRecords:
             return {}
         traffic = epoch_traffic(self._traffic_start, self.storage.traffic_report())
         prices = self.reads.prices
+        if prices == "store":  # the store's own list prices; S3's where a store names none (Cassandra)
+            prices = getattr(self.storage, "price_table", "aws-s3-standard")
         table = PRICE_TABLES[prices] if isinstance(prices, str) else prices
         if table is not None:
             traffic["cost"] = {"dollars": table.cost(traffic), "prices": table.name, "as_of": table.as_of}

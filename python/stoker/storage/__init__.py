@@ -5,7 +5,7 @@
   reads), `LmdbStorage` (explicit I/O through an offset index), `ParquetStorage` (Hugging Face's
   layout), `JsonlStorage` (JSON Lines text corpora, plain, gzip or zstd), `MemoryStorage`, and
   tokenized documents (`open_tokens`).
-- `remote`: `S3Storage` (S3-compatible stores, by ranged GETs) and `CassandraStorage`
+- `remote`: `S3Storage`, `GCSStorage`, `AzureStorage` (object stores, by ranged GETs) and `CassandraStorage`
   (Cassandra/ScyllaDB rows), on `RemoteStorage`: retries, many requests in flight, async
   per-sample fetches for out-of-order prefetch.
 - `policies`: `RetryPolicy`, `SampleCache`.
@@ -41,7 +41,7 @@ from .local import (
     open_tokens,
 )
 from .policies import PRICE_TABLES, PriceTable, RetryPolicy, SampleCache, StoreTraffic
-from .remote import CassandraConnection, CassandraStorage, RemoteStorage, S3Storage
+from .remote import AzureStorage, CassandraConnection, CassandraStorage, GCSStorage, ObjectStorage, RemoteStorage, S3Storage
 from .views import MixedStorage, SubsetStorage
 
 __all__ = [
@@ -65,6 +65,9 @@ __all__ = [
     "RemoteStorage",
     "RetryPolicy",
     "S3Storage",
+    "AzureStorage",
+    "GCSStorage",
+    "ObjectStorage",
     "SampleCache",
     "ShardError",
     "StaleIndexError",

@@ -10,6 +10,7 @@ from .._files import require_regular
 from ..errors import StorageError
 from ._protocol import Storage
 from .local import JSONL_SUFFIXES, PARTIAL_MARKER, FileStorage, JsonlStorage, LmdbStorage, TarShardStorage
+from .remote import OBJECT_STORE_SCHEMES
 
 __all__ = ["open_storage", "storage_format"]
 
@@ -58,19 +59,31 @@ def storage_format(path: str | os.PathLike[str]) -> str:
 
 
 def open_storage(path: str | os.PathLike[str], **options: Any) -> Storage:
-    """Open whatever dataset is at ``path`` (a local path, ``s3://bucket/prefix``,
-    ``s3://bucket/path/*.parquet`` or ``cassandra://hosts/keyspace``); ``options`` go to the
-    backend's constructor."""
+    """Open whatever dataset is at ``path``; ``options`` go to the backend's constructor.
+
+    Args:
+        path: A local path (a folder, shards, LMDB, Parquet, JSON Lines, a manifest), an object
+            store prefix (``s3://bucket/prefix``, ``gs://bucket/prefix``, ``az://container/prefix``,
+            also ``azure://`` and ``abfs[s]://container@account.dfs.core.windows.net/prefix``),
+            Parquet objects there (``.../*.parquet``), or ``cassandra://hosts/keyspace``.
+        options: The backend's settings (credentials, endpoint, cache, ...).
+
+    Raises:
+        StorageError: Nothing stoker knows there; the message names the path.
+    """
     text = str(path)
-    if text.startswith("s3://") and (text.lower().endswith(".parquet") or any(character in text for character in "*?[")):
-        from .remote import open_s3_parquet
+    scheme = text.split("://", 1)[0].lower() if "://" in text else ""
+    store = OBJECT_STORE_SCHEMES.get(scheme)
+    if store is not None and (text.lower().endswith(".parquet") or any(character in text for character in "*?[")):
+        from .remote import open_object_parquet
 
-        return open_s3_parquet(text, **options)
-    if text.startswith("s3://"):
-        from .remote import S3Storage
+        return open_object_parquet(text, **options)
+    if store is not None:
+        from .remote import AzureStorage, GCSStorage, S3Storage
 
-        return S3Storage(text, **options)
-    if text.startswith(("cassandra://", "scylla://", "scylladb://")):
+        backend = {"s3": S3Storage, "gs": GCSStorage, "az": AzureStorage}[store]
+        return backend(text, **options)
+    if scheme in ("cassandra", "scylla", "scylladb"):
         from .remote import CassandraStorage
 
         return CassandraStorage(text, **options)

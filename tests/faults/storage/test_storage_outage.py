@@ -1,4 +1,5 @@
-"""Network storage going away under a running Loader, against the real servers: stopped mid-epoch
+"""Network storage going away under a running Loader, against the real servers (S3, Google Cloud
+Storage and Azure emulators, Cassandra): stopped mid-epoch
 and restarted (every sample exactly once, all real data), and stopped for good (one clear error
 after the deadline, and a resume that reads what was not delivered).
 
@@ -23,27 +24,36 @@ from stoker.storage import (
     MemoryStorage,
     RemoteStorage,
     RetryPolicy,
-    S3Storage,
     StorageUnavailableError,
+    open_storage,
 )
 from stoker_testbed.availability import started
 from stoker_testbed.data.datasets import dataset
+from stoker_testbed.servers.azurite_server import AzuriteServer
 from stoker_testbed.servers.cassandra_server import CassandraServer
+from stoker_testbed.servers.gcs_server import GcsServer
 from stoker_testbed.servers.s3_server import S3Server
 from stoker_testbed.servers.server import ServerProcess
 
 SAMPLES = 300
 
 
-@pytest.fixture(scope="module", params=["s3", "cassandra"])
+SERVERS: dict[str, type[ServerProcess]] = {"s3": S3Server, "gs": GcsServer, "az": AzuriteServer, "cassandra": CassandraServer}
+
+
+@pytest.fixture(scope="module", params=["s3", "gs", "az", "cassandra"])
 def store(request: pytest.FixtureRequest) -> Iterator[tuple[str, ServerProcess, MemoryStorage]]:
     """A server of its own (the tests stop it) holding a 300-sample dataset."""
     source = dataset(SAMPLES)
-    server: ServerProcess = started(S3Server() if request.param == "s3" else CassandraServer(), f"the {request.param} test server")
+    server: ServerProcess = started(SERVERS[request.param](), f"the {request.param} test server")
     try:
         if isinstance(server, S3Server):
             server.create_bucket("outage")
             upload_to_s3(source, "s3://outage/d", progress=False, decode_check=False, **server.options())
+        elif isinstance(server, (GcsServer, AzuriteServer)):  # one object per sample, put as the store's own tools would
+            server.create_bucket("outage")
+            for key, data in zip(source.keys, source.read_many(source.keys)):
+                server.put("outage", f"d/{key}", data)
         else:
             upload_to_cassandra(source, connection(server), progress=False, decode_check=False)
         yield request.param, server, source
@@ -58,9 +68,9 @@ def connection(server: CassandraServer) -> CassandraConnection:
 
 
 def open_store(kind: str, server: ServerProcess, retry: RetryPolicy | None = None) -> RemoteStorage:
-    if kind == "s3":
-        assert isinstance(server, S3Server)
-        return S3Storage("s3://outage/d", retry=retry, timeout=5, **server.options())
+    if kind in ("s3", "gs", "az"):
+        assert isinstance(server, (S3Server, GcsServer, AzuriteServer))
+        return open_storage(f"{kind}://outage/d", retry=retry, timeout=5, **server.options())  # type: ignore[return-value]
     assert isinstance(server, CassandraServer)
     return CassandraStorage(connection(server), retry=retry)
 
@@ -106,7 +116,7 @@ def test_a_store_down_for_good_raises_and_resumes_exactly(store: tuple[str, Serv
         waited = time.monotonic() - started
         error = caught.value
         assert "unavailable" in str(error) and error.samples and error.seconds >= 3.0
-        assert (kind == "s3" and error.store == "s3://outage/d") or (kind == "cassandra" and error.store.startswith("cassandra://"))
+        assert error.store == f"{kind}://outage/d" if kind != "cassandra" else error.store.startswith("cassandra://")
         assert waited < 120  # the deadline, not forever
         state = loader.state_dict()
         assert sum(end - start for start, end in state["sampler"]["delivered"]) == len(got)

@@ -79,5 +79,5 @@ def test_a_price_table_of_ones_own() -> None:
     mine = PriceTable("my store", get_per_thousand=1.0, list_per_thousand=10.0, egress_per_gigabyte=0.05, as_of="2026-11")
     traffic = {"requests": {"GET": 1500, "ranged GET": 500, "LIST": 2}, "bytes_read": 2 * 10**9, "cache_bytes": {}}
     assert mine.cost(traffic) == pytest.approx(2.0 + 0.02 + 0.1)
-    with pytest.raises(ValueError, match="prices must be one of"):
+    with pytest.raises(ValueError, match="prices must be .store., one of"):
         Reads(prices="my store")

@@ -1,27 +1,45 @@
-"""Storage across the network: S3-compatible object stores (objects, shards or Parquet by ranged
-GETs, through obstore) and Cassandra/ScyllaDB rows. All share `RemoteStorage`: retried requests
+"""Storage across the network: object stores (S3 and S3-compatible stores, Google Cloud Storage,
+Azure Blob Storage: objects, shards or Parquet by ranged GETs, through obstore) and
+Cassandra/ScyllaDB rows. All share `RemoteStorage`: retried requests
 (`stoker.storage.policies.RetryPolicy`), many in flight, and async per-sample fetches for the
 Loader's out-of-order prefetch. Their client libraries are imported when a store is opened."""
 
+from ._azure import AzureStorage
 from ._cassandra import CassandraStorage, await_response, classify_cassandra_error, read_metadata_table, sample_id
 from ._cassandra_connection import CassandraConnection, check_identifier
+from ._cloud_clients import open_azure_store, open_gcs_store, parse_connection_string
+from ._gcs import GCSStorage
+from ._object_parquet import open_object_parquet, open_s3_parquet
+from ._object_storage import OBJECTS_FORMAT, SHARDS_FORMAT, ObjectStorage
+from ._object_url import OBJECT_STORE_SCHEMES, ObjectUrl, parse_object_url
 from ._remote import RemoteStorage
-from ._s3 import OBJECTS_FORMAT, S3Storage
-from ._s3_client import classify_s3_error, open_s3_store, parse_s3_url
-from ._s3_parquet import open_s3_parquet
+from ._s3 import S3Storage
+from ._s3_client import classify_object_store_error, classify_s3_error, open_s3_store, parse_s3_url
 
 __all__ = [
+    "AzureStorage",
     "CassandraConnection",
     "CassandraStorage",
+    "GCSStorage",
     "OBJECTS_FORMAT",
+    "OBJECT_STORE_SCHEMES",
+    "ObjectStorage",
+    "ObjectUrl",
     "RemoteStorage",
     "S3Storage",
+    "SHARDS_FORMAT",
     "await_response",
     "check_identifier",
     "classify_cassandra_error",
+    "classify_object_store_error",
     "classify_s3_error",
+    "open_azure_store",
+    "open_gcs_store",
+    "open_object_parquet",
     "open_s3_parquet",
     "open_s3_store",
+    "parse_connection_string",
+    "parse_object_url",
     "parse_s3_url",
     "read_metadata_table",
     "sample_id",

@@ -1,20 +1,4 @@
-"""S3-compatible object stores (AWS S3, MinIO, Ceph, s3proxy, R2...): one object per sample, or tar
-shards read by ranged GETs through their sidecar indexes.
-
-The client is obstore (Rust's ``object_store`` over reqwest/tokio), chosen by measurement on this
-2-core machine against s3proxy, 100 KB objects, 64 in flight (`benchmarks/storage/s3_clients.py`): about
-0.45-0.57 ms of CPU per GET against 1.85 ms for aiobotocore and 2.7 ms for boto3 in threads, so the
-same cores sustain about 4x the request rate. obstore's own retries are off: `RetryPolicy`
-retries every backend alike, and names the key when it gives up.
-
-Layout under ``s3://bucket/prefix``:
-- ``dataset.json`` of format ``stoker.shards``: tar shards with ``.idx`` sidecars (as written by
-  `stoker convert --to shards`), each sample one ranged GET; or, block streaming
-  (`stream_blocks`, turned on by ``Loader(shuffle="block")``), one ranged GET per block of up to
-  ``block_bytes`` of consecutive samples, shared by all of them.
-- ``dataset.json`` of format ``stoker.objects``: the keys, labels and classes of one object per
-  sample (as written by `stoker convert` to ``s3://``), so opening needs no listing.
-- neither: every image object under the prefix, listed; the first folder is the class.
+"""S3 and S3-compatible stores (AWS S3, MinIO, Ceph, s3proxy, R2...) as `ObjectStorage`.
 
 Credentials: the arguments, else the ``AWS_*`` environment variables (``AWS_ACCESS_KEY_ID``,
 ``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``, ``AWS_REGION``, ``AWS_ENDPOINT_URL``), else a
@@ -24,28 +8,21 @@ logged or shown: `describe` names the bucket and prefix only.
 
 from __future__ import annotations
 
-import asyncio
-import json
 import os
-import time
 from collections.abc import Sequence
-from pathlib import PurePosixPath
 from typing import Any
 
-from ...errors import StorageError
-from ..local import SAMPLE_EXTENSIONS, SHARD_IMAGE_EXTENSIONS, IndexHeader, ShardBlock, ShardCatalog, decode_member, header_of, parse_index
-from ..policies import BlockReader, ErrorKind, HedgedCalls, RetryPolicy, SampleCache, call_with_retries, first_line
-from ._remote import RemoteStorage
-from ._s3_client import classify_s3_error, open_s3_store, parse_s3_url
+from ..local import SHARD_IMAGE_EXTENSIONS
+from ..policies import RetryPolicy
+from ._object_storage import OBJECTS_FORMAT, ObjectStorage
+from ._object_url import parse_object_url
+from ._s3_client import open_s3_store
 
 __all__ = ["OBJECTS_FORMAT", "S3Storage"]
 
-OBJECTS_FORMAT = "stoker.objects"
-SHARDS_FORMAT = "stoker.shards"
 
-
-class S3Storage(RemoteStorage):
-    """Samples in an S3-compatible bucket.
+class S3Storage(ObjectStorage):
+    """Samples in an S3-compatible bucket (every layout of `ObjectStorage`).
 
     Args:
         url: ``s3://bucket/prefix``.
@@ -56,25 +33,18 @@ class S3Storage(RemoteStorage):
         secret_access_key: Its secret.
         session_token: A temporary session's token.
         profile: An AWS config profile to take them from (``stoker[aws-profiles]``).
-        payload: Which member of a shard sample every read returns (default: chosen per sample,
-            the first of ``image_extensions`` it has).
-        image_extensions: The preference list for that choice.
-        verify: Check each shard sample against the CRC-32 in its index, where it has them.
-        cache_dir: A folder for a local cache of fetched samples (while block streaming, of whole
-            blocks: later epochs read them from local disk); one per node, shared by its ranks.
-        cache_bytes: The cache's size limit.
-        block_bytes: Shards only: the blocks of the block shuffle and of block streaming are runs
-            of a shard's samples spanning at most this many bytes.
-        block_cache_bytes: Bytes of blocks kept in memory while block streaming.
         timeout: Seconds per request.
         connect_timeout: Seconds to connect.
-        max_in_flight: Requests in flight at most (see `RemoteStorage`).
-        retry: The `RetryPolicy` (see `RemoteStorage`).
+        options: `ObjectStorage`'s (payload, image_extensions, verify, cache_dir, cache_bytes,
+            block_bytes, block_cache_bytes, max_in_flight, retry).
 
     Raises:
+        ConfigurationError: Not an ``s3://`` URL.
         StorageError: Nothing there, access refused, or a manifest or index that cannot be read;
             the message names the object.
     """
+
+    price_table = "aws-s3-standard"
 
     def __init__(
         self,
@@ -98,11 +68,8 @@ class S3Storage(RemoteStorage):
         max_in_flight: int = 256,
         retry: RetryPolicy | None = None,
     ) -> None:
-        cache = SampleCache(cache_dir, cache_bytes) if cache_dir is not None else None
-        super().__init__(max_in_flight=max_in_flight, retry=retry, cache=cache)
-        self.url = url.rstrip("/")
-        self.bucket, self.prefix = parse_s3_url(url)
-        self._store_settings: dict[str, Any] = {
+        location = parse_object_url(url, "s3")
+        settings: dict[str, Any] = {
             "endpoint": endpoint,
             "region": region,
             "access_key_id": access_key_id,
@@ -112,358 +79,16 @@ class S3Storage(RemoteStorage):
             "timeout": timeout,
             "connect_timeout": connect_timeout,
         }
-        self.store = open_s3_store(self.bucket, **self._store_settings)
-        self._copy_store: Any = None
-        self.layout = "objects"
-        self.shards: list[IndexHeader] = []
-        self.payload = payload
-        self.image_extensions = tuple(image_extensions)
-        self.catalog: ShardCatalog | None = None
-        self.verify = verify
-        self.block_bytes = block_bytes
-        self.block_cache_bytes = block_cache_bytes
-        self._block_reader: BlockReader | None = None
-        self.block_downloads = 0
-        self._hedged_blocks = HedgedCalls()
-        # The manifest is raced from the start (two copies, the first answer used): the open
-        # waits on it alone, and nothing is known yet of how long a request takes.
-        self._hedged_small = HedgedCalls(first_patience=0.0)
-        try:
-            self.run(self._open())
-        except BaseException:
-            self.close()
-            raise
-
-    def _store_for(self, copy: int) -> Any:
-        """The client for a request (0) or its hedged copy (1): copies have a client, so a pool of
-        connections, of their own, as a connection that is slow (to a busy front end, over a
-        congested route) usually stays slow, and a copy sent over it would be too."""
-        if copy == 0:
-            return self.store
-        if self._copy_store is None:
-            self._copy_store = open_s3_store(self.bucket, **self._store_settings)
-        return self._copy_store
-
-    def object_key(self, name: str) -> str:
-        """The full object key of ``name`` under the prefix."""
-        return f"{self.prefix}/{name}" if self.prefix else name
-
-    def _block(self, number: int) -> ShardBlock:
-        assert self.catalog is not None
-        return self.catalog.block(number, self.block_bytes)
-
-    def block_sizes(self) -> list[int] | None:
-        """Samples per block (tar shards: runs of a shard's samples starting within the same
-        ``block_bytes`` of it); None for one object per sample."""
-        return self.catalog.block_sizes(self.block_bytes) if self.layout == "shards" and self.catalog is not None else None
-
-    def max_open_blocks(self) -> int | None:
-        """See `ShardCatalog.max_open_blocks` (with ``block_cache_bytes``); None for one object
-        per sample."""
-        if self.layout != "shards" or self.catalog is None:
-            return None
-        return self.catalog.max_open_blocks(self.block_bytes, self.block_cache_bytes)
-
-    def stream_blocks(self) -> None:
-        """Read shards a block at a time from now on: the first sample asked for from a block
-        fetches the whole block in one ranged GET, and its other samples are served from memory
-        (see `BlockReader`). `Loader(shuffle="block")` turns this on. One object per sample is
-        read as before."""
-        if self.layout == "shards" and self._block_reader is None:
-            self._block_reader = BlockReader(
-                self._fetch_block, self._own_loop, self.block_cache_bytes, lambda number: self._block(number).samples
-            )
-
-    def prefetch_blocks(self, blocks: Sequence[int]) -> None:
-        """`Storage.prefetch_blocks`: each block not in memory or on its way is fetched now (one
-        ranged GET, hedged and retried like any block fetch)."""
-        if self._block_reader is not None and not self._closed:  # a hint is no place for "closed"
-            for number in blocks:
-                self._block_reader.prefetch(number)
-
-    async def fetch_index(self, index: int) -> bytes:
-        """`RemoteStorage.fetch_index`; while block streaming, a slice of the sample's block
-        (whose fetch carries the retries and the request limit) and its CRC check, with no
-        request of its own: per-sample overhead is what bounds small samples."""
-        if self._block_reader is None:
-            return await super().fetch_index(index)
-        try:
-            data = await self._request(index)
-        except StorageError:  # unavailable past the deadline, or a verdict such as a bad checksum
-            raise
-        except Exception as error:  # a final error (the shard gone, access refused): name the sample
-            raise StorageError(f"{self.sample_name(index)}: {type(error).__name__}: {first_line(error)}") from error
-        self.requests += 1
-        self.bytes_fetched += len(data)
-        return data
-
-    async def _fetch_block(self, number: int) -> memoryview:
-        import obstore
-
-        block = self._block(number)
-        key = self.object_key(self.shards[block.shard].shard.name)
-        length = block.end - block.start
-
-        async def get(store: Any) -> memoryview:
-            # A view of obstore's buffer: a block is not copied whole, only each sample's slice.
-            self.traffic.request("ranged GET")
-            data = memoryview(await obstore.get_range_async(store, key, start=block.start, length=length))
-            self.traffic.received(len(data))
-            if len(data) != length:  # a response cut short: worth another try
-                raise ConnectionError(f"got {len(data)} of {length} bytes")
-            return data
-
-        name = f"s3://{self.bucket}/{key} bytes {block.start}-{block.end - 1}"
-        claim = None
-        if self.cache is not None:
-            # The node's cache (a hit, a wait for another rank's fetch, or ours to fetch), read
-            # off the event loop: a block is megabytes.
-            cached, claim = await self.cache.get_or_claim(name, in_thread=True)
-            if cached is not None and len(cached) == length:
-                return memoryview(cached)
-        try:
-            async with self._limit():
-                data = await self._hedged_blocks.call(
-                    lambda copy: call_with_retries(
-                        lambda: get(self._store_for(copy)), policy=self.retry, classify=self._classify, name=name, counters=self.counters
-                    )
-                )
-        except BaseException:  # failed or cancelled: another request may fetch it
-            if self.cache is not None:
-                self.cache.release(name, claim)
-            raise
-        self.block_downloads += 1
-        if self.cache is not None:
-            await asyncio.to_thread(self.cache.put, name, data, claim)
-        return data
-
-    def _sample_cache(self) -> SampleCache | None:
-        # While block streaming, the cache holds whole blocks (see `_fetch_block`), not samples.
-        return self.cache if self._block_reader is None else None
-
-    def stats(self) -> dict[str, int]:
-        """`RemoteStorage.stats`, and while block streaming ``block_fetches`` (blocks loaded),
-        ``block_downloads`` (of those, the ones read from the server, not the local cache),
-        ``block_copies`` (fetches that ran long and were sent again; ``block_copies_won``: the
-        copy answered first) and ``block_bytes_held`` (blocks in memory now)."""
-        counts = super().stats()
-        if self._block_reader is not None:
-            counts["block_fetches"] = self._block_reader.fetches
-            counts["block_downloads"] = self.block_downloads
-            counts["block_copies"] = self._hedged_blocks.copies
-            counts["block_copies_won"] = self._hedged_blocks.copies_won
-            counts["block_bytes_held"] = self._block_reader.bytes_held
-        return counts
-
-    def describe(self) -> str:
-        return self.url
-
-    def sample_name(self, index: int) -> str:
-        if self.layout == "shards" and self.catalog is not None:
-            number, _ = self.catalog.locate(index)
-            return f"s3://{self.bucket}/{self.object_key(self.shards[number].shard.name)}#{self.catalog.key(index)}"
-        return f"s3://{self.bucket}/{self.object_key(self._keys[index])}"
-
-    def _classify(self, error: BaseException) -> ErrorKind:
-        return classify_s3_error(error)
-
-    # ---- opening --------------------------------------------------------------------------
-
-    async def _get_small(self, name: str) -> bytes | None:
-        """A small object (manifest, index) with retries; None if missing.
-
-        Raises:
-            StorageError: Access refused, or the server kept failing.
-        """
-        import obstore
-        from obstore import exceptions
-
-        async def get(store: Any) -> bytes:
-            started = time.monotonic()
-            self.traffic.request("GET")
-            result = await obstore.get_async(store, self.object_key(name))
-            data = bytes(await result.bytes_async())
-            self.traffic.received(len(data))
-            self._latencies.append(time.monotonic() - started)
-            return data
-
-        try:
-            # Counted with the reads: an unreachable endpoint is reported every few seconds.
-            # Hedged: one index on a slow connection would hold up the whole open.
-            return await self._hedged_small.call(
-                lambda copy: call_with_retries(
-                    lambda: get(self._store_for(copy)),
-                    policy=self.retry.for_opening(),
-                    classify=self._classify,
-                    name=f"s3://{self.bucket}/{self.object_key(name)}",
-                    counters=self.counters,
-                )
-            )
-        except (FileNotFoundError, exceptions.NotFoundError):
-            return None
-        except (exceptions.PermissionDeniedError, exceptions.UnauthenticatedError) as error:
-            raise StorageError(f"{self.url}: access denied reading {name} (check the credentials): {first_line(error)}") from error
-        except exceptions.BaseError as error:
-            raise StorageError(f"{self.url}: cannot read {name}: {first_line(error)}") from error
-
-    async def _open(self) -> None:
-        manifest_bytes = await self._get_small("dataset.json")
-        if manifest_bytes is None:
-            await self._open_listing()
-            return
-        try:
-            manifest = json.loads(manifest_bytes)
-            kind = manifest["format"]
-            self.classes = manifest.get("classes")
-            if kind == OBJECTS_FORMAT:
-                self._keys = [str(sample[0]) for sample in manifest["samples"]]
-                self._labels = [sample[1] for sample in manifest["samples"]]
-            elif kind == SHARDS_FORMAT:
-                names = [shard["name"] for shard in manifest["shards"]]
-                # `upload_to_s3` puts small indexes inside the manifest: the open is one round trip.
-                inline = [shard.get("index") for shard in manifest["shards"]]
-            else:
-                raise StorageError(f"{self.url}/dataset.json: unknown format {kind!r}")
-        except (ValueError, KeyError, TypeError, IndexError, AttributeError) as error:
-            raise StorageError(f"{self.url}/dataset.json: not a stoker manifest ({type(error).__name__}: {error})") from error
-        if kind == SHARDS_FORMAT:
-            await self._open_shards(names, inline)
-
-    async def _open_shards(self, names: list[str], inline: list[Any]) -> None:
-        """The shards' indexes: from the manifest where it carries them, else their sidecars."""
-
-        async def sidecar(name: str, carried: Any) -> Any:
-            if carried is not None:
-                return carried
-            data = await self._get_small(name + ".idx")
-            if data is None:
-                raise StorageError(f"{self.url}: shard {name} has no index {name}.idx")
-            return bytes(data)  # version 3 bytes or a JSON document: `parse_index` reads either
-
-        indexes = await asyncio.gather(*(sidecar(name, carried) for name, carried in zip(names, inline)))
-        for name, carried, data in zip(names, inline, indexes):
-            source = f"{self.url}/dataset.json (the index of {name})" if carried is not None else f"{self.url}/{name}.idx"
-            try:
-                index = parse_index(data, PurePosixPath(name), source)
-            except (ValueError, KeyError, TypeError, IndexError) as error:
-                raise StorageError(f"{source}: not a valid index ({type(error).__name__}: {error})") from error
-            self.shards.append(header_of(index))
-        self.catalog = ShardCatalog(
-            self.shards,
-            payload=self.payload,
-            image_extensions=self.image_extensions,
-            classes=self.classes,
-            name_of=lambda number, key: f"s3://{self.bucket}/{self.object_key(self.shards[number].shard.name)}#{key}",
+        super().__init__(
+            location,
+            open_store=lambda: open_s3_store(location.bucket, **settings),
+            payload=payload,
+            image_extensions=image_extensions,
+            verify=verify,
+            cache_dir=cache_dir,
+            cache_bytes=cache_bytes,
+            block_bytes=block_bytes,
+            block_cache_bytes=block_cache_bytes,
+            max_in_flight=max_in_flight,
+            retry=retry,
         )
-        self.classes = self.catalog.classes
-        self._keys, self._labels = self.catalog.keys, self.catalog.labels
-        self.layout = "shards"
-        if self.payload is None:
-            counts = self.catalog.payload_counts()
-            self.payload = max(counts, key=counts.__getitem__) if counts else "jpg"
-
-    async def _open_listing(self) -> None:
-        import obstore
-
-        names: list[str] = []
-        parquet: list[str] = []
-        base = f"{self.prefix}/" if self.prefix else ""
-        try:
-            pages = 0
-            async for chunk in obstore.list(self.store, self.prefix or None, chunk_size=1000):
-                pages += 1  # a page of up to 1,000 keys is one LIST request
-                for meta in chunk:
-                    relative = meta["path"][len(base) :]
-                    if relative.lower().endswith(SAMPLE_EXTENSIONS):
-                        names.append(relative)
-                    elif relative.lower().endswith(".parquet"):
-                        parquet.append(relative)
-            for _ in range(max(pages, 1)):  # an empty listing is one request too
-                self.traffic.request("LIST")
-        except Exception as error:
-            raise StorageError(f"{self.url}: cannot list the objects ({type(error).__name__}: {error})") from error
-        if not names and parquet:
-            folder = parquet[0].rsplit("/", 1)[0] + "/" if "/" in parquet[0] else ""
-            raise StorageError(f"{self.url}: holds Parquet files; open them with open_storage('{self.url}/{folder}*.parquet')")
-        if not names:
-            raise StorageError(f"{self.url}: no dataset.json and no image objects under this prefix")
-        names.sort()
-        if all("/" in name for name in names):
-            self.classes = sorted({name.split("/", 1)[0] for name in names})
-            position = {name: index for index, name in enumerate(self.classes)}
-            self._labels = [position[name.split("/", 1)[0]] for name in names]
-        else:
-            self._labels = [None] * len(names)
-        self._keys = names
-
-    # ---- reads ----------------------------------------------------------------------------
-
-    async def _request(self, index: int, extension: str | None = None) -> bytes:
-        import obstore
-
-        if self.layout == "shards":
-            assert self.catalog is not None
-            number, _ = self.catalog.locate(index)
-            shard = self.shards[number]
-            member, (offset, size) = self.catalog.span(index, extension)
-            if self._block_reader is not None:
-                number = self.catalog.block_of(index, self.block_bytes)
-                start = offset - self._block(number).start
-                data = bytes((await self._block_reader.block(number))[start : start + size])
-                self.traffic.served("block cache", len(data))
-                if extension is None:  # the payload: each sample's one read of the epoch
-                    self._block_reader.served(number)
-            else:
-                self.traffic.request("ranged GET")
-                data = bytes(await obstore.get_range_async(self.store, self.object_key(shard.shard.name), start=offset, length=size))
-                self.traffic.received(len(data))
-            corrupt = self.catalog.corruption(index, member, data, lambda: self.sample_name(index)) if self.verify else None
-            if corrupt is not None:
-                raise corrupt
-            return data
-        self.traffic.request("GET")
-        result = await obstore.get_async(self.store, self.object_key(self._keys[index]))
-        data = bytes(await result.bytes_async())
-        self.traffic.received(len(data))
-        return data
-
-    def try_read_members(self, indices: Sequence[int], extensions: Sequence[str]) -> list[dict[str, Any] | Exception]:
-        """Members ``extensions`` of each shard sample, decoded as `decode_member` does, one
-        retried ranged GET each; an exception in place of a sample that lacks one or fails.
-
-        Raises:
-            StorageError: The bucket holds one object per sample, which has no other members.
-        """
-        if self.layout != "shards":
-            raise StorageError(f"{self.url}: one object per sample has no other members to read; extra members need tar shards")
-        return self.run(self._gather_members(indices, list(extensions)))
-
-    async def _gather_members(self, indices: Sequence[int], extensions: list[str]) -> list[dict[str, Any] | Exception]:
-        async def one(index: int) -> dict[str, Any]:
-            name = self.sample_name(index)
-            async with self._limit():
-                try:
-                    parts = [
-                        await call_with_retries(
-                            lambda extension=extension: self._request(index, extension),  # type: ignore[misc]
-                            policy=self.retry,
-                            classify=self._classify,
-                            name=name,
-                            counters=self.counters,
-                        )
-                        for extension in extensions
-                    ]
-                except StorageError:
-                    raise
-                except Exception as error:  # a final error (missing object, refused): name the sample
-                    raise StorageError(f"{name}: {type(error).__name__}: {first_line(error)}") from error
-            try:
-                return {extension: decode_member(extension, data) for extension, data in zip(extensions, parts)}
-            except ValueError as error:
-                raise StorageError(f"{name}: a member does not decode ({error})") from error
-
-        results = await asyncio.gather(*(one(index) for index in indices), return_exceptions=True)
-        for result in results:
-            if isinstance(result, BaseException) and not isinstance(result, Exception):
-                raise result
-        return results  # type: ignore[return-value]

@@ -11,7 +11,7 @@ from urllib.parse import urlparse
 from ...errors import ConfigurationError
 from ..policies import ErrorKind
 
-__all__ = ["classify_s3_error", "open_s3_store", "parse_s3_url"]
+__all__ = ["classify_object_store_error", "classify_s3_error", "open_s3_store", "parse_s3_url"]
 
 
 def parse_s3_url(url: str) -> tuple[str, str]:
@@ -82,9 +82,10 @@ def open_s3_store(
     )
 
 
-def classify_s3_error(error: BaseException) -> ErrorKind:
-    """Missing objects and refused credentials are final; throttling (503 SlowDown) is the server
-    asking us to slow down; other server and network errors are worth a retry."""
+def classify_object_store_error(error: BaseException) -> ErrorKind:
+    """Any obstore store's errors (S3, GCS, Azure): missing objects and refused credentials are
+    final; throttling (S3's 503 SlowDown, GCS's 429, Azure's 503 ServerBusy) is the server asking
+    us to slow down; other server and network errors are worth a retry."""
     from obstore import exceptions
 
     if isinstance(
@@ -103,8 +104,11 @@ def classify_s3_error(error: BaseException) -> ErrorKind:
         return "fatal"
     text = str(error)
     # The status in words: a bare "429" also turns up in ports and timings ("in 14.29ms").
-    if "SlowDown" in text or "TooManyRequests" in text or "Too Many Requests" in text:
+    if "SlowDown" in text or "TooManyRequests" in text or "Too Many Requests" in text or "ServerBusy" in text:
         return "overload"
     if "403" in text and "Forbidden" in text:
         return "fatal"
     return "retry"
+
+
+classify_s3_error = classify_object_store_error  # the name it had when S3 was the only object store

@@ -1,4 +1,4 @@
-"""Parquet files on an S3-compatible store: `ParquetStorage` over ranged GETs.
+"""Parquet files on an object store (S3, GCS, Azure): `ParquetStorage` over ranged GETs.
 
 pyarrow reads a Parquet file through any seekable file object; here that object turns each read
 into one ranged GET (obstore), retried by the `RetryPolicy` like every other network read, and a
@@ -7,7 +7,8 @@ storage opens (it is then kept and reused), and for a row group's payload column
 coalesced read (``pre_buffer``), so a row group, the block of the block shuffle, costs one GET.
 
 ``s3://bucket/path/*.parquet`` (a glob; Hugging Face's ``data/train-*.parquet`` layout) or
-``s3://bucket/path/file.parquet``. Credentials as for `S3Storage`; never logged.
+``s3://bucket/path/file.parquet``, and the same under ``gs://`` and ``az://``. Credentials as for
+`S3Storage`, `GCSStorage` and `AzureStorage`; never logged.
 """
 
 from __future__ import annotations
@@ -19,15 +20,22 @@ from typing import Any
 
 from ...errors import StorageError
 from ..policies import RetryCounters, RetryPolicy, call_with_retries
-from ._s3_client import classify_s3_error, open_s3_store, parse_s3_url
+from ._cloud_clients import open_azure_store, open_gcs_store
+from ._object_url import parse_object_url
+from ._s3_client import classify_object_store_error, open_s3_store
 
-__all__ = ["S3ObjectFile", "open_s3_parquet"]
+__all__ = ["ObjectFile", "S3ObjectFile", "open_object_parquet", "open_s3_parquet"]
 
-_S3_OPTIONS = ("endpoint", "region", "access_key_id", "secret_access_key", "session_token", "profile", "timeout", "connect_timeout")
+# Each store's connection settings (the rest of the options go to `ParquetStorage`).
+_STORE_OPTIONS: dict[str, tuple[Any, tuple[str, ...]]] = {
+    "s3": (open_s3_store, ("endpoint", "region", "access_key_id", "secret_access_key", "session_token", "profile")),
+    "gs": (open_gcs_store, ("service_account", "service_account_key", "anonymous", "endpoint")),
+    "az": (open_azure_store, ("account", "account_key", "sas_token", "connection_string", "anonymous", "endpoint")),
+}
 
 
-class S3ObjectFile(io.RawIOBase):
-    """One S3 object as a read-only, seekable file: every read is a retried ranged GET.
+class ObjectFile(io.RawIOBase):
+    """One object as a read-only, seekable file: every read is a retried ranged GET.
 
     Args:
         store: An obstore store.
@@ -81,7 +89,7 @@ class S3ObjectFile(io.RawIOBase):
             return data
 
         name = f"{self.name} bytes {start}-{start + length - 1}"
-        return await call_with_retries(get, policy=self.retry, classify=classify_s3_error, name=name, counters=self.counters)
+        return await call_with_retries(get, policy=self.retry, classify=classify_object_store_error, name=name, counters=self.counters)
 
 
 def _list(store: Any, prefix: str, pattern: str) -> list[tuple[str, int]]:
@@ -95,36 +103,55 @@ def _list(store: Any, prefix: str, pattern: str) -> list[tuple[str, int]]:
     return sorted(found)
 
 
-def open_s3_parquet(url: str, *, retry: RetryPolicy | None = None, **options: Any) -> Any:
+def open_object_parquet(url: str, *, retry: RetryPolicy | None = None, **options: Any) -> Any:
     """A `ParquetStorage` over the Parquet objects at ``url`` (a glob or one object).
 
     Args:
-        url: ``s3://bucket/path/*.parquet`` or ``s3://bucket/path/file.parquet``.
+        url: ``s3://bucket/path/*.parquet``, ``gs://...`` or ``az://...``, or one object.
         retry: How failed GETs are retried.
-        options: `S3Storage`'s connection settings (endpoint, region, credentials, timeouts),
-            and `ParquetStorage`'s (columns, cache size).
+        options: The store's connection settings (as `S3Storage`, `GCSStorage` or `AzureStorage`
+            take them: endpoint, credentials, timeouts), and `ParquetStorage`'s (columns, cache size).
 
     Raises:
+        ConfigurationError: Not an object store URL.
         StorageError: No Parquet objects there, or the store cannot be listed; names the URL.
     """
     from ..local import ParquetStorage
 
-    bucket, path = parse_s3_url(url)
-    store = open_s3_store(bucket, **{name: options.pop(name) for name in _S3_OPTIONS if name in options})
+    location = parse_object_url(url)
+    opener, names = _STORE_OPTIONS[location.store]
+    settings = {name: options.pop(name) for name in (*names, "timeout", "connect_timeout") if name in options}
+    store = opener(location.bucket, **settings)
+    path = location.prefix
     first_wildcard = min((path.index(character) for character in "*?[" if character in path), default=len(path))
     prefix = path[:first_wildcard].rsplit("/", 1)[0] if first_wildcard < len(path) else path
     try:
         objects = _list(store, prefix, path)
     except Exception as error:
-        raise StorageError(f"{url}: cannot list the objects ({type(error).__name__}: {error})") from error
+        raise StorageError(f"{location.url}: cannot list the objects ({type(error).__name__}: {error})") from error
     if not objects:
-        raise StorageError(f"{url}: no Parquet objects match")
+        raise StorageError(f"{location.url}: no Parquet objects match")
     policy = retry or RetryPolicy()
-    counters = RetryCounters(url)
+    counters = RetryCounters(location.url)
     sizes = dict(objects)
+    keys = {location.name(key): key for key, _ in objects}
 
-    def opener(name: str) -> S3ObjectFile:
-        key = name[len(f"s3://{bucket}/") :]
-        return S3ObjectFile(store, key, sizes[key], name, policy, counters)
+    def open_object(name: str) -> ObjectFile:
+        key = keys[name]
+        return ObjectFile(store, key, sizes[key], name, policy, counters)
 
-    return ParquetStorage(url, opener=opener, names=[f"s3://{bucket}/{key}" for key, _ in objects], **options)
+    return ParquetStorage(location.url, opener=open_object, names=list(keys), **options)
+
+
+def open_s3_parquet(url: str, *, retry: RetryPolicy | None = None, **options: Any) -> Any:
+    """`open_object_parquet` for an ``s3://`` URL (the name it had when S3 was the only store).
+
+    Raises:
+        ConfigurationError: Not an ``s3://`` URL.
+        StorageError: As `open_object_parquet`.
+    """
+    parse_object_url(url, "s3")
+    return open_object_parquet(url, retry=retry, **options)
+
+
+S3ObjectFile = ObjectFile  # the name it had when S3 was the only object store
