@@ -113,17 +113,25 @@ def interleaved(methods: dict[str, Callable[[], float]], repeats: int) -> dict[s
     return {name: statistics.median(values) for name, values in samples.items()}
 
 
-def one_core(images: list[bytes], repeats: int) -> dict[str, float]:
-    import cv2
+LEFT_OUT: dict[str, str] = {}
+"""Peers that cannot run here, with the reason: left out of the tables, never shown as 0."""
 
-    cv2.setNumThreads(1)
+
+def one_core(images: list[bytes], repeats: int) -> dict[str, float]:
     methods: dict[str, Callable[[bytes], Any]] = {
         "stoker": lambda data: decode_image(data, CENTER),
         "stoker, dct_scaling=False": lambda data: decode_image(data, CENTER_FULL_SIZE),
         "Pillow + torchvision transforms": pillow_torchvision,
-        "simplejpeg + OpenCV INTER_AREA": make_simplejpeg_opencv(cv2.INTER_AREA),
-        "simplejpeg + OpenCV INTER_LINEAR (aliased)": make_simplejpeg_opencv(cv2.INTER_LINEAR),
     }
+    try:
+        import cv2
+        import simplejpeg  # noqa: F401
+    except ImportError as error:
+        LEFT_OUT["simplejpeg + OpenCV"] = f"not installed ({error.name}; make bench installs both)"
+    else:
+        cv2.setNumThreads(1)
+        methods["simplejpeg + OpenCV INTER_AREA"] = make_simplejpeg_opencv(cv2.INTER_AREA)
+        methods["simplejpeg + OpenCV INTER_LINEAR (aliased)"] = make_simplejpeg_opencv(cv2.INTER_LINEAR)
     spdl = make_spdl()
     if spdl is not None:
         methods["SPDL spdl.io (FFmpeg)"] = spdl
@@ -253,6 +261,8 @@ def main() -> None:
         print(f"   {name:<45} {value:>8.0f}")
     for kind in ("lossy", "lossless"):
         print(f"   {kind}: stoker / Pillow {webp_rates[f'{kind}: stoker'] / webp_rates[f'{kind}: Pillow + torchvision transforms']:.2f}x")
+    for name, reason in LEFT_OUT.items():
+        print(f"\nleft out: {name}: {reason}")
     if args.json:
         with open(args.json, "w") as file:
             json.dump({"one_core": single, "batches": batch, "random_resized_crop": crops, "webp": webp_rates}, file, indent=2)

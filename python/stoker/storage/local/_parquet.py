@@ -177,11 +177,14 @@ class ParquetStorage(Storage):
         for number, name in enumerate(self.names):
             rows = int(self.metadata[number].num_rows)
             table: Any = self._read_columns(number, wanted) if wanted else None
-            if self.layout.key is not None:
-                keys.extend(str(value) for value in table.column(self.layout.key).to_pylist())
-            else:
-                keys.extend(f"{Path(name).name}#{row}" for row in range(rows))
-            raw.extend(table.column(self.layout.label).to_pylist() if self.layout.label else [None] * rows)
+            try:
+                if self.layout.key is not None:
+                    keys.extend(str(value) for value in table.column(self.layout.key).to_pylist())
+                else:
+                    keys.extend(f"{Path(name).name}#{row}" for row in range(rows))
+                raw.extend(table.column(self.layout.label).to_pylist() if self.layout.label else [None] * rows)
+            except (UnicodeDecodeError, ValueError, TypeError) as error:  # pyarrow does not check UTF-8 as it reads
+                raise StorageError(f"{name}: its {wanted} columns do not read back ({type(error).__name__}: {error})") from error
         classes = self.layout.classes
         if any(isinstance(value, str) for value in raw):
             classes = sorted({value for value in raw if value is not None})
@@ -250,7 +253,11 @@ class ParquetStorage(Storage):
                 continue
             self._cache.served((number, group), len(wanted))
             for slot, offset in wanted:
-                value = values[offset].as_py()
+                try:
+                    value = values[offset].as_py()
+                except UnicodeDecodeError as error:  # a string payload column that is not UTF-8
+                    results[slot] = StorageError(f"{self.names[number]} row {first + offset}: column {self.layout.payload!r}: {error}")
+                    continue
                 if value is None:
                     results[slot] = StorageError(
                         f"{self.names[number]} row {first + offset}: column {self.layout.payload!r} is empty (null)"
