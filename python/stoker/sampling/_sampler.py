@@ -217,7 +217,7 @@ class Sampler:
         still ends with the same count as the others).
 
         Raises:
-            ValueError: A position that is not one of this rank's this epoch.
+            ConfigurationError: A position that is not one of this rank's this epoch.
         """
         flags = np.asarray(padding, dtype=bool)
         real = np.asarray(positions, dtype=np.int64)[~flags]
