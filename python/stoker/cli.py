@@ -4,7 +4,7 @@ stoker bench [PATH] [--batch-size 32] [--latency-ms 0] [--duration 20] [--json R
 stoker bench --scenario small-files|starvation|padding|pinned
 stoker report RUN.json [--out DIR]
 stoker convert SRC DST [--to shards|lmdb|parquet|objects] [--shard-size 256MB] [--row-group-size 32MB] [--ray [ADDRESS]]
-    DST may be s3://bucket/prefix (objects or shards) or cassandra://host:port/keyspace
+    DST may be s3://bucket/prefix or az://container/prefix (objects or shards) or cassandra://host:port/keyspace
 stoker split SRC -o SPLITS.json [--ratios train=0.8,val=0.1,test=0.1 | --folds K]
     [--balance original|uniform|LABEL=WEIGHT,...] [--group-column COL] [--seed 0]
 stoker inspect PATH [--json]
@@ -126,21 +126,20 @@ def _version() -> str:
 
 
 def _upload(arguments: argparse.Namespace) -> int:
-    from .ingest import read_metadata_csv, upload_to_cassandra, upload_to_s3
+    from .ingest import read_metadata_csv, upload_to_cassandra, upload_to_object_store
 
     scheme = arguments.destination.split("://", 1)[0].lower()
-    if scheme in ("gs", "gcs", "az", "azure", "abfs", "abfss"):
+    if scheme in ("gs", "gcs"):
         raise ConfigurationError(
-            f"{arguments.destination}: stoker writes to s3:// and cassandra:// only, and reads gs:// and az:// in place: "
-            "convert to a local folder (stoker convert SRC DIR --to shards), copy it with the store's own tool "
-            "(gcloud storage cp -r, azcopy copy --recursive), then open the URL"
+            f"{arguments.destination}: stoker reads gs:// in place but does not write it: convert to a local folder "
+            "(stoker convert SRC DIR --to shards), copy it with gcloud storage cp -r, then open the URL"
         )
     with open_storage(arguments.source) as source:
-        if arguments.destination.startswith("s3://"):
+        if scheme in ("s3", "az", "azure", "abfs", "abfss"):
             to = arguments.to or "objects"
             if to not in ("objects", "shards"):
-                raise ConfigurationError(f"--to {to}: an S3 destination takes objects or shards")
-            report = upload_to_s3(
+                raise ConfigurationError(f"--to {to}: an object store destination takes objects or shards")
+            report = upload_to_object_store(
                 source,
                 arguments.destination,
                 to=to,
@@ -529,12 +528,14 @@ def build_parser() -> argparse.ArgumentParser:
         "source",
         help="a dataset: an image folder, shards, LMDB, Parquet, s3://, gs:// or az://bucket/prefix, or cassandra://host:port/keyspace",
     )
-    convert.add_argument("destination", help="a folder, a .lmdb path, s3://bucket/prefix or cassandra://host:port/keyspace")
+    convert.add_argument(
+        "destination", help="a folder, a .lmdb path, s3://bucket/prefix, az://container/prefix or cassandra://host:port/keyspace"
+    )
     convert.add_argument(
         "--to",
         choices=("shards", "lmdb", "parquet", "objects"),
         default=None,
-        help="default: lmdb when DST ends in .lmdb, parquet when it ends in .parquet, objects for s3://, else shards",
+        help="default: lmdb when DST ends in .lmdb, parquet when it ends in .parquet, objects for s3:// and az://, else shards",
     )
     convert.add_argument("--shard-size", type=parse_size, default="256MB", help="start a new shard (or Parquet file) past this size")
     convert.add_argument("--row-group-size", type=parse_size, default="32MB", help="Parquet: payload bytes per row group")

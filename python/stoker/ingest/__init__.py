@@ -12,8 +12,9 @@ look at what a dataset holds. Uses `stoker.storage` to read; storage never impor
 from ._caffe import encode_datum
 from ._convert import ConversionReport, add_tar_member, convert_storage, shard_key
 from ._inspect import format_report, inspect_storage
+from ._object_upload import upload_to_object_store, upload_to_s3
 from ._tokens import write_token_shards
-from ._upload import read_metadata_csv, upload_to_cassandra, upload_to_s3
+from ._upload import read_metadata_csv, upload_to_cassandra
 
 __all__ = [
     "ConversionReport",
@@ -25,6 +26,7 @@ __all__ = [
     "read_metadata_csv",
     "shard_key",
     "upload_to_cassandra",
+    "upload_to_object_store",
     "upload_to_s3",
     "write_token_shards",
 ]

@@ -1,10 +1,9 @@
-"""Ingestion into network storage: any `Storage` into an S3 bucket (objects or tar shards) or a
-Cassandra/ScyllaDB keyspace, with bounded concurrency, a progress bar, retries, and resume.
+"""Ingestion into Cassandra/ScyllaDB: any `Storage` into a keyspace (the paper's data and metadata
+tables), with bounded concurrency, a progress bar, retries, and resume (object stores:
+`_object_upload`).
 
-Resume: what is already there is not written again. In S3 an object is written whole or not at
-all, so an object of the right size is done; ``dataset.json`` is written last, so a dataset is
-never seen half-written. In Cassandra a sample's metadata row is written after its data row and
-is its commit record: samples with one are skipped.
+Resume: a sample's metadata row is written after its data row and is its commit record: samples
+with one are skipped.
 """
 
 from __future__ import annotations
@@ -12,183 +11,26 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import tempfile
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any, TypeVar
 
 from ..errors import ConfigurationError, StorageError
 from ..storage import Storage
-from ..storage.local import index_to_json, load_index
 from ..storage.policies import ErrorKind, RetryPolicy, call_with_retries
 from ..storage.remote import (
-    OBJECTS_FORMAT,
     CassandraConnection,
     await_response,
     check_identifier,
     classify_cassandra_error,
-    classify_s3_error,
-    open_s3_store,
-    parse_s3_url,
     sample_id,
 )
-from ._convert import ConversionReport, _progress, convert_storage
+from ._bounded import bounded
+from ._convert import ConversionReport, _progress
 from ._decode_check import checked, with_check
 
 T = TypeVar("T")
 
-__all__ = ["upload_to_cassandra", "upload_to_s3"]
-
-
-async def _bounded(limit: int, jobs: Any, run: Any) -> None:
-    """``await run(job)`` for every job, at most ``limit`` at once; the first error stops it."""
-    slots = asyncio.Semaphore(limit)
-    tasks: set[asyncio.Task[Any]] = set()
-    failures: list[BaseException] = []
-
-    def finished(task: asyncio.Task[Any]) -> None:
-        tasks.discard(task)
-        slots.release()
-        exception = None if task.cancelled() else task.exception()
-        if exception is not None:
-            failures.append(exception)
-
-    try:
-        for job in jobs:
-            await slots.acquire()
-            if failures:
-                break
-            task = asyncio.ensure_future(run(job))
-            tasks.add(task)
-            task.add_done_callback(finished)
-        while tasks and not failures:
-            await asyncio.wait(set(tasks))
-    finally:
-        for task in list(tasks):
-            task.cancel()
-    if failures:
-        raise failures[0]
-
-
-# Indexes up to this size ride inside the uploaded ``dataset.json`` (about 120,000 samples): an
-# open is then one round trip, not two. Past it, the sidecars' parallel GETs move the bytes
-# faster than one object would.
-INLINE_INDEX_BYTES = 16 << 20
-
-
-def manifest_with_indexes(folder: Path, limit: int = INLINE_INDEX_BYTES) -> bytes:
-    """The shard folder's ``dataset.json``, each shard entry carrying its ``.idx`` as ``index``
-    when all of them together are at most ``limit`` bytes (the ``.idx`` sidecars are uploaded
-    either way, for readers that look for them)."""
-    manifest = json.loads((folder / "dataset.json").read_bytes())
-    sidecars = [folder / f"{shard['name']}.idx" for shard in manifest["shards"]]
-    if sum(path.stat().st_size for path in sidecars) <= limit:
-        for shard, path in zip(manifest["shards"], sidecars):
-            shard["index"] = index_to_json(load_index(folder / shard["name"], path))
-    return json.dumps(manifest, separators=(",", ":")).encode()
-
-
-def upload_to_s3(
-    source: Storage,
-    url: str,
-    *,
-    to: str = "objects",
-    shard_size: int = 256 << 20,
-    concurrency: int = 32,
-    progress: bool = True,
-    retry: RetryPolicy | None = None,
-    decode_check: bool = True,
-    **store_options: Any,
-) -> ConversionReport:
-    """Write ``source`` under ``s3://bucket/prefix``: one object per sample (``to="objects"``) or
-    indexed tar shards (``to="shards"``), then ``dataset.json``.
-
-    Args:
-        source: Any storage.
-        url: ``s3://bucket/prefix``.
-        to: ``"objects"`` or ``"shards"``.
-        shard_size: Bytes per shard.
-        concurrency: PUTs in flight.
-        progress: Progress bar on stderr.
-        retry: Retries per PUT.
-        decode_check: Leave out (and list in the report) empty files and images that do not
-            decode, as `convert_storage` does; False uploads every sample as it is.
-        store_options: `open_s3_store` settings (endpoint, credentials...).
-
-    Raises:
-        StorageError: A PUT kept failing (names the key), or access refused.
-    """
-    bucket, prefix = parse_s3_url(url)
-    store = open_s3_store(bucket, **store_options)
-    policy = retry or RetryPolicy()
-    if to not in ("objects", "shards"):
-        raise ConfigurationError(f'to must be "objects" or "shards", got {to!r}')
-    source, check = checked(source, decode_check)
-
-    def object_key(name: str) -> str:
-        return f"{prefix}/{name}" if prefix else name
-
-    async def existing_sizes() -> dict[str, int]:
-        import obstore
-
-        sizes: dict[str, int] = {}
-        base = f"{prefix}/" if prefix else ""
-        async for chunk in obstore.list(store, prefix or None, chunk_size=1000):
-            for meta in chunk:
-                sizes[meta["path"][len(base) :]] = meta["size"]
-        return sizes
-
-    async def put(name: str, data: bytes | Path) -> None:
-        import obstore
-
-        await call_with_retries(
-            lambda: obstore.put_async(store, object_key(name), data),
-            policy=policy,
-            classify=classify_s3_error,
-            name=f"s3://{bucket}/{object_key(name)}",
-        )
-
-    async def upload_objects() -> ConversionReport:
-        done = await existing_sizes()
-        total = 0
-        with _progress(len(source), f"uploading objects to {url}", progress) as bar:
-
-            async def one(item: tuple[str, bytes]) -> None:
-                nonlocal total
-                key, data = item
-                if done.get(key) != len(data):
-                    await put(key, data)
-                total += len(data)
-                bar.update()
-
-            await _bounded(concurrency, source.iter_sequential(), one)
-        samples = [[key, label] for key, label in zip(source.keys, source.labels)]
-        manifest = {"format": OBJECTS_FORMAT, "version": 1, "classes": source.classes, "samples": samples}
-        await put("dataset.json", json.dumps(manifest).encode())
-        return ConversionReport(url, "s3-objects", len(source), total, 0)
-
-    async def upload_shards(folder: Path) -> ConversionReport:
-        report = convert_storage(source, folder, to="shards", shard_size=shard_size, progress=progress, decode_check=False)
-        done = await existing_sizes()
-        files = sorted(path for path in folder.iterdir() if path.name != "dataset.json")
-
-        async def one(path: Path) -> None:
-            if done.get(path.name) != path.stat().st_size:
-                await put(path.name, path)  # streamed from the file (multipart), never read whole
-
-        await _bounded(max(1, min(concurrency, 8)), files, one)
-        await put("dataset.json", manifest_with_indexes(folder, INLINE_INDEX_BYTES))
-        return ConversionReport(url, "s3-shards", report.samples, report.bytes, report.shards)
-
-    try:
-        if to == "objects":
-            return with_check(asyncio.run(upload_objects()), check)
-        with tempfile.TemporaryDirectory(prefix="stoker-upload-") as folder:
-            return with_check(asyncio.run(upload_shards(Path(folder) / "shards")), check)
-    except StorageError:
-        raise
-    except Exception as error:  # listing or the first PUT refused: say where
-        raise StorageError(f"{url}: upload failed ({type(error).__name__}: {str(error).splitlines()[0]})") from error
+__all__ = ["upload_to_cassandra"]
 
 
 def classify_schema_error(error: BaseException) -> ErrorKind:
@@ -337,7 +179,7 @@ def upload_to_cassandra(
                     yield key, data
 
         with _progress(len(source), f"writing rows to {connection.describe()}", progress) as bar:
-            asyncio.run(_bounded(concurrency, pending(), one))
+            asyncio.run(bounded(concurrency, pending(), one))
         classes = json.dumps(source.classes)
         retried(
             lambda: session.execute(f"INSERT INTO {keyspace}.dataset_info (name, value) VALUES ('classes', %s)", (classes,)),

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from stoker import Loader
 from stoker.cli import main
 from stoker.errors import ConfigurationError, StorageError
-from stoker.ingest import convert_storage
+from stoker.ingest import convert_storage, upload_to_object_store
 from stoker.loader import Reads, Sampling
 from stoker.storage import PRICE_TABLES, AzureStorage, GCSStorage, ObjectStorage, S3Storage, open_storage
 from stoker.storage.remote import ObjectUrl, parse_connection_string, parse_object_url
@@ -172,13 +172,47 @@ def test_the_command_line_reads_each_store_with_credentials_from_the_environment
     assert all(secret not in printed for secret in environment.values() if "Key" in secret or "secret" in secret.lower())
 
 
-@pytest.mark.parametrize("destination", ["gs://bucket/x", "az://container/x"])
-def test_converting_to_a_store_stoker_only_reads_says_how_to_get_the_data_there(
-    tmp_path: Path, destination: str, capsys: pytest.CaptureFixture[str]
-) -> None:
-    assert main(["convert", str(tmp_path), destination, "--quiet"]) == 1
-    assert "reads gs:// and az:// in place" in capsys.readouterr().err
-    assert not (tmp_path / "gs:").exists() and not Path("gs:").exists() and not Path("az:").exists()
+def test_converting_to_gcs_says_how_to_get_the_data_there(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["convert", str(tmp_path), "gs://bucket/x", "--quiet"]) == 1
+    assert "reads gs:// in place but does not write it" in capsys.readouterr().err
+    assert not Path("gs:").exists()
+    with pytest.raises(ConfigurationError, match="does not write it"):
+        upload_to_object_store(dataset(3), "gs://bucket/x", progress=False)
+
+
+@pytest.mark.parametrize("layout", ["objects", "shards"])
+def test_an_upload_to_azure_reads_back_sample_for_sample_and_resumes_without_rewriting(
+    azurite_server, layout: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    from stoker_testbed.data.datasets import make_folder
+    from stoker_testbed.servers.buckets import new_bucket
+
+    bucket = new_bucket("az", azurite_server)
+    folder = tmp_path / "folder"
+    samples = make_folder(folder, classes=3, per_class=12)
+    monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", azurite_server.connection_string())
+    url = bucket.url("images")
+    assert main(["convert", str(folder), url, "--to", layout, "--quiet", "--no-decode-check"]) == 0
+    assert f"wrote {len(samples)} samples" in capsys.readouterr().out
+    with open_storage(url) as storage:
+        assert isinstance(storage, AzureStorage) and storage.layout == layout
+        got = {key: (data, label) for key, data, label in zip(storage.keys, storage.read_many(storage.keys), storage.labels)}
+    if layout == "objects":
+        assert got == samples
+    else:  # shard keys are the files' names made flat (`shard_key`): the same samples, by content
+        assert sorted(got.values()) == sorted(samples.values())
+
+    def tags() -> dict[str, str]:
+        import obstore
+
+        listed = obstore.list(azurite_server._store(bucket.name), "images", chunk_size=1000)
+        return {meta["path"]: meta["e_tag"] for chunk in listed for meta in chunk if not meta["path"].endswith("dataset.json")}
+
+    before = tags()
+    with open_storage(folder) as source:
+        again = upload_to_object_store(source, url, to=layout, progress=False, decode_check=False)
+    assert again.samples == len(samples)
+    assert tags() == before and len(before) >= (len(samples) if layout == "objects" else 2), "nothing already there is written again"
 
 
 @given(st.text(max_size=80))

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from stoker.ingest import _upload, upload_to_s3
+from stoker.ingest import _object_upload, upload_to_s3
 from stoker.loader import Sampling
 from stoker.storage import RetryPolicy, S3Storage, StorageError
 from stoker_testbed import LatencyProxy
@@ -152,7 +152,7 @@ def test_a_malformed_dataset_is_named(s3_server: S3Server, bucket: str, manifest
 
 
 def test_a_corrupt_shard_index_is_named(s3_server: S3Server, bucket: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_upload, "INLINE_INDEX_BYTES", 0)  # indexes too big to ride in the manifest
+    monkeypatch.setattr(_object_upload, "INLINE_INDEX_BYTES", 0)  # indexes too big to ride in the manifest
     upload_to_s3(dataset(20), f"s3://{bucket}/d", to="shards", progress=False, decode_check=False, **s3_server.options())
     s3_server.client().put_object(Bucket=bucket, Key="d/shard-000000.tar.idx", Body=b'{"format": "stoker.tar-index", "version": 1}')
     with pytest.raises(StorageError, match=r"shard-000000\.tar\.idx: not a valid index"):
