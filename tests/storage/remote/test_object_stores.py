@@ -24,6 +24,7 @@ from stoker.cli import main
 from stoker.errors import ConfigurationError, StorageError
 from stoker.ingest import convert_storage, upload_to_object_store
 from stoker.loader import Reads, Sampling
+from stoker.observe import read_ledger
 from stoker.storage import PRICE_TABLES, AzureStorage, GCSStorage, ObjectStorage, S3Storage, open_storage
 from stoker.storage.remote import ObjectUrl, parse_connection_string, parse_object_url
 from stoker_testbed.data.datasets import dataset, epoch_contents
@@ -91,6 +92,39 @@ def test_block_streaming_fetches_a_block_per_request_and_delivers_every_sample_o
         assert dict(zip(storage.keys, storage.read_many(list(storage.keys)))) == truth
         blocks = storage.block_sizes()
         assert blocks is not None and storage.stats()["block_fetches"] == len(blocks) < len(truth) / 5
+
+
+def test_the_node_cache_serves_the_second_read_from_local_disk(object_bucket: TestBucket, tmp_path: Path) -> None:
+    data, _ = _truth(30)
+    for key, payload in data.items():
+        object_bucket.put(f"cached/{key}", payload)
+    options = {"cache_dir": tmp_path / "cache", "cache_bytes": 10 << 20, **object_bucket.options()}
+    with open_storage(object_bucket.url("cached"), **options) as storage:
+        first = storage.read_many(storage.keys)
+        requests = storage.stats()["requests"]
+        assert storage.read_many(storage.keys) == first == [data[key] for key in storage.keys]
+        assert storage.stats()["requests"] == requests == len(data) and storage.stats()["cache_hits"] == len(data)
+    with open_storage(object_bucket.url("cached"), **options) as again:  # another rank of the node, later
+        assert again.read_many(again.keys) == first and again.stats()["requests"] == 0
+
+
+def test_the_provenance_ledger_names_where_each_sample_lives_on_the_store(
+    object_bucket: TestBucket, shard_folder: Path, tmp_path: Path
+) -> None:
+    object_bucket.put_folder(shard_folder, "shards")
+    with open_storage(object_bucket.url("shards"), **object_bucket.options()) as storage:
+        loader = Loader(storage, batch_size=32, decode=bytes, sampling=Sampling(seed=3))
+        loader.record_provenance(tmp_path / "ledger")
+        try:
+            keys = [key for batch in loader for key in batch.keys]
+        finally:
+            loader.close()
+    table = read_ledger(tmp_path / "ledger")
+    assert sorted(table.column("key").to_pylist()) == sorted(keys) and len(keys) == 300
+    shards = {path.name for path in shard_folder.glob("*.tar")}
+    for location, offset in zip(table.column("location").to_pylist(), table.column("offset").to_pylist()):
+        assert location.startswith(f"{object_bucket.store}://{object_bucket.name}/shards/") and location.rsplit("/", 1)[1] in shards
+        assert offset > 0
 
 
 def test_parquet_objects_are_read_in_place(object_bucket: TestBucket, tmp_path: Path) -> None:
