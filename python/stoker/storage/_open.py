@@ -9,6 +9,7 @@ from typing import Any
 from .._files import require_regular
 from ..errors import StorageError
 from ._protocol import Storage
+from .formats import PeerFormatStorage, is_tfrecord_name, peer_format
 from .local import JSONL_SUFFIXES, PARTIAL_MARKER, FileStorage, JsonlStorage, LmdbStorage, TarShardStorage
 from .remote import OBJECT_STORE_SCHEMES
 
@@ -16,8 +17,8 @@ __all__ = ["open_storage", "storage_format"]
 
 
 def storage_format(path: str | os.PathLike[str]) -> str:
-    """``"lmdb"``, ``"shards"``, ``"parquet"``, ``"jsonl"``, ``"folder"`` or ``"manifest"`` for
-    what ``path`` holds (a folder with ``*.parquet`` files at its top or in ``data/`` is
+    """``"lmdb"``, ``"shards"``, ``"parquet"``, ``"jsonl"``, ``"mds"``, ``"litdata"``,
+    ``"tfrecord"``, ``"folder"`` or ``"manifest"`` for what ``path`` holds (a folder with ``*.parquet`` files at its top or in ``data/`` is
     ``"parquet"``; one with JSON Lines files at its top is ``"jsonl"``).
 
     Raises:
@@ -27,6 +28,8 @@ def storage_format(path: str | os.PathLike[str]) -> str:
     text = str(path)
     if any(character in text for character in "*?["):
         lowered = text.lower()
+        if is_tfrecord_name(lowered):
+            return "tfrecord"
         return "parquet" if lowered.endswith(".parquet") else "jsonl" if lowered.endswith(JSONL_SUFFIXES) else "shards"
     location = Path(path)
     if not location.exists():
@@ -38,6 +41,9 @@ def storage_format(path: str | os.PathLike[str]) -> str:
             return "shards"
         # Only the top and Hugging Face's data/ folder are looked at: a walk of a million-file
         # ImageFolder here would cost what its cached listing saves.
+        peer = peer_format(location)  # an index.json of MosaicML's or LitData's, TFRecord files
+        if peer is not None:
+            return peer
         if any(location.glob("*.parquet")) or any(location.glob("data/*.parquet")):
             return "parquet"
         if any(file.name.endswith(JSONL_SUFFIXES) for file in location.iterdir()):
@@ -46,6 +52,8 @@ def storage_format(path: str | os.PathLike[str]) -> str:
     require_regular(location, "a dataset")  # a FIFO blocks its reader, a device never ends
     if location.name.lower().endswith(JSONL_SUFFIXES):
         return "jsonl"
+    if is_tfrecord_name(location.name):
+        return "tfrecord"
     suffix = location.suffix.lower()
     if suffix == ".tar":
         return "shards"
@@ -55,14 +63,17 @@ def storage_format(path: str | os.PathLike[str]) -> str:
         return "parquet"
     if suffix in (".csv", ".tsv", ".txt"):
         return "manifest"
-    raise StorageError(f"{location}: not a dataset stoker knows (a folder, a manifest, tar shards, LMDB, Parquet or JSON Lines)")
+    raise StorageError(
+        f"{location}: not a dataset stoker knows (a folder, a manifest, tar shards, LMDB, Parquet, JSON Lines, MDS or TFRecord)"
+    )
 
 
 def open_storage(path: str | os.PathLike[str], **options: Any) -> Storage:
     """Open whatever dataset is at ``path``; ``options`` go to the backend's constructor.
 
     Args:
-        path: A local path (a folder, shards, LMDB, Parquet, JSON Lines, a manifest), an object
+        path: A local path (a folder, shards, LMDB, Parquet, JSON Lines, a manifest, MosaicML
+            Streaming's MDS shards, TFRecord files), an object
             store prefix (``s3://bucket/prefix``, ``gs://bucket/prefix``, ``az://container/prefix``,
             also ``azure://`` and ``abfs[s]://container@account.dfs.core.windows.net/prefix``),
             Parquet objects there (``.../*.parquet``), or ``cassandra://hosts/keyspace``.
@@ -98,4 +109,6 @@ def open_storage(path: str | os.PathLike[str], **options: Any) -> Storage:
         return ParquetStorage(path, **options)
     if kind == "jsonl":
         return JsonlStorage(path, **options)
+    if kind in ("mds", "litdata", "tfrecord"):
+        return PeerFormatStorage(path, **options)
     return FileStorage(path, **options)

@@ -8,6 +8,7 @@ from ._jsonl import JSONL_SUFFIXES, JsonlStorage
 from ._lmdb import CLASSES_FILE, LmdbStorage, import_lmdb
 from ._memory import MemoryStorage
 from ._parquet import ParquetStorage, import_pyarrow
+from ._reads import read_spans
 from ._tokens import TOKEN_DTYPES, TokenFile, TokenShards, open_tokens
 from .tar import (
     DATASET_FORMAT,
@@ -67,5 +68,6 @@ __all__ = [
     "open_tokens",
     "parse_datum",
     "parse_index",
+    "read_spans",
     "write_index",
 ]

@@ -17,7 +17,9 @@ Layout under ``<store>://bucket/prefix``:
   ``block_bytes`` of consecutive samples, shared by all of them.
 - ``dataset.json`` of format ``stoker.objects``: the keys, labels and classes of one object per
   sample (as written by `stoker convert` to ``s3://``), so opening needs no listing.
-- neither: every image object under the prefix, listed; the first folder is the class.
+- ``index.json`` of MosaicML Streaming (MDS shards), or TFRecord files: a peer's dataset, read
+  in place (`_object_formats.py`).
+- none of these: every image object under the prefix, listed; the first folder is the class.
 
 Credentials are the subclass's business and are never logged or shown: `describe` and every
 message name the store, bucket and key only.
@@ -34,8 +36,10 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from ...errors import StorageError
+from ..formats import index_json_format, is_tfrecord_name
 from ..local import SAMPLE_EXTENSIONS, SHARD_IMAGE_EXTENSIONS, IndexHeader, ShardBlock, ShardCatalog, decode_member, header_of, parse_index
 from ..policies import BlockReader, ErrorKind, HedgedCalls, RetryPolicy, SampleCache, call_with_retries, first_line
+from ._object_formats import PeerObjects, open_mds, open_tfrecords
 from ._object_url import ObjectUrl
 from ._remote import RemoteStorage
 from ._s3_client import classify_object_store_error
@@ -55,7 +59,9 @@ class ObjectStorage(RemoteStorage):
         open_store: Makes a new client of the store; called once for requests and once more,
             on first need, for hedged copies (a pool of connections of their own).
         payload: Which member of a shard sample every read returns (default: chosen per sample,
-            the first of ``image_extensions`` it has).
+            the first of ``image_extensions`` it has); of a peer's dataset, which field.
+        label: A peer's dataset: the field of the labels (default: one named like a label;
+            ``""``: none).
         image_extensions: The preference list for that choice.
         verify: Check each shard sample against the CRC-32 in its index, where it has them.
         cache_dir: A folder for a local cache of fetched samples (while block streaming, of whole
@@ -81,6 +87,7 @@ class ObjectStorage(RemoteStorage):
         *,
         open_store: Callable[[], Any],
         payload: str | None = None,
+        label: str | None = None,
         image_extensions: Sequence[str] = SHARD_IMAGE_EXTENSIONS,
         verify: bool = True,
         cache_dir: str | os.PathLike[str] | None = None,
@@ -101,6 +108,8 @@ class ObjectStorage(RemoteStorage):
         self.layout = "objects"
         self.shards: list[IndexHeader] = []
         self.payload = payload
+        self.label_field = label
+        self.peer: PeerObjects | None = None
         self.image_extensions = tuple(image_extensions)
         self.catalog: ShardCatalog | None = None
         self.verify = verify
@@ -139,11 +148,15 @@ class ObjectStorage(RemoteStorage):
     def block_sizes(self) -> list[int] | None:
         """Samples per block (tar shards: runs of a shard's samples starting within the same
         ``block_bytes`` of it); None for one object per sample."""
+        if self.peer is not None:
+            return self.peer.table.samples_per_file()
         return self.catalog.block_sizes(self.block_bytes) if self.layout == "shards" and self.catalog is not None else None
 
     def max_open_blocks(self) -> int | None:
         """See `ShardCatalog.max_open_blocks` (with ``block_cache_bytes``); None for one object
         per sample."""
+        if self.peer is not None:
+            return self.peer.max_open_blocks()
         if self.layout != "shards" or self.catalog is None:
             return None
         return self.catalog.max_open_blocks(self.block_bytes, self.block_cache_bytes)
@@ -160,7 +173,9 @@ class ObjectStorage(RemoteStorage):
 
     def prefetch_blocks(self, blocks: Sequence[int]) -> None:
         """`Storage.prefetch_blocks`: each block not in memory or on its way is fetched now (one
-        ranged GET, hedged and retried like any block fetch)."""
+        ranged GET, hedged and retried like any block fetch); a peer's compressed files whole."""
+        if self.peer is not None and not self._closed:
+            self.peer.prefetch(blocks)
         if self._block_reader is not None and not self._closed:  # a hint is no place for "closed"
             for number in blocks:
                 self._block_reader.prefetch(number)
@@ -243,6 +258,8 @@ class ObjectStorage(RemoteStorage):
         return self.url
 
     def sample_name(self, index: int) -> str:
+        if self.peer is not None:
+            return self.peer.sample_name(index)
         if self.layout == "shards" and self.catalog is not None:
             number, _ = self.catalog.locate(index)
             return f"{self.location.name(self.object_key(self.shards[number].shard.name))}#{self.catalog.key(index)}"
@@ -293,6 +310,15 @@ class ObjectStorage(RemoteStorage):
     async def _open(self) -> None:
         manifest_bytes = await self._get_small("dataset.json")
         if manifest_bytes is None:
+            index = await self._get_small("index.json")
+            kind = index_json_format(index) if index is not None else None
+            if kind == "litdata":
+                raise StorageError(
+                    f"{self.url}: a LitData dataset; stoker does not read LitData chunks in place yet (convert it: stoker convert)"
+                )
+            if index is not None and kind == "mds":
+                self._use_peer(await open_mds(self, index, await self._listing(), self.payload, self.label_field))
+                return
             await self._open_listing()
             return
         try:
@@ -346,26 +372,44 @@ class ObjectStorage(RemoteStorage):
             counts = self.catalog.payload_counts()
             self.payload = max(counts, key=counts.__getitem__) if counts else "jpg"
 
-    async def _open_listing(self) -> None:
+    def _use_peer(self, peer: PeerObjects) -> None:
+        """Read a peer's dataset from now on: its table's keys and labels."""
+        self.peer = peer
+        self.layout = "peer"
+        self._keys, self._labels = peer.table.keys, peer.table.labels  # type: ignore[assignment]
+        self.payload = peer.fields.payload
+
+    async def _listing(self) -> dict[str, dict[str, Any]]:
+        """Every object under the prefix: its name relative to the prefix, to its listing
+        entry (size, ETag, time).
+
+        Raises:
+            StorageError: The listing failed; names the prefix.
+        """
         import obstore
 
-        names: list[str] = []
-        parquet: list[str] = []
+        found: dict[str, dict[str, Any]] = {}
         base = f"{self.prefix}/" if self.prefix else ""
         try:
             pages = 0
             async for chunk in obstore.list(self.store, self.prefix or None, chunk_size=1000):
                 pages += 1  # a page of up to 1,000 keys is one LIST request
                 for meta in chunk:
-                    relative = meta["path"][len(base) :]
-                    if relative.lower().endswith(SAMPLE_EXTENSIONS):
-                        names.append(relative)
-                    elif relative.lower().endswith(".parquet"):
-                        parquet.append(relative)
+                    found[meta["path"][len(base) :]] = dict(meta)
             for _ in range(max(pages, 1)):  # an empty listing is one request too
                 self.traffic.request("LIST")
         except Exception as error:
             raise StorageError(f"{self.url}: cannot list the objects ({type(error).__name__}: {error})") from error
+        return found
+
+    async def _open_listing(self) -> None:
+        listing = await self._listing()
+        names = [name for name in listing if name.lower().endswith(SAMPLE_EXTENSIONS)]
+        parquet = [name for name in listing if name.lower().endswith(".parquet")]
+        records = {name: meta for name, meta in listing.items() if is_tfrecord_name(name)}
+        if not names and records:
+            self._use_peer(await open_tfrecords(self, records, self.payload, self.label_field))
+            return
         if not names and parquet:
             folder = parquet[0].rsplit("/", 1)[0] + "/" if "/" in parquet[0] else ""
             raise StorageError(f"{self.url}: holds Parquet files; open them with open_storage('{self.url}/{folder}*.parquet')")
@@ -385,6 +429,8 @@ class ObjectStorage(RemoteStorage):
     async def _request(self, index: int, extension: str | None = None) -> bytes:
         import obstore
 
+        if self.peer is not None:
+            return await self.peer.request(index)
         if self.layout == "shards":
             assert self.catalog is not None
             number, _ = self.catalog.locate(index)
@@ -418,6 +464,8 @@ class ObjectStorage(RemoteStorage):
         Raises:
             StorageError: The bucket holds one object per sample, which has no other members.
         """
+        if self.layout == "peer":
+            raise StorageError(f"{self.url}: a peer's dataset returns one field per read; open it again with payload= to read another")
         if self.layout != "shards":
             raise StorageError(f"{self.url}: one object per sample has no other members to read; extra members need tar shards")
         return self.run(self._gather_members(indices, list(extensions)))

@@ -1,0 +1,128 @@
+"""A peer's dataset before its samples are known: its files, the fields chosen, and how one of
+its files' raw bytes become `FileRecords`. What local and object-store reads share: finding the
+saved table, or building it from the files' bytes however they are fetched, and saving it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...errors import ShardError
+from ._fields import FieldChoice
+from ._inflate import inflate
+from ._mds import MdsLayout, parse_mds_index, scan_mds_shard
+from ._records import FileRecords, RecordFile, RecordTable, load_table, save_table, table_key
+from ._tfrecord import scan_tfrecord, tfrecord_fields
+
+__all__ = ["MAX_RAW_BYTES", "PeerDataset", "mds_dataset", "tfrecord_dataset"]
+
+MAX_RAW_BYTES = 8 << 30
+"""What a compressed file whose index declares no size may inflate to at most."""
+
+
+@dataclass
+class PeerDataset:
+    """A dataset written by another tool.
+
+    Attributes:
+        format: ``"mds"`` or ``"tfrecord"``.
+        files: Its files, in order.
+        identity: What identifies it for its saved table (its location and its own index).
+        fields: The payload and label fields (a TFRecord dataset's are chosen from its first
+            record, so None until then).
+    """
+
+    format: str
+    files: list[RecordFile]
+    identity: list[Any]
+    fields: FieldChoice | None
+    mds: MdsLayout | None = None
+    wanted: tuple[str | None, str | None] = (None, None)
+    max_raw_bytes: int = MAX_RAW_BYTES
+    table: RecordTable | None = field(default=None, repr=False)
+
+    def stamp(self, stamps: Sequence[Any]) -> None:
+        """Add each file's modification stamp (time, ETag) to its identity: a file rewritten in
+        place, even to the same size, then gets a table of its own."""
+        self.identity.append([str(stamp) for stamp in stamps])
+
+    @property
+    def key(self) -> str:
+        return table_key(self.format, self.identity, self.wanted, [file.name for file in self.files])
+
+    def raw(self, number: int, stored: bytes | memoryview, name: str) -> bytes | memoryview:
+        """File ``number``'s raw bytes from its stored bytes: inflated within its declared
+        size, or checked against it.
+
+        Raises:
+            ShardError: Shorter (or longer) than its index declares, or it does not inflate.
+        """
+        file = self.files[number]
+        if file.compression is not None:
+            data: bytes | memoryview = inflate(
+                stored, file.compression, file.raw_bytes if file.raw_bytes is not None else self.max_raw_bytes, name
+            )
+        else:
+            data = stored
+        if file.raw_bytes is not None and len(data) != file.raw_bytes:
+            raise ShardError(f"{name}: {len(data)} bytes, its index declares {file.raw_bytes} (truncated or rewritten?)")
+        return data
+
+    def scan(self, number: int, raw: bytes | memoryview, name: str) -> FileRecords:
+        """File ``number``'s samples from its raw bytes."""
+        if self.format == "mds":
+            assert self.mds is not None
+            return scan_mds_shard(self.mds, self.files[number], raw, name)
+        if self.fields is None:
+            self.fields = tfrecord_fields(raw, name, *self.wanted)
+        offsets, lengths, labels = scan_tfrecord(raw, self.fields, name)
+        return FileRecords(offsets, lengths, labels)
+
+    def saved(self, source: str) -> RecordTable | None:
+        """The table saved by an earlier open, checked, or None."""
+        table = load_table(self.key, self.files, [file.raw_bytes for file in self.files], source)
+        if table is not None and self.fields is None:
+            self.fields = _load_fields(self.key)
+            if self.fields is None:
+                return None
+        return table
+
+    def build(self, records: Iterable[FileRecords]) -> RecordTable:
+        """The table of every file's records (in file order), saved for later opens."""
+        table = RecordTable.join(self.files, list(records))
+        folder = save_table(self.key, table)
+        if self.fields is not None:
+            (folder / "fields.json").write_text(json.dumps([self.fields.payload, self.fields.label, self.fields.picked]))
+        return table
+
+
+def _load_fields(key: str) -> FieldChoice | None:
+    from .._cache import cache_dir
+
+    try:
+        payload, label, picked = json.loads((cache_dir("formats") / key / "fields.json").read_text())
+    except (OSError, ValueError, TypeError):
+        return None
+    if not isinstance(payload, str) or not (label is None or isinstance(label, str)):
+        return None
+    return FieldChoice(payload, label, bool(picked))
+
+
+def mds_dataset(index: bytes, location: str, source: str, payload: str | None, label: str | None) -> PeerDataset:
+    """An MDS dataset from its ``index.json`` (see `parse_mds_index`)."""
+    layout = parse_mds_index(index, source, payload, label)
+    return PeerDataset("mds", layout.files, [location, index.decode("utf-8", "replace")], layout.fields, layout, (payload, label))
+
+
+def tfrecord_dataset(
+    files: Sequence[tuple[str, int | None]], location: str, payload: str | None, label: str | None, compression: str | None
+) -> PeerDataset:
+    """A TFRecord dataset from its files' names and sizes; a name ending ``.gz`` (or
+    ``compression="gzip"``) is gzip-compressed whole."""
+    described = []
+    for name, size in files:
+        kind = compression or ("gzip" if name.lower().endswith((".gz", ".gzip")) else None)
+        described.append(RecordFile(name, size, size if kind is None else None, kind))
+    return PeerDataset("tfrecord", described, [location, [list(pair) for pair in files], compression], None, None, (payload, label))

@@ -1,0 +1,108 @@
+"""Which peer wrote a dataset, from its files: MosaicML's ``index.json`` (MDS), LitData's
+``index.json`` (recognised, not yet read), TFRecord files by their names."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+from pathlib import Path
+
+from ..._files import require_regular
+from ...errors import StorageError
+from ._dataset import PeerDataset, mds_dataset, tfrecord_dataset
+from ._tfrecord import is_tfrecord_name
+
+__all__ = ["index_json_format", "local_peer_dataset", "peer_format"]
+
+
+def index_json_format(data: bytes) -> str | None:
+    """``"mds"`` or ``"litdata"`` for an ``index.json`` of either, else None."""
+    try:
+        document = json.loads(data)
+    except ValueError:
+        return None
+    if not isinstance(document, dict):
+        return None
+    shards = document.get("shards")
+    if isinstance(shards, list) and shards and isinstance(shards[0], dict) and shards[0].get("format") == "mds":
+        return "mds"
+    if isinstance(document.get("chunks"), list) and isinstance(document.get("config"), dict):
+        return "litdata"
+    return None
+
+
+def peer_format(path: str | os.PathLike[str]) -> str | None:
+    """``"mds"``, ``"litdata"`` or ``"tfrecord"`` for a local dataset one of those peers wrote,
+    else None (without reading more than an ``index.json`` and a folder's names)."""
+    text = str(path)
+    if any(character in text for character in "*?["):
+        return "tfrecord" if is_tfrecord_name(text) else None
+    location = Path(path)
+    if location.is_file():
+        return "tfrecord" if is_tfrecord_name(location.name) else None
+    if not location.is_dir():
+        return None
+    index = location / "index.json"
+    if index.is_file():
+        try:
+            kind = index_json_format(index.read_bytes()[: 64 << 20])
+        except OSError:
+            kind = None
+        if kind is not None:
+            return kind
+    if any(is_tfrecord_name(entry.name) for entry in location.iterdir() if entry.is_file()):
+        return "tfrecord"
+    return None
+
+
+def local_peer_dataset(
+    path: str | os.PathLike[str], payload: str | None, label: str | None, compression: str | None
+) -> tuple[Path, PeerDataset]:
+    """The dataset at ``path`` and the folder its files' names are relative to.
+
+    Raises:
+        StorageError: Not a dataset of a peer's format stoker reads (LitData's, for now, says
+            so), or an MDS index that cannot be read.
+    """
+    kind = peer_format(path)
+    text = str(path)
+    if kind == "litdata":
+        raise StorageError(
+            f"{path}: a LitData dataset; stoker does not read LitData chunks in place yet (convert it: stoker convert {path} OUT)"
+        )
+    if kind == "mds":
+        root = Path(path)
+        index = root / "index.json"
+        dataset = mds_dataset(index.read_bytes(), str(root.resolve()), str(index), payload, label)
+        stamps = []
+        for file in dataset.files:
+            location = root / file.name
+            try:
+                require_regular(location, "an MDS shard")
+                stat = location.stat()
+            except OSError as error:
+                raise StorageError(f"{location}: listed in {index} but cannot be read ({error})") from error
+            if file.stored_bytes is not None and stat.st_size != file.stored_bytes:
+                raise StorageError(f"{location}: {stat.st_size} bytes, {index} declares {file.stored_bytes} (truncated or rewritten?)")
+            stamps.append(stat.st_mtime_ns)
+        dataset.stamp(stamps)
+        return root, dataset
+    if kind == "tfrecord":
+        if any(character in text for character in "*?["):
+            matches = sorted(glob.glob(text))
+            root = Path(os.path.commonpath(matches)) if len(matches) > 1 else Path(matches[0]).parent if matches else Path(".")
+            files = [Path(match) for match in matches if Path(match).is_file()]
+        elif Path(path).is_file():
+            root, files = Path(path), [Path(path)]
+        else:
+            root = Path(path)
+            files = sorted(entry for entry in root.iterdir() if entry.is_file() and is_tfrecord_name(entry.name))
+        if not files:
+            raise StorageError(f"{path}: no TFRecord files")
+        names = [file.name if root == file else str(file.relative_to(root)) for file in files]
+        stats = [file.stat() for file in files]
+        dataset = tfrecord_dataset(list(zip(names, [stat.st_size for stat in stats])), str(root.resolve()), payload, label, compression)
+        dataset.stamp([stat.st_mtime_ns for stat in stats])
+        return root, dataset
+    raise StorageError(f"{path}: not a dataset of MosaicML Streaming (MDS) or TFRecord files")

@@ -1,0 +1,176 @@
+"""`PeerFormatStorage`: a dataset written by MosaicML Streaming (MDS) or TensorFlow (TFRecord)
+on this machine's disks, read in place, through the same explicit, coalesced reads as tar
+shards (a sample's payload is one range of its file); a compressed file is read whole and
+inflated once, then held within a bound while its samples are read."""
+
+from __future__ import annotations
+
+import os
+from collections import OrderedDict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ...errors import ShardError, StorageError
+from .._protocol import Storage
+from ..local import read_spans
+from ._detect import local_peer_dataset
+
+__all__ = ["PeerFormatStorage"]
+
+
+class PeerFormatStorage(Storage):
+    """Samples of a peer's dataset on local disk: MDS shards (a folder with MosaicML's
+    ``index.json``) or TFRecord files (a folder of them, one file, or a glob).
+
+    The first open of a dataset reads each file once, to find where each sample's payload lies
+    and its label (these formats keep labels inside the records); the result is saved in
+    stoker's cache folder (``$STOKER_CACHE/formats``), so later opens read nothing of the data.
+
+    Args:
+        path: The dataset.
+        payload: The field each read returns (default: the obvious one; `fields` says which).
+        label: The field of the labels (default: one named like a label, if any; ``""``: none).
+        compression: TFRecord only: ``"gzip"`` for files compressed without a ``.gz`` name.
+        block_cache_bytes: Inflated compressed files kept in memory.
+        max_gap: Largest hole (bytes) read through to merge two reads of one file.
+        max_read: Largest merged read (bytes).
+        max_concurrent_reads: See `Storage`.
+
+    Raises:
+        StorageError: Not a dataset of a format stoker reads, or a file that cannot be read.
+        ShardError: A file that does not match its index or is damaged; names it.
+        ConfigurationError: A named field that is not there or cannot serve.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        payload: str | None = None,
+        label: str | None = None,
+        compression: str | None = None,
+        block_cache_bytes: int = 1 << 30,
+        max_gap: int = 64 * 1024,
+        max_read: int = 8 * 1024 * 1024,
+        max_concurrent_reads: int = 16,
+    ) -> None:
+        super().__init__(max_concurrent_reads)
+        self.root, self.dataset = local_peer_dataset(path, payload, label, compression)
+        self.format = self.dataset.format
+        self.max_gap, self.max_read = max_gap, max_read
+        self.block_cache_bytes = block_cache_bytes
+        self._inflated: OrderedDict[int, bytes | memoryview] = OrderedDict()
+        self._inflated_bytes = 0
+        self.table = self.dataset.saved(str(self.root)) or self.dataset.build(
+            self._scan(number) for number in range(len(self.dataset.files))
+        )
+        self._keys = self.table.keys
+        self._labels = self.table.labels  # type: ignore[assignment]  # an array, as label_array takes it
+        self._file_numbers = {file.name: number for number, file in enumerate(self.dataset.files)}
+        assert self.dataset.fields is not None  # chosen by the scan or loaded with the table
+        self.fields = self.dataset.fields
+
+    def _path(self, number: int) -> Path:
+        return self.root / self.dataset.files[number].name if self.root.is_dir() else self.root
+
+    def _raw(self, number: int) -> bytes | memoryview:
+        """File ``number``'s raw bytes, whole (read and inflated if compressed)."""
+        path = self._path(number)
+        try:
+            stored = path.read_bytes()
+        except OSError as error:
+            raise StorageError(f"{path}: cannot be read ({error})") from error
+        return self.dataset.raw(number, stored, str(path))
+
+    def _scan(self, number: int) -> Any:
+        return self.dataset.scan(number, self._raw(number), str(self._path(number)))
+
+    def _held_raw(self, number: int) -> bytes | memoryview:
+        """A compressed file's inflated bytes, from memory or read now (then held, the least
+        recently used let go past ``block_cache_bytes``)."""
+        with self._lock:
+            data = self._inflated.get(number)
+            if data is not None:
+                self._inflated.move_to_end(number)
+                return data
+        data = self._raw(number)
+        with self._lock:
+            if number not in self._inflated:
+                self._inflated[number] = data
+                self._inflated_bytes += len(data)
+            while self._inflated_bytes > self.block_cache_bytes and len(self._inflated) > 1:
+                _, dropped = self._inflated.popitem(last=False)
+                self._inflated_bytes -= len(dropped)
+        return data
+
+    def _read_indices(self, indices: Sequence[int]) -> list[bytes | Exception]:
+        results: list[bytes | Exception | None] = [None] * len(indices)
+        by_file: dict[int, list[int]] = {}
+        for slot, index in enumerate(indices):
+            by_file.setdefault(self.table.locate(index)[0], []).append(slot)
+        for number, slots in by_file.items():
+            spans = [(int(self.table.offsets[indices[slot]]), int(self.table.lengths[indices[slot]])) for slot in slots]
+            if self.dataset.files[number].compression is None:
+                names = [self.sample_name(indices[slot]) for slot in slots]
+                data: list[bytes | Exception] = read_spans(
+                    self._path(number), spans, names, max_gap=self.max_gap, max_read=self.max_read, error_type=ShardError
+                )
+                for slot, result in zip(slots, data):
+                    results[slot] = result
+                continue
+            try:
+                raw = self._held_raw(number)
+            except StorageError as error:
+                for slot in slots:
+                    results[slot] = type(error)(f"{self.sample_name(indices[slot])}: {error}")
+                continue
+            for slot, (offset, length) in zip(slots, spans):
+                results[slot] = bytes(raw[offset : offset + length])
+        return results  # type: ignore[return-value]
+
+    def sample_name(self, index: int) -> str:
+        """``path/file#position``: where the sample lives, for messages."""
+        number, position = self.table.locate(index)
+        return f"{self._path(number)}#{position}"
+
+    def index_of(self, key: str) -> int:
+        """Position of ``key`` (``file#position``), without a table of every key.
+
+        Raises:
+            KeyError: No such sample.
+        """
+        name, _, position = key.rpartition("#")
+        number = self._file_numbers.get(name)
+        if number is not None and position.isdigit():
+            index = int(self.table.starts[number]) + int(position)
+            if index < int(self.table.starts[number + 1]):
+                return index
+        raise KeyError(f"{self.describe()}: no sample with key {key!r}")
+
+    def content_digest(self) -> str:
+        """What the dataset holds (its own index, its files' stamps, the fields read), in
+        constant time: the Loader's fingerprint for exact resume."""
+        return self.dataset.key
+
+    def describe(self) -> str:
+        return str(self.root)
+
+    # ---- blocks: a file is a block -------------------------------------------------------
+
+    def block_sizes(self) -> list[int]:
+        """Samples per file: the block shuffle reads a few files at a time."""
+        return self.table.samples_per_file()
+
+    def max_open_blocks(self) -> int | None:
+        """Compressed files: how many fit in ``block_cache_bytes``; raw ones: no bound."""
+        sizes = [file.raw_bytes or 0 for file in self.dataset.files if file.compression is not None]
+        if not sizes:
+            return None
+        return max(1, self.block_cache_bytes // max(1, sum(sizes) // len(sizes)))
+
+    def stream_blocks(self) -> None:
+        """Nothing to change: compressed files are always read whole, raw ones by range."""
+
+    def prefetch_blocks(self, blocks: Sequence[int]) -> None:
+        """Local reads are fast: nothing is read ahead."""

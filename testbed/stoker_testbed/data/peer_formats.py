@@ -1,0 +1,98 @@
+"""Datasets written by the peers' own libraries, for the differential tests and
+`benchmarks/formats/peer_formats.py`: MDS by MosaicML Streaming's ``MDSWriter``, TFRecord by the
+``tfrecord`` package's writer (gzip: the whole file compressed, as TensorFlow writes it).
+
+Each sample is ``(payload, label)``; the writers store the payload under ``image`` (MDS: a
+``bytes`` column, or ``jpeg`` where asked) or ``image/encoded`` (TFRecord), the label under
+``label`` or ``image/class/label``, and the sample's position under ``index``, beside a few other
+columns of the kinds these formats have (text, floats, integers as text) that a read must step
+over.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from .images import jpeg
+
+Sample = tuple[bytes, int]
+
+
+def jpeg_samples(count: int, classes: int = 10, size: int = 64, seed: int = 0) -> list[Sample]:
+    """``count`` small JPEG images, each with its label (``position % classes``)."""
+    return [(jpeg(size + index % 5, size, seed=seed + index, quality=85), index % classes) for index in range(count)]
+
+
+def random_samples(count: int, classes: int = 10, seed: int = 0) -> list[Sample]:
+    """``count`` payloads of random bytes (10 B to 4 KB), each with its label."""
+    generator = np.random.default_rng(seed)
+    return [(generator.bytes(int(generator.integers(10, 4096))), index % classes) for index in range(count)]
+
+
+def write_mds(
+    folder: Path, samples: Sequence[Sample], *, compression: str | None = None, size_limit: int = 1 << 20, payload_encoding: str = "bytes"
+) -> Path:
+    """MDS shards of ``samples`` by ``streaming.MDSWriter``.
+
+    Args:
+        payload_encoding: ``"bytes"`` (stored as given) or ``"jpeg"`` (given to the writer as a
+            PIL image opened from the bytes, which MDS stores as the file's own bytes).
+    """
+    from PIL import Image
+    from streaming import MDSWriter
+
+    columns = {"image": payload_encoding, "label": "int", "index": "int", "caption": "str", "score": "float32", "rank": "str_int"}
+    with MDSWriter(out=str(folder), columns=columns, compression=compression, size_limit=size_limit, progress_bar=False) as writer:
+        for index, (payload, label) in enumerate(samples):
+            image: object = Image.open(io.BytesIO(payload)) if payload_encoding == "jpeg" else payload
+            writer.write(
+                {
+                    "image": image,
+                    "label": label,
+                    "index": index,
+                    "caption": f"sample {index} " * (index % 4),
+                    "score": index / 8,
+                    "rank": -index,
+                }
+            )
+    return folder
+
+
+def write_tfrecords(folder: Path, samples: Sequence[Sample], *, files: int = 3, compress: bool = False) -> list[Path]:
+    """``samples`` in ``files`` TFRecord files of ``tf.train.Example`` records by the ``tfrecord``
+    package's writer (in order, split evenly); gzip-compressed whole where ``compress``."""
+    from tfrecord import TFRecordWriter
+
+    folder.mkdir(parents=True, exist_ok=True)
+    paths: list[Path] = []
+    per_file = -(-len(samples) // files)
+    for number in range(files):
+        path = folder / f"train.tfrecord-{number:05d}-of-{files:05d}"
+        writer = TFRecordWriter(str(path))
+        for index in range(number * per_file, min(len(samples), (number + 1) * per_file)):
+            payload, label = samples[index]
+            writer.write(
+                {
+                    "image/height": (64, "int"),
+                    "image/encoded": (payload, "byte"),
+                    "image/format": (b"jpeg", "byte"),
+                    "image/class/label": (label, "int"),
+                    "index": (index, "int"),
+                    "weight": ([0.5, float(index)], "float"),
+                }
+            )
+        writer.close()
+        if compress:
+            packed = path.with_name(path.name + ".gz")
+            with path.open("rb") as plain, gzip.open(packed, "wb") as out:
+                shutil.copyfileobj(plain, out)
+            path.unlink()
+            path = packed
+        paths.append(path)
+    return paths
