@@ -5,6 +5,8 @@
   reads), `LmdbStorage` (explicit I/O through an offset index), `ParquetStorage` (Hugging Face's
   layout), `JsonlStorage` (JSON Lines text corpora, plain, gzip or zstd), `MemoryStorage`, and
   tokenized documents (`open_tokens`).
+- `formats`: `PeerFormatStorage`, the peers' own formats read in place (MosaicML Streaming's
+  MDS shards, TFRecord files); on object stores the stores below read them.
 - `remote`: `S3Storage`, `GCSStorage`, `AzureStorage` (object stores, by ranged GETs) and `CassandraStorage`
   (Cassandra/ScyllaDB rows), on `RemoteStorage`: retries, many requests in flight, async
   per-sample fetches for out-of-order prefetch.
@@ -26,6 +28,7 @@ from ._labels import label_array
 from ._locate import sample_locations
 from ._open import open_storage, storage_format
 from ._protocol import Storage
+from .formats import PeerFormatStorage
 from .local import (
     AUDIO_EXTENSIONS,
     IMAGE_EXTENSIONS,
@@ -61,6 +64,7 @@ __all__ = [
     "MixedStorage",
     "PRICE_TABLES",
     "ParquetStorage",
+    "PeerFormatStorage",
     "PriceTable",
     "RemoteStorage",
     "RetryPolicy",

@@ -203,6 +203,35 @@ def _zstd(data: bytes) -> list[Field]:
     return [Field(4, 1), Field(5, 1), Field(6, 8, "little"), Field(14, 3, "little")] if len(data) > 18 else []
 
 
+def _mds(data: bytes) -> list[Field]:
+    """An MDS shard: its sample count, its sample offsets, and the first size word of each
+    sample (a variable-size column's length)."""
+    if len(data) < 8:
+        return []
+    count = int.from_bytes(data[:4], "little")
+    fields = [Field(0, 4, "little")]
+    for number in range(min(count + 1, 64)):
+        at = 4 + 4 * number
+        if at + 4 > len(data):
+            break
+        fields.append(Field(at, 4, "little"))
+        begin = int.from_bytes(data[at : at + 4], "little")
+        if number < count and begin + 4 <= len(data):
+            fields.append(Field(begin, 4, "little"))
+    return fields
+
+
+def _tfrecord(data: bytes) -> list[Field]:
+    """A TFRecord file: each record's length (and the protobuf length bytes right after its
+    frame: the Example's first field)."""
+    fields, at = [], 0
+    while at + 12 <= len(data) and len(fields) < 128:
+        length = int.from_bytes(data[at : at + 8], "little")
+        fields.extend([Field(at, 8, "little"), Field(at + 13, 1, "little")])
+        at += 16 + length
+    return fields
+
+
 PARSERS = {
     "jpeg": _jpeg,
     "png": _png,
@@ -223,6 +252,11 @@ PARSERS = {
     "loader-state": _json_values,
     "jsonl-gz": _gzip,
     "jsonl-zst": _zstd,
+    "mds": _mds,
+    "mds-zstd": _zstd,
+    "mds-index": _json_values,
+    "tfrecord": _tfrecord,
+    "tfrecord-gz": _gzip,
 }
 
 

@@ -20,6 +20,7 @@ from stoker.ops import ImageTransform
 from stoker.storage import FileStorage
 from stoker_testbed.data.images import encode, photo
 from stoker_testbed.data.media_files import require_ffmpeg, tone_with_clicks, wav_bytes
+from stoker_testbed.data.peer_formats import jpeg_samples, write_mds, write_tfrecords
 
 from ..conftest import make_images
 
@@ -102,4 +103,16 @@ def make_seeds(root: Path) -> dict[str, Seed]:
     state_file = single("loader-state", "state.json", json.dumps(loader.state_dict()).encode())
     loader.close()
     (state_file.parent / "images.path").write_text(str(images))
+    # The peers' formats, written by their own libraries: MDS (a raw shard, a zstd one, the
+    # index), TFRecord (plain, gzip).
+    samples = [(payload[:300], label) for payload, label in jpeg_samples(12, size=16)]
+    write_mds(root / "mds" / "mds", samples, size_limit=1 << 20)
+    seeds["mds"] = Seed("mds", root / "mds" / "mds", "shard.00000.mds")
+    seeds["mds-index"] = Seed("mds-index", root / "mds" / "mds", "index.json")
+    write_mds(root / "mds-zstd" / "mds", samples, compression="zstd", size_limit=1 << 20)
+    seeds["mds-zstd"] = Seed("mds-zstd", root / "mds-zstd" / "mds", "shard.00000.mds.zstd")
+    write_tfrecords(root / "tfrecord" / "records", samples, files=1)
+    seeds["tfrecord"] = Seed("tfrecord", root / "tfrecord" / "records", "train.tfrecord-00000-of-00001")
+    write_tfrecords(root / "tfrecord-gz" / "records", samples, files=1, compress=True)
+    seeds["tfrecord-gz"] = Seed("tfrecord-gz", root / "tfrecord-gz" / "records", "train.tfrecord-00000-of-00001.gz")
     return seeds

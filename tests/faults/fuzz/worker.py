@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
+import tempfile
 from pathlib import Path
 
 from stoker.errors import CorruptSampleError, ProvenanceError
@@ -32,7 +34,7 @@ from stoker.ops import (
     decode_image,
     document_text,
 )
-from stoker.storage import JsonlStorage, LmdbStorage, ParquetStorage, StorageError, TarShardStorage
+from stoker.storage import JsonlStorage, LmdbStorage, ParquetStorage, PeerFormatStorage, StorageError, TarShardStorage
 
 IMAGE_FORMATS = {"jpeg", "png", "webp"}
 AUDIO_FORMATS = {"wav", "flac", "mp3", "ogg", "m4a"}
@@ -47,7 +49,9 @@ CROP = ImageTransform(resize_shorter=40, center_crop=(32, 32))
 def _storage(kind: str, path: Path, names: list[str]) -> None:
     """Open the dataset and read every sample; a sample's failure must name it (its key, or its
     file, as Parquet's "part-00000.parquet row 3" does)."""
-    opener = {"tar": TarShardStorage, "tar-index": TarShardStorage, "lmdb": LmdbStorage, "parquet": ParquetStorage}[kind]
+    opener = {"tar": TarShardStorage, "tar-index": TarShardStorage, "lmdb": LmdbStorage, "parquet": ParquetStorage}.get(
+        kind, PeerFormatStorage
+    )
     storage = opener(path)
     try:
         keys = list(storage.keys)
@@ -132,6 +136,8 @@ def main() -> None:
     # after a few hundred cases and block this process (a false hang).
     logging.getLogger("stoker").addHandler(logging.NullHandler())
     logging.getLogger("stoker").propagate = False
+    # The peers' formats save a table per dataset they open: here, in a folder of this worker's.
+    os.environ["STOKER_CACHE"] = tempfile.mkdtemp(prefix="stoker-fuzz-cache-")
     for line in sys.stdin:
         case = json.loads(line)
         path = Path(case["path"])

@@ -5,16 +5,19 @@ saved table, or building it from the files' bytes however they are fetched, and 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...errors import ShardError
+from ...errors import ShardError, StorageError
 from ._fields import FieldChoice
 from ._inflate import inflate
 from ._mds import MdsLayout, parse_mds_index, scan_mds_shard
 from ._records import FileRecords, RecordFile, RecordTable, load_table, save_table, table_key
 from ._tfrecord import scan_tfrecord, tfrecord_fields
+
+_logger = logging.getLogger("stoker.storage")
 
 __all__ = ["MAX_RAW_BYTES", "PeerDataset", "mds_dataset", "tfrecord_dataset"]
 
@@ -82,7 +85,11 @@ class PeerDataset:
 
     def saved(self, source: str) -> RecordTable | None:
         """The table saved by an earlier open, checked, or None."""
-        table = load_table(self.key, self.files, [file.raw_bytes for file in self.files], source)
+        try:
+            table = load_table(self.key, self.files, [file.raw_bytes for file in self.files], source)
+        except StorageError as error:  # damaged or tampered with: the data says what is true
+            _logger.warning("%s; it is built again from the data", error)
+            return None
         if table is not None and self.fields is None:
             self.fields = _load_fields(self.key)
             if self.fields is None:

@@ -51,6 +51,8 @@ def peer_format(path: str | os.PathLike[str]) -> str | None:
             kind = None
         if kind is not None:
             return kind
+        if any(".mds" in entry.name for entry in location.iterdir()):
+            return "mds"  # shards beside an index that does not read: `parse_mds_index` says what is wrong
     if any(is_tfrecord_name(entry.name) for entry in location.iterdir() if entry.is_file()):
         return "tfrecord"
     return None

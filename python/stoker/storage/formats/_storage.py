@@ -14,6 +14,7 @@ from typing import Any
 from ...errors import ShardError, StorageError
 from .._protocol import Storage
 from ..local import read_spans
+from ._dataset import MAX_RAW_BYTES
 from ._detect import local_peer_dataset
 
 __all__ = ["PeerFormatStorage"]
@@ -32,6 +33,8 @@ class PeerFormatStorage(Storage):
         payload: The field each read returns (default: the obvious one; `fields` says which).
         label: The field of the labels (default: one named like a label, if any; ``""``: none).
         compression: TFRecord only: ``"gzip"`` for files compressed without a ``.gz`` name.
+        max_file_bytes: What a compressed file whose index declares no size (gzip TFRecord)
+            may inflate to at most; a larger one is an error naming it.
         block_cache_bytes: Inflated compressed files kept in memory.
         max_gap: Largest hole (bytes) read through to merge two reads of one file.
         max_read: Largest merged read (bytes).
@@ -50,6 +53,7 @@ class PeerFormatStorage(Storage):
         payload: str | None = None,
         label: str | None = None,
         compression: str | None = None,
+        max_file_bytes: int = MAX_RAW_BYTES,
         block_cache_bytes: int = 1 << 30,
         max_gap: int = 64 * 1024,
         max_read: int = 8 * 1024 * 1024,
@@ -57,6 +61,7 @@ class PeerFormatStorage(Storage):
     ) -> None:
         super().__init__(max_concurrent_reads)
         self.root, self.dataset = local_peer_dataset(path, payload, label, compression)
+        self.dataset.max_raw_bytes = max_file_bytes
         self.format = self.dataset.format
         self.max_gap, self.max_read = max_gap, max_read
         self.block_cache_bytes = block_cache_bytes
