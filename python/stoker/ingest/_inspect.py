@@ -7,7 +7,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from ..storage import ObjectStorage, open_storage, storage_format
+import numpy as np
+
+from ..storage import ObjectStorage, PeerFormatStorage, open_storage, storage_format
 from ..storage.local import FileStorage, LmdbStorage, TarShardStorage
 from ..storage.remote import OBJECT_STORE_SCHEMES
 
@@ -21,7 +23,13 @@ def inspect_storage(path: str | os.PathLike[str]) -> dict[str, Any]:
     kind = OBJECT_STORE_SCHEMES.get(scheme) or scheme or storage_format(path)
     with open_storage(path) as storage:
         report: dict[str, Any] = {"path": str(path), "format": kind, "samples": len(storage)}
-        if isinstance(storage, ObjectStorage):  # a bucket: what it holds, from its manifest and indexes
+        peer = storage.peer if isinstance(storage, ObjectStorage) else storage if isinstance(storage, PeerFormatStorage) else None
+        if peer is not None:  # a peer's format: which, its files, and which fields a read returns
+            report["layout"] = peer.dataset.format
+            report["files"] = len(peer.dataset.files)
+            report["bytes"] = sum(file.stored_bytes or 0 for file in peer.dataset.files)
+            report["fields"] = peer.fields.describe()
+        elif isinstance(storage, ObjectStorage):  # a bucket: what it holds, from its manifest and indexes
             report["layout"] = storage.layout
             if storage.layout == "shards":
                 sizes = [shard.size for shard in storage.shards]
@@ -41,7 +49,15 @@ def inspect_storage(path: str | os.PathLike[str]) -> dict[str, Any]:
         elif isinstance(storage, FileStorage):
             report["bytes"] = sum(os.path.getsize(storage.path_of(key)) for key in storage.keys)
             report["payloads"] = _by_count(Counter(Path(key).suffix.lstrip(".").lower() or "(none)" for key in storage.keys))
-        counts = Counter(storage.labels)
+        labels = storage.labels
+        if isinstance(labels, np.ndarray):  # counted as an array: no Python object per sample
+            values, tallies = np.unique(labels, return_counts=True)
+            missing = np.isnan(values) if labels.dtype.kind == "f" else values == -1  # how label_array marks "none"
+            counts: Counter[Any] = Counter(
+                {(None if none else value.item()): int(tally) for value, none, tally in zip(values, missing, tallies)}
+            )
+        else:
+            counts = Counter(labels)
         names = storage.classes
         report["labels"] = {
             (
@@ -78,6 +94,8 @@ def format_report(report: dict[str, Any], top: int = 20) -> str:
         lines.append(
             f"  {report['shards']} shards of {_size(report['shard_bytes']['min'])} to {_size(report['shard_bytes']['max'])}; payloads {_payloads(report)}"
         )
+    elif "fields" in report:
+        lines.append(f"  {report['files']} {report['layout'].upper()} files; fields: {report['fields']}")
     elif "payloads" in report:
         lines.append(f"  payloads {_payloads(report)}")
     if "value_format" in report:

@@ -14,6 +14,7 @@ import pytest
 from PIL import Image
 
 from stoker import Loader
+from stoker.cli import main
 from stoker.errors import ConfigurationError
 from stoker.loader import Sampling
 from stoker.storage import open_storage, storage_format
@@ -115,3 +116,12 @@ def test_a_field_that_is_not_there_or_cannot_serve_is_refused_with_the_fields_li
         PeerFormatStorage(folder, label="caption")
     with PeerFormatStorage(folder, label="") as unlabelled:
         assert unlabelled.fields.label is None and set(unlabelled.labels) == {-1}
+
+
+def test_inspect_says_the_format_and_which_fields_a_read_returns(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = write_mds(tmp_path / "mds", random_samples(30, classes=3), size_limit=30_000)
+    assert main(["inspect", str(folder)]) == 0
+    shown = capsys.readouterr().out
+    assert f"{folder}: mds, 30 samples" in shown
+    assert "MDS files; fields: payload 'image', label 'label' (picked by stoker (name others with payload= and label=))" in shown
+    assert "labels: 3 distinct" in shown

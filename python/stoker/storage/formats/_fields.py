@@ -8,7 +8,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ...errors import ConfigurationError
+from ...errors import ConfigurationError, StorageError
 
 __all__ = ["FieldChoice", "choose_fields"]
 
@@ -53,8 +53,9 @@ def choose_fields(
         source: The dataset, for messages.
 
     Raises:
-        ConfigurationError: A named field that is not there or cannot serve, or no payload
-            candidate at all; the message lists the fields.
+        ConfigurationError: A named field that is not there or cannot serve; the message lists
+            the fields.
+        StorageError: No field that can be a payload at all (the data, not the user, is wrong).
     """
     listed = ", ".join(repr(name) for name in fields)
     if payload is not None and payload not in payload_candidates:
@@ -67,7 +68,8 @@ def choose_fields(
     if payload is None:
         named = [name for name in PAYLOAD_NAMES if name in payload_candidates]
         if not named and not payload_candidates:
-            raise ConfigurationError(f"{source}: no field holds bytes to read as the payload; its fields: {listed}")
+            # The data's doing, not the user's: a storage error, naming the file.
+            raise StorageError(f"{source}: no field holds bytes to read as the payload; its fields: {listed or 'none'}")
         payload = named[0] if named else payload_candidates[0]
     if label is None:
         label = next((name for name in LABEL_NAMES if name in label_candidates), None)

@@ -1,0 +1,146 @@
+"""The peers' formats read in place, against each format's own loader, side by side in one run:
+one epoch of the same uint8 image batches (shorter side 160, centre crop 144, batches of 64)
+from the same JPEGs, each loader in a process of its own (`stoker_testbed.peers.format_peers`).
+
+- MDS shards written by MosaicML's ``MDSWriter`` (JPEGs in a ``bytes`` column): stoker's
+  `Loader` over `open_storage` vs MosaicML's ``StreamingDataset`` in a DataLoader with 2 workers;
+  locally, and from an S3 server (s3proxy) behind a latency proxy at ``--rtt-ms``.
+- TFRecord files written by the ``tfrecord`` package: stoker vs that package's
+  ``MultiTFRecordDataset`` (with its ``.idx`` files) in a DataLoader with 2 workers; locally (it
+  reads paths, not URLs: left out of the remote rows, with that reason).
+
+stoker runs twice on each dataset: its first open reads every file once to build its table (the
+"first open" column: epoch time with the build), the second reads the saved table (the ratio).
+Reported: samples/s, the ratio, and CPU per sample (the loader's process and its workers, from
+the children's rusage), each peer's cold epoch against stoker's steady one; the page cache is
+warm for all (the same files, read just before).
+
+Run:  python benchmarks/storage/formats.py [--images 4000] [--rtt-ms 0,50] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from stoker.bench import require_optimized_core
+from stoker_testbed.data.peer_formats import jpeg_samples, write_mds, write_tfrecords
+from stoker_testbed.servers.proxy_process import ProxyProcess
+from stoker_testbed.servers.s3_server import S3Server
+
+
+def run(method: str, dataset: str, endpoint: str = "", environment: dict[str, str] | None = None) -> dict[str, Any]:
+    """One epoch of ``method`` in a process of its own: its JSON line, with ``cpu_seconds``."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    with tempfile.TemporaryDirectory(prefix="stoker-formats-cache-") as cache:
+        command = [sys.executable, "-m", "stoker_testbed.peers.format_peers", method, dataset, endpoint, cache]
+        finished = subprocess.run(command, capture_output=True, text=True, env={**os.environ, **(environment or {})}, timeout=3600)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if finished.returncode != 0:
+        lines = [line for line in finished.stderr.strip().splitlines() if line.strip() and "Warning" not in line]
+        raise RuntimeError(" | ".join(lines[-4:]) if lines else f"exit {finished.returncode}")
+    result = json.loads(finished.stdout.strip().splitlines()[-1])
+    result["cpu_seconds"] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return result
+
+
+def row(
+    name: str, setting: str, peer: str, first: dict[str, Any], steady: dict[str, Any], theirs: dict[str, Any] | str, count: int
+) -> dict[str, Any]:
+    """One line of the table; a peer that could not run is named with its reason, never a 0."""
+    for result in (first, steady, theirs):
+        if isinstance(result, dict) and result["samples"] != count:
+            raise RuntimeError(f"{name} {setting}: a loader delivered {result['samples']} of {count} samples")
+    entry: dict[str, Any] = {
+        "format": name,
+        "setting": setting,
+        "peer": peer,
+        "stoker_first_open": count / first["seconds"],
+        "stoker": count / steady["seconds"],
+        "stoker_cpu_ms": 1e3 * steady["cpu_seconds"] / count,
+    }
+    if isinstance(theirs, str):
+        entry["left_out"] = theirs
+    else:
+        entry.update(peer_rate=count / theirs["seconds"], peer_cpu_ms=1e3 * theirs["cpu_seconds"] / count)
+        entry["ratio"] = entry["stoker"] / entry["peer_rate"]
+    return entry
+
+
+def main() -> None:
+    require_optimized_core()
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--images", type=int, default=4000, help="JPEGs of about 400 x 300")
+    parser.add_argument("--rtt-ms", default="0,50", help="round trips to the S3 server (0: local files only)")
+    parser.add_argument("--json")
+    args = parser.parse_args()
+    samples = [(payload, label) for payload, label in jpeg_samples(args.images, size=300)]
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="stoker-formats-") as scratch:
+        os.environ["STOKER_CACHE"] = str(Path(scratch) / "cache")  # stoker's saved tables: this run's
+        mds = write_mds(Path(scratch) / "mds", samples, size_limit=64 << 20)
+        records = Path(scratch) / "tfrecord"
+        write_tfrecords(records, samples, files=8)
+        from tfrecord.tools.tfrecord2idx import create_index
+
+        for path in sorted(records.iterdir()):
+            create_index(str(path), str(path) + ".idx")
+        print(f"{args.images} JPEGs written as MDS and TFRecord", file=sys.stderr, flush=True)
+        for rtt in (float(value) for value in args.rtt_ms.split(",") if value):
+            if rtt == 0:
+                for name, folder, peer in (("MDS", mds, "mosaicml"), ("TFRecord", records, "tfrecord")):
+                    first, steady = run("stoker", str(folder)), run("stoker", str(folder))
+                    rows.append(row(name, "local", peer, first, steady, run(peer, str(folder)), len(samples)))
+                    print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+                continue
+            with S3Server() as s3, ProxyProcess(s3.port, delay=rtt / 2e3) as proxy:
+                s3.create_bucket("bench")
+                client = s3.client()
+                for path in sorted(mds.iterdir()):
+                    client.upload_file(str(path), "bench", f"mds/{path.name}")
+                for path in sorted(records.iterdir()):
+                    client.upload_file(str(path), "bench", f"tfrecord/{path.name}")
+                endpoint = f"http://127.0.0.1:{proxy.port}"
+                environment = {**s3.environment(), "AWS_ENDPOINT_URL": endpoint}
+                setting = f"S3 at {rtt:.0f} ms"
+                first = run("stoker", "s3://bench/mds", endpoint, environment)
+                steady = run("stoker", "s3://bench/mds", endpoint, environment)
+                rows.append(
+                    row("MDS", setting, "mosaicml", first, steady, run("mosaicml", "s3://bench/mds", endpoint, environment), len(samples))
+                )
+                print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+                first = run("stoker", "s3://bench/tfrecord", endpoint, environment)
+                steady = run("stoker", "s3://bench/tfrecord", endpoint, environment)
+                rows.append(
+                    row(
+                        "TFRecord",
+                        setting,
+                        "tfrecord",
+                        first,
+                        steady,
+                        "left out: the tfrecord package reads local paths, not URLs",
+                        len(samples),
+                    )
+                )
+    print(
+        f"\n{'format':<9} {'setting':<12} {'peer':<9} {'first open/s':>12} {'stoker/s':>9} {'peer/s':>8} {'ratio':>6} {'CPU ms/sample stoker | peer':>28}"
+    )
+    for entry in rows:
+        peer = f"{entry['peer_rate']:8.0f} {entry['ratio']:5.2f}x" if "ratio" in entry else f"{entry['left_out']}"
+        cpu = f"{entry['stoker_cpu_ms']:.2f} | {entry['peer_cpu_ms']:.2f}" if "ratio" in entry else f"{entry['stoker_cpu_ms']:.2f} | -"
+        print(
+            f"{entry['format']:<9} {entry['setting']:<12} {entry['peer']:<9} {entry['stoker_first_open']:12.0f} {entry['stoker']:9.0f} {peer} {cpu:>28}"
+        )
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,129 @@
+"""The loaders of `benchmarks/storage/formats.py`, each over a peer's format, for one epoch of
+decoded uint8 image batches (shorter side to 160, centre crop 144 x 144, batches of 64), in a
+process of its own, printing one JSON line (samples, seconds, time to first batch).
+
+    python -m stoker_testbed.peers.format_peers METHOD DATASET [ENDPOINT CACHE]
+
+- ``stoker``: `Loader` over `open_storage(DATASET)` (a folder, or an ``s3://`` URL with ENDPOINT):
+  the MDS shards or TFRecord files read in place, decoded by the Loader's own stage.
+- ``mosaicml``: MosaicML Streaming's `StreamingDataset` (shuffled, its defaults) over the MDS
+  shards, ``local=`` the folder, or ``remote=`` the URL with a fresh CACHE, the decode in its
+  ``__getitem__`` (the subclass its docs show), in a PyTorch DataLoader with 2 workers.
+- ``tfrecord``: the ``tfrecord`` package's `MultiTFRecordDataset` over the files with the
+  ``.idx`` indexes its ``tfrecord2idx`` writes (which it needs to split files among workers), a
+  1,024-sample shuffle queue, the decode as its ``transform``, in a DataLoader with 2 workers.
+  Local files only: it reads paths, not URLs.
+
+The decode is the same for the peers: Pillow (with its ``draft`` mode off, full decode), a
+bilinear resize, a centre crop, to a uint8 array.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+BATCH = 64
+SHORTER = 160
+CROP = 144
+
+
+def pil_decode(data: bytes) -> np.ndarray:
+    """A JPEG to the benchmark's uint8 crop, with Pillow."""
+    from PIL import Image
+
+    image = Image.open(io.BytesIO(data)).convert("RGB")
+    scale = SHORTER / min(image.size)
+    image = image.resize((max(CROP, round(image.width * scale)), max(CROP, round(image.height * scale))), Image.BILINEAR)
+    left, top = (image.width - CROP) // 2, (image.height - CROP) // 2
+    return np.asarray(image.crop((left, top, left + CROP, top + CROP)))
+
+
+def _stack(samples: list[tuple[np.ndarray, int]]) -> tuple[np.ndarray, np.ndarray]:
+    return np.stack([image for image, _ in samples]), np.array([label for _, label in samples])
+
+
+def stoker_batches(dataset: str, endpoint: str | None) -> Iterator[int]:
+    from stoker import Loader
+    from stoker.ops import ImageTransform
+    from stoker.storage import open_storage
+
+    options = {"endpoint": endpoint} if endpoint else {}
+    loader = Loader(
+        open_storage(dataset, **options), batch_size=BATCH, transform=ImageTransform(resize_shorter=SHORTER, center_crop=(CROP, CROP))
+    )
+    for batch in loader:
+        yield len(batch.labels)
+
+
+def mosaicml_batches(dataset: str, cache: str | None) -> Iterator[int]:
+    import torch
+    from streaming import StreamingDataset
+
+    class Decoded(StreamingDataset):
+        def __getitem__(self, index: int) -> Any:
+            sample = super().__getitem__(index)
+            return pil_decode(sample["image"]), sample["label"]
+
+    remote = "://" in dataset
+    source = Decoded(remote=dataset if remote else None, local=cache if remote else dataset, shuffle=True, shuffle_seed=0, batch_size=BATCH)
+    loader = torch.utils.data.DataLoader(source, batch_size=BATCH, num_workers=2, collate_fn=_stack)
+    for images, _ in loader:
+        yield len(images)
+
+
+def _tfrecord_sample(record: dict[str, Any]) -> tuple[np.ndarray, int]:
+    return pil_decode(bytes(record["image/encoded"])), int(record["image/class/label"][0])
+
+
+def tfrecord_batches(dataset: str) -> Iterator[int]:
+    import torch
+    from tfrecord.torch.dataset import MultiTFRecordDataset
+
+    folder = Path(dataset)
+    names = sorted(path.name for path in folder.iterdir() if ".tfrecord" in path.name and not path.name.endswith(".idx"))
+    source = MultiTFRecordDataset(
+        str(folder / "{}"),
+        str(folder / "{}.idx"),
+        {name: 1.0 / len(names) for name in names},
+        shuffle_queue_size=1024,
+        description={"image/encoded": "byte", "image/class/label": "int"},
+        transform=_tfrecord_sample,
+        infinite=False,
+    )
+    loader = torch.utils.data.DataLoader(source, batch_size=BATCH, num_workers=2, collate_fn=_stack)
+    for images, _ in loader:
+        yield len(images)
+
+
+def main() -> None:
+    method, dataset = sys.argv[1:3]
+    endpoint = sys.argv[3] if len(sys.argv) > 3 and sys.argv[3] else None
+    cache = sys.argv[4] if len(sys.argv) > 4 else None
+    if endpoint:
+        import os
+
+        os.environ["S3_ENDPOINT_URL"] = endpoint  # MosaicML's (boto3) endpoint override
+    batches = {
+        "stoker": lambda: stoker_batches(dataset, endpoint),
+        "mosaicml": lambda: mosaicml_batches(dataset, cache),
+        "tfrecord": lambda: tfrecord_batches(dataset),
+    }[method]()
+    started = time.perf_counter()
+    first = 0.0
+    samples = 0
+    for count in batches:
+        first = first or time.perf_counter() - started
+        samples += count
+    print(json.dumps({"samples": samples, "seconds": time.perf_counter() - started, "first_batch_seconds": first}))
+
+
+if __name__ == "__main__":
+    main()
