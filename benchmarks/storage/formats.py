@@ -8,6 +8,9 @@ from the same JPEGs, each loader in a process of its own (`stoker_testbed.peers.
 - TFRecord files written by the ``tfrecord`` package: stoker vs that package's
   ``MultiTFRecordDataset`` (with its ``.idx`` files) in a DataLoader with 2 workers; locally (it
   reads paths, not URLs: left out of the remote rows, with that reason).
+- A Hugging Face ``save_to_disk`` folder: stoker vs ``load_from_disk`` with a ``with_transform``
+  decode in a DataLoader with 2 workers; locally (``load_from_disk`` of a URL copies the whole
+  folder first: left out of the remote rows).
 
 stoker runs twice on each dataset: its first open reads every file once to build its table (the
 "first open" column: epoch time with the build), the second reads the saved table (the ratio).
@@ -31,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from stoker.bench import require_optimized_core
-from stoker_testbed.data.peer_formats import jpeg_samples, write_mds, write_tfrecords
+from stoker_testbed.data.peer_formats import jpeg_samples, write_hf_disk, write_mds, write_tfrecords
 from stoker_testbed.servers.proxy_process import ProxyProcess
 from stoker_testbed.servers.s3_server import S3Server
 
@@ -92,10 +95,11 @@ def main() -> None:
 
         for path in sorted(records.iterdir()):
             create_index(str(path), str(path) + ".idx")
-        print(f"{args.images} JPEGs written as MDS and TFRecord", file=sys.stderr, flush=True)
+        saved = write_hf_disk(Path(scratch) / "saved", samples, shards=8)
+        print(f"{args.images} JPEGs written as MDS, TFRecord and a save_to_disk folder", file=sys.stderr, flush=True)
         for rtt in (float(value) for value in args.rtt_ms.split(",") if value):
             if rtt == 0:
-                for name, folder, peer in (("MDS", mds, "mosaicml"), ("TFRecord", records, "tfrecord")):
+                for name, folder, peer in (("MDS", mds, "mosaicml"), ("TFRecord", records, "tfrecord"), ("datasets", saved, "datasets")):
                     first, steady = run("stoker", str(folder)), run("stoker", str(folder))
                     rows.append(row(name, "local", peer, first, steady, run(peer, str(folder)), len(samples)))
                     print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
@@ -107,6 +111,8 @@ def main() -> None:
                     client.upload_file(str(path), "bench", f"mds/{path.name}")
                 for path in sorted(records.iterdir()):
                     client.upload_file(str(path), "bench", f"tfrecord/{path.name}")
+                for path in sorted(saved.iterdir()):
+                    client.upload_file(str(path), "bench", f"saved/{path.name}")
                 endpoint = f"http://127.0.0.1:{proxy.port}"
                 environment = {**s3.environment(), "AWS_ENDPOINT_URL": endpoint}
                 setting = f"S3 at {rtt:.0f} ms"

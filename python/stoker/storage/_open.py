@@ -18,7 +18,7 @@ __all__ = ["open_storage", "storage_format"]
 
 def storage_format(path: str | os.PathLike[str]) -> str:
     """``"lmdb"``, ``"shards"``, ``"parquet"``, ``"jsonl"``, ``"mds"``, ``"litdata"``,
-    ``"tfrecord"``, ``"folder"`` or ``"manifest"`` for what ``path`` holds (a folder with ``*.parquet`` files at its top or in ``data/`` is
+    ``"tfrecord"``, ``"datasets"`` (a ``save_to_disk`` folder), ``"folder"`` or ``"manifest"`` for what ``path`` holds (a folder with ``*.parquet`` files at its top or in ``data/`` is
     ``"parquet"``; one with JSON Lines files at its top is ``"jsonl"``).
 
     Raises:
@@ -73,7 +73,7 @@ def open_storage(path: str | os.PathLike[str], **options: Any) -> Storage:
 
     Args:
         path: A local path (a folder, shards, LMDB, Parquet, JSON Lines, a manifest, MosaicML
-            Streaming's MDS shards, TFRecord files), an object
+            Streaming's MDS shards, TFRecord files, a Hugging Face ``save_to_disk`` folder), an object
             store prefix (``s3://bucket/prefix``, ``gs://bucket/prefix``, ``az://container/prefix``,
             also ``azure://`` and ``abfs[s]://container@account.dfs.core.windows.net/prefix``),
             Parquet objects there (``.../*.parquet``), or ``cassandra://hosts/keyspace``.
@@ -109,6 +109,6 @@ def open_storage(path: str | os.PathLike[str], **options: Any) -> Storage:
         return ParquetStorage(path, **options)
     if kind == "jsonl":
         return JsonlStorage(path, **options)
-    if kind in ("mds", "litdata", "tfrecord"):
+    if kind in ("mds", "litdata", "tfrecord", "datasets"):
         return PeerFormatStorage(path, **options)
     return FileStorage(path, **options)

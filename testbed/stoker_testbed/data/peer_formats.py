@@ -1,6 +1,7 @@
 """Datasets written by the peers' own libraries, for the differential tests and
-`benchmarks/formats/peer_formats.py`: MDS by MosaicML Streaming's ``MDSWriter``, TFRecord by the
-``tfrecord`` package's writer (gzip: the whole file compressed, as TensorFlow writes it).
+`benchmarks/storage/formats.py`: MDS by MosaicML Streaming's ``MDSWriter``, TFRecord by the
+``tfrecord`` package's writer (gzip: the whole file compressed, as TensorFlow writes it), Hugging
+Face ``datasets`` folders by ``save_to_disk``.
 
 Each sample is ``(payload, label)``; the writers store the payload under ``image`` (MDS: a
 ``bytes`` column, or ``jpeg`` where asked) or ``image/encoded`` (TFRecord), the label under
@@ -96,3 +97,27 @@ def write_tfrecords(folder: Path, samples: Sequence[Sample], *, files: int = 3, 
             path = packed
         paths.append(path)
     return paths
+
+
+def write_hf_disk(folder: Path, samples: Sequence[Sample], *, shards: int = 3, classes: int = 10) -> Path:
+    """``samples`` as a Hugging Face ``datasets`` folder by ``save_to_disk``: an ``Image``
+    feature (the JPEG's own bytes), a ``ClassLabel`` (classes ``c0``, ``c1``...), the position and
+    a caption."""
+    from datasets import ClassLabel, Dataset, Features, Image, Value
+
+    features = Features(
+        {
+            "image": Image(),
+            "label": ClassLabel(names=[f"c{number}" for number in range(classes)]),
+            "index": Value("int64"),
+            "caption": Value("string"),
+        }
+    )
+    columns = {
+        "image": [{"bytes": payload, "path": None} for payload, _ in samples],
+        "label": [label for _, label in samples],
+        "index": list(range(len(samples))),
+        "caption": [f"sample {index}" for index in range(len(samples))],
+    }
+    Dataset.from_dict(columns, features=features).save_to_disk(str(folder), num_shards=shards)
+    return folder

@@ -13,6 +13,9 @@ process of its own, printing one JSON line (samples, seconds, time to first batc
   ``.idx`` indexes its ``tfrecord2idx`` writes (which it needs to split files among workers), a
   1,024-sample shuffle queue, the decode as its ``transform``, in a DataLoader with 2 workers.
   Local files only: it reads paths, not URLs.
+- ``datasets``: Hugging Face's ``load_from_disk`` over its ``save_to_disk`` folder, the images
+  undecoded by the feature and decoded by a ``with_transform`` (its docs' way), shuffled, in a
+  DataLoader with 2 workers. Local folders only (``load_from_disk`` of a URL downloads it whole first).
 
 The decode is the same for the peers: Pillow (with its ``draft`` mode off, full decode), a
 bilinear resize, a centre crop, to a uint8 array.
@@ -103,6 +106,27 @@ def tfrecord_batches(dataset: str) -> Iterator[int]:
         yield len(images)
 
 
+def datasets_batches(dataset: str) -> Iterator[int]:
+    import torch
+    from datasets import Image, load_from_disk
+
+    rows = load_from_disk(dataset).cast_column("image", Image(decode=False))
+
+    def decode(batch: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        return {"image": [pil_decode(image["bytes"]) for image in batch["image"]], "label": batch["label"]}
+
+    source = rows.with_transform(decode)  # its docs' way to decode on access
+    loader = torch.utils.data.DataLoader(
+        source,
+        batch_size=BATCH,
+        shuffle=True,
+        num_workers=2,
+        collate_fn=lambda samples: _stack([(row["image"], row["label"]) for row in samples]),
+    )
+    for images, _ in loader:
+        yield len(images)
+
+
 def main() -> None:
     method, dataset = sys.argv[1:3]
     endpoint = sys.argv[3] if len(sys.argv) > 3 and sys.argv[3] else None
@@ -115,6 +139,7 @@ def main() -> None:
         "stoker": lambda: stoker_batches(dataset, endpoint),
         "mosaicml": lambda: mosaicml_batches(dataset, cache),
         "tfrecord": lambda: tfrecord_batches(dataset),
+        "datasets": lambda: datasets_batches(dataset),
     }[method]()
     started = time.perf_counter()
     first = 0.0

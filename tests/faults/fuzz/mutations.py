@@ -257,6 +257,7 @@ PARSERS = {
     "mds-index": _json_values,
     "tfrecord": _tfrecord,
     "tfrecord-gz": _gzip,
+    "datasets": _arrow_stream,
 }
 
 

@@ -14,7 +14,7 @@ from stoker import Loader
 from stoker.errors import StorageError
 from stoker.loader import Reads, Sampling
 from stoker.storage import ObjectStorage, open_storage
-from stoker_testbed.data.peer_formats import random_samples, write_mds, write_tfrecords
+from stoker_testbed.data.peer_formats import random_samples, write_hf_disk, write_mds, write_tfrecords
 from stoker_testbed.servers.buckets import TestBucket
 
 pytest.importorskip("streaming", reason="MDS shards are written by MosaicML Streaming: pip install mosaicml-streaming")
@@ -70,3 +70,15 @@ def test_a_shard_that_index_json_lists_but_the_store_lacks_is_named(object_bucke
         match=rf"{object_bucket.store}://{object_bucket.name}/mds/shard\.00001\.mds: listed in index\.json but not in the store",
     ):
         open_storage(object_bucket.url("mds"), **object_bucket.options())
+
+
+def test_a_save_to_disk_folder_on_every_store_delivers_every_sample_once_with_its_class_names(
+    object_bucket: TestBucket, tmp_path: Path
+) -> None:
+    pytest.importorskip("datasets", reason="the folder is written by Hugging Face datasets: pip install datasets")
+    samples = random_samples(120, seed=14)
+    object_bucket.put_folder(write_hf_disk(tmp_path / "saved", samples, shards=3), "saved")
+    with open_storage(object_bucket.url("saved"), **object_bucket.options()) as storage:
+        assert isinstance(storage, ObjectStorage) and storage.layout == "peer" and storage.payload == "image"
+        assert storage.classes == [f"c{number}" for number in range(10)] and list(storage.labels) == [label for _, label in samples]
+        assert _epoch(storage, "block") == Counter(payload for payload, _ in samples)

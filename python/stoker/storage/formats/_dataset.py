@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...errors import ShardError, StorageError
+from ._arrow import arrow_fields, hf_arrow_files, hf_class_names, scan_arrow
 from ._fields import FieldChoice
 from ._inflate import inflate
 from ._mds import MdsLayout, parse_mds_index, scan_mds_shard
@@ -19,7 +20,7 @@ from ._tfrecord import scan_tfrecord, tfrecord_fields
 
 _logger = logging.getLogger("stoker.storage")
 
-__all__ = ["MAX_RAW_BYTES", "PeerDataset", "mds_dataset", "tfrecord_dataset"]
+__all__ = ["MAX_RAW_BYTES", "PeerDataset", "hf_dataset", "mds_dataset", "tfrecord_dataset"]
 
 MAX_RAW_BYTES = 8 << 30
 """What a compressed file whose index declares no size may inflate to at most."""
@@ -30,7 +31,7 @@ class PeerDataset:
     """A dataset written by another tool.
 
     Attributes:
-        format: ``"mds"`` or ``"tfrecord"``.
+        format: ``"mds"``, ``"tfrecord"`` or ``"datasets"`` (Hugging Face ``save_to_disk``).
         files: Its files, in order.
         identity: What identifies it for its saved table (its location and its own index).
         fields: The payload and label fields (a TFRecord dataset's are chosen from its first
@@ -44,6 +45,7 @@ class PeerDataset:
     mds: MdsLayout | None = None
     wanted: tuple[str | None, str | None] = (None, None)
     max_raw_bytes: int = MAX_RAW_BYTES
+    class_names: dict[str, list[str]] = field(default_factory=dict)
     table: RecordTable | None = field(default=None, repr=False)
 
     def stamp(self, stamps: Sequence[Any]) -> None:
@@ -74,14 +76,23 @@ class PeerDataset:
         return data
 
     def scan(self, number: int, raw: bytes | memoryview, name: str) -> FileRecords:
-        """File ``number``'s samples from its raw bytes."""
+        """File ``number``'s samples from its raw bytes (the first file scanned chooses the
+        fields where the format's index does not say them)."""
         if self.format == "mds":
             assert self.mds is not None
             return scan_mds_shard(self.mds, self.files[number], raw, name)
+        choose, scan = (tfrecord_fields, scan_tfrecord) if self.format == "tfrecord" else (arrow_fields, scan_arrow)
         if self.fields is None:
-            self.fields = tfrecord_fields(raw, name, *self.wanted)
-        offsets, lengths, labels = scan_tfrecord(raw, self.fields, name)
+            self.fields = choose(raw, name, *self.wanted)
+        offsets, lengths, labels = scan(raw, self.fields, name)
         return FileRecords(offsets, lengths, labels)
+
+    @property
+    def classes(self) -> list[str] | None:
+        """The label field's class names, where the dataset names them (a ``ClassLabel``)."""
+        if self.fields is None or self.fields.label is None:
+            return None
+        return self.class_names.get(self.fields.label)
 
     def saved(self, source: str) -> RecordTable | None:
         """The table saved by an earlier open, checked, or None."""
@@ -133,3 +144,23 @@ def tfrecord_dataset(
         kind = compression or ("gzip" if name.lower().endswith((".gz", ".gzip")) else None)
         described.append(RecordFile(name, size, size if kind is None else None, kind))
     return PeerDataset("tfrecord", described, [location, [list(pair) for pair in files], compression], None, None, (payload, label))
+
+
+def hf_dataset(
+    state: bytes, info: bytes | None, sizes: dict[str, int], location: str, source: str, payload: str | None, label: str | None
+) -> PeerDataset:
+    """A Hugging Face ``save_to_disk`` folder from its ``state.json``, its ``dataset_info.json``
+    (None if absent) and its files' sizes.
+
+    Raises:
+        StorageError: A file ``state.json`` lists that is not there.
+    """
+    names = hf_arrow_files(state, source)
+    files = []
+    for name in names:
+        if name not in sizes:
+            raise StorageError(f"{source}: lists {name}, which is not there")
+        files.append(RecordFile(name, sizes[name], sizes[name], None, None))
+    dataset = PeerDataset("datasets", files, [location, state.decode("utf-8", "replace")], None, None, (payload, label))
+    dataset.class_names = hf_class_names(info)
+    return dataset

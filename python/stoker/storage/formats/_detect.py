@@ -1,5 +1,6 @@
 """Which peer wrote a dataset, from its files: MosaicML's ``index.json`` (MDS), LitData's
-``index.json`` (recognised, not yet read), TFRecord files by their names."""
+``index.json`` (recognised, not yet read), TFRecord files by their names, Hugging Face's
+``save_to_disk`` folders by their ``state.json``."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 
 from ..._files import require_regular
 from ...errors import StorageError
-from ._dataset import PeerDataset, mds_dataset, tfrecord_dataset
+from ._dataset import PeerDataset, hf_dataset, mds_dataset, tfrecord_dataset
 from ._tfrecord import is_tfrecord_name
 
 __all__ = ["index_json_format", "local_peer_dataset", "peer_format"]
@@ -33,7 +34,7 @@ def index_json_format(data: bytes) -> str | None:
 
 
 def peer_format(path: str | os.PathLike[str]) -> str | None:
-    """``"mds"``, ``"litdata"`` or ``"tfrecord"`` for a local dataset one of those peers wrote,
+    """``"mds"``, ``"litdata"``, ``"tfrecord"`` or ``"datasets"`` for a local dataset one of those peers wrote,
     else None (without reading more than an ``index.json`` and a folder's names)."""
     text = str(path)
     if any(character in text for character in "*?["):
@@ -53,6 +54,10 @@ def peer_format(path: str | os.PathLike[str]) -> str | None:
             return kind
         if any(".mds" in entry.name for entry in location.iterdir()):
             return "mds"  # shards beside an index that does not read: `parse_mds_index` says what is wrong
+    if (location / "state.json").is_file() and any(location.glob("*.arrow")):
+        return "datasets"  # Hugging Face save_to_disk
+    if (location / "dataset_dict.json").is_file():
+        return "datasets"  # its splits are folders of their own: `local_peer_dataset` says so
     if any(is_tfrecord_name(entry.name) for entry in location.iterdir() if entry.is_file()):
         return "tfrecord"
     return None
@@ -90,6 +95,26 @@ def local_peer_dataset(
             stamps.append(stat.st_mtime_ns)
         dataset.stamp(stamps)
         return root, dataset
+    if kind == "datasets":
+        root = Path(path)
+        if not (root / "state.json").is_file():
+            splits = sorted(entry.name for entry in root.iterdir() if (entry / "state.json").is_file())
+            raise StorageError(
+                f"{path}: a DatasetDict of splits {splits}; open one split's folder, such as {root / (splits[0] if splits else 'train')}"
+            )
+        sizes = {entry.name: entry.stat().st_size for entry in root.glob("*.arrow") if entry.is_file()}
+        info = root / "dataset_info.json"
+        dataset = hf_dataset(
+            (root / "state.json").read_bytes(),
+            info.read_bytes() if info.is_file() else None,
+            sizes,
+            str(root.resolve()),
+            str(root / "state.json"),
+            payload,
+            label,
+        )
+        dataset.stamp([(root / file.name).stat().st_mtime_ns for file in dataset.files])
+        return root, dataset
     if kind == "tfrecord":
         if any(character in text for character in "*?["):
             matches = sorted(glob.glob(text))
@@ -107,4 +132,4 @@ def local_peer_dataset(
         dataset = tfrecord_dataset(list(zip(names, [stat.st_size for stat in stats])), str(root.resolve()), payload, label, compression)
         dataset.stamp([stat.st_mtime_ns for stat in stats])
         return root, dataset
-    raise StorageError(f"{path}: not a dataset of MosaicML Streaming (MDS) or TFRecord files")
+    raise StorageError(f"{path}: not a dataset of MosaicML Streaming (MDS), TFRecord files or a Hugging Face save_to_disk folder")

@@ -11,7 +11,6 @@ against the shard's length before it is used.
 from __future__ import annotations
 
 import json
-import posixpath
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +19,7 @@ import numpy as np
 
 from ...errors import ShardError, StorageError
 from ._fields import FieldChoice, choose_fields
+from ._paths import relative_name
 from ._records import FileRecords, RecordFile
 
 __all__ = ["MdsLayout", "parse_mds_index", "scan_mds_shard"]
@@ -53,16 +53,6 @@ class MdsLayout:
     encodings: list[str]
     sizes: list[int | None]
     fields: FieldChoice
-
-
-def _relative(name: Any, source: str) -> str:
-    """A shard's basename from ``index.json``, refused if it would leave the dataset's folder."""
-    if not isinstance(name, str) or not name or "\\" in name or "\x00" in name:
-        raise StorageError(f"{source}: a shard name {name!r} that is not a relative path")
-    normal = posixpath.normpath(name)
-    if normal.startswith(("/", "../")) or normal in ("..", "."):
-        raise StorageError(f"{source}: a shard name {name!r} outside the dataset's folder")
-    return normal
 
 
 def _count(value: Any, what: str, source: str, limit: int = 1 << 62) -> int:
@@ -117,11 +107,15 @@ def parse_mds_index(data: bytes, source: str, payload: str | None = None, label:
                 raise StorageError(f"{where}: compressed ({compression}) but no zip_data")
             files.append(
                 RecordFile(
-                    _relative(zipped.get("basename"), where), _count(zipped.get("bytes"), "zip_data.bytes", where), raw_bytes, kind, samples
+                    relative_name(zipped.get("basename"), where),
+                    _count(zipped.get("bytes"), "zip_data.bytes", where),
+                    raw_bytes,
+                    kind,
+                    samples,
                 )
             )
         else:
-            files.append(RecordFile(_relative(raw.get("basename"), where), raw_bytes, raw_bytes, None, samples))
+            files.append(RecordFile(relative_name(raw.get("basename"), where), raw_bytes, raw_bytes, None, samples))
     for name, encoding, size in zip(columns, encodings, sizes):
         fixed = _SCALARS.get(str(encoding))
         if size is not None and (not isinstance(size, int) or isinstance(size, bool) or not 0 < size < 1 << 31):

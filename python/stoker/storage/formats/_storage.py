@@ -22,7 +22,8 @@ __all__ = ["PeerFormatStorage"]
 
 class PeerFormatStorage(Storage):
     """Samples of a peer's dataset on local disk: MDS shards (a folder with MosaicML's
-    ``index.json``) or TFRecord files (a folder of them, one file, or a glob).
+    ``index.json``), TFRecord files (a folder of them, one file, or a glob), or a Hugging Face
+    ``save_to_disk`` folder (its Arrow files).
 
     The first open of a dataset reads each file once, to find where each sample's payload lies
     and its label (these formats keep labels inside the records); the result is saved in
@@ -75,6 +76,7 @@ class PeerFormatStorage(Storage):
         self._file_numbers = {file.name: number for number, file in enumerate(self.dataset.files)}
         assert self.dataset.fields is not None  # chosen by the scan or loaded with the table
         self.fields = self.dataset.fields
+        self.classes = self.dataset.classes
 
     def _path(self, number: int) -> Path:
         return self.root / self.dataset.files[number].name if self.root.is_dir() else self.root

@@ -1,4 +1,5 @@
-"""The peers' formats on an object store (MosaicML's MDS shards, TFRecord files): what
+"""The peers' formats on an object store (MosaicML's MDS shards, TFRecord files, Hugging Face
+``save_to_disk`` folders): what
 `ObjectStorage` does when a prefix holds one of them.
 
 Opening lists the prefix once (each file's size and ETag: a file rewritten in place gets a new
@@ -17,13 +18,13 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ...errors import StorageError
-from ..formats import PeerDataset, RecordTable, mds_dataset, tfrecord_dataset
+from ..formats import PeerDataset, RecordTable, hf_dataset, mds_dataset, tfrecord_dataset
 from ..policies import call_with_retries, first_line
 
 if TYPE_CHECKING:
     from ._object_storage import ObjectStorage
 
-__all__ = ["PeerObjects", "open_mds", "open_tfrecords"]
+__all__ = ["PeerObjects", "open_hf", "open_mds", "open_tfrecords"]
 
 _FILES_AT_ONCE = 8
 """Whole files fetched at once while a table is built (each is held while it is scanned)."""
@@ -218,4 +219,21 @@ async def open_tfrecords(storage: ObjectStorage, listing: dict[str, dict[str, An
     names = sorted(listing)
     dataset = tfrecord_dataset([(name, int(listing[name]["size"])) for name in names], storage.url, payload, label, None)
     dataset.stamp([listing[name].get("e_tag") or listing[name].get("last_modified") for name in names])
+    return await _build(storage, dataset)
+
+
+async def open_hf(storage: ObjectStorage, listing: dict[str, dict[str, Any]], payload: str | None, label: str | None) -> PeerObjects:
+    """A Hugging Face ``save_to_disk`` folder under the storage's prefix (its ``state.json``,
+    ``dataset_info.json`` and Arrow files).
+
+    Raises:
+        StorageError: ``state.json`` cannot be read or lists a file that is not there.
+    """
+    state = await storage._get_small("state.json")
+    if state is None:
+        raise StorageError(f"{storage.url}/state.json: listed but cannot be read")
+    info = await storage._get_small("dataset_info.json") if "dataset_info.json" in listing else None
+    sizes = {name: int(meta["size"]) for name, meta in listing.items() if name.endswith(".arrow")}
+    dataset = hf_dataset(state, info, sizes, storage.url, f"{storage.url}/state.json", payload, label)
+    dataset.stamp([listing[file.name].get("e_tag") or listing[file.name].get("last_modified") for file in dataset.files])
     return await _build(storage, dataset)

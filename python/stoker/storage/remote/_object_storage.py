@@ -17,8 +17,8 @@ Layout under ``<store>://bucket/prefix``:
   ``block_bytes`` of consecutive samples, shared by all of them.
 - ``dataset.json`` of format ``stoker.objects``: the keys, labels and classes of one object per
   sample (as written by `stoker convert` to ``s3://``), so opening needs no listing.
-- ``index.json`` of MosaicML Streaming (MDS shards), or TFRecord files: a peer's dataset, read
-  in place (`_object_formats.py`).
+- ``index.json`` of MosaicML Streaming (MDS shards), TFRecord files, or a Hugging Face
+  ``save_to_disk`` folder: a peer's dataset, read in place (`_object_formats.py`).
 - none of these: every image object under the prefix, listed; the first folder is the class.
 
 Credentials are the subclass's business and are never logged or shown: `describe` and every
@@ -39,7 +39,7 @@ from ...errors import StorageError
 from ..formats import index_json_format, is_tfrecord_name
 from ..local import SAMPLE_EXTENSIONS, SHARD_IMAGE_EXTENSIONS, IndexHeader, ShardBlock, ShardCatalog, decode_member, header_of, parse_index
 from ..policies import BlockReader, ErrorKind, HedgedCalls, RetryPolicy, SampleCache, call_with_retries, first_line
-from ._object_formats import PeerObjects, open_mds, open_tfrecords
+from ._object_formats import PeerObjects, open_hf, open_mds, open_tfrecords
 from ._object_url import ObjectUrl
 from ._remote import RemoteStorage
 from ._s3_client import classify_object_store_error
@@ -378,6 +378,7 @@ class ObjectStorage(RemoteStorage):
         self.layout = "peer"
         self._keys, self._labels = peer.table.keys, peer.table.labels  # type: ignore[assignment]
         self.payload = peer.fields.payload
+        self.classes = peer.dataset.classes
 
     async def _listing(self) -> dict[str, dict[str, Any]]:
         """Every object under the prefix: its name relative to the prefix, to its listing
@@ -409,6 +410,9 @@ class ObjectStorage(RemoteStorage):
         records = {name: meta for name, meta in listing.items() if is_tfrecord_name(name)}
         if not names and records:
             self._use_peer(await open_tfrecords(self, records, self.payload, self.label_field))
+            return
+        if not names and "state.json" in listing and any(name.endswith(".arrow") for name in listing):
+            self._use_peer(await open_hf(self, listing, self.payload, self.label_field))
             return
         if not names and parquet:
             folder = parquet[0].rsplit("/", 1)[0] + "/" if "/" in parquet[0] else ""
