@@ -5,6 +5,9 @@ from the same JPEGs, each loader in a process of its own (`stoker_testbed.peers.
 - MDS shards written by MosaicML's ``MDSWriter`` (JPEGs in a ``bytes`` column): stoker's
   `Loader` over `open_storage` vs MosaicML's ``StreamingDataset`` in a DataLoader with 2 workers;
   locally, and from an S3 server (s3proxy) behind a latency proxy at ``--rtt-ms``.
+- LitData chunks written by its ``optimize`` (bytes and numbers: Arrow rows in each chunk):
+  stoker vs LitData's ``StreamingDataset`` in its ``StreamingDataLoader`` with 2 workers; locally
+  and from the S3 server.
 - TFRecord files written by the ``tfrecord`` package: stoker vs that package's
   ``MultiTFRecordDataset`` (with its ``.idx`` files) in a DataLoader with 2 workers; locally (it
   reads paths, not URLs: left out of the remote rows, with that reason).
@@ -34,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from stoker.bench import require_optimized_core
-from stoker_testbed.data.peer_formats import jpeg_samples, write_hf_disk, write_mds, write_tfrecords
+from stoker_testbed.data.peer_formats import jpeg_samples, write_hf_disk, write_litdata, write_mds, write_tfrecords
 from stoker_testbed.servers.proxy_process import ProxyProcess
 from stoker_testbed.servers.s3_server import S3Server
 
@@ -96,10 +99,17 @@ def main() -> None:
         for path in sorted(records.iterdir()):
             create_index(str(path), str(path) + ".idx")
         saved = write_hf_disk(Path(scratch) / "saved", samples, shards=8)
-        print(f"{args.images} JPEGs written as MDS, TFRecord and a save_to_disk folder", file=sys.stderr, flush=True)
+        chunks = write_litdata(Path(scratch) / "litdata", samples, chunk_bytes="64MB", items=False)
+        print(f"{args.images} JPEGs written as MDS, LitData, TFRecord and a save_to_disk folder", file=sys.stderr, flush=True)
         for rtt in (float(value) for value in args.rtt_ms.split(",") if value):
             if rtt == 0:
-                for name, folder, peer in (("MDS", mds, "mosaicml"), ("TFRecord", records, "tfrecord"), ("datasets", saved, "datasets")):
+                local = (
+                    ("MDS", mds, "mosaicml"),
+                    ("LitData", chunks, "litdata"),
+                    ("TFRecord", records, "tfrecord"),
+                    ("datasets", saved, "datasets"),
+                )
+                for name, folder, peer in local:
                     first, steady = run("stoker", str(folder)), run("stoker", str(folder))
                     rows.append(row(name, "local", peer, first, steady, run(peer, str(folder)), len(samples)))
                     print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
@@ -113,6 +123,8 @@ def main() -> None:
                     client.upload_file(str(path), "bench", f"tfrecord/{path.name}")
                 for path in sorted(saved.iterdir()):
                     client.upload_file(str(path), "bench", f"saved/{path.name}")
+                for path in sorted(chunks.iterdir()):
+                    client.upload_file(str(path), "bench", f"litdata/{path.name}")
                 endpoint = f"http://127.0.0.1:{proxy.port}"
                 environment = {**s3.environment(), "AWS_ENDPOINT_URL": endpoint}
                 setting = f"S3 at {rtt:.0f} ms"
@@ -120,6 +132,20 @@ def main() -> None:
                 steady = run("stoker", "s3://bench/mds", endpoint, environment)
                 rows.append(
                     row("MDS", setting, "mosaicml", first, steady, run("mosaicml", "s3://bench/mds", endpoint, environment), len(samples))
+                )
+                print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+                first = run("stoker", "s3://bench/litdata", endpoint, environment)
+                steady = run("stoker", "s3://bench/litdata", endpoint, environment)
+                rows.append(
+                    row(
+                        "LitData",
+                        setting,
+                        "litdata",
+                        first,
+                        steady,
+                        run("litdata", "s3://bench/litdata", endpoint, environment),
+                        len(samples),
+                    )
                 )
                 print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
                 first = run("stoker", "s3://bench/tfrecord", endpoint, environment)

@@ -1,7 +1,7 @@
 """Datasets written by the peers' own libraries, for the differential tests and
 `benchmarks/storage/formats.py`: MDS by MosaicML Streaming's ``MDSWriter``, TFRecord by the
 ``tfrecord`` package's writer (gzip: the whole file compressed, as TensorFlow writes it), Hugging
-Face ``datasets`` folders by ``save_to_disk``.
+Face ``datasets`` folders by ``save_to_disk``, LitData chunks by ``optimize``.
 
 Each sample is ``(payload, label)``; the writers store the payload under ``image`` (MDS: a
 ``bytes`` column, or ``jpeg`` where asked) or ``image/encoded`` (TFRecord), the label under
@@ -17,6 +17,7 @@ import io
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -120,4 +121,25 @@ def write_hf_disk(folder: Path, samples: Sequence[Sample], *, shards: int = 3, c
         "caption": [f"sample {index}" for index in range(len(samples))],
     }
     Dataset.from_dict(columns, features=features).save_to_disk(str(folder), num_shards=shards)
+    return folder
+
+
+def litdata_row(item: tuple[int, bytes, int, bool]) -> dict[str, Any]:
+    """LitData's ``optimize`` function (importable: its workers are processes): one sample as
+    the dict its chunks store; with an array leaf, LitData writes items, else Arrow rows."""
+    index, payload, label, with_array = item
+    row: dict[str, Any] = {"image": payload, "label": label, "index": index}
+    if with_array:
+        row["thumb"] = np.full((2, 2), index % 256, dtype=np.uint8)
+    return row
+
+
+def write_litdata(folder: Path, samples: Sequence[Sample], *, chunk_bytes: str = "256KB", items: bool = True) -> Path:
+    """``samples`` as LitData chunks by ``litdata.optimize``: with ``items``, each sample also
+    holds a small array (LitData then writes its item layout); without, only bytes and numbers
+    (Arrow rows at the end of each chunk, as LitData 0.2.7x writes them)."""
+    from litdata import optimize
+
+    inputs = [(index, payload, label, items) for index, (payload, label) in enumerate(samples)]
+    optimize(fn=litdata_row, inputs=inputs, output_dir=str(folder), chunk_bytes=chunk_bytes, num_workers=1, mode="overwrite", verbose=False)
     return folder

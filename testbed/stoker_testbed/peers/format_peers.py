@@ -13,6 +13,9 @@ process of its own, printing one JSON line (samples, seconds, time to first batc
   ``.idx`` indexes its ``tfrecord2idx`` writes (which it needs to split files among workers), a
   1,024-sample shuffle queue, the decode as its ``transform``, in a DataLoader with 2 workers.
   Local files only: it reads paths, not URLs.
+- ``litdata``: LitData's `StreamingDataset` (shuffled) over chunks written by its ``optimize``,
+  the decode in its ``__getitem__``, in its `StreamingDataLoader` with 2 workers; a local folder,
+  or the URL with the endpoint in its ``storage_options`` and a fresh CACHE.
 - ``datasets``: Hugging Face's ``load_from_disk`` over its ``save_to_disk`` folder, the images
   undecoded by the feature and decoded by a ``with_transform`` (its docs' way), shuffled, in a
   DataLoader with 2 workers. Local folders only (``load_from_disk`` of a URL downloads it whole first).
@@ -106,6 +109,33 @@ def tfrecord_batches(dataset: str) -> Iterator[int]:
         yield len(images)
 
 
+def litdata_batches(dataset: str, endpoint: str | None, cache: str | None) -> Iterator[int]:
+    import os
+
+    from litdata import StreamingDataLoader, StreamingDataset
+    from litdata.streaming import downloader
+
+    class Decoded(StreamingDataset):
+        def __getitem__(self, index: Any) -> Any:
+            row = super().__getitem__(index)
+            return pil_decode(row["image"]), row["label"]
+
+    options: dict[str, Any] = {}
+    if endpoint:
+        # LitData 0.2.76's obstore client options lack allow_http, which our loopback s3proxy
+        # (plain http) needs; an https endpoint would not.
+        downloader._OBSTORE_CLIENT_OPTIONS["allow_http"] = True  # type: ignore[index]
+        options = {
+            "endpoint_url": endpoint,
+            "aws_access_key_id": os.environ["AWS_ACCESS_KEY_ID"],
+            "aws_secret_access_key": os.environ["AWS_SECRET_ACCESS_KEY"],
+        }
+    source = Decoded(dataset, cache_dir=cache if endpoint else None, shuffle=True, seed=0, storage_options=options)
+    loader = StreamingDataLoader(source, batch_size=BATCH, num_workers=2, collate_fn=_stack)
+    for images, _ in loader:
+        yield len(images)
+
+
 def datasets_batches(dataset: str) -> Iterator[int]:
     import torch
     from datasets import Image, load_from_disk
@@ -140,6 +170,7 @@ def main() -> None:
         "mosaicml": lambda: mosaicml_batches(dataset, cache),
         "tfrecord": lambda: tfrecord_batches(dataset),
         "datasets": lambda: datasets_batches(dataset),
+        "litdata": lambda: litdata_batches(dataset, endpoint, cache),
     }[method]()
     started = time.perf_counter()
     first = 0.0

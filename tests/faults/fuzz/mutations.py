@@ -258,6 +258,8 @@ PARSERS = {
     "tfrecord": _tfrecord,
     "tfrecord-gz": _gzip,
     "datasets": _arrow_stream,
+    "litdata": _mds,  # the same header: a count, item offsets, then each item's size words
+    "litdata-arrow": lambda data: [*_mds(data)[:8], Field(len(data) - 12, 4, "little")],  # the header and the footer's length
 }
 
 

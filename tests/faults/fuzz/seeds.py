@@ -20,7 +20,7 @@ from stoker.ops import ImageTransform
 from stoker.storage import FileStorage
 from stoker_testbed.data.images import encode, photo
 from stoker_testbed.data.media_files import require_ffmpeg, tone_with_clicks, wav_bytes
-from stoker_testbed.data.peer_formats import jpeg_samples, write_hf_disk, write_mds, write_tfrecords
+from stoker_testbed.data.peer_formats import jpeg_samples, write_hf_disk, write_litdata, write_mds, write_tfrecords
 
 from ..conftest import make_images
 
@@ -104,7 +104,7 @@ def make_seeds(root: Path) -> dict[str, Seed]:
     loader.close()
     (state_file.parent / "images.path").write_text(str(images))
     # The peers' formats, written by their own libraries: MDS (a raw shard, a zstd one, the
-    # index), TFRecord (plain, gzip), a save_to_disk folder's Arrow file.
+    # index), LitData (items, Arrow rows), TFRecord (plain, gzip), a save_to_disk folder's Arrow file.
     samples = [(payload[:300], label) for payload, label in jpeg_samples(12, size=16)]
     write_mds(root / "mds" / "mds", samples, size_limit=1 << 20)
     seeds["mds"] = Seed("mds", root / "mds" / "mds", "shard.00000.mds")
@@ -115,6 +115,9 @@ def make_seeds(root: Path) -> dict[str, Seed]:
     seeds["tfrecord"] = Seed("tfrecord", root / "tfrecord" / "records", "train.tfrecord-00000-of-00001")
     write_tfrecords(root / "tfrecord-gz" / "records", samples, files=1, compress=True)
     seeds["tfrecord-gz"] = Seed("tfrecord-gz", root / "tfrecord-gz" / "records", "train.tfrecord-00000-of-00001.gz")
+    for kind, items in (("litdata", True), ("litdata-arrow", False)):
+        write_litdata(root / kind / "lit", samples, chunk_bytes="1MB", items=items)
+        seeds[kind] = Seed(kind, root / kind / "lit", "chunk-0-0.bin")
     write_hf_disk(root / "datasets" / "saved", samples, shards=1)
     seeds["datasets"] = Seed("datasets", root / "datasets" / "saved", "data-00000-of-00001.arrow")
     return seeds

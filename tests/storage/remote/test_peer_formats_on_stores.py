@@ -14,7 +14,7 @@ from stoker import Loader
 from stoker.errors import StorageError
 from stoker.loader import Reads, Sampling
 from stoker.storage import ObjectStorage, open_storage
-from stoker_testbed.data.peer_formats import random_samples, write_hf_disk, write_mds, write_tfrecords
+from stoker_testbed.data.peer_formats import random_samples, write_hf_disk, write_litdata, write_mds, write_tfrecords
 from stoker_testbed.servers.buckets import TestBucket
 
 pytest.importorskip("streaming", reason="MDS shards are written by MosaicML Streaming: pip install mosaicml-streaming")
@@ -82,3 +82,14 @@ def test_a_save_to_disk_folder_on_every_store_delivers_every_sample_once_with_it
         assert isinstance(storage, ObjectStorage) and storage.layout == "peer" and storage.payload == "image"
         assert storage.classes == [f"c{number}" for number in range(10)] and list(storage.labels) == [label for _, label in samples]
         assert _epoch(storage, "block") == Counter(payload for payload, _ in samples)
+
+
+@pytest.mark.parametrize("items", [True, False], ids=["items", "arrow rows"])
+def test_litdata_chunks_on_every_store_deliver_every_sample_once(object_bucket: TestBucket, tmp_path: Path, items: bool) -> None:
+    pytest.importorskip("litdata", reason="the chunks are written by LitData: pip install litdata")
+    samples = random_samples(160, seed=17)
+    object_bucket.put_folder(write_litdata(tmp_path / "lit", samples, items=items), "lit")
+    with open_storage(object_bucket.url("lit"), **object_bucket.options()) as storage:
+        assert isinstance(storage, ObjectStorage) and storage.layout == "peer" and storage.payload == "image"
+        assert list(storage.labels) == [label for _, label in samples]
+        assert _epoch(storage, "uniform") == Counter(payload for payload, _ in samples)

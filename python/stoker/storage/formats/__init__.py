@@ -1,5 +1,5 @@
 """The peers' own formats, read in place, without converting: MosaicML Streaming's MDS shards
-(raw or compressed whole), TFRecord files (plain or gzip) and Hugging Face ``save_to_disk``
+(raw or compressed whole), LitData's optimized chunks, TFRecord files (plain or gzip) and Hugging Face ``save_to_disk``
 folders (Arrow files), locally (`PeerFormatStorage`) and
 on object stores (`stoker.storage.remote`'s stores open them through `PeerDataset`).
 
@@ -9,7 +9,7 @@ label, with array operations and bounds checked before anything is followed (`_m
 dataset's first open reads its files through.
 """
 
-from ._dataset import MAX_RAW_BYTES, PeerDataset, hf_dataset, mds_dataset, tfrecord_dataset
+from ._dataset import MAX_RAW_BYTES, PeerDataset, hf_dataset, indexed_dataset, litdata_dataset, mds_dataset, tfrecord_dataset
 from ._detect import index_json_format, local_peer_dataset, peer_format
 from ._fields import FieldChoice
 from ._inflate import inflate
@@ -33,6 +33,8 @@ __all__ = [
     "is_tfrecord_name",
     "local_peer_dataset",
     "hf_dataset",
+    "indexed_dataset",
+    "litdata_dataset",
     "mds_dataset",
     "parse_mds_index",
     "peer_format",

@@ -20,7 +20,7 @@ from ...errors import ShardError, StorageError
 from ._fields import FieldChoice, choose_fields
 from ._paths import relative_name
 
-__all__ = ["arrow_fields", "hf_arrow_files", "scan_arrow"]
+__all__ = ["arrow_fields", "hf_arrow_files", "scan_arrow", "scan_batches"]
 
 
 def hf_arrow_files(state: bytes, source: str) -> list[str]:
@@ -105,22 +105,27 @@ def _binary(column: Any) -> Any:
 
 
 def scan_arrow(raw: bytes | memoryview, fields: FieldChoice, name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Each row's payload ``(offsets, lengths)`` in the file and its label.
+    """Each row's payload ``(offsets, lengths)`` in an Arrow IPC stream file and its label.
 
     Raises:
         ShardError: Not an Arrow stream, compressed buffers, a row without a payload, a
             missing field; names the file and the row.
     """
+    buffer, reader = _open(raw, name)
+    return scan_batches(reader, buffer.address, buffer.size, fields, name)
+
+
+def scan_batches(batches: Any, base: int, size: int, fields: FieldChoice, name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`scan_arrow` over record ``batches`` read without a copy from a file whose bytes start
+    at address ``base`` and run ``size`` bytes (a stream, or an IPC file inside a chunk)."""
     import pyarrow as pa
 
-    buffer, reader = _open(raw, name)
-    base, size = buffer.address, buffer.size
     offsets: list[np.ndarray] = []
     lengths: list[np.ndarray] = []
     labels: list[np.ndarray] = []
     row = 0
     try:
-        for batch in reader:
+        for batch in batches:
             # The IPC reader trusts the lengths and offsets in the file; a damaged batch must be
             # caught before a column of it is sliced (pyarrow aborts the process on some).
             batch.validate(full=True)

@@ -14,13 +14,14 @@ from ...errors import ShardError, StorageError
 from ._arrow import arrow_fields, hf_arrow_files, hf_class_names, scan_arrow
 from ._fields import FieldChoice
 from ._inflate import inflate
+from ._litdata import parse_litdata_index, scan_litdata_chunk
 from ._mds import MdsLayout, parse_mds_index, scan_mds_shard
 from ._records import FileRecords, RecordFile, RecordTable, load_table, save_table, table_key
 from ._tfrecord import scan_tfrecord, tfrecord_fields
 
 _logger = logging.getLogger("stoker.storage")
 
-__all__ = ["MAX_RAW_BYTES", "PeerDataset", "hf_dataset", "mds_dataset", "tfrecord_dataset"]
+__all__ = ["MAX_RAW_BYTES", "PeerDataset", "hf_dataset", "indexed_dataset", "litdata_dataset", "mds_dataset", "tfrecord_dataset"]
 
 MAX_RAW_BYTES = 8 << 30
 """What a compressed file whose index declares no size may inflate to at most."""
@@ -31,7 +32,8 @@ class PeerDataset:
     """A dataset written by another tool.
 
     Attributes:
-        format: ``"mds"``, ``"tfrecord"`` or ``"datasets"`` (Hugging Face ``save_to_disk``).
+        format: ``"mds"``, ``"litdata"``, ``"tfrecord"`` or ``"datasets"`` (Hugging Face
+            ``save_to_disk``).
         files: Its files, in order.
         identity: What identifies it for its saved table (its location and its own index).
         fields: The payload and label fields (a TFRecord dataset's are chosen from its first
@@ -78,9 +80,10 @@ class PeerDataset:
     def scan(self, number: int, raw: bytes | memoryview, name: str) -> FileRecords:
         """File ``number``'s samples from its raw bytes (the first file scanned chooses the
         fields where the format's index does not say them)."""
-        if self.format == "mds":
+        if self.format in ("mds", "litdata"):
             assert self.mds is not None
-            return scan_mds_shard(self.mds, self.files[number], raw, name)
+            scan_file = scan_mds_shard if self.format == "mds" else scan_litdata_chunk
+            return scan_file(self.mds, self.files[number], raw, name)
         choose, scan = (tfrecord_fields, scan_tfrecord) if self.format == "tfrecord" else (arrow_fields, scan_arrow)
         if self.fields is None:
             self.fields = choose(raw, name, *self.wanted)
@@ -132,6 +135,17 @@ def mds_dataset(index: bytes, location: str, source: str, payload: str | None, l
     """An MDS dataset from its ``index.json`` (see `parse_mds_index`)."""
     layout = parse_mds_index(index, source, payload, label)
     return PeerDataset("mds", layout.files, [location, index.decode("utf-8", "replace")], layout.fields, layout, (payload, label))
+
+
+def litdata_dataset(index: bytes, location: str, source: str, payload: str | None, label: str | None) -> PeerDataset:
+    """A LitData dataset from its ``index.json`` (see `parse_litdata_index`)."""
+    layout = parse_litdata_index(index, source, payload, label)
+    return PeerDataset("litdata", layout.files, [location, index.decode("utf-8", "replace")], layout.fields, layout, (payload, label))
+
+
+def indexed_dataset(kind: str, index: bytes, location: str, source: str, payload: str | None, label: str | None) -> PeerDataset:
+    """An MDS (``kind="mds"``) or LitData (``"litdata"``) dataset from its ``index.json``."""
+    return (mds_dataset if kind == "mds" else litdata_dataset)(index, location, source, payload, label)
 
 
 def tfrecord_dataset(

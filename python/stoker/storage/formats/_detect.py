@@ -1,5 +1,5 @@
 """Which peer wrote a dataset, from its files: MosaicML's ``index.json`` (MDS), LitData's
-``index.json`` (recognised, not yet read), TFRecord files by their names, Hugging Face's
+``index.json``, TFRecord files by their names, Hugging Face's
 ``save_to_disk`` folders by their ``state.json``."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..._files import require_regular
 from ...errors import StorageError
-from ._dataset import PeerDataset, hf_dataset, mds_dataset, tfrecord_dataset
+from ._dataset import PeerDataset, hf_dataset, indexed_dataset, tfrecord_dataset
 from ._tfrecord import is_tfrecord_name
 
 __all__ = ["index_json_format", "local_peer_dataset", "peer_format"]
@@ -69,24 +69,20 @@ def local_peer_dataset(
     """The dataset at ``path`` and the folder its files' names are relative to.
 
     Raises:
-        StorageError: Not a dataset of a peer's format stoker reads (LitData's, for now, says
-            so), or an MDS index that cannot be read.
+        StorageError: Not a dataset of a peer's format stoker reads, or an index that cannot be
+            read.
     """
     kind = peer_format(path)
     text = str(path)
-    if kind == "litdata":
-        raise StorageError(
-            f"{path}: a LitData dataset; stoker does not read LitData chunks in place yet (convert it: stoker convert {path} OUT)"
-        )
-    if kind == "mds":
+    if kind in ("mds", "litdata"):
         root = Path(path)
         index = root / "index.json"
-        dataset = mds_dataset(index.read_bytes(), str(root.resolve()), str(index), payload, label)
+        dataset = indexed_dataset(kind, index.read_bytes(), str(root.resolve()), str(index), payload, label)
         stamps = []
         for file in dataset.files:
             location = root / file.name
             try:
-                require_regular(location, "an MDS shard")
+                require_regular(location, "a shard")
                 stat = location.stat()
             except OSError as error:
                 raise StorageError(f"{location}: listed in {index} but cannot be read ({error})") from error
@@ -132,4 +128,4 @@ def local_peer_dataset(
         dataset = tfrecord_dataset(list(zip(names, [stat.st_size for stat in stats])), str(root.resolve()), payload, label, compression)
         dataset.stamp([stat.st_mtime_ns for stat in stats])
         return root, dataset
-    raise StorageError(f"{path}: not a dataset of MosaicML Streaming (MDS), TFRecord files or a Hugging Face save_to_disk folder")
+    raise StorageError(f"{path}: not a dataset of MosaicML Streaming (MDS), LitData, TFRecord files or a Hugging Face save_to_disk folder")

@@ -1,4 +1,5 @@
-"""The peers' formats on an object store (MosaicML's MDS shards, TFRecord files, Hugging Face
+"""The peers' formats on an object store (MosaicML's MDS shards, LitData's chunks, TFRecord
+files, Hugging Face
 ``save_to_disk`` folders): what
 `ObjectStorage` does when a prefix holds one of them.
 
@@ -18,13 +19,13 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ...errors import StorageError
-from ..formats import PeerDataset, RecordTable, hf_dataset, mds_dataset, tfrecord_dataset
+from ..formats import PeerDataset, RecordTable, hf_dataset, indexed_dataset, tfrecord_dataset
 from ..policies import call_with_retries, first_line
 
 if TYPE_CHECKING:
     from ._object_storage import ObjectStorage
 
-__all__ = ["PeerObjects", "open_hf", "open_mds", "open_tfrecords"]
+__all__ = ["PeerObjects", "open_hf", "open_indexed", "open_tfrecords"]
 
 _FILES_AT_ONCE = 8
 """Whole files fetched at once while a table is built (each is held while it is scanned)."""
@@ -190,16 +191,16 @@ async def _scan(storage: ObjectStorage, dataset: PeerDataset, number: int) -> An
     return await asyncio.to_thread(scan)
 
 
-async def open_mds(
-    storage: ObjectStorage, index: bytes, listing: dict[str, dict[str, Any]], payload: str | None, label: str | None
+async def open_indexed(
+    storage: ObjectStorage, kind: str, index: bytes, listing: dict[str, dict[str, Any]], payload: str | None, label: str | None
 ) -> PeerObjects:
-    """An MDS dataset under the storage's prefix, from its ``index.json`` and the prefix's
-    listing (name to size and ETag).
+    """An MDS (``kind="mds"``) or LitData (``"litdata"``) dataset under the storage's prefix,
+    from its ``index.json`` and the prefix's listing (name to size and ETag).
 
     Raises:
         StorageError: A shard ``index.json`` lists that is missing or of another size.
     """
-    dataset = mds_dataset(index, storage.url, f"{storage.url}/index.json", payload, label)
+    dataset = indexed_dataset(kind, index, storage.url, f"{storage.url}/index.json", payload, label)
     stamps = []
     for file in dataset.files:
         meta = listing.get(file.name)

@@ -17,7 +17,7 @@ Layout under ``<store>://bucket/prefix``:
   ``block_bytes`` of consecutive samples, shared by all of them.
 - ``dataset.json`` of format ``stoker.objects``: the keys, labels and classes of one object per
   sample (as written by `stoker convert` to ``s3://``), so opening needs no listing.
-- ``index.json`` of MosaicML Streaming (MDS shards), TFRecord files, or a Hugging Face
+- ``index.json`` of MosaicML Streaming (MDS shards) or LitData, TFRecord files, or a Hugging Face
   ``save_to_disk`` folder: a peer's dataset, read in place (`_object_formats.py`).
 - none of these: every image object under the prefix, listed; the first folder is the class.
 
@@ -39,7 +39,7 @@ from ...errors import StorageError
 from ..formats import index_json_format, is_tfrecord_name
 from ..local import SAMPLE_EXTENSIONS, SHARD_IMAGE_EXTENSIONS, IndexHeader, ShardBlock, ShardCatalog, decode_member, header_of, parse_index
 from ..policies import BlockReader, ErrorKind, HedgedCalls, RetryPolicy, SampleCache, call_with_retries, first_line
-from ._object_formats import PeerObjects, open_hf, open_mds, open_tfrecords
+from ._object_formats import PeerObjects, open_hf, open_indexed, open_tfrecords
 from ._object_url import ObjectUrl
 from ._remote import RemoteStorage
 from ._s3_client import classify_object_store_error
@@ -312,12 +312,8 @@ class ObjectStorage(RemoteStorage):
         if manifest_bytes is None:
             index = await self._get_small("index.json")
             kind = index_json_format(index) if index is not None else None
-            if kind == "litdata":
-                raise StorageError(
-                    f"{self.url}: a LitData dataset; stoker does not read LitData chunks in place yet (convert it: stoker convert)"
-                )
-            if index is not None and kind == "mds":
-                self._use_peer(await open_mds(self, index, await self._listing(), self.payload, self.label_field))
+            if index is not None and kind is not None:  # MosaicML's MDS shards or LitData's chunks
+                self._use_peer(await open_indexed(self, kind, index, await self._listing(), self.payload, self.label_field))
                 return
             await self._open_listing()
             return
