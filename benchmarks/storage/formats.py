@@ -11,6 +11,9 @@ from the same JPEGs, each loader in a process of its own (`stoker_testbed.peers.
 - TFRecord files written by the ``tfrecord`` package: stoker vs that package's
   ``MultiTFRecordDataset`` (with its ``.idx`` files) in a DataLoader with 2 workers; locally (it
   reads paths, not URLs: left out of the remote rows, with that reason).
+- ArrayRecord files of Examples written by Google's ``ArrayRecordWriter``: stoker (through the
+  same reader) vs Grain's ``ArrayRecordDataSource`` in a ``MapDataset`` with ``mp_prefetch`` and 2
+  workers; locally (both read local paths only).
 - A Hugging Face ``save_to_disk`` folder: stoker vs ``load_from_disk`` with a ``with_transform``
   decode in a DataLoader with 2 workers; locally (``load_from_disk`` of a URL copies the whole
   folder first: left out of the remote rows).
@@ -37,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from stoker.bench import require_optimized_core
-from stoker_testbed.data.peer_formats import jpeg_samples, write_hf_disk, write_litdata, write_mds, write_tfrecords
+from stoker_testbed.data.peer_formats import jpeg_samples, write_array_record, write_hf_disk, write_litdata, write_mds, write_tfrecords
 from stoker_testbed.servers.proxy_process import ProxyProcess
 from stoker_testbed.servers.s3_server import S3Server
 
@@ -55,6 +58,14 @@ def run(method: str, dataset: str, endpoint: str = "", environment: dict[str, st
     result = json.loads(finished.stdout.strip().splitlines()[-1])
     result["cpu_seconds"] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return result
+
+
+def attempt(method: str, dataset: str, endpoint: str = "", environment: dict[str, str] | None = None) -> dict[str, Any] | str:
+    """`run` for a peer: its result, or why it could not run (left out, never a 0)."""
+    try:
+        return run(method, dataset, endpoint, environment)
+    except (RuntimeError, subprocess.TimeoutExpired) as error:
+        return f"left out: it failed ({str(error)[-300:]})"
 
 
 def row(
@@ -100,7 +111,9 @@ def main() -> None:
             create_index(str(path), str(path) + ".idx")
         saved = write_hf_disk(Path(scratch) / "saved", samples, shards=8)
         chunks = write_litdata(Path(scratch) / "litdata", samples, chunk_bytes="64MB", items=False)
-        print(f"{args.images} JPEGs written as MDS, LitData, TFRecord and a save_to_disk folder", file=sys.stderr, flush=True)
+        arrays = Path(scratch) / "array_record"
+        write_array_record(arrays, samples, files=8)
+        print(f"{args.images} JPEGs written as MDS, LitData, TFRecord, ArrayRecord and a save_to_disk folder", file=sys.stderr, flush=True)
         for rtt in (float(value) for value in args.rtt_ms.split(",") if value):
             if rtt == 0:
                 local = (
@@ -108,67 +121,40 @@ def main() -> None:
                     ("LitData", chunks, "litdata"),
                     ("TFRecord", records, "tfrecord"),
                     ("datasets", saved, "datasets"),
+                    ("ArrayRecord", arrays, "grain"),
                 )
                 for name, folder, peer in local:
                     first, steady = run("stoker", str(folder)), run("stoker", str(folder))
-                    rows.append(row(name, "local", peer, first, steady, run(peer, str(folder)), len(samples)))
+                    rows.append(row(name, "local", peer, first, steady, attempt(peer, str(folder)), len(samples)))
                     print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
                 continue
+            remote = (
+                ("MDS", mds, "mosaicml", None),
+                ("LitData", chunks, "litdata", None),
+                ("TFRecord", records, "tfrecord", "left out: the tfrecord package reads local paths, not URLs"),
+                ("datasets", saved, "datasets", "left out: load_from_disk of a URL copies the whole folder first"),
+            )
             with S3Server() as s3, ProxyProcess(s3.port, delay=rtt / 2e3) as proxy:
                 s3.create_bucket("bench")
                 client = s3.client()
-                for path in sorted(mds.iterdir()):
-                    client.upload_file(str(path), "bench", f"mds/{path.name}")
-                for path in sorted(records.iterdir()):
-                    client.upload_file(str(path), "bench", f"tfrecord/{path.name}")
-                for path in sorted(saved.iterdir()):
-                    client.upload_file(str(path), "bench", f"saved/{path.name}")
-                for path in sorted(chunks.iterdir()):
-                    client.upload_file(str(path), "bench", f"litdata/{path.name}")
                 endpoint = f"http://127.0.0.1:{proxy.port}"
                 environment = {**s3.environment(), "AWS_ENDPOINT_URL": endpoint}
-                setting = f"S3 at {rtt:.0f} ms"
-                first = run("stoker", "s3://bench/mds", endpoint, environment)
-                steady = run("stoker", "s3://bench/mds", endpoint, environment)
-                rows.append(
-                    row("MDS", setting, "mosaicml", first, steady, run("mosaicml", "s3://bench/mds", endpoint, environment), len(samples))
-                )
-                print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
-                first = run("stoker", "s3://bench/litdata", endpoint, environment)
-                steady = run("stoker", "s3://bench/litdata", endpoint, environment)
-                rows.append(
-                    row(
-                        "LitData",
-                        setting,
-                        "litdata",
-                        first,
-                        steady,
-                        run("litdata", "s3://bench/litdata", endpoint, environment),
-                        len(samples),
-                    )
-                )
-                print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
-                first = run("stoker", "s3://bench/tfrecord", endpoint, environment)
-                steady = run("stoker", "s3://bench/tfrecord", endpoint, environment)
-                rows.append(
-                    row(
-                        "TFRecord",
-                        setting,
-                        "tfrecord",
-                        first,
-                        steady,
-                        "left out: the tfrecord package reads local paths, not URLs",
-                        len(samples),
-                    )
-                )
+                for name, folder, peer, left_out in remote:
+                    for path in sorted(folder.iterdir()):
+                        client.upload_file(str(path), "bench", f"{folder.name}/{path.name}")
+                    url = f"s3://bench/{folder.name}"
+                    first, steady = run("stoker", url, endpoint, environment), run("stoker", url, endpoint, environment)
+                    theirs = left_out or attempt(peer, url, endpoint, environment)
+                    rows.append(row(name, f"S3 at {rtt:.0f} ms", peer, first, steady, theirs, len(samples)))
+                    print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     print(
-        f"\n{'format':<9} {'setting':<12} {'peer':<9} {'first open/s':>12} {'stoker/s':>9} {'peer/s':>8} {'ratio':>6} {'CPU ms/sample stoker | peer':>28}"
+        f"\n{'format':<11} {'setting':<12} {'peer':<9} {'first open/s':>12} {'stoker/s':>9} {'peer/s':>8} {'ratio':>6} {'CPU ms/sample stoker | peer':>28}"
     )
     for entry in rows:
         peer = f"{entry['peer_rate']:8.0f} {entry['ratio']:5.2f}x" if "ratio" in entry else f"{entry['left_out']}"
         cpu = f"{entry['stoker_cpu_ms']:.2f} | {entry['peer_cpu_ms']:.2f}" if "ratio" in entry else f"{entry['stoker_cpu_ms']:.2f} | -"
         print(
-            f"{entry['format']:<9} {entry['setting']:<12} {entry['peer']:<9} {entry['stoker_first_open']:12.0f} {entry['stoker']:9.0f} {peer} {cpu:>28}"
+            f"{entry['format']:<11} {entry['setting']:<12} {entry['peer']:<9} {entry['stoker_first_open']:12.0f} {entry['stoker']:9.0f} {peer} {cpu:>28}"
         )
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2))

@@ -28,7 +28,7 @@ from ._labels import label_array
 from ._locate import sample_locations
 from ._open import open_storage, storage_format
 from ._protocol import Storage
-from .formats import PeerFormatStorage
+from .formats import ArrayRecordStorage, PeerFormatStorage
 from .local import (
     AUDIO_EXTENSIONS,
     IMAGE_EXTENSIONS,
@@ -49,6 +49,7 @@ from .views import MixedStorage, SubsetStorage
 
 __all__ = [
     "AUDIO_EXTENSIONS",
+    "ArrayRecordStorage",
     "BlockStorage",
     "CassandraConnection",
     "CassandraStorage",

@@ -9,7 +9,7 @@ from typing import Any
 from .._files import require_regular
 from ..errors import StorageError
 from ._protocol import Storage
-from .formats import PeerFormatStorage, is_tfrecord_name, peer_format
+from .formats import ARRAY_RECORD_SUFFIX, ArrayRecordStorage, PeerFormatStorage, is_tfrecord_name, peer_format
 from .local import JSONL_SUFFIXES, PARTIAL_MARKER, FileStorage, JsonlStorage, LmdbStorage, TarShardStorage
 from .remote import OBJECT_STORE_SCHEMES
 
@@ -18,7 +18,7 @@ __all__ = ["open_storage", "storage_format"]
 
 def storage_format(path: str | os.PathLike[str]) -> str:
     """``"lmdb"``, ``"shards"``, ``"parquet"``, ``"jsonl"``, ``"mds"``, ``"litdata"``,
-    ``"tfrecord"``, ``"datasets"`` (a ``save_to_disk`` folder), ``"folder"`` or ``"manifest"`` for what ``path`` holds (a folder with ``*.parquet`` files at its top or in ``data/`` is
+    ``"tfrecord"``, ``"datasets"`` (a ``save_to_disk`` folder), ``"array_record"``, ``"folder"`` or ``"manifest"`` for what ``path`` holds (a folder with ``*.parquet`` files at its top or in ``data/`` is
     ``"parquet"``; one with JSON Lines files at its top is ``"jsonl"``).
 
     Raises:
@@ -30,6 +30,8 @@ def storage_format(path: str | os.PathLike[str]) -> str:
         lowered = text.lower()
         if is_tfrecord_name(lowered):
             return "tfrecord"
+        if ARRAY_RECORD_SUFFIX in lowered:
+            return "array_record"
         return "parquet" if lowered.endswith(".parquet") else "jsonl" if lowered.endswith(JSONL_SUFFIXES) else "shards"
     location = Path(path)
     if not location.exists():
@@ -54,6 +56,8 @@ def storage_format(path: str | os.PathLike[str]) -> str:
         return "jsonl"
     if is_tfrecord_name(location.name):
         return "tfrecord"
+    if ARRAY_RECORD_SUFFIX in location.name:
+        return "array_record"
     suffix = location.suffix.lower()
     if suffix == ".tar":
         return "shards"
@@ -73,7 +77,7 @@ def open_storage(path: str | os.PathLike[str], **options: Any) -> Storage:
 
     Args:
         path: A local path (a folder, shards, LMDB, Parquet, JSON Lines, a manifest, MosaicML
-            Streaming's MDS shards, TFRecord files, a Hugging Face ``save_to_disk`` folder), an object
+            Streaming's MDS shards, TFRecord files, a Hugging Face ``save_to_disk`` folder, ArrayRecord files), an object
             store prefix (``s3://bucket/prefix``, ``gs://bucket/prefix``, ``az://container/prefix``,
             also ``azure://`` and ``abfs[s]://container@account.dfs.core.windows.net/prefix``),
             Parquet objects there (``.../*.parquet``), or ``cassandra://hosts/keyspace``.
@@ -111,4 +115,6 @@ def open_storage(path: str | os.PathLike[str], **options: Any) -> Storage:
         return JsonlStorage(path, **options)
     if kind in ("mds", "litdata", "tfrecord", "datasets"):
         return PeerFormatStorage(path, **options)
+    if kind == "array_record":
+        return ArrayRecordStorage(path, **options)
     return FileStorage(path, **options)

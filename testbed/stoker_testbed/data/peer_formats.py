@@ -1,7 +1,8 @@
 """Datasets written by the peers' own libraries, for the differential tests and
 `benchmarks/storage/formats.py`: MDS by MosaicML Streaming's ``MDSWriter``, TFRecord by the
 ``tfrecord`` package's writer (gzip: the whole file compressed, as TensorFlow writes it), Hugging
-Face ``datasets`` folders by ``save_to_disk``, LitData chunks by ``optimize``.
+Face ``datasets`` folders by ``save_to_disk``, LitData chunks by ``optimize``,
+ArrayRecord files by Google's ``ArrayRecordWriter``.
 
 Each sample is ``(payload, label)``; the writers store the payload under ``image`` (MDS: a
 ``bytes`` column, or ``jpeg`` where asked) or ``image/encoded`` (TFRecord), the label under
@@ -143,3 +144,31 @@ def write_litdata(folder: Path, samples: Sequence[Sample], *, chunk_bytes: str =
     inputs = [(index, payload, label, items) for index, (payload, label) in enumerate(samples)]
     optimize(fn=litdata_row, inputs=inputs, output_dir=str(folder), chunk_bytes=chunk_bytes, num_workers=1, mode="overwrite", verbose=False)
     return folder
+
+
+def write_array_record(folder: Path, samples: Sequence[Sample], *, files: int = 2, examples: bool = True) -> list[Path]:
+    """``samples`` in ``files`` ArrayRecord files by Google's ``ArrayRecordWriter``: each record
+    a serialized ``tf.train.Example`` (``image/encoded``, ``image/class/label``, ``index``), as a
+    TFRecord dataset converted for Grain has, or (``examples=False``) the payload bytes alone."""
+    from array_record.python.array_record_module import ArrayRecordWriter
+    from tfrecord import example_pb2
+
+    folder.mkdir(parents=True, exist_ok=True)
+    per_file = -(-len(samples) // files)
+    paths = []
+    for number in range(files):
+        path = folder / f"train.array_record-{number:05d}-of-{files:05d}"
+        writer = ArrayRecordWriter(str(path), "group_size:16")
+        for index in range(number * per_file, min(len(samples), (number + 1) * per_file)):
+            payload, label = samples[index]
+            if not examples:
+                writer.write(payload)
+                continue
+            example = example_pb2.Example()
+            example.features.feature["image/encoded"].bytes_list.value.append(payload)
+            example.features.feature["image/class/label"].int64_list.value.append(label)
+            example.features.feature["index"].int64_list.value.append(index)
+            writer.write(example.SerializeToString())
+        writer.close()
+        paths.append(path)
+    return paths

@@ -16,6 +16,9 @@ process of its own, printing one JSON line (samples, seconds, time to first batc
 - ``litdata``: LitData's `StreamingDataset` (shuffled) over chunks written by its ``optimize``,
   the decode in its ``__getitem__``, in its `StreamingDataLoader` with 2 workers; a local folder,
   or the URL with the endpoint in its ``storage_options`` and a fresh CACHE.
+- ``grain``: Grain's ``ArrayRecordDataSource`` over ArrayRecord files of Examples, a
+  ``MapDataset`` with its index shuffle, the parse and decode as a ``map``, ``batch``, and
+  ``mp_prefetch`` with 2 worker processes. Local files only (its reader reads paths).
 - ``datasets``: Hugging Face's ``load_from_disk`` over its ``save_to_disk`` folder, the images
   undecoded by the feature and decoded by a ``with_transform`` (its docs' way), shuffled, in a
   DataLoader with 2 workers. Local folders only (``load_from_disk`` of a URL downloads it whole first).
@@ -78,6 +81,10 @@ def mosaicml_batches(dataset: str, cache: str | None) -> Iterator[int]:
             sample = super().__getitem__(index)
             return pil_decode(sample["image"]), sample["label"]
 
+    # MosaicML's remedy for shared memory a previous StreamingDataset left behind (its docs).
+    from streaming.base.util import clean_stale_shared_memory
+
+    clean_stale_shared_memory()
     remote = "://" in dataset
     source = Decoded(remote=dataset if remote else None, local=cache if remote else dataset, shuffle=True, shuffle_seed=0, batch_size=BATCH)
     loader = torch.utils.data.DataLoader(source, batch_size=BATCH, num_workers=2, collate_fn=_stack)
@@ -136,6 +143,29 @@ def litdata_batches(dataset: str, endpoint: str | None, cache: str | None) -> It
         yield len(images)
 
 
+def _grain_sample(record: bytes) -> tuple[np.ndarray, int]:
+    from tfrecord import example_pb2
+
+    example = example_pb2.Example.FromString(record)
+    features = example.features.feature
+    return pil_decode(features["image/encoded"].bytes_list.value[0]), int(features["image/class/label"].int64_list.value[0])
+
+
+def grain_batches(dataset: str) -> Iterator[int]:
+    import grain
+    from absl import flags
+
+    flags.FLAGS(sys.argv[:1])  # Grain's workers read absl flags, which an absl app would have parsed
+    paths = sorted(str(path) for path in Path(dataset).iterdir() if ".array_record" in path.name)
+    source = grain.sources.ArrayRecordDataSource(paths)
+    # Grain's recommended pipeline: an index shuffle, the parse and decode as a map, batches,
+    # decoded in 2 worker processes (mp_prefetch), as its docs set it for CPU-bound maps.
+    pipeline = grain.MapDataset.source(source).shuffle(seed=0).map(_grain_sample).batch(BATCH, batch_fn=_stack)
+    iterator = pipeline.to_iter_dataset().mp_prefetch(grain.multiprocessing.MultiprocessingOptions(num_workers=2))
+    for images, _ in iterator:
+        yield len(images)
+
+
 def datasets_batches(dataset: str) -> Iterator[int]:
     import torch
     from datasets import Image, load_from_disk
@@ -171,6 +201,7 @@ def main() -> None:
         "tfrecord": lambda: tfrecord_batches(dataset),
         "datasets": lambda: datasets_batches(dataset),
         "litdata": lambda: litdata_batches(dataset, endpoint, cache),
+        "grain": lambda: grain_batches(dataset),
     }[method]()
     started = time.perf_counter()
     first = 0.0

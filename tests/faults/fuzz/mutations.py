@@ -258,6 +258,9 @@ PARSERS = {
     "tfrecord": _tfrecord,
     "tfrecord-gz": _gzip,
     "datasets": _arrow_stream,
+    # Riegeli: the file's first chunk header (hash, data size, record count, decoded size) and the
+    # 8-byte words after it; the reader is Google's C++, and it must not take the process down.
+    "array_record": lambda data: [Field(offset, 8, "little") for offset in range(0, min(len(data) - 7, 256), 8)],
     "litdata": _mds,  # the same header: a count, item offsets, then each item's size words
     "litdata-arrow": lambda data: [*_mds(data)[:8], Field(len(data) - 12, 4, "little")],  # the header and the footer's length
 }

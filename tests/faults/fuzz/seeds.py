@@ -20,7 +20,7 @@ from stoker.ops import ImageTransform
 from stoker.storage import FileStorage
 from stoker_testbed.data.images import encode, photo
 from stoker_testbed.data.media_files import require_ffmpeg, tone_with_clicks, wav_bytes
-from stoker_testbed.data.peer_formats import jpeg_samples, write_hf_disk, write_litdata, write_mds, write_tfrecords
+from stoker_testbed.data.peer_formats import jpeg_samples, write_array_record, write_hf_disk, write_litdata, write_mds, write_tfrecords
 
 from ..conftest import make_images
 
@@ -118,6 +118,8 @@ def make_seeds(root: Path) -> dict[str, Seed]:
     for kind, items in (("litdata", True), ("litdata-arrow", False)):
         write_litdata(root / kind / "lit", samples, chunk_bytes="1MB", items=items)
         seeds[kind] = Seed(kind, root / kind / "lit", "chunk-0-0.bin")
+    write_array_record(root / "array_record" / "ar", samples, files=1)
+    seeds["array_record"] = Seed("array_record", root / "array_record" / "ar", "train.array_record-00000-of-00001")
     write_hf_disk(root / "datasets" / "saved", samples, shards=1)
     seeds["datasets"] = Seed("datasets", root / "datasets" / "saved", "data-00000-of-00001.arrow")
     return seeds

@@ -34,7 +34,7 @@ from stoker.ops import (
     decode_image,
     document_text,
 )
-from stoker.storage import JsonlStorage, LmdbStorage, ParquetStorage, PeerFormatStorage, StorageError, TarShardStorage
+from stoker.storage import ArrayRecordStorage, JsonlStorage, LmdbStorage, ParquetStorage, PeerFormatStorage, StorageError, TarShardStorage
 
 IMAGE_FORMATS = {"jpeg", "png", "webp"}
 AUDIO_FORMATS = {"wav", "flac", "mp3", "ogg", "m4a"}
@@ -49,9 +49,14 @@ CROP = ImageTransform(resize_shorter=40, center_crop=(32, 32))
 def _storage(kind: str, path: Path, names: list[str]) -> None:
     """Open the dataset and read every sample; a sample's failure must name it (its key, or its
     file, as Parquet's "part-00000.parquet row 3" does)."""
-    opener = {"tar": TarShardStorage, "tar-index": TarShardStorage, "lmdb": LmdbStorage, "parquet": ParquetStorage}.get(
-        kind, PeerFormatStorage
-    )
+    openers = {
+        "tar": TarShardStorage,
+        "tar-index": TarShardStorage,
+        "lmdb": LmdbStorage,
+        "parquet": ParquetStorage,
+        "array_record": ArrayRecordStorage,
+    }
+    opener = openers.get(kind, PeerFormatStorage)
     storage = opener(path)
     try:
         keys = list(storage.keys)

@@ -1,7 +1,8 @@
 """The peers' own formats, read in place, without converting: MosaicML Streaming's MDS shards
-(raw or compressed whole), LitData's optimized chunks, TFRecord files (plain or gzip) and Hugging Face ``save_to_disk``
+(raw or compressed whole), LitData's optimized chunks, TFRecord files (plain or gzip), Hugging Face ``save_to_disk``
 folders (Arrow files), locally (`PeerFormatStorage`) and
-on object stores (`stoker.storage.remote`'s stores open them through `PeerDataset`).
+on object stores (`stoker.storage.remote`'s stores open them through `PeerDataset`); and Grain's
+ArrayRecord files on local disk through Google's own reader (`ArrayRecordStorage`).
 
 A format's parser turns one file's raw bytes into where each sample's payload lies and its
 label, with array operations and bounds checked before anything is followed (`_mds.py`,
@@ -9,6 +10,7 @@ label, with array operations and bounds checked before anything is followed (`_m
 dataset's first open reads its files through.
 """
 
+from ._array_record import ARRAY_RECORD_SUFFIX, ArrayRecordStorage
 from ._dataset import MAX_RAW_BYTES, PeerDataset, hf_dataset, indexed_dataset, litdata_dataset, mds_dataset, tfrecord_dataset
 from ._detect import index_json_format, local_peer_dataset, peer_format
 from ._fields import FieldChoice
@@ -19,6 +21,8 @@ from ._storage import PeerFormatStorage
 from ._tfrecord import example_features, is_tfrecord_name, scan_tfrecord, tfrecord_records
 
 __all__ = [
+    "ARRAY_RECORD_SUFFIX",
+    "ArrayRecordStorage",
     "MAX_RAW_BYTES",
     "FieldChoice",
     "FileRecords",

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ..._files import require_regular
 from ...errors import StorageError
+from ._array_record import ARRAY_RECORD_SUFFIX
 from ._dataset import PeerDataset, hf_dataset, indexed_dataset, tfrecord_dataset
 from ._tfrecord import is_tfrecord_name
 
@@ -34,14 +35,14 @@ def index_json_format(data: bytes) -> str | None:
 
 
 def peer_format(path: str | os.PathLike[str]) -> str | None:
-    """``"mds"``, ``"litdata"``, ``"tfrecord"`` or ``"datasets"`` for a local dataset one of those peers wrote,
+    """``"mds"``, ``"litdata"``, ``"tfrecord"``, ``"datasets"`` or ``"array_record"`` for a local dataset one of those peers wrote,
     else None (without reading more than an ``index.json`` and a folder's names)."""
     text = str(path)
     if any(character in text for character in "*?["):
-        return "tfrecord" if is_tfrecord_name(text) else None
+        return "tfrecord" if is_tfrecord_name(text) else "array_record" if ARRAY_RECORD_SUFFIX in text else None
     location = Path(path)
     if location.is_file():
-        return "tfrecord" if is_tfrecord_name(location.name) else None
+        return "tfrecord" if is_tfrecord_name(location.name) else "array_record" if ARRAY_RECORD_SUFFIX in location.name else None
     if not location.is_dir():
         return None
     index = location / "index.json"
@@ -58,8 +59,11 @@ def peer_format(path: str | os.PathLike[str]) -> str | None:
         return "datasets"  # Hugging Face save_to_disk
     if (location / "dataset_dict.json").is_file():
         return "datasets"  # its splits are folders of their own: `local_peer_dataset` says so
-    if any(is_tfrecord_name(entry.name) for entry in location.iterdir() if entry.is_file()):
+    names = [entry.name for entry in location.iterdir() if entry.is_file()]
+    if any(is_tfrecord_name(name) for name in names):
         return "tfrecord"
+    if any(ARRAY_RECORD_SUFFIX in name for name in names):
+        return "array_record"
     return None
 
 

@@ -36,7 +36,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from ...errors import StorageError
-from ..formats import index_json_format, is_tfrecord_name
+from ..formats import ARRAY_RECORD_SUFFIX, index_json_format, is_tfrecord_name
 from ..local import SAMPLE_EXTENSIONS, SHARD_IMAGE_EXTENSIONS, IndexHeader, ShardBlock, ShardCatalog, decode_member, header_of, parse_index
 from ..policies import BlockReader, ErrorKind, HedgedCalls, RetryPolicy, SampleCache, call_with_retries, first_line
 from ._object_formats import PeerObjects, open_hf, open_indexed, open_tfrecords
@@ -404,6 +404,11 @@ class ObjectStorage(RemoteStorage):
         names = [name for name in listing if name.lower().endswith(SAMPLE_EXTENSIONS)]
         parquet = [name for name in listing if name.lower().endswith(".parquet")]
         records = {name: meta for name, meta in listing.items() if is_tfrecord_name(name)}
+        if not names and any(ARRAY_RECORD_SUFFIX in name for name in listing):
+            raise StorageError(
+                f"{self.url}: holds ArrayRecord files, which stoker reads from local disk only (their reader, Google's array_record, "
+                "reads local paths, and their records are compressed together, so a sample is not a range to fetch); copy them to a local disk"
+            )
         if not names and records:
             self._use_peer(await open_tfrecords(self, records, self.payload, self.label_field))
             return
