@@ -14,6 +14,9 @@ from the same JPEGs, each loader in a process of its own (`stoker_testbed.peers.
 - ArrayRecord files of Examples written by Google's ``ArrayRecordWriter``: stoker (through the
   same reader) vs Grain's ``ArrayRecordDataSource`` in a ``MapDataset`` with ``mp_prefetch`` and 2
   workers; locally (both read local paths only).
+- A Lance dataset written by ``lance.write_dataset``: stoker (through Lance's reader) vs a
+  map-style dataset whose ``__getitems__`` is one Lance ``take``, in a DataLoader with 2 workers;
+  locally (from a store, both would read through Lance's own object store client).
 - A Hugging Face ``save_to_disk`` folder: stoker vs ``load_from_disk`` with a ``with_transform``
   decode in a DataLoader with 2 workers; locally (``load_from_disk`` of a URL copies the whole
   folder first: left out of the remote rows).
@@ -40,7 +43,15 @@ from pathlib import Path
 from typing import Any
 
 from stoker.bench import require_optimized_core
-from stoker_testbed.data.peer_formats import jpeg_samples, write_array_record, write_hf_disk, write_litdata, write_mds, write_tfrecords
+from stoker_testbed.data.peer_formats import (
+    jpeg_samples,
+    write_array_record,
+    write_hf_disk,
+    write_lance,
+    write_litdata,
+    write_mds,
+    write_tfrecords,
+)
 from stoker_testbed.servers.proxy_process import ProxyProcess
 from stoker_testbed.servers.s3_server import S3Server
 
@@ -113,6 +124,7 @@ def main() -> None:
         chunks = write_litdata(Path(scratch) / "litdata", samples, chunk_bytes="64MB", items=False)
         arrays = Path(scratch) / "array_record"
         write_array_record(arrays, samples, files=8)
+        lance_uri = write_lance(Path(scratch) / "train.lance", samples, rows_per_file=1024)
         print(f"{args.images} JPEGs written as MDS, LitData, TFRecord, ArrayRecord and a save_to_disk folder", file=sys.stderr, flush=True)
         for rtt in (float(value) for value in args.rtt_ms.split(",") if value):
             if rtt == 0:
@@ -122,6 +134,7 @@ def main() -> None:
                     ("TFRecord", records, "tfrecord"),
                     ("datasets", saved, "datasets"),
                     ("ArrayRecord", arrays, "grain"),
+                    ("Lance", lance_uri, "lance"),
                 )
                 for name, folder, peer in local:
                     first, steady = run("stoker", str(folder)), run("stoker", str(folder))

@@ -28,7 +28,7 @@ from ._labels import label_array
 from ._locate import sample_locations
 from ._open import open_storage, storage_format
 from ._protocol import Storage
-from .formats import ArrayRecordStorage, PeerFormatStorage
+from .formats import ArrayRecordStorage, LanceStorage, PeerFormatStorage
 from .local import (
     AUDIO_EXTENSIONS,
     IMAGE_EXTENSIONS,
@@ -58,6 +58,7 @@ __all__ = [
     "FileStorage",
     "IMAGE_EXTENSIONS",
     "JsonlStorage",
+    "LanceStorage",
     "LatencyReporting",
     "LmdbStorage",
     "MemberStorage",

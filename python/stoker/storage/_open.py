@@ -9,7 +9,7 @@ from typing import Any
 from .._files import require_regular
 from ..errors import StorageError
 from ._protocol import Storage
-from .formats import ARRAY_RECORD_SUFFIX, ArrayRecordStorage, PeerFormatStorage, is_tfrecord_name, peer_format
+from .formats import ARRAY_RECORD_SUFFIX, ArrayRecordStorage, LanceStorage, PeerFormatStorage, is_lance_path, is_tfrecord_name, peer_format
 from .local import JSONL_SUFFIXES, PARTIAL_MARKER, FileStorage, JsonlStorage, LmdbStorage, TarShardStorage
 from .remote import OBJECT_STORE_SCHEMES
 
@@ -18,7 +18,7 @@ __all__ = ["open_storage", "storage_format"]
 
 def storage_format(path: str | os.PathLike[str]) -> str:
     """``"lmdb"``, ``"shards"``, ``"parquet"``, ``"jsonl"``, ``"mds"``, ``"litdata"``,
-    ``"tfrecord"``, ``"datasets"`` (a ``save_to_disk`` folder), ``"array_record"``, ``"folder"`` or ``"manifest"`` for what ``path`` holds (a folder with ``*.parquet`` files at its top or in ``data/`` is
+    ``"tfrecord"``, ``"datasets"`` (a ``save_to_disk`` folder), ``"array_record"``, ``"lance"``, ``"folder"`` or ``"manifest"`` for what ``path`` holds (a folder with ``*.parquet`` files at its top or in ``data/`` is
     ``"parquet"``; one with JSON Lines files at its top is ``"jsonl"``).
 
     Raises:
@@ -37,6 +37,8 @@ def storage_format(path: str | os.PathLike[str]) -> str:
     if not location.exists():
         raise FileNotFoundError(f"{location}: no such file or folder")
     if location.is_dir():
+        if is_lance_path(location):
+            return "lance"
         if (location / "data.mdb").exists():
             return "lmdb"
         if (location / "dataset.json").exists() or (location / PARTIAL_MARKER).exists() or any(location.glob("*.tar")):
@@ -77,7 +79,7 @@ def open_storage(path: str | os.PathLike[str], **options: Any) -> Storage:
 
     Args:
         path: A local path (a folder, shards, LMDB, Parquet, JSON Lines, a manifest, MosaicML
-            Streaming's MDS shards, TFRecord files, a Hugging Face ``save_to_disk`` folder, ArrayRecord files), an object
+            Streaming's MDS shards, TFRecord files, a Hugging Face ``save_to_disk`` folder, ArrayRecord files, a Lance dataset), an object
             store prefix (``s3://bucket/prefix``, ``gs://bucket/prefix``, ``az://container/prefix``,
             also ``azure://`` and ``abfs[s]://container@account.dfs.core.windows.net/prefix``),
             Parquet objects there (``.../*.parquet``), or ``cassandra://hosts/keyspace``.
@@ -89,6 +91,8 @@ def open_storage(path: str | os.PathLike[str], **options: Any) -> Storage:
     text = str(path)
     scheme = text.split("://", 1)[0].lower() if "://" in text else ""
     store = OBJECT_STORE_SCHEMES.get(scheme)
+    if is_lance_path(text):  # Lance reads local folders and object stores itself
+        return LanceStorage(text, **options)
     if store is not None and (text.lower().endswith(".parquet") or any(character in text for character in "*?[")):
         from .remote import open_object_parquet
 

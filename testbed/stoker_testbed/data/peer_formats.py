@@ -172,3 +172,19 @@ def write_array_record(folder: Path, samples: Sequence[Sample], *, files: int = 
         writer.close()
         paths.append(path)
     return paths
+
+
+def write_lance(uri: Path, samples: Sequence[Sample], *, blob: bool = False, rows_per_file: int = 100) -> Path:
+    """``samples`` as a Lance dataset by ``lance.write_dataset``: ``image`` (a blob column where
+    ``blob``, Lance's encoding for large binaries), ``label``, ``index``."""
+    import lance
+    import pyarrow as pa
+
+    image = pa.field("image", pa.large_binary(), metadata={"lance-encoding:blob": "true"} if blob else None)
+    schema = pa.schema([image, pa.field("label", pa.int64()), pa.field("index", pa.int64())])
+    table = pa.table(
+        {"image": [payload for payload, _ in samples], "label": [label for _, label in samples], "index": list(range(len(samples)))},
+        schema=schema,
+    )
+    lance.write_dataset(table, str(uri), max_rows_per_file=rows_per_file)
+    return uri

@@ -19,6 +19,8 @@ process of its own, printing one JSON line (samples, seconds, time to first batc
 - ``grain``: Grain's ``ArrayRecordDataSource`` over ArrayRecord files of Examples, a
   ``MapDataset`` with its index shuffle, the parse and decode as a ``map``, ``batch``, and
   ``mp_prefetch`` with 2 worker processes. Local files only (its reader reads paths).
+- ``lance``: a map-style dataset whose ``__getitems__`` is one Lance ``take`` of the batch's rows
+  (Lance's random-access recipe), decoded there, in a DataLoader with 2 workers, shuffled.
 - ``datasets``: Hugging Face's ``load_from_disk`` over its ``save_to_disk`` folder, the images
   undecoded by the feature and decoded by a ``with_transform`` (its docs' way), shuffled, in a
   DataLoader with 2 workers. Local folders only (``load_from_disk`` of a URL downloads it whole first).
@@ -166,6 +168,37 @@ def grain_batches(dataset: str) -> Iterator[int]:
         yield len(images)
 
 
+class _LanceRows:
+    """A map-style PyTorch dataset over a Lance dataset, a batch one ``take`` (``__getitems__``),
+    as Lance's docs show for random access; the dataset opened in each worker."""
+
+    def __init__(self, uri: str) -> None:
+        import lance
+
+        self.uri = uri
+        self.length = lance.dataset(uri).count_rows()
+        self.dataset: Any = None
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitems__(self, indices: list[int]) -> list[tuple[np.ndarray, int]]:
+        import lance
+
+        if self.dataset is None:
+            self.dataset = lance.dataset(self.uri)
+        table = self.dataset.take(indices, columns=["image", "label"])
+        return [(pil_decode(image), label) for image, label in zip(table.column(0).to_pylist(), table.column(1).to_pylist())]
+
+
+def lance_batches(dataset: str) -> Iterator[int]:
+    import torch
+
+    loader = torch.utils.data.DataLoader(_LanceRows(dataset), batch_size=BATCH, shuffle=True, num_workers=2, collate_fn=_stack)  # type: ignore[arg-type]
+    for images, _ in loader:
+        yield len(images)
+
+
 def datasets_batches(dataset: str) -> Iterator[int]:
     import torch
     from datasets import Image, load_from_disk
@@ -202,6 +235,7 @@ def main() -> None:
         "datasets": lambda: datasets_batches(dataset),
         "litdata": lambda: litdata_batches(dataset, endpoint, cache),
         "grain": lambda: grain_batches(dataset),
+        "lance": lambda: lance_batches(dataset),
     }[method]()
     started = time.perf_counter()
     first = 0.0

@@ -258,6 +258,9 @@ PARSERS = {
     "tfrecord": _tfrecord,
     "tfrecord-gz": _gzip,
     "datasets": _arrow_stream,
+    # A Lance data file: its footer (the offsets and lengths of its metadata and column tables, the
+    # versions, the magic) and the words before it; Lance's reader is Rust, called from Python.
+    "lance": lambda data: [Field(offset, 8, "little") for offset in range(max(0, len(data) - 256), len(data) - 7, 8)],
     # Riegeli: the file's first chunk header (hash, data size, record count, decoded size) and the
     # 8-byte words after it; the reader is Google's C++, and it must not take the process down.
     "array_record": lambda data: [Field(offset, 8, "little") for offset in range(0, min(len(data) - 7, 256), 8)],

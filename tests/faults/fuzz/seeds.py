@@ -20,7 +20,15 @@ from stoker.ops import ImageTransform
 from stoker.storage import FileStorage
 from stoker_testbed.data.images import encode, photo
 from stoker_testbed.data.media_files import require_ffmpeg, tone_with_clicks, wav_bytes
-from stoker_testbed.data.peer_formats import jpeg_samples, write_array_record, write_hf_disk, write_litdata, write_mds, write_tfrecords
+from stoker_testbed.data.peer_formats import (
+    jpeg_samples,
+    write_array_record,
+    write_hf_disk,
+    write_lance,
+    write_litdata,
+    write_mds,
+    write_tfrecords,
+)
 
 from ..conftest import make_images
 
@@ -120,6 +128,9 @@ def make_seeds(root: Path) -> dict[str, Seed]:
         seeds[kind] = Seed(kind, root / kind / "lit", "chunk-0-0.bin")
     write_array_record(root / "array_record" / "ar", samples, files=1)
     seeds["array_record"] = Seed("array_record", root / "array_record" / "ar", "train.array_record-00000-of-00001")
+    lance_uri = write_lance(root / "lance" / "train.lance", samples, rows_per_file=1000)
+    data_file = next((lance_uri / "data").glob("*.lance"))
+    seeds["lance"] = Seed("lance", lance_uri, f"data/{data_file.name}")
     write_hf_disk(root / "datasets" / "saved", samples, shards=1)
     seeds["datasets"] = Seed("datasets", root / "datasets" / "saved", "data-00000-of-00001.arrow")
     return seeds

@@ -34,7 +34,16 @@ from stoker.ops import (
     decode_image,
     document_text,
 )
-from stoker.storage import ArrayRecordStorage, JsonlStorage, LmdbStorage, ParquetStorage, PeerFormatStorage, StorageError, TarShardStorage
+from stoker.storage import (
+    ArrayRecordStorage,
+    JsonlStorage,
+    LanceStorage,
+    LmdbStorage,
+    ParquetStorage,
+    PeerFormatStorage,
+    StorageError,
+    TarShardStorage,
+)
 
 IMAGE_FORMATS = {"jpeg", "png", "webp"}
 AUDIO_FORMATS = {"wav", "flac", "mp3", "ogg", "m4a"}
@@ -55,6 +64,7 @@ def _storage(kind: str, path: Path, names: list[str]) -> None:
         "lmdb": LmdbStorage,
         "parquet": ParquetStorage,
         "array_record": ArrayRecordStorage,
+        "lance": LanceStorage,
     }
     opener = openers.get(kind, PeerFormatStorage)
     storage = opener(path)

@@ -13,15 +13,17 @@ import pytest
 from stoker import Loader
 from stoker.errors import StorageError
 from stoker.loader import Reads, Sampling
-from stoker.storage import ObjectStorage, open_storage
-from stoker_testbed.data.peer_formats import random_samples, write_hf_disk, write_litdata, write_mds, write_tfrecords
+from stoker.storage import LanceStorage, ObjectStorage, open_storage
+from stoker_testbed.data.datasets import unique
+from stoker_testbed.data.peer_formats import random_samples, write_hf_disk, write_lance, write_litdata, write_mds, write_tfrecords
 from stoker_testbed.servers.buckets import TestBucket
+from stoker_testbed.servers.s3_server import S3Server
 
 pytest.importorskip("streaming", reason="MDS shards are written by MosaicML Streaming: pip install mosaicml-streaming")
 pytest.importorskip("tfrecord", reason="TFRecord files are written by the tfrecord package: pip install tfrecord")
 
 
-def _epoch(storage: ObjectStorage, shuffle: str) -> Counter[bytes]:
+def _epoch(storage: ObjectStorage | LanceStorage, shuffle: str) -> Counter[bytes]:
     loader = Loader(storage, batch_size=20, decode=bytes, sampling=Sampling(shuffle=shuffle, seed=1), reads=Reads())  # type: ignore[arg-type]
     try:
         return Counter(data for batch in loader for data in batch.data)
@@ -91,5 +93,17 @@ def test_litdata_chunks_on_every_store_deliver_every_sample_once(object_bucket: 
     object_bucket.put_folder(write_litdata(tmp_path / "lit", samples, items=items), "lit")
     with open_storage(object_bucket.url("lit"), **object_bucket.options()) as storage:
         assert isinstance(storage, ObjectStorage) and storage.layout == "peer" and storage.payload == "image"
+        assert list(storage.labels) == [label for _, label in samples]
+        assert _epoch(storage, "uniform") == Counter(payload for payload, _ in samples)
+
+
+def test_a_lance_dataset_on_s3_reads_through_lance_with_s3storages_settings(s3_server: S3Server, tmp_path: Path) -> None:
+    pytest.importorskip("lance", reason="Lance datasets are written by Lance: pip install pylance")
+    samples = random_samples(150, seed=22)
+    bucket = TestBucket("s3", unique("lance"), s3_server)
+    s3_server.create_bucket(bucket.name)
+    bucket.put_folder(write_lance(tmp_path / "train.lance", samples), "train.lance")
+    with open_storage(bucket.url("train.lance"), **s3_server.options()) as storage:
+        assert isinstance(storage, LanceStorage) and len(storage) == 150
         assert list(storage.labels) == [label for _, label in samples]
         assert _epoch(storage, "uniform") == Counter(payload for payload, _ in samples)
