@@ -107,6 +107,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--images", type=int, default=4000, help="JPEGs of about 400 x 300")
     parser.add_argument("--rtt-ms", default="0,50", help="round trips to the S3 server (0: local files only)")
+    parser.add_argument("--formats", default="MDS,LitData,TFRecord,datasets,ArrayRecord,Lance", help="which formats to compare")
     parser.add_argument("--json")
     args = parser.parse_args()
     samples = [(payload, label) for payload, label in jpeg_samples(args.images, size=300)]
@@ -136,7 +137,7 @@ def main() -> None:
                     ("ArrayRecord", arrays, "grain"),
                     ("Lance", lance_uri, "lance"),
                 )
-                for name, folder, peer in local:
+                for name, folder, peer in (entry for entry in local if entry[0] in args.formats.split(",")):
                     first, steady = run("stoker", str(folder)), run("stoker", str(folder))
                     rows.append(row(name, "local", peer, first, steady, attempt(peer, str(folder)), len(samples)))
                     print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
@@ -152,7 +153,7 @@ def main() -> None:
                 client = s3.client()
                 endpoint = f"http://127.0.0.1:{proxy.port}"
                 environment = {**s3.environment(), "AWS_ENDPOINT_URL": endpoint}
-                for name, folder, peer, left_out in remote:
+                for name, folder, peer, left_out in (entry for entry in remote if entry[0] in args.formats.split(",")):
                     for path in sorted(folder.iterdir()):
                         client.upload_file(str(path), "bench", f"{folder.name}/{path.name}")
                     url = f"s3://bench/{folder.name}"

@@ -20,7 +20,8 @@ process of its own, printing one JSON line (samples, seconds, time to first batc
   ``MapDataset`` with its index shuffle, the parse and decode as a ``map``, ``batch``, and
   ``mp_prefetch`` with 2 worker processes. Local files only (its reader reads paths).
 - ``lance``: a map-style dataset whose ``__getitems__`` is one Lance ``take`` of the batch's rows
-  (Lance's random-access recipe), decoded there, in a DataLoader with 2 workers, shuffled.
+  (Lance's random-access recipe), decoded there, in a DataLoader with 2 spawned workers (Lance's
+  threads do not survive a fork), shuffled.
 - ``datasets``: Hugging Face's ``load_from_disk`` over its ``save_to_disk`` folder, the images
   undecoded by the feature and decoded by a ``with_transform`` (its docs' way), shuffled, in a
   DataLoader with 2 workers. Local folders only (``load_from_disk`` of a URL downloads it whole first).
@@ -194,7 +195,15 @@ class _LanceRows:
 def lance_batches(dataset: str) -> Iterator[int]:
     import torch
 
-    loader = torch.utils.data.DataLoader(_LanceRows(dataset), batch_size=BATCH, shuffle=True, num_workers=2, collate_fn=_stack)  # type: ignore[arg-type]
+    # spawn, as Lance's docs ask: its reader's threads do not survive a fork.
+    loader = torch.utils.data.DataLoader(
+        _LanceRows(dataset),
+        batch_size=BATCH,
+        shuffle=True,
+        num_workers=2,
+        collate_fn=_stack,
+        multiprocessing_context="spawn",  # type: ignore[arg-type]
+    )
     for images, _ in loader:
         yield len(images)
 

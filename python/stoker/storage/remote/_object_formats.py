@@ -16,14 +16,33 @@ from __future__ import annotations
 import asyncio
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ...errors import StorageError
 from ..formats import PeerDataset, RecordTable, hf_dataset, indexed_dataset, tfrecord_dataset
 from ..policies import call_with_retries, first_line
 
-if TYPE_CHECKING:
-    from ._object_storage import ObjectStorage
+
+class HostStorage(Protocol):
+    """What these functions use of `ObjectStorage` (named by its members, not imported: it
+    imports this module)."""
+
+    location: Any
+    url: str
+    store: Any
+    traffic: Any
+    retry: Any
+    block_cache_bytes: int
+
+    @property
+    def counters(self) -> Any: ...
+
+    def object_key(self, name: str) -> str: ...
+    def _limit(self) -> Any: ...
+    def _classify(self, error: BaseException) -> Any: ...
+    def _own_loop(self) -> asyncio.AbstractEventLoop: ...
+    async def _get_small(self, name: str) -> bytes | None: ...
+
 
 __all__ = ["PeerObjects", "open_hf", "open_indexed", "open_tfrecords"]
 
@@ -35,7 +54,7 @@ class PeerObjects:
     """A peer's dataset under an object store prefix: its table, and its compressed files held
     inflated."""
 
-    def __init__(self, storage: ObjectStorage, dataset: PeerDataset, table: RecordTable) -> None:
+    def __init__(self, storage: HostStorage, dataset: PeerDataset, table: RecordTable) -> None:
         self.storage = storage
         self.dataset = dataset
         self.table = table
@@ -127,7 +146,7 @@ async def _quietly(coroutine: Any) -> None:
         pass
 
 
-async def fetch_whole(storage: ObjectStorage, name: str) -> bytes:
+async def fetch_whole(storage: HostStorage, name: str) -> bytes:
     """Object ``name`` under the prefix, whole, retried like any read.
 
     Raises:
@@ -156,7 +175,7 @@ async def fetch_whole(storage: ObjectStorage, name: str) -> bytes:
         raise StorageError(f"{storage.location.name(key)}: {type(error).__name__}: {first_line(error)}") from error
 
 
-async def _build(storage: ObjectStorage, dataset: PeerDataset) -> PeerObjects:
+async def _build(storage: HostStorage, dataset: PeerDataset) -> PeerObjects:
     """The dataset's saved table, or one built from its files fetched whole."""
     table = dataset.saved(storage.url)
     if table is None:
@@ -171,7 +190,7 @@ async def _build(storage: ObjectStorage, dataset: PeerDataset) -> PeerObjects:
     return PeerObjects(storage, dataset, table)
 
 
-async def _scan_all(storage: ObjectStorage, dataset: PeerDataset, numbers: range) -> list[Any]:
+async def _scan_all(storage: HostStorage, dataset: PeerDataset, numbers: range) -> list[Any]:
     gate = asyncio.Semaphore(_FILES_AT_ONCE)
 
     async def one(number: int) -> Any:
@@ -181,7 +200,7 @@ async def _scan_all(storage: ObjectStorage, dataset: PeerDataset, numbers: range
     return list(await asyncio.gather(*(one(number) for number in numbers)))
 
 
-async def _scan(storage: ObjectStorage, dataset: PeerDataset, number: int) -> Any:
+async def _scan(storage: HostStorage, dataset: PeerDataset, number: int) -> Any:
     name = storage.location.name(storage.object_key(dataset.files[number].name))
     stored = await fetch_whole(storage, dataset.files[number].name)
 
@@ -192,7 +211,7 @@ async def _scan(storage: ObjectStorage, dataset: PeerDataset, number: int) -> An
 
 
 async def open_indexed(
-    storage: ObjectStorage, kind: str, index: bytes, listing: dict[str, dict[str, Any]], payload: str | None, label: str | None
+    storage: HostStorage, kind: str, index: bytes, listing: dict[str, dict[str, Any]], payload: str | None, label: str | None
 ) -> PeerObjects:
     """An MDS (``kind="mds"``) or LitData (``"litdata"``) dataset under the storage's prefix,
     from its ``index.json`` and the prefix's listing (name to size and ETag).
@@ -215,7 +234,7 @@ async def open_indexed(
     return await _build(storage, dataset)
 
 
-async def open_tfrecords(storage: ObjectStorage, listing: dict[str, dict[str, Any]], payload: str | None, label: str | None) -> PeerObjects:
+async def open_tfrecords(storage: HostStorage, listing: dict[str, dict[str, Any]], payload: str | None, label: str | None) -> PeerObjects:
     """The TFRecord files under the storage's prefix (from its listing), in name order."""
     names = sorted(listing)
     dataset = tfrecord_dataset([(name, int(listing[name]["size"])) for name in names], storage.url, payload, label, None)
@@ -223,7 +242,7 @@ async def open_tfrecords(storage: ObjectStorage, listing: dict[str, dict[str, An
     return await _build(storage, dataset)
 
 
-async def open_hf(storage: ObjectStorage, listing: dict[str, dict[str, Any]], payload: str | None, label: str | None) -> PeerObjects:
+async def open_hf(storage: HostStorage, listing: dict[str, dict[str, Any]], payload: str | None, label: str | None) -> PeerObjects:
     """A Hugging Face ``save_to_disk`` folder under the storage's prefix (its ``state.json``,
     ``dataset_info.json`` and Arrow files).
 
