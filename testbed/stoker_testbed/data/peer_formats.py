@@ -139,10 +139,18 @@ def write_litdata(folder: Path, samples: Sequence[Sample], *, chunk_bytes: str =
     """``samples`` as LitData chunks by ``litdata.optimize``: with ``items``, each sample also
     holds a small array (LitData then writes its item layout); without, only bytes and numbers
     (Arrow rows at the end of each chunk, as LitData 0.2.7x writes them)."""
+    import multiprocessing
+
     from litdata import optimize
 
     inputs = [(index, payload, label, items) for index, (payload, label) in enumerate(samples)]
-    optimize(fn=litdata_row, inputs=inputs, output_dir=str(folder), chunk_bytes=chunk_bytes, num_workers=1, mode="overwrite", verbose=False)
+    # `optimize` sets the process's start method to "spawn" for good (force=True): put it back, or
+    # every later DataLoader in the same test session spawns, and pickles what it never had to.
+    start_method = multiprocessing.get_start_method(allow_none=True)
+    try:
+        optimize(fn=litdata_row, inputs=inputs, output_dir=str(folder), chunk_bytes=chunk_bytes, num_workers=1, mode="overwrite", verbose=False)
+    finally:
+        multiprocessing.set_start_method(start_method, force=True)
     return folder
 
 
