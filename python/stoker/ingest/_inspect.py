@@ -29,20 +29,17 @@ def inspect_storage(path: str | os.PathLike[str]) -> dict[str, Any]:
             report["files"] = len(peer.dataset.files)
             report["bytes"] = sum(file.stored_bytes or 0 for file in peer.dataset.files)
             report["fields"] = peer.fields.describe()
-        elif isinstance(storage, ObjectStorage):  # a bucket: what it holds, from its manifest and indexes
-            report["layout"] = storage.layout
-            if storage.layout == "shards":
-                sizes = [shard.size for shard in storage.shards]
-                report["shards"] = len(sizes)
-                report["bytes"] = sum(sizes)
-                report["payload"] = storage.payload
-        elif isinstance(storage, TarShardStorage):
+        elif isinstance(storage, ObjectStorage | TarShardStorage) and storage.catalog is not None:  # tar shards, local or not
+            if isinstance(storage, ObjectStorage):
+                report["layout"] = storage.layout
             sizes = [shard.size for shard in storage.shards]
             report["shards"] = len(sizes)
             report["bytes"] = sum(sizes)
             report["shard_bytes"] = {"min": min(sizes), "max": max(sizes)}
             report["payload"] = storage.payload
             report["payloads"] = _by_count(storage.catalog.payload_counts())
+        elif isinstance(storage, ObjectStorage):  # one object per sample
+            report["layout"] = storage.layout
         elif isinstance(storage, LmdbStorage):
             report["bytes"] = storage.data_file.stat().st_size
             report["value_format"] = storage.value_format
@@ -89,7 +86,8 @@ def _size(count: float) -> str:
 
 def format_report(report: dict[str, Any], top: int = 20) -> str:
     """The report as text, the largest ``top`` label groups listed."""
-    lines = [f"{Path(report['path'])}: {report['format']}, {report['samples']} samples, {_size(report.get('bytes', 0))}"]
+    where = report["path"] if "://" in report["path"] else Path(report["path"])  # a Path would fold a URL's //
+    lines = [f"{where}: {report['format']}, {report['samples']} samples, {_size(report.get('bytes', 0))}"]
     if "shards" in report:
         lines.append(
             f"  {report['shards']} shards of {_size(report['shard_bytes']['min'])} to {_size(report['shard_bytes']['max'])}; payloads {_payloads(report)}"

@@ -7,7 +7,7 @@
   tokenized documents (`open_tokens`).
 - `formats`: `PeerFormatStorage`, the peers' own formats read in place (MosaicML Streaming's
   MDS shards, TFRecord files); on object stores the stores below read them.
-- `remote`: `S3Storage`, `GCSStorage`, `AzureStorage` (object stores, by ranged GETs) and `CassandraStorage`
+- `remote`: `S3Storage`, `GCSStorage`, `AzureStorage` (object stores, by ranged GETs), `HTTPStorage` (web servers, by URL) and `CassandraStorage`
   (Cassandra/ScyllaDB rows), on `RemoteStorage`: retries, many requests in flight, async
   per-sample fetches for out-of-order prefetch.
 - `policies`: `RetryPolicy`, `SampleCache`.
@@ -44,7 +44,7 @@ from .local import (
     open_tokens,
 )
 from .policies import PRICE_TABLES, PriceTable, RetryPolicy, SampleCache, StoreTraffic
-from .remote import AzureStorage, CassandraConnection, CassandraStorage, GCSStorage, ObjectStorage, RemoteStorage, S3Storage
+from .remote import AzureStorage, CassandraConnection, CassandraStorage, GCSStorage, HTTPStorage, ObjectStorage, RemoteStorage, S3Storage
 from .views import MixedStorage, SubsetStorage
 
 __all__ = [
@@ -71,6 +71,7 @@ __all__ = [
     "RemoteStorage",
     "RetryPolicy",
     "S3Storage",
+    "HTTPStorage",
     "AzureStorage",
     "GCSStorage",
     "ObjectStorage",

@@ -11,7 +11,7 @@ from ..errors import StorageError
 from ._protocol import Storage
 from .formats import ARRAY_RECORD_SUFFIX, ArrayRecordStorage, LanceStorage, PeerFormatStorage, is_lance_path, is_tfrecord_name, peer_format
 from .local import JSONL_SUFFIXES, PARTIAL_MARKER, FileStorage, JsonlStorage, LmdbStorage, TarShardStorage
-from .remote import OBJECT_STORE_SCHEMES
+from .remote import HTTP_SCHEMES, OBJECT_STORE_SCHEMES
 
 __all__ = ["open_storage", "storage_format"]
 
@@ -82,7 +82,9 @@ def open_storage(path: str | os.PathLike[str], **options: Any) -> Storage:
             Streaming's MDS shards, TFRecord files, a Hugging Face ``save_to_disk`` folder, ArrayRecord files, a Lance dataset), an object
             store prefix (``s3://bucket/prefix``, ``gs://bucket/prefix``, ``az://container/prefix``,
             also ``azure://`` and ``abfs[s]://container@account.dfs.core.windows.net/prefix``),
-            Parquet objects there (``.../*.parquet``), or ``cassandra://hosts/keyspace``.
+            Parquet objects there (``.../*.parquet``), files on a web server
+            (``https://host/shard-{000000..000099}.tar``, WebDataset's brace form, or a folder
+            URL with a ``dataset.json`` or ``index.json``), or ``cassandra://hosts/keyspace``.
         options: The backend's settings (credentials, endpoint, cache, ...).
 
     Raises:
@@ -102,6 +104,10 @@ def open_storage(path: str | os.PathLike[str], **options: Any) -> Storage:
 
         backend = {"s3": S3Storage, "gs": GCSStorage, "az": AzureStorage}[store]
         return backend(text, **options)
+    if scheme in HTTP_SCHEMES:
+        from .remote import HTTPStorage
+
+        return HTTPStorage(text, **options)
     if scheme in ("cassandra", "scylla", "scylladb"):
         from .remote import CassandraStorage
 

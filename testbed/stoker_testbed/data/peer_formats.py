@@ -148,7 +148,9 @@ def write_litdata(folder: Path, samples: Sequence[Sample], *, chunk_bytes: str =
     # every later DataLoader in the same test session spawns, and pickles what it never had to.
     start_method = multiprocessing.get_start_method(allow_none=True)
     try:
-        optimize(fn=litdata_row, inputs=inputs, output_dir=str(folder), chunk_bytes=chunk_bytes, num_workers=1, mode="overwrite", verbose=False)
+        optimize(
+            fn=litdata_row, inputs=inputs, output_dir=str(folder), chunk_bytes=chunk_bytes, num_workers=1, mode="overwrite", verbose=False
+        )
     finally:
         multiprocessing.set_start_method(start_method, force=True)
     return folder

@@ -89,6 +89,10 @@ class ServerProcess:
     def _ready(self) -> bool:
         raise NotImplementedError
 
+    def _child_environment(self) -> dict[str, str] | None:
+        """The server's environment (default: ours); secrets go here, never on its command line."""
+        return None
+
     def start(self) -> None:
         """Start the server and wait until it serves.
 
@@ -104,7 +108,9 @@ class ServerProcess:
         command = [*self.prefix, *self._command()]
         with open(self.log_path, "ab") as log:
             # A session of its own: Ctrl-C in the test run reaches us, and we stop it cleanly.
-            self._process = subprocess.Popen(command, cwd=self.workdir, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            self._process = subprocess.Popen(
+                command, cwd=self.workdir, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=self._child_environment()
+            )
 
     def wait_ready(self) -> None:
         """Wait until the launched server serves (see `start`)."""

@@ -1,6 +1,6 @@
-"""A peer's dataset on an object store that goes away mid-epoch (S3, GCS and Azure emulators,
-each a server of its own): MDS shards read by range keep every sample exactly once, all real
-data, while the server is down for 10 s and back."""
+"""A peer's dataset on an object store or a web server that goes away mid-epoch (S3, GCS and
+Azure emulators, a plain HTTP server; each a server of its own): MDS shards read by range keep
+every sample exactly once, all real data, while the server is down for 10 s and back."""
 
 from __future__ import annotations
 
@@ -18,12 +18,13 @@ from stoker_testbed.availability import started
 from stoker_testbed.data.peer_formats import random_samples, write_mds
 from stoker_testbed.servers.azurite_server import AzuriteServer
 from stoker_testbed.servers.gcs_server import GcsServer
+from stoker_testbed.servers.http_server import HttpFileServer
 from stoker_testbed.servers.s3_server import S3Server
 from stoker_testbed.servers.server import ServerProcess
 
 pytest.importorskip("streaming", reason="MDS shards are written by MosaicML Streaming: pip install mosaicml-streaming")
 
-SERVERS: dict[str, type[ServerProcess]] = {"s3": S3Server, "gs": GcsServer, "az": AzuriteServer}
+SERVERS: dict[str, type[ServerProcess]] = {"s3": S3Server, "gs": GcsServer, "az": AzuriteServer, "http": HttpFileServer}
 
 
 @pytest.fixture(params=sorted(SERVERS))
@@ -32,9 +33,12 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str,
     folder = write_mds(tmp_path / "mds", samples, size_limit=100_000)
     server: ServerProcess = started(SERVERS[request.param](), f"the {request.param} test server")
     try:
-        server.create_bucket("outage")  # type: ignore[attr-defined]
+        if not isinstance(server, HttpFileServer):
+            server.create_bucket("outage")  # type: ignore[attr-defined]
         for path in sorted(folder.iterdir()):
-            if isinstance(server, S3Server):
+            if isinstance(server, HttpFileServer):
+                server.put(f"outage/mds/{path.name}", path.read_bytes())
+            elif isinstance(server, S3Server):
                 server.client().put_object(Bucket="outage", Key=f"mds/{path.name}", Body=path.read_bytes())
             else:
                 server.put("outage", f"mds/{path.name}", path.read_bytes())  # type: ignore[attr-defined]
@@ -47,7 +51,8 @@ def test_an_outage_mid_epoch_over_mds_shards_is_ridden_out(
     store: tuple[str, ServerProcess, list[tuple[bytes, int]]], caplog: pytest.LogCaptureFixture
 ) -> None:
     kind, server, samples = store
-    with open_storage(f"{kind}://outage/mds", timeout=5, **server.options()) as storage:  # type: ignore[attr-defined]
+    url, options = (server.url("outage/mds/"), {}) if isinstance(server, HttpFileServer) else (f"{kind}://outage/mds", server.options())  # type: ignore[attr-defined]
+    with open_storage(url, timeout=5, **options) as storage:
         loader = Loader(storage, batch_size=16, decode=bytes, sampling=Sampling(seed=1))
         got: Counter[bytes] = Counter()
         restart: threading.Timer | None = None

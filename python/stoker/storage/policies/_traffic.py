@@ -114,6 +114,8 @@ PRICE_TABLES: dict[str, PriceTable] = {
     "gcs-standard": PriceTable("Google Cloud Storage Standard", 0.0004, 0.005, 0.0, "2024-06"),
     "azure-blob-hot": PriceTable("Azure Blob Storage Hot (LRS)", 0.00044, 0.0055, 0.0, "2024-06"),
     "cloudflare-r2": PriceTable("Cloudflare R2 Standard", 0.00036, 0.0045, 0.0, "2024-06"),
+    # A web server or CDN: no price per request; a CDN's egress is the user's to set.
+    "http": PriceTable("HTTP(S) server (no request prices)", 0.0, 0.0, 0.0, ""),
 }
 
 

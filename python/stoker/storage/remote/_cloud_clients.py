@@ -1,4 +1,5 @@
-"""The clients behind `GCSStorage` and `AzureStorage`: obstore's ``GCSStore`` and ``AzureStore``
+"""The clients behind `GCSStorage`, `AzureStorage` and `HTTPStorage`: obstore's ``GCSStore``,
+``AzureStore`` and ``HTTPStore``
 (Rust's ``object_store``, the client `S3Storage` measured fastest), with credentials the way
 each ecosystem expects them, and emulators (fake-gcs-server, Azurite) by endpoint.
 
@@ -25,7 +26,7 @@ from typing import Any
 
 from ...errors import ConfigurationError
 
-__all__ = ["AZURITE_ACCOUNT", "open_azure_store", "open_gcs_store", "parse_connection_string"]
+__all__ = ["AZURITE_ACCOUNT", "open_azure_store", "open_gcs_store", "open_http_store", "parse_connection_string"]
 
 # Azurite's well-known development account (public, documented by Microsoft; not a secret).
 AZURITE_ACCOUNT = "devstoreaccount1"
@@ -176,3 +177,25 @@ def open_azure_store(
         client_options=_client_options(endpoint, timeout, connect_timeout),
         retry_config=_no_retries(timeout),
     )
+
+
+def open_http_store(base: str, *, headers: dict[str, str] | None = None, timeout: float = 30.0, connect_timeout: float = 5.0) -> Any:
+    """An obstore ``HTTPStore`` on ``base`` (``https://host/``): GET, ranged GET and HEAD,
+    which any web server and CDN answer.
+
+    Args:
+        base: The server, ``scheme://host[:port]/``.
+        headers: Sent with every request (``{"Authorization": "Bearer ..."}`` for a private
+            dataset); never logged. A redirect to another host does not carry ``Authorization``
+            (the client drops it, as browsers do).
+        timeout: Seconds per request.
+        connect_timeout: Seconds to connect.
+
+    Raises:
+        ImportError: obstore is not installed.
+    """
+    store_class = _import_obstore_store("HTTPStore", "HTTP", "http")
+    options = _client_options(base, timeout, connect_timeout)
+    if headers:
+        options["default_headers"] = dict(headers)
+    return store_class.from_url(base, client_options=options, retry_config=_no_retries(timeout))

@@ -1,0 +1,212 @@
+"""Datasets on a plain web server or CDN, named by URL: ``https://host/data/shard-{000000..000999}.tar``
+(WebDataset's brace form; lists joined by ``::``), one file, or a folder URL holding a
+``dataset.json`` (stoker's) or an ``index.json`` (MosaicML's MDS, LitData). Every read is a GET or
+a ranged GET through obstore's ``HTTPStore``, with everything `ObjectStorage` does besides
+(out-of-order prefetch, retries to a deadline, hedging, block streaming, the node cache).
+
+A web server cannot be listed, so each named file is asked for its size and ETag by ``HEAD``.
+Tar shards are read through their ``.idx`` sidecars where the server has them (as `stoker
+convert --to shards` writes them); a shard without one is fetched whole once and indexed, and
+the index is saved in ``$STOKER_CACHE/http-index`` under the URL, size and ETag: later opens (and
+every other rank on the node) read the saved index, and a shard changed on the server is indexed
+again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from ...errors import StorageError
+from .._cache import cache_dir
+from ..formats import index_json_format, indexed_dataset, is_tfrecord_name
+from ..local import SAMPLE_EXTENSIONS, build_index, parse_index, write_index
+from ..policies import call_with_retries, first_line
+from ._cloud_clients import open_http_store
+from ._object_formats import open_tfrecords
+from ._object_storage import ObjectStorage
+from ._object_url import ObjectUrl
+from ._url_list import parse_url_list
+
+__all__ = ["HTTPStorage"]
+
+logger = logging.getLogger("stoker.storage")
+
+_SHARDS_INDEXED_AT_ONCE = 4
+"""Shards without a sidecar fetched (to local disk) and indexed at once while opening."""
+
+
+class HTTPStorage(ObjectStorage):
+    """Samples on an HTTP(S) server (every read a GET or ranged GET).
+
+    Args:
+        urls: One URL, a brace pattern (``https://host/shard-{000000..000099}.tar``), several
+            joined by ``::``, or a list of URLs; all on one server. A folder URL (ending in ``/``)
+            must hold a ``dataset.json`` or an ``index.json``.
+        headers: Sent with every request, such as ``{"Authorization": "Bearer <token>"}`` for a
+            private dataset (never logged or put in a name).
+        timeout: Seconds per request.
+        connect_timeout: Seconds to connect.
+        options: `ObjectStorage`'s (payload, label, image_extensions, verify, cache_dir,
+            cache_bytes, block_bytes, block_cache_bytes, max_in_flight, retry).
+
+    Raises:
+        ConfigurationError: Not http(s) URLs on one server, or a URL with a query or credentials.
+        StorageError: A file missing (named), access refused, a folder without an index, or a
+            list mixing kinds of files.
+    """
+
+    price_table = "http"
+
+    def __init__(
+        self,
+        urls: str | Sequence[str],
+        *,
+        headers: dict[str, str] | None = None,
+        timeout: float = 30.0,
+        connect_timeout: float = 5.0,
+        **options: Any,
+    ) -> None:
+        listed = parse_url_list(urls)
+        self._names = listed.names
+        location = ObjectUrl(listed.scheme, listed.server, listed.prefix)
+        super().__init__(
+            location,
+            open_store=lambda: open_http_store(listed.base, headers=headers, timeout=timeout, connect_timeout=connect_timeout),
+            **options,
+        )
+
+    async def _open(self) -> None:
+        if self._names is None:  # a folder URL: its dataset.json or index.json says what is there
+            await super()._open()
+            return
+        listing = await self._listing()
+        names = self._names
+        if all(name.lower().endswith(".tar") for name in names):
+            await self._open_tar_list(names, listing)
+        elif all(is_tfrecord_name(name) for name in names):
+            self._use_peer(await open_tfrecords(self, listing, self.payload, self.label_field))
+        elif all(name.lower().endswith(SAMPLE_EXTENSIONS) for name in names):
+            self._keys, self._labels = list(names), [None] * len(names)
+        else:
+            odd = next(name for name in names if not name.lower().endswith((".tar", *SAMPLE_EXTENSIONS)))
+            raise StorageError(
+                f"{self.location.name(self.object_key(odd))}: a URL list holds tar shards, TFRecord files or images, one kind at a time"
+            )
+
+    async def _listing(self) -> dict[str, dict[str, Any]]:
+        """Each named file's size and ETag, by HEAD (a web server has no listing): the list's
+        files, or those a folder's ``index.json`` names.
+
+        Raises:
+            StorageError: A file is missing or refused (named), or a folder URL has no index.
+        """
+        names = self._names if self._names is not None else await self._index_names()
+        heads = await asyncio.gather(*(self._head(name) for name in names))
+        return dict(zip(names, heads))
+
+    async def _index_names(self) -> list[str]:
+        index = await self._get_small("index.json")
+        kind = index_json_format(index) if index is not None else None
+        if index is None or kind is None:
+            raise StorageError(
+                f"{self.url}: a web server's folder cannot be listed, and this one has no dataset.json or index.json; "
+                "name the files instead (a brace list such as https://host/shard-{000000..000099}.tar)"
+            )
+        return [file.name for file in indexed_dataset(kind, index, self.url, f"{self.url}/index.json", None, None).files]
+
+    async def _head(self, name: str) -> dict[str, Any]:
+        import obstore
+
+        key = self.object_key(name)
+
+        async def head() -> dict[str, Any]:
+            self.traffic.request("HEAD")
+            return dict(await obstore.head_async(self.store, key))
+
+        try:
+            async with self._limit():
+                return await call_with_retries(
+                    head, policy=self.retry.for_opening(), classify=self._classify, name=self.location.name(key), counters=self.counters
+                )
+        except StorageError:
+            raise
+        except Exception as error:  # not there, refused: final
+            raise StorageError(f"{self.location.name(key)}: {type(error).__name__}: {first_line(error)}") from error
+
+    # ---- tar shards ------------------------------------------------------------------------
+
+    async def _open_tar_list(self, names: list[str], listing: dict[str, dict[str, Any]]) -> None:
+        gate = asyncio.Semaphore(_SHARDS_INDEXED_AT_ONCE)
+
+        async def index_of(name: str) -> bytes:
+            sidecar = await self._get_small(name + ".idx")
+            if sidecar is not None:
+                return bytes(sidecar)
+            async with gate:
+                return await self._built_index(name, listing[name])
+
+        await self._open_shards(names, list(await asyncio.gather(*(index_of(name) for name in names))))
+        for name, header in zip(names, self.shards):
+            size = int(listing[name]["size"])
+            if header.size != size:
+                raise StorageError(
+                    f"{self.location.name(self.object_key(name))}: the server has {size} bytes, its index is of a shard of "
+                    f"{header.size} (rewritten since it was indexed?)"
+                )
+
+    async def _built_index(self, name: str, meta: dict[str, Any]) -> bytes:
+        """The index of a shard without a sidecar: saved by an earlier open, or built now from
+        the shard fetched whole (to local disk, never held in memory)."""
+        url = self.location.name(self.object_key(name))
+        stamp = f"{url}\n{meta.get('size')}\n{meta.get('e_tag')}\n{meta.get('last_modified')}"
+        saved = cache_dir("http-index") / (hashlib.sha256(stamp.encode()).hexdigest()[:32] + ".idx")
+        if saved.exists():
+            data = saved.read_bytes()
+            try:  # a saved file is untrusted input like any other
+                parse_index(data, PurePosixPath(name), str(saved))
+                return data
+            except Exception as error:
+                logger.warning("%s: the saved index %s is damaged (%s); indexing the shard again", url, saved, first_line(error))
+        with tempfile.TemporaryDirectory(dir=saved.parent, prefix=".fetch-") as scratch:
+            local = Path(scratch) / PurePosixPath(name).name
+            await self._download(name, local)
+            logger.info("%s: no index on the server; indexed it once (saved for later opens in %s)", url, saved.parent)
+
+            def index() -> bytes:
+                try:
+                    built = build_index(local)
+                except StorageError as error:  # named by the local copy: name the URL instead
+                    raise type(error)(str(error).replace(str(local), url)) from error
+                return write_index(built, saved).read_bytes()
+
+            return await asyncio.to_thread(index)
+
+    async def _download(self, name: str, target: Path) -> None:
+        """File ``name`` fetched whole into ``target``, streamed, retried from the start."""
+        import obstore
+
+        key = self.object_key(name)
+
+        async def get() -> None:
+            self.traffic.request("GET")
+            result = await obstore.get_async(self.store, key)
+            with open(target, "wb") as file:
+                async for chunk in result.stream(min_chunk_size=4 << 20):
+                    self.traffic.received(len(chunk))
+                    await asyncio.to_thread(file.write, chunk)
+
+        try:
+            async with self._limit():
+                await call_with_retries(
+                    get, policy=self.retry, classify=self._classify, name=self.location.name(key), counters=self.counters
+                )
+        except StorageError:
+            raise
+        except Exception as error:
+            raise StorageError(f"{self.location.name(key)}: {type(error).__name__}: {first_line(error)}") from error
