@@ -1,5 +1,5 @@
 """One cache per node: three local ranks, each its own process, share one `cache_dir`; over two
-epochs the node fetches each sample from the server once."""
+epochs the node fetches each sample from the server once, on each object store (S3, GCS, Azure)."""
 
 from __future__ import annotations
 
@@ -9,17 +9,17 @@ import subprocess
 import sys
 from pathlib import Path
 
-from stoker.ingest import upload_to_s3
-from stoker_testbed.data.datasets import dataset, unique
-from stoker_testbed.servers.s3_server import S3Server
+from stoker_testbed.data.datasets import dataset
+from stoker_testbed.servers.buckets import TestBucket
 
 RANK = """
-import json, sys
+import json, os, sys
 from stoker import Loader
-from stoker.storage import S3Storage
+from stoker.storage import open_storage
 url, cache, rank = sys.argv[1], sys.argv[2], int(sys.argv[3])
+options = json.loads(os.environ["STOKER_TEST_STORE_OPTIONS"])  # the emulator's endpoint and keys: not on the command line
 epochs = []
-with S3Storage(url, cache_dir=cache, cache_bytes=64 << 20) as storage:
+with open_storage(url, cache_dir=cache, cache_bytes=64 << 20, **options) as storage:
     loader = Loader(storage, batch_size=8, seed=3, rank=rank, world_size=3)
     before = storage.stats()  # windows end to end: a warm-up request that completes between
     for epoch in range(2):  # two epochs counts in one of them, never in neither
@@ -32,15 +32,16 @@ print(json.dumps(epochs))
 """
 
 
-def test_local_ranks_share_one_cache_and_never_fetch_a_sample_twice(s3_server: S3Server, tmp_path: Path) -> None:
-    bucket = unique("node-cache-")
-    s3_server.create_bucket(bucket)
+def test_local_ranks_share_one_cache_and_never_fetch_a_sample_twice(object_bucket: TestBucket, tmp_path: Path) -> None:
     source = dataset(150)
-    upload_to_s3(source, f"s3://{bucket}/d", progress=False, decode_check=False, **s3_server.options())
-    environment = {**os.environ, **s3_server.environment()}
+    for key, payload in zip(source.keys, source.read_many(source.keys)):
+        object_bucket.put(f"d/{key}", payload)
+    environment = {**os.environ, "STOKER_TEST_STORE_OPTIONS": json.dumps(object_bucket.options())}
     ranks = [
         subprocess.Popen(
-            [sys.executable, "-c", RANK, f"s3://{bucket}/d", str(tmp_path / "cache"), str(rank)], stdout=subprocess.PIPE, env=environment
+            [sys.executable, "-c", RANK, object_bucket.url("d"), str(tmp_path / "cache"), str(rank)],
+            stdout=subprocess.PIPE,
+            env=environment,
         )
         for rank in range(3)
     ]

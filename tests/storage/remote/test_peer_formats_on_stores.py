@@ -14,10 +14,8 @@ from stoker import Loader
 from stoker.errors import StorageError
 from stoker.loader import Reads, Sampling
 from stoker.storage import LanceStorage, ObjectStorage, open_storage
-from stoker_testbed.data.datasets import unique
 from stoker_testbed.data.peer_formats import random_samples, write_hf_disk, write_lance, write_litdata, write_mds, write_tfrecords
 from stoker_testbed.servers.buckets import TestBucket
-from stoker_testbed.servers.s3_server import S3Server
 
 pytest.importorskip("streaming", reason="MDS shards are written by MosaicML Streaming: pip install mosaicml-streaming")
 pytest.importorskip("tfrecord", reason="TFRecord files are written by the tfrecord package: pip install tfrecord")
@@ -97,13 +95,11 @@ def test_litdata_chunks_on_every_store_deliver_every_sample_once(object_bucket: 
         assert _epoch(storage, "uniform") == Counter(payload for payload, _ in samples)
 
 
-def test_a_lance_dataset_on_s3_reads_through_lance_with_s3storages_settings(s3_server: S3Server, tmp_path: Path) -> None:
+def test_a_lance_dataset_on_each_store_reads_through_lance_with_the_stores_own_settings(object_bucket: TestBucket, tmp_path: Path) -> None:
     pytest.importorskip("lance", reason="Lance datasets are written by Lance: pip install pylance")
     samples = random_samples(150, seed=22)
-    bucket = TestBucket("s3", unique("lance"), s3_server)
-    s3_server.create_bucket(bucket.name)
-    bucket.put_folder(write_lance(tmp_path / "train.lance", samples), "train.lance")
-    with open_storage(bucket.url("train.lance"), **s3_server.options()) as storage:
+    object_bucket.put_folder(write_lance(tmp_path / "train.lance", samples), "train.lance")
+    with open_storage(object_bucket.url("train.lance"), **object_bucket.options()) as storage:
         assert isinstance(storage, LanceStorage) and len(storage) == 150
         assert list(storage.labels) == [label for _, label in samples]
         assert _epoch(storage, "uniform") == Counter(payload for payload, _ in samples)

@@ -152,7 +152,12 @@ class LanceStorage(Storage):
         storage_options: Lance's options for an object store (endpoint, credentials), passed
             through; never logged.
         endpoint, region, access_key_id, secret_access_key: An S3-compatible store's settings,
-            as `S3Storage` takes them (added to ``storage_options``).
+            as `S3Storage` takes them (added to ``storage_options``). ``endpoint`` is also
+            Google Cloud Storage's or Azure's (an emulator, a private endpoint) for ``gs://`` and
+            ``az://`` URIs.
+        service_account, anonymous: Google Cloud Storage's, as `GCSStorage` takes them
+            (``anonymous`` reads a public bucket or container unsigned, on Azure too).
+        account, account_key, sas_token: Azure's, as `AzureStorage` takes them.
         version: A version of the dataset to read (default: the latest).
         max_concurrent_reads: See `Storage`.
 
@@ -173,6 +178,11 @@ class LanceStorage(Storage):
         region: str | None = None,
         access_key_id: str | None = None,
         secret_access_key: str | None = None,
+        service_account: str | os.PathLike[str] | None = None,
+        anonymous: bool = False,
+        account: str | None = None,
+        account_key: str | None = None,
+        sas_token: str | None = None,
         max_concurrent_reads: int = 16,
     ) -> None:
         super().__init__(max_concurrent_reads)
@@ -180,17 +190,36 @@ class LanceStorage(Storage):
 
         lance = _lance()
         self.uri = str(uri)
-        # `S3Storage`'s own settings, as Lance's object store options (the environment's AWS_*
-        # variables, which Lance reads itself, work as well).
+        # Each store's own settings, as its Storage takes them, in Lance's object store options
+        # (the environment's AWS_*, GOOGLE_* and AZURE_* variables, which Lance reads itself,
+        # work as well).
+        scheme = self.uri.split("://", 1)[0].lower() if "://" in self.uri else ""
         options = dict(storage_options or {})
-        for key, value in (
-            ("aws_endpoint", endpoint),
-            ("aws_region", region),
-            ("aws_access_key_id", access_key_id),
-            ("aws_secret_access_key", secret_access_key),
-        ):
+        settings = {
+            "gs": (
+                ("google_base_url", endpoint),
+                ("google_service_account", service_account),
+                ("google_skip_signature", anonymous or None),
+            ),
+            "az": (
+                ("azure_storage_endpoint", endpoint),
+                ("azure_storage_account_name", account),
+                ("azure_storage_account_key", account_key),
+                ("azure_storage_sas_token", sas_token.lstrip("?") if sas_token else None),
+                ("azure_skip_signature", anonymous or None),
+            ),
+        }.get(
+            {"gcs": "gs", "azure": "az", "abfs": "az", "abfss": "az"}.get(scheme, scheme),
+            (
+                ("aws_endpoint", endpoint),
+                ("aws_region", region),
+                ("aws_access_key_id", access_key_id),
+                ("aws_secret_access_key", secret_access_key),
+            ),
+        )
+        for key, value in settings:
             if value is not None:
-                options.setdefault(key, value)
+                options.setdefault(key, str(value).lower() if isinstance(value, bool) else os.fspath(value))
         if endpoint is not None and endpoint.startswith("http://"):
             options.setdefault("allow_http", "true")
         storage_options = options or None
