@@ -7,10 +7,11 @@ import itertools
 import os
 import random
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
-from stoker.loader import Loader
-from stoker.storage import MemoryStorage
+from stoker.loader import Batch, Loader, Sampling
+from stoker.storage import MemoryStorage, Storage
 
 _names = itertools.count()
 
@@ -31,6 +32,37 @@ def epoch_contents(loader: Loader, truth: dict[str, bytes]) -> Counter[str]:
             assert data == truth[key]
             seen[key] += 1
     return seen
+
+
+def resumed_epoch(
+    open_dataset: Callable[[], Storage],
+    sampling: Sampling,
+    *,
+    batch_size: int,
+    stop_after: int,
+    each_batch: Callable[[Storage, Batch], None] | None = None,
+) -> list[bytes]:
+    """One epoch's payloads, read as a job that is stopped and resumed reads it: a Loader over
+    ``open_dataset()`` stopped after ``stop_after`` batches, its state saved, then a new Loader
+    over a storage opened afresh (a new process would open it again) loading that state and
+    reading the rest. ``each_batch`` checks every batch delivered before the stop."""
+    delivered: list[bytes] = []
+    with open_dataset() as storage:
+        loader = Loader(storage, batch_size=batch_size, decode=bytes, sampling=sampling)
+        for count, batch in enumerate(loader, start=1):
+            delivered.extend(batch.data)
+            if each_batch is not None:
+                each_batch(storage, batch)
+            if count == stop_after:
+                break
+        state = loader.state_dict()
+        loader.close()
+    with open_dataset() as storage:
+        resumed = Loader(storage, batch_size=batch_size, decode=bytes, sampling=sampling)
+        resumed.load_state_dict(state)
+        delivered.extend(data for batch in resumed for data in batch.data)
+        resumed.close()
+    return delivered
 
 
 def unique(prefix: str) -> str:

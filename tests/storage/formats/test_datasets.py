@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from stoker import Loader
 from stoker.errors import ShardError, StorageError
 from stoker.loader import Sampling
 from stoker.storage import open_storage, storage_format
 from stoker.storage.formats import PeerFormatStorage
+from stoker_testbed.data.datasets import resumed_epoch
 from stoker_testbed.data.peer_formats import jpeg_samples, random_samples, write_hf_disk
 
 datasets = pytest.importorskip("datasets", reason="the differential tests need Hugging Face datasets: pip install datasets")
@@ -39,20 +39,7 @@ def test_every_row_matches_datasets_own_reader_byte_for_byte(tmp_path: Path) -> 
 def test_a_loader_over_a_saved_dataset_delivers_every_sample_once_and_resumes_exactly(tmp_path: Path) -> None:
     samples = random_samples(300, seed=13)
     folder = write_hf_disk(tmp_path / "hf", samples, shards=5)
-    delivered: list[bytes] = []
-    with open_storage(folder) as storage:
-        loader = Loader(storage, batch_size=24, decode=bytes, sampling=Sampling(shuffle="block", seed=4))
-        for count, batch in enumerate(loader, start=1):
-            delivered.extend(batch.data)
-            if count == 4:
-                break
-        state = loader.state_dict()
-        loader.close()
-    with open_storage(folder) as storage:
-        resumed = Loader(storage, batch_size=24, decode=bytes, sampling=Sampling(shuffle="block", seed=4))
-        resumed.load_state_dict(state)
-        delivered.extend(data for batch in resumed for data in batch.data)
-        resumed.close()
+    delivered = resumed_epoch(lambda: open_storage(folder), Sampling(shuffle="block", seed=4), batch_size=24, stop_after=4)
     assert Counter(delivered) == Counter(payload for payload, _ in samples)
 
 

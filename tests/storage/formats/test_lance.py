@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from stoker import Loader
 from stoker.errors import StorageError
 from stoker.loader import Sampling
 from stoker.storage import LanceStorage, open_storage, storage_format
+from stoker_testbed.data.datasets import resumed_epoch
 from stoker_testbed.data.peer_formats import random_samples, write_lance
 
 lance = pytest.importorskip("lance", reason="the differential tests need Lance: pip install pylance")
@@ -40,20 +40,7 @@ def test_every_row_matches_lances_own_take_byte_for_byte(tmp_path: Path, blob: b
 def test_a_loader_over_lance_delivers_every_row_once_and_resumes_exactly(tmp_path: Path) -> None:
     samples = random_samples(260, seed=21)
     uri = write_lance(tmp_path / "train.lance", samples)
-    delivered: list[bytes] = []
-    with open_storage(uri) as storage:
-        loader = Loader(storage, batch_size=20, decode=bytes, sampling=Sampling(seed=6))
-        for count, batch in enumerate(loader, start=1):
-            delivered.extend(batch.data)
-            if count == 5:
-                break
-        state = loader.state_dict()
-        loader.close()
-    with open_storage(uri) as storage:
-        resumed = Loader(storage, batch_size=20, decode=bytes, sampling=Sampling(seed=6))
-        resumed.load_state_dict(state)
-        delivered.extend(data for batch in resumed for data in batch.data)
-        resumed.close()
+    delivered = resumed_epoch(lambda: open_storage(uri), Sampling(seed=6), batch_size=20, stop_after=5)
     assert Counter(delivered) == Counter(payload for payload, _ in samples)
 
 

@@ -16,9 +16,10 @@ from PIL import Image
 from stoker import Loader
 from stoker.cli import main
 from stoker.errors import ConfigurationError
-from stoker.loader import Sampling
-from stoker.storage import open_storage, storage_format
+from stoker.loader import Batch, Sampling
+from stoker.storage import Storage, open_storage, storage_format
 from stoker.storage.formats import PeerFormatStorage
+from stoker_testbed.data.datasets import resumed_epoch
 from stoker_testbed.data.peer_formats import jpeg_samples, random_samples, write_mds
 
 streaming = pytest.importorskip("streaming", reason="the differential tests need MosaicML Streaming: pip install mosaicml-streaming")
@@ -60,21 +61,13 @@ def test_a_loader_over_mds_delivers_every_sample_once_and_resumes_exactly(tmp_pa
     samples = random_samples(500, seed=5)
     folder = write_mds(tmp_path / "mds", samples, compression="zstd", size_limit=150_000)
     truth = {f"{index}": payload for index, (payload, _) in enumerate(samples)}
-    delivered: list[bytes] = []
-    with open_storage(folder) as storage:
-        loader = Loader(storage, batch_size=32, decode=bytes, sampling=Sampling(shuffle="block", seed=2))
-        for count, batch in enumerate(loader, start=1):
-            delivered.extend(batch.data)
-            assert list(batch.labels) == [samples[storage.index_of(key)][1] for key in batch.keys]
-            if count == 5:
-                break
-        state = loader.state_dict()
-        loader.close()
-    with open_storage(folder) as storage:
-        resumed = Loader(storage, batch_size=32, decode=bytes, sampling=Sampling(shuffle="block", seed=2))
-        resumed.load_state_dict(state)
-        delivered.extend(data for batch in resumed for data in batch.data)
-        resumed.close()
+
+    def check(opened: Storage, batch: Batch) -> None:
+        assert list(batch.labels) == [samples[opened.index_of(key)][1] for key in batch.keys]
+
+    delivered = resumed_epoch(
+        lambda: open_storage(folder), Sampling(shuffle="block", seed=2), batch_size=32, stop_after=5, each_batch=check
+    )
     assert Counter(delivered) == Counter(truth.values())
 
 

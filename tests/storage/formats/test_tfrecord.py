@@ -10,11 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from stoker import Loader
 from stoker.errors import ShardError
 from stoker.loader import Sampling
 from stoker.storage import open_storage, storage_format
 from stoker.storage.formats import PeerFormatStorage
+from stoker_testbed.data.datasets import resumed_epoch
 from stoker_testbed.data.peer_formats import jpeg_samples, random_samples, write_tfrecords
 
 reader = pytest.importorskip("tfrecord.reader", reason="the differential tests need the tfrecord package: pip install tfrecord")
@@ -55,20 +55,7 @@ def test_one_file_and_a_glob_open_as_the_folder_does(tmp_path: Path) -> None:
 def test_a_loader_over_tfrecords_delivers_every_sample_once_and_resumes_exactly(tmp_path: Path) -> None:
     samples = random_samples(400, seed=9)
     write_tfrecords(tmp_path / "records", samples, files=5, compress=True)
-    delivered: list[bytes] = []
-    with open_storage(tmp_path / "records") as storage:
-        loader = Loader(storage, batch_size=25, decode=bytes, sampling=Sampling(shuffle="uniform", seed=3))
-        for count, batch in enumerate(loader, start=1):
-            delivered.extend(batch.data)
-            if count == 6:
-                break
-        state = loader.state_dict()
-        loader.close()
-    with open_storage(tmp_path / "records") as storage:
-        resumed = Loader(storage, batch_size=25, decode=bytes, sampling=Sampling(shuffle="uniform", seed=3))
-        resumed.load_state_dict(state)
-        delivered.extend(data for batch in resumed for data in batch.data)
-        resumed.close()
+    delivered = resumed_epoch(lambda: open_storage(tmp_path / "records"), Sampling(shuffle="uniform", seed=3), batch_size=25, stop_after=6)
     assert Counter(delivered) == Counter(payload for payload, _ in samples)
 
 

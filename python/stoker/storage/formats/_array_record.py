@@ -189,10 +189,7 @@ class ArrayRecordStorage(Storage):
 
     def _read_indices(self, indices: Sequence[int]) -> list[bytes | Exception]:
         results: list[bytes | Exception | None] = [None] * len(indices)
-        by_file: dict[int, list[int]] = {}
-        for slot, index in enumerate(indices):
-            by_file.setdefault(self.table.locate(index)[0], []).append(slot)
-        for number, slots in by_file.items():
+        for number, slots in self.table.by_file(indices).items():
             positions = [self.table.locate(indices[slot])[1] for slot in slots]
             try:
                 records = self._read(number, positions)

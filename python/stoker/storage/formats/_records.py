@@ -125,6 +125,14 @@ class RecordTable:
         number, _ = self.locate(index)
         return number, int(self.offsets[index]), int(self.lengths[index])
 
+    def by_file(self, indices: Sequence[int]) -> dict[int, list[int]]:
+        """The places in ``indices`` (a batch's samples) grouped by file number, in first-seen
+        order: each file is then opened and read once per batch."""
+        groups: dict[int, list[int]] = {}
+        for slot, index in enumerate(indices):
+            groups.setdefault(self.locate(index)[0], []).append(slot)
+        return groups
+
     def samples_per_file(self) -> list[int]:
         """Samples in each file, in order."""
         return [int(count) for count in np.diff(self.starts)]

@@ -113,10 +113,7 @@ class PeerFormatStorage(Storage):
 
     def _read_indices(self, indices: Sequence[int]) -> list[bytes | Exception]:
         results: list[bytes | Exception | None] = [None] * len(indices)
-        by_file: dict[int, list[int]] = {}
-        for slot, index in enumerate(indices):
-            by_file.setdefault(self.table.locate(index)[0], []).append(slot)
-        for number, slots in by_file.items():
+        for number, slots in self.table.by_file(indices).items():
             spans = [(int(self.table.offsets[indices[slot]]), int(self.table.lengths[indices[slot]])) for slot in slots]
             if self.dataset.files[number].compression is None:
                 names = [self.sample_name(indices[slot]) for slot in slots]
