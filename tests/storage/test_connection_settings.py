@@ -8,7 +8,7 @@ import ssl
 import pytest
 
 from stoker.storage import CassandraConnection
-from stoker.storage.remote._s3_client import parse_s3_url
+from stoker.storage.remote import parse_s3_url
 
 
 def test_a_cassandra_url_names_hosts_port_keyspace_and_tables() -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import fnmatch
+import inspect
 import io
 from typing import Any
 
@@ -26,11 +27,17 @@ from ._s3_client import classify_object_store_error, open_s3_store
 
 __all__ = ["ObjectFile", "S3ObjectFile", "open_object_parquet", "open_s3_parquet"]
 
-# Each store's connection settings (the rest of the options go to `ParquetStorage`).
+
+def _settings_of(open_store: Any) -> tuple[Any, tuple[str, ...]]:
+    """A store's client and the connection settings it takes, read from its signature (so they
+    are listed once, where the client is made): the rest of the options go to `ParquetStorage`."""
+    return open_store, tuple(name for name, part in inspect.signature(open_store).parameters.items() if part.kind is part.KEYWORD_ONLY)
+
+
 _STORE_OPTIONS: dict[str, tuple[Any, tuple[str, ...]]] = {
-    "s3": (open_s3_store, ("endpoint", "region", "access_key_id", "secret_access_key", "session_token", "profile")),
-    "gs": (open_gcs_store, ("service_account", "service_account_key", "anonymous", "endpoint")),
-    "az": (open_azure_store, ("account", "account_key", "sas_token", "connection_string", "anonymous", "endpoint")),
+    "s3": _settings_of(open_s3_store),
+    "gs": _settings_of(open_gcs_store),
+    "az": _settings_of(open_azure_store),
 }
 
 
@@ -120,7 +127,7 @@ def open_object_parquet(url: str, *, retry: RetryPolicy | None = None, **options
 
     location = parse_object_url(url)
     opener, names = _STORE_OPTIONS[location.store]
-    settings = {name: options.pop(name) for name in (*names, "timeout", "connect_timeout") if name in options}
+    settings = {name: options.pop(name) for name in names if name in options}
     store = opener(location.bucket, **settings)
     path = location.prefix
     first_wildcard = min((path.index(character) for character in "*?[" if character in path), default=len(path))

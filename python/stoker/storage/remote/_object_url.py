@@ -60,7 +60,8 @@ def parse_object_url(url: str, store: str | None = None) -> ObjectUrl:
     """
     parsed = urlparse(url)
     kind = OBJECT_STORE_SCHEMES.get(parsed.scheme.lower())
-    expected = f"a {store}:// URL" if store else "an s3://, gs:// or az:// URL"
+    article = "an" if store in ("s3", "az") else "a"  # said as letters: "an s3://", "an az://"
+    expected = f"{article} {store}:// URL" if store else "an s3://, gs:// or az:// URL"
     if kind is None or not parsed.netloc or (store is not None and kind != store):
         raise ConfigurationError(f"not {expected} with a bucket (s3://bucket/prefix, gs://bucket/prefix, az://container/prefix): {url!r}")
     bucket, account = parsed.netloc, None

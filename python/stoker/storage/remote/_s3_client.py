@@ -6,24 +6,21 @@ from __future__ import annotations
 import os
 from datetime import timedelta
 from typing import Any
-from urllib.parse import urlparse
 
-from ...errors import ConfigurationError
 from ..policies import ErrorKind
+from ._object_url import parse_object_url
 
 __all__ = ["classify_object_store_error", "classify_s3_error", "open_s3_store", "parse_s3_url"]
 
 
 def parse_s3_url(url: str) -> tuple[str, str]:
-    """``s3://bucket/some/prefix`` -> ``("bucket", "some/prefix")``.
+    """``s3://bucket/some/prefix`` -> ``("bucket", "some/prefix")`` (`parse_object_url` for S3).
 
     Raises:
-        ValueError: Not an ``s3://`` URL with a bucket.
+        ConfigurationError: Not an ``s3://`` URL with a bucket.
     """
-    parsed = urlparse(url)
-    if parsed.scheme != "s3" or not parsed.netloc:
-        raise ConfigurationError(f"not an s3://bucket/prefix URL: {url!r}")
-    return parsed.netloc, parsed.path.strip("/")
+    location = parse_object_url(url, "s3")
+    return location.bucket, location.prefix
 
 
 def open_s3_store(
