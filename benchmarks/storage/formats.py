@@ -17,6 +17,11 @@ from the same JPEGs, each loader in a process of its own (`stoker_testbed.peers.
 - A Lance dataset written by ``lance.write_dataset``: stoker (through Lance's reader) vs a
   map-style dataset whose ``__getitems__`` is one Lance ``take``, in a DataLoader with 2 workers;
   locally (from a store, both would read through Lance's own object store client).
+- Tar shards written by WebDataset's ``ShardWriter``, with no index: stoker with the block shuffle
+  (which indexes each shard once, at its first open; on the server, block streaming) vs
+  WebDataset's own pipeline (shard shuffle, a shuffle buffer,
+  ``WebLoader`` with 2 workers); locally, and from a plain HTTP server (aiohttp's file handler)
+  behind the latency proxy by the brace URL list (WebDataset streams each shard with ``curl``).
 - A Hugging Face ``save_to_disk`` folder: stoker vs ``load_from_disk`` with a ``with_transform``
   decode in a DataLoader with 2 workers; locally (``load_from_disk`` of a URL copies the whole
   folder first: left out of the remote rows).
@@ -36,6 +41,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -44,6 +50,7 @@ from typing import Any
 
 from stoker.bench import require_optimized_core
 from stoker_testbed.data.peer_formats import (
+    brace_url,
     jpeg_samples,
     write_array_record,
     write_hf_disk,
@@ -51,7 +58,9 @@ from stoker_testbed.data.peer_formats import (
     write_litdata,
     write_mds,
     write_tfrecords,
+    write_webdataset,
 )
+from stoker_testbed.servers.http_server import HttpFileServer
 from stoker_testbed.servers.proxy_process import ProxyProcess
 from stoker_testbed.servers.s3_server import S3Server
 
@@ -107,7 +116,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--images", type=int, default=4000, help="JPEGs of about 400 x 300")
     parser.add_argument("--rtt-ms", default="0,50", help="round trips to the S3 server (0: local files only)")
-    parser.add_argument("--formats", default="MDS,LitData,TFRecord,datasets,ArrayRecord,Lance", help="which formats to compare")
+    parser.add_argument("--formats", default="MDS,LitData,TFRecord,datasets,ArrayRecord,Lance,WebDataset", help="which formats to compare")
     parser.add_argument("--json")
     args = parser.parse_args()
     samples = [(payload, label) for payload, label in jpeg_samples(args.images, size=300)]
@@ -126,6 +135,8 @@ def main() -> None:
         arrays = Path(scratch) / "array_record"
         write_array_record(arrays, samples, files=8)
         lance_uri = write_lance(Path(scratch) / "train.lance", samples, rows_per_file=1024)
+        tars = Path(scratch) / "webdataset"
+        tar_shards = write_webdataset(tars, samples, shard_bytes=max(1 << 20, sum(len(payload) for payload, _ in samples) // 8))
         print(f"{args.images} JPEGs written as MDS, LitData, TFRecord, ArrayRecord and a save_to_disk folder", file=sys.stderr, flush=True)
         for rtt in (float(value) for value in args.rtt_ms.split(",") if value):
             if rtt == 0:
@@ -136,9 +147,13 @@ def main() -> None:
                     ("datasets", saved, "datasets"),
                     ("ArrayRecord", arrays, "grain"),
                     ("Lance", lance_uri, "lance"),
+                    ("WebDataset", tars, "webdataset"),
                 )
                 for name, folder, peer in (entry for entry in local if entry[0] in args.formats.split(",")):
-                    first, steady = run("stoker", str(folder)), run("stoker", str(folder))
+                    if name == "WebDataset":  # a copy: stoker's first open writes its indexes beside the shards
+                        folder = shutil.copytree(folder, Path(scratch) / "webdataset-stoker")
+                    method = "stoker-block" if name == "WebDataset" else "stoker"
+                    first, steady = run(method, str(folder)), run(method, str(folder))
                     rows.append(row(name, "local", peer, first, steady, attempt(peer, str(folder)), len(samples)))
                     print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
                 continue
@@ -148,6 +163,16 @@ def main() -> None:
                 ("TFRecord", records, "tfrecord", "left out: the tfrecord package reads local paths, not URLs"),
                 ("datasets", saved, "datasets", "left out: load_from_disk of a URL copies the whole folder first"),
             )
+            if "WebDataset" in args.formats.split(","):
+                with HttpFileServer() as web, ProxyProcess(web.port, delay=rtt / 2e3) as proxy:
+                    for path in tar_shards:
+                        web.put(f"webdataset/{path.name}", path.read_bytes())
+                    url = brace_url(f"http://127.0.0.1:{proxy.port}/webdataset", tar_shards)
+                    first, steady = run("stoker", url), run("stoker", url)
+                    rows.append(
+                        row("WebDataset", f"HTTP at {rtt:.0f} ms", "webdataset", first, steady, attempt("webdataset", url), len(samples))
+                    )
+                    print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
             with S3Server() as s3, ProxyProcess(s3.port, delay=rtt / 2e3) as proxy:
                 s3.create_bucket("bench")
                 client = s3.client()

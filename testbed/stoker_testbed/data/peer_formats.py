@@ -2,7 +2,7 @@
 `benchmarks/storage/formats.py`: MDS by MosaicML Streaming's ``MDSWriter``, TFRecord by the
 ``tfrecord`` package's writer (gzip: the whole file compressed, as TensorFlow writes it), Hugging
 Face ``datasets`` folders by ``save_to_disk``, LitData chunks by ``optimize``,
-ArrayRecord files by Google's ``ArrayRecordWriter``.
+ArrayRecord files by Google's ``ArrayRecordWriter``, tar shards by WebDataset's ``ShardWriter``.
 
 Each sample is ``(payload, label)``; the writers store the payload under ``image`` (MDS: a
 ``bytes`` column, or ``jpeg`` where asked) or ``image/encoded`` (TFRecord), the label under
@@ -198,3 +198,21 @@ def write_lance(uri: Path, samples: Sequence[Sample], *, blob: bool = False, row
     )
     lance.write_dataset(table, str(uri), max_rows_per_file=rows_per_file)
     return uri
+
+
+def write_webdataset(folder: Path, samples: Sequence[Sample], *, shard_bytes: int = 64 << 20) -> list[Path]:
+    """``samples`` as tar shards by WebDataset's ``ShardWriter`` (``shard-000000.tar``, ...),
+    each sample a ``jpg`` and a ``cls`` member, with no index beside them (as WebDataset writes
+    and most public datasets publish them)."""
+    import webdataset
+
+    folder.mkdir(parents=True, exist_ok=True)
+    with webdataset.ShardWriter(str(folder / "shard-%06d.tar"), maxsize=shard_bytes, maxcount=10**9, verbose=0) as writer:
+        for index, (payload, label) in enumerate(samples):
+            writer.write({"__key__": f"{index:09d}", "jpg": payload, "cls": str(label).encode()})
+    return sorted(folder.glob("shard-*.tar"))
+
+
+def brace_url(base: str, shards: Sequence[Path]) -> str:
+    """WebDataset's brace form of ``shards`` (named ``shard-NNNNNN.tar``) under URL ``base``."""
+    return f"{base.rstrip('/')}/shard-{{000000..{len(shards) - 1:06d}}}.tar"

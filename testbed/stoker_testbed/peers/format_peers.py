@@ -4,7 +4,10 @@ process of its own, printing one JSON line (samples, seconds, time to first batc
 
     python -m stoker_testbed.peers.format_peers METHOD DATASET [ENDPOINT CACHE]
 
-- ``stoker``: `Loader` over `open_storage(DATASET)` (a folder, or an ``s3://`` URL with ENDPOINT):
+- ``stoker``: `Loader` over `open_storage(DATASET)` (a folder, an ``s3://`` URL with ENDPOINT, or
+  an ``http://`` brace URL list); ``stoker-block`` the same with the block shuffle (block
+  streaming on a store: one ranged GET per block, the shuffle to set against WebDataset's shard
+  shuffle and buffer):
   the MDS shards or TFRecord files read in place, decoded by the Loader's own stage.
 - ``mosaicml``: MosaicML Streaming's `StreamingDataset` (shuffled, its defaults) over the MDS
   shards, ``local=`` the folder, or ``remote=`` the URL with a fresh CACHE, the decode in its
@@ -22,6 +25,9 @@ process of its own, printing one JSON line (samples, seconds, time to first batc
 - ``lance``: a map-style dataset whose ``__getitems__`` is one Lance ``take`` of the batch's rows
   (Lance's random-access recipe), decoded there, in a DataLoader with 2 spawned workers (Lance's
   threads do not survive a fork), shuffled.
+- ``webdataset``: WebDataset's own pipeline over its tar shards (a folder's shards, or the brace
+  URL list, which it streams through ``curl``): shard shuffle, a 1,000-sample shuffle buffer, the
+  decode as a ``map``, ``batched``, in its ``WebLoader`` with 2 workers (its docs' recipe).
 - ``datasets``: Hugging Face's ``load_from_disk`` over its ``save_to_disk`` folder, the images
   undecoded by the feature and decoded by a ``with_transform`` (its docs' way), shuffled, in a
   DataLoader with 2 workers. Local folders only (``load_from_disk`` of a URL downloads it whole first).
@@ -62,14 +68,18 @@ def _stack(samples: list[tuple[np.ndarray, int]]) -> tuple[np.ndarray, np.ndarra
     return np.stack([image for image, _ in samples]), np.array([label for _, label in samples])
 
 
-def stoker_batches(dataset: str, endpoint: str | None) -> Iterator[int]:
+def stoker_batches(dataset: str, endpoint: str | None, shuffle: str = "uniform") -> Iterator[int]:
     from stoker import Loader
+    from stoker.loader import Sampling
     from stoker.ops import ImageTransform
     from stoker.storage import open_storage
 
     options = {"endpoint": endpoint} if endpoint else {}
     loader = Loader(
-        open_storage(dataset, **options), batch_size=BATCH, transform=ImageTransform(resize_shorter=SHORTER, center_crop=(CROP, CROP))
+        open_storage(dataset, **options),
+        batch_size=BATCH,
+        transform=ImageTransform(resize_shorter=SHORTER, center_crop=(CROP, CROP)),
+        sampling=Sampling(shuffle=shuffle),  # type: ignore[arg-type]
     )
     for batch in loader:
         yield len(batch.labels)
@@ -208,6 +218,24 @@ def lance_batches(dataset: str) -> Iterator[int]:
         yield len(images)
 
 
+def _webdataset_sample(sample: dict[str, Any]) -> tuple[np.ndarray, int]:
+    return pil_decode(sample["jpg"]), int(sample["cls"])
+
+
+def webdataset_batches(dataset: str) -> Iterator[int]:
+    import webdataset
+
+    urls = dataset if "://" in dataset else [str(path) for path in sorted(Path(dataset).glob("*.tar"))]
+    pipeline = (
+        webdataset.WebDataset(urls, shardshuffle=100, seed=0, empty_check=False)
+        .shuffle(1000)
+        .map(_webdataset_sample)
+        .batched(BATCH, collation_fn=_stack, partial=True)
+    )
+    for images, _ in webdataset.WebLoader(pipeline, batch_size=None, num_workers=2):
+        yield len(images)
+
+
 def datasets_batches(dataset: str) -> Iterator[int]:
     import torch
     from datasets import Image, load_from_disk
@@ -239,12 +267,14 @@ def main() -> None:
         os.environ["S3_ENDPOINT_URL"] = endpoint  # MosaicML's (boto3) endpoint override
     batches = {
         "stoker": lambda: stoker_batches(dataset, endpoint),
+        "stoker-block": lambda: stoker_batches(dataset, endpoint, "block"),
         "mosaicml": lambda: mosaicml_batches(dataset, cache),
         "tfrecord": lambda: tfrecord_batches(dataset),
         "datasets": lambda: datasets_batches(dataset),
         "litdata": lambda: litdata_batches(dataset, endpoint, cache),
         "grain": lambda: grain_batches(dataset),
         "lance": lambda: lance_batches(dataset),
+        "webdataset": lambda: webdataset_batches(dataset),
     }[method]()
     started = time.perf_counter()
     first = 0.0

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import shutil
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
@@ -173,9 +174,16 @@ class HTTPStorage(ObjectStorage):
                 return data
             except Exception as error:
                 logger.warning("%s: the saved index %s is damaged (%s); indexing the shard again", url, saved, first_line(error))
+        size = int(meta["size"])
+        free = shutil.disk_usage(saved.parent).free
+        if size > free:  # checked before a byte is fetched: the server's size is untrusted too
+            raise StorageError(
+                f"{url}: {size:,} bytes to fetch once to index it, and {saved.parent} has {free:,} free "
+                f"(point STOKER_CACHE at a larger disk, or publish a .idx beside each shard: stoker convert --to shards writes them)"
+            )
         with tempfile.TemporaryDirectory(dir=saved.parent, prefix=".fetch-") as scratch:
             local = Path(scratch) / PurePosixPath(name).name
-            await self._download(name, local)
+            await self._download(name, local, size)
             logger.info("%s: no index on the server; indexed it once (saved for later opens in %s)", url, saved.parent)
 
             def index() -> bytes:
@@ -187,8 +195,9 @@ class HTTPStorage(ObjectStorage):
 
             return await asyncio.to_thread(index)
 
-    async def _download(self, name: str, target: Path) -> None:
-        """File ``name`` fetched whole into ``target``, streamed, retried from the start."""
+    async def _download(self, name: str, target: Path, size: int) -> None:
+        """File ``name`` fetched whole into ``target``, streamed, retried from the start; never
+        more than the ``size`` its HEAD declared (a server that sends more is refused)."""
         import obstore
 
         key = self.object_key(name)
@@ -196,9 +205,13 @@ class HTTPStorage(ObjectStorage):
         async def get() -> None:
             self.traffic.request("GET")
             result = await obstore.get_async(self.store, key)
+            written = 0
             with open(target, "wb") as file:
                 async for chunk in result.stream(min_chunk_size=4 << 20):
                     self.traffic.received(len(chunk))
+                    written += len(chunk)
+                    if written > size:
+                        raise StorageError(f"{self.location.name(key)}: the server sent more than the {size:,} bytes it declared")
                     await asyncio.to_thread(file.write, chunk)
 
         try:
