@@ -168,7 +168,7 @@ def main() -> None:
                     for path in tar_shards:
                         web.put(f"webdataset/{path.name}", path.read_bytes())
                     url = brace_url(f"http://127.0.0.1:{proxy.port}/webdataset", tar_shards)
-                    first, steady = run("stoker", url), run("stoker", url)
+                    first, steady = run("stoker-block", url), run("stoker-block", url)
                     rows.append(
                         row("WebDataset", f"HTTP at {rtt:.0f} ms", "webdataset", first, steady, attempt("webdataset", url), len(samples))
                     )
