@@ -48,6 +48,7 @@ QUICK = {
     "loader/pipeline_overhead.py": (["--items", "400", "--repeats", "1"], "vs spdl"),
     "storage/prefetch.py": (["--batches", "60", "--rtt-ms", "5"], "out of order / in order throughput"),
     "storage/formats.py": (["--images", "300", "--rtt-ms", "0,20"], "left out: the tfrecord package reads local paths"),
+    "storage/format_scale.py": (["--samples", "20000", "--batch", "256"], "samples/s in the first tenth"),
     "text/packing.py": (["--documents", "200", "--speed-tokens", "200000"], "packing speed"),
 }
 

@@ -189,7 +189,8 @@ class ArrayRecordStorage(Storage):
 
     def _read_indices(self, indices: Sequence[int]) -> list[bytes | Exception]:
         results: list[bytes | Exception | None] = [None] * len(indices)
-        for number, slots in self.table.by_file(indices).items():
+        for number, grouped in self.table.by_file(indices).items():
+            slots = grouped.tolist()
             positions = [self.table.locate(indices[slot])[1] for slot in slots]
             try:
                 records = self._read(number, positions)

@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ...errors import ShardError, StorageError
 from .._protocol import Storage
 from ..local import read_spans
@@ -113,23 +115,26 @@ class PeerFormatStorage(Storage):
 
     def _read_indices(self, indices: Sequence[int]) -> list[bytes | Exception]:
         results: list[bytes | Exception | None] = [None] * len(indices)
+        wanted = np.asarray(indices, dtype=np.int64)
         for number, slots in self.table.by_file(indices).items():
-            spans = [(int(self.table.offsets[indices[slot]]), int(self.table.lengths[indices[slot]])) for slot in slots]
+            chosen = wanted[slots]
+            spans = list(zip(self.table.offsets[chosen].tolist(), self.table.lengths[chosen].tolist()))
             if self.dataset.files[number].compression is None:
-                names = [self.sample_name(indices[slot]) for slot in slots]
+                # names are made only for a read that fails: a string per sample costs as much as its read
+                names = _SampleNames(self, chosen)
                 data: list[bytes | Exception] = read_spans(
                     self._path(number), spans, names, max_gap=self.max_gap, max_read=self.max_read, error_type=ShardError
                 )
-                for slot, result in zip(slots, data):
+                for slot, result in zip(slots.tolist(), data):
                     results[slot] = result
                 continue
             try:
                 raw = self._held_raw(number)
             except StorageError as error:
-                for slot in slots:
+                for slot in slots.tolist():
                     results[slot] = type(error)(f"{self.sample_name(indices[slot])}: {error}")
                 continue
-            for slot, (offset, length) in zip(slots, spans):
+            for slot, (offset, length) in zip(slots.tolist(), spans):
                 results[slot] = bytes(raw[offset : offset + length])
         return results  # type: ignore[return-value]
 
@@ -178,3 +183,18 @@ class PeerFormatStorage(Storage):
 
     def prefetch_blocks(self, blocks: Sequence[int]) -> None:
         """Local reads are fast: nothing is read ahead."""
+
+
+class _SampleNames(Sequence[str]):
+    """The names of a batch's samples in one file, each made when asked for (on a failed read)."""
+
+    def __init__(self, storage: PeerFormatStorage, indices: np.ndarray) -> None:
+        self._storage, self._indices = storage, indices
+
+    def __len__(self) -> int:
+        return len(self._indices)
+
+    def __getitem__(self, position: Any) -> Any:
+        if isinstance(position, slice):
+            return [self[item] for item in range(*position.indices(len(self)))]
+        return self._storage.sample_name(int(self._indices[position]))
