@@ -1,9 +1,11 @@
-"""Order: deterministic shuffles per epoch (uniform, or by storage blocks), rank sharding with equal counts, exact resume, and
+"""Order: deterministic shuffles per epoch (uniform, by storage blocks, or by buckets of shape), rank sharding with equal counts, exact resume, and
 out-of-order incremental prefetch for high-latency storage, and seeded train/val/test splits and
 k-fold folds."""
 
 from ._block_lookahead import BlockLookahead
 from ._block_order import BlockOrder, block_order, shuffle_quality
+from ._bucket_order import BucketOrder
+from ._buckets import MAX_BUCKETS, Buckets
 from ._epoch_plan import EpochPlan
 from ._epoch_warmup import EpochWarmup
 from ._permutation import IndexPermutation
@@ -17,6 +19,9 @@ __all__ = [
     "BatchPlan",
     "BlockLookahead",
     "BlockOrder",
+    "BucketOrder",
+    "Buckets",
+    "MAX_BUCKETS",
     "EpochPlan",
     "EpochWarmup",
     "IndexPermutation",

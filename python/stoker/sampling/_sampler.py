@@ -36,6 +36,7 @@ import numpy as np
 
 from ..errors import ConfigurationError, ProvenanceError
 from ._block_order import BlockOrder, block_starts
+from ._bucket_order import BucketOrder
 from ._epoch_plan import EpochPlan
 from ._permutation import IndexPermutation
 from ._ranges import PositionSet
@@ -68,6 +69,10 @@ class Sampler:
         blocks: Samples in each storage block, in storage order (``Storage.block_sizes()``):
             shuffle by blocks (see `block_order`). None: the uniform shuffle.
         window: Blocks per rank whose samples are shuffled together (the block shuffle only).
+        buckets: Each sample's bucket number (-1: none) and how many buckets there are, with
+            ``batch_size``: the bucketed order of `BucketOrder` (each batch of each rank one
+            bucket's, equal steps per rank, leftovers counted and read in later epochs).
+        batch_size: The batch size the bucketed order is cut for (with ``buckets`` only).
 
     Raises:
         ValueError: Bad sizes, seed or rank, or blocks that do not cover ``num_samples``.
@@ -84,6 +89,8 @@ class Sampler:
         pad: bool = True,
         blocks: Sequence[int] | None = None,
         window: int = 32,
+        buckets: tuple[np.ndarray, int] | None = None,
+        batch_size: int = 1,
     ) -> None:
         if num_samples < 1:
             raise ConfigurationError(f"num_samples must be positive, got {num_samples}")
@@ -102,6 +109,18 @@ class Sampler:
             raise ConfigurationError(f"window must be positive, got {window}")
         self.blocks = None if blocks is None else [int(size) for size in blocks]
         self.window = window
+        if buckets is not None and (blocks is not None or not shuffle):
+            raise ConfigurationError("buckets shuffle by bucket: give buckets or blocks, and shuffle=True")
+        if buckets is not None and len(buckets[0]) != num_samples:
+            raise ConfigurationError(f"{len(buckets[0])} bucket numbers for {num_samples} samples")
+        self.buckets = None if buckets is None else (np.asarray(buckets[0], dtype=np.int16), int(buckets[1]))
+        self.batch_size = batch_size
+        # What the bucketed order is drawn from, digested once: a checkpoint costs the same at any scale.
+        self._buckets_crc = (
+            None
+            if self.buckets is None
+            else zlib.crc32(self.buckets[0].tobytes() + np.array([self.buckets[1], batch_size], np.int64).tobytes())
+        )
         # The world size the block order is laid out for: this one, or the saved run's after an
         # elastic resume (the positions in the states refer to that run's order).
         self._order_ranks = world_size
@@ -133,6 +152,8 @@ class Sampler:
     @property
     def scheme(self) -> str:
         """``"sequential"``, ``"uniform"`` or ``"block"``: how `order` is drawn."""
+        if self.buckets is not None:
+            return "bucket"
         return "sequential" if not self.shuffle else "uniform" if self.blocks is None else "block"
 
     def order_function(self) -> Callable[[np.ndarray], np.ndarray]:
@@ -142,7 +163,10 @@ class Sampler:
         if cached is not None and cached[0] == key:
             return cached[1]
         function: Callable[[np.ndarray], np.ndarray]
-        if not self.shuffle:
+        if self.buckets is not None:
+            bucket_of, count = self.buckets
+            function = BucketOrder(bucket_of, count, batch_size=self.batch_size, seed=self.seed, epoch=self.epoch, ranks=self._order_ranks)
+        elif not self.shuffle:
             function = _identity
         elif self.blocks is not None:
             function = BlockOrder(self.blocks, seed=self.seed, epoch=self.epoch, window=self.window, ranks=self._order_ranks)
@@ -157,7 +181,19 @@ class Sampler:
         return self.order_function()(np.arange(self.num_samples, dtype=np.int64))
 
     def _blocks_digest(self) -> int | None:
+        if self.buckets is not None:
+            return self._buckets_crc
         return None if self.blocks is None else zlib.crc32(np.asarray(self.blocks, np.int64).tobytes())
+
+    @property
+    def epoch_length(self) -> int:
+        """Positions an epoch's order holds: every sample, or with buckets the samples of the
+        full batches dealt (`BucketOrder.length`; the rest are left over this epoch)."""
+        if self.buckets is None:
+            return self.num_samples
+        order = self.order_function()
+        assert isinstance(order, BucketOrder)
+        return order.length
 
     def plan_arrays(self) -> EpochPlan:
         """This rank's samples for the rest of the epoch as an `EpochPlan` (positions, storage
@@ -169,7 +205,7 @@ class Sampler:
     def _plan_locked(self, delivered: PositionSet) -> EpochPlan:
         return EpochPlan(
             self.order_function(),
-            num_samples=self.num_samples,
+            num_samples=self.epoch_length,
             rank=self.rank,
             world_size=self.world_size,
             pad=self.pad,
@@ -196,6 +232,8 @@ class Sampler:
             pad=self.pad,
             blocks=self.blocks,
             window=self.window,
+            buckets=self.buckets,
+            batch_size=self.batch_size,
         )
         upcoming.set_epoch(self.epoch + 1)
         return upcoming.plan_arrays().part(0, count).indices
@@ -239,8 +277,8 @@ class Sampler:
         """The positions of this epoch delivered so far (this rank's, and before an elastic
         resume, every rank's), ascending (costs 8 bytes a delivered sample)."""
         with self._lock:
-            mine = self._plan_locked(PositionSet()).positions_of_slots(self._delivered.members(self.num_samples))
-            excluded = self._excluded.members(self.num_samples) if self._excluded is not None else np.zeros(0, np.int64)
+            mine = self._plan_locked(PositionSet()).positions_of_slots(self._delivered.members(self.epoch_length))
+            excluded = self._excluded.members(self.epoch_length) if self._excluded is not None else np.zeros(0, np.int64)
             return np.union1d(mine, excluded)
 
     @property
@@ -325,10 +363,17 @@ class Sampler:
                 raise ProvenanceError("the states come from different epochs, datasets or worlds")
         if first["num_samples"] != self.num_samples:
             raise ProvenanceError(f"the state is for {first['num_samples']} samples, this storage has {self.num_samples}")
-        if first["shuffle"] and first["scheme"] != ("uniform" if self.blocks is None else "block"):
+        if first["shuffle"] and first["scheme"] != self.scheme:
             raise ProvenanceError(f"the state comes from a {first['scheme']} shuffle; this sampler uses a {self.scheme} shuffle")
         if first["scheme"] == "block" and (first["blocks_crc"], first["window"]) != (self._blocks_digest(), self.window):
             raise ProvenanceError("the state comes from another block layout or window; resume with the same storage and window")
+        if first["scheme"] == "bucket" and first["blocks_crc"] != self._blocks_digest():
+            raise ProvenanceError("the state comes from other buckets or another batch size; resume with the same buckets and batch size")
+        if first["scheme"] == "bucket" and not isinstance(state, dict):
+            raise ConfigurationError(
+                "a bucketed epoch resumes with the world size it started with (its batches are dealt whole to ranks); "
+                "pass this rank's own state, or resume at the next epoch's start with the new world size"
+            )
         if isinstance(state, dict) and (state["world_size"] != self.world_size or state["rank"] != self.rank):
             raise ConfigurationError(
                 f"one state from rank {state['rank']} of {state['world_size']} cannot resume rank {self.rank} of "

@@ -21,7 +21,7 @@ SAMPLER_STATE_VERSION = 2
 # A delivery record is a handful of spans (out-of-order delivery leaves a few holes); a state with
 # more than this many is not one stoker wrote, and is refused before it is read.
 MAX_SPANS = 1 << 22
-_SCHEMES = ("sequential", "uniform", "block")
+_SCHEMES = ("sequential", "uniform", "block", "bucket")
 _PARTS = (
     "version",
     "num_samples",
@@ -127,7 +127,7 @@ def check_state(state: Any) -> None:
     if not _whole(state.get("padding_delivered")) or not 0 <= state["padding_delivered"] <= samples:
         raise _fail("padding_delivered", state.get("padding_delivered"), f"a whole number from 0 to {samples:,}")
     if state.get("scheme") not in _SCHEMES or (state["scheme"] == "sequential") == state["shuffle"]:
-        raise _fail("scheme", state.get("scheme"), "sequential without shuffle, uniform or block with it")
+        raise _fail("scheme", state.get("scheme"), "sequential without shuffle, uniform, block or bucket with it")
     crc = state.get("blocks_crc")
     if crc is not None and not (_whole(crc) and 0 <= crc < 1 << 32):
         raise _fail("blocks_crc", crc, "a CRC-32 or null")
