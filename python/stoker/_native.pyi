@@ -12,6 +12,7 @@ __all__ = [
     "ImageTransform",
     "decode_image",
     "decode_batch_into",
+    "image_sizes",
     "encode_jpeg",
     "read_ranges",
     "crc32",
@@ -145,6 +146,10 @@ class VideoTransform:
     def dtype(self) -> str:
         """Always "uint8"."""
     def __getnewargs_ex__(self) -> tuple[tuple[()], dict[str, Any]]: ...
+
+def image_sizes(inputs: Sequence[bytes | bytearray], max_pixels: int = ...) -> tuple[np.ndarray, np.ndarray, list[str | None]]:
+    """Each image's upright (width, height) from its header alone (GIL released): int64 widths
+    and heights, and per input None or why its header could not be read (size 0 x 0 then)."""
 
 def encode_jpeg(pixels: np.ndarray, quality: int = 90) -> bytes:
     """A JPEG of an (height, width, 3) uint8 RGB array (4:2:0, Pillow's defaults; GIL released)."""

@@ -4,7 +4,7 @@ media part's, which uses the user's FFmpeg and is loaded on first use (`MediaUna
 when there is none).
 
 - `batch`: any transform's samples into one batch buffer (`decode_batch`, `allocate_batch`).
-- `image`: one image (`decode_image`, `ImageTransform`).
+- `image`: one image (`decode_image`, `ImageTransform`), and images' sizes from their headers (`image_sizes`).
 - `media`: one audio window or video clip (`decode_audio`, `decode_video`).
 - `packing`: token sequences packed into fixed-length rows (`SequencePacker`).
 - `text`: raw text to token ids (`Tokenizer`: Hugging Face ``tokenizers`` or ``tiktoken``; `document_text`).
@@ -14,7 +14,7 @@ from .._deprecation import moved_names
 from ..errors import BatchDecodeError, ImageDecodeError, MediaDecodeError, MediaUnavailableError
 from ._media_backend import media_backend
 from .batch import DecodedBatch, allocate_batch, decode_batch, sample_seeds
-from .image import ImageTransform, decode_image
+from .image import ImageSizes, ImageTransform, decode_image, image_sizes
 from .media import AudioTransform, VideoTransform, decode_audio, decode_video, seconds_to_samples
 from .packing import EfficiencyReport, PackedBatch, SequencePacker, as_token_array
 from .text import Tokenizer, document_text
@@ -25,6 +25,7 @@ __all__ = [
     "DecodedBatch",
     "EfficiencyReport",
     "ImageDecodeError",
+    "ImageSizes",
     "ImageTransform",
     "MediaDecodeError",
     "MediaUnavailableError",
@@ -38,6 +39,7 @@ __all__ = [
     "decode_batch",
     "decode_image",
     "decode_video",
+    "image_sizes",
     "document_text",
     "media_backend",
     "sample_seeds",

@@ -1,7 +1,8 @@
-//! Python bindings of the image path: `ImageTransform`, `decode_image`, `decode_batch_into`.
+//! Python bindings of the image path: `ImageTransform`, `decode_image`, `decode_batch_into`,
+//! `image_sizes`.
 //! Arguments are checked here; the work runs with the GIL released.
 
-use numpy::{PyArrayDyn, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
+use numpy::{PyArray1, PyArrayDyn, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
@@ -10,6 +11,7 @@ use pyo3::types::{PyBool, PyDict, PyString, PyTuple};
 use half::f16;
 
 use crate::image::batch::{self, BatchBuffer, BatchLayout, FailurePolicy};
+use crate::image::decode;
 use crate::image::error::DEFAULT_MAX_PIXELS;
 use crate::image::geometry::{Crop, TransformSpec};
 use crate::image::output::{Layout, OutputSpec, Slot};
@@ -331,6 +333,44 @@ pub fn decode_batch_into(
         DType::F16 => run!(f16, F16),
     };
     Ok(errors.into_iter().map(|error| error.map(|error| error.to_string())).collect())
+}
+
+/// Each image's upright `(width, height)` from its header alone (JPEG with its EXIF orientation,
+/// PNG, WebP), pixels left undecoded: what bucketing by aspect ratio needs of every sample.
+///
+/// Returns the widths and heights as int64 arrays, and per input None or the reason its header
+/// could not be read (its size is then 0 x 0). A header declaring more than `max_pixels` is such
+/// a reason: nothing is allocated from a size read in a header.
+#[pyfunction]
+#[pyo3(signature = (inputs, max_pixels=DEFAULT_MAX_PIXELS))]
+#[allow(clippy::type_complexity)]
+pub fn image_sizes<'py>(
+    py: Python<'py>,
+    inputs: Vec<PyBackedBytes>,
+    max_pixels: u64,
+) -> PyResult<(Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<i64>>, Vec<Option<String>>)> {
+    let slices: Vec<&[u8]> = inputs.iter().map(|bytes| &**bytes).collect();
+    let headers: Vec<Result<(usize, usize), String>> = py.detach(|| {
+        slices
+            .iter()
+            .map(|data| {
+                decode::read_header(data, max_pixels).map(|header| (header.width, header.height)).map_err(|error| error.to_string())
+            })
+            .collect()
+    });
+    let mut widths = Vec::with_capacity(headers.len());
+    let mut heights = Vec::with_capacity(headers.len());
+    let mut errors = Vec::with_capacity(headers.len());
+    for header in headers {
+        let ((width, height), error) = match header {
+            Ok(size) => (size, None),
+            Err(error) => ((0, 0), Some(error)),
+        };
+        widths.push(width as i64);
+        heights.push(height as i64);
+        errors.push(error);
+    }
+    Ok((PyArray1::from_vec(py, widths), PyArray1::from_vec(py, heights), errors))
 }
 
 /// Encode an (height, width, 3) uint8 RGB array as a JPEG at `quality` (Pillow's defaults).

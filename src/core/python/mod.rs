@@ -30,6 +30,7 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<image::ImageTransform>()?;
     module.add_function(wrap_pyfunction!(image::decode_image, module)?)?;
     module.add_function(wrap_pyfunction!(image::decode_batch_into, module)?)?;
+    module.add_function(wrap_pyfunction!(image::image_sizes, module)?)?;
     module.add_function(wrap_pyfunction!(image::encode_jpeg, module)?)?;
     module.add_function(wrap_pyfunction!(storage::read_ranges, module)?)?;
     module.add_function(wrap_pyfunction!(storage::crc32, module)?)?;
