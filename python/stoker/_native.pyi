@@ -36,8 +36,10 @@ def build_info() -> _BuildInfo:
 class ImageTransform:
     """What to do to every image. Sizes are (height, width).
 
-    Exactly one of resize_shorter/resize may be given; center_crop and random_resized_crop
-    are exclusive, and random_resized_crop takes no resize. mean/std apply to float dtypes.
+    Exactly one of resize_shorter/resize may be given; center_crop, random_resized_crop and
+    cover are exclusive, and random_resized_crop and cover take no resize. cover (a bucket's
+    shape) resizes the image, keeping its aspect ratio, to just cover (height, width) and crops
+    the overhang, centred or (cover_crop="random") at a seeded place. mean/std apply to float dtypes.
     Sizes are (height, width); the crops also take an int for a square, as torchvision does.
     dct_scaling lets a JPEG decode at 1/2, 1/4 or 1/8 size when the output is at least that
     much smaller (libjpeg-turbo's scaled IDCT: within a mean of 0.5 levels of torchvision's
@@ -53,6 +55,8 @@ class ImageTransform:
         resize: tuple[int, int] | None = None,
         center_crop: int | tuple[int, int] | Sequence[int] | None = None,
         random_resized_crop: int | tuple[int, int] | Sequence[int] | None = None,
+        cover: int | tuple[int, int] | Sequence[int] | None = None,
+        cover_crop: str = "center",
         scale: tuple[float, float] = ...,  # (0.08, 1.0)
         ratio: tuple[float, float] = ...,  # (3/4, 4/3)
         flip_probability: float = 0.0,

@@ -22,6 +22,14 @@ pub enum Crop {
         scale: (f64, f64),
         ratio: (f64, f64),
     },
+    /// A bucket's shape: the image resized (keeping its aspect ratio) to just cover `width` x
+    /// `height`, and the overhang cropped away, centred or at a seeded random place along the
+    /// longer axis. Nothing is padded; the least of the image is lost for that shape.
+    Cover {
+        width: usize,
+        height: usize,
+        random: bool,
+    },
 }
 
 /// What to do to every image.
@@ -62,8 +70,13 @@ impl TransformSpec {
             return bad(format!("flip probability {} is not in [0, 1]", self.flip_probability));
         }
         match self.crop {
-            Crop::Center { width, height } | Crop::RandomResized { width, height, .. } if width == 0 || height == 0 => {
+            Crop::Center { width, height } | Crop::RandomResized { width, height, .. } | Crop::Cover { width, height, .. }
+                if width == 0 || height == 0 =>
+            {
                 bad("crop sizes must be positive".into())
+            }
+            Crop::Cover { .. } if self.resize_shorter.is_some() || self.resize.is_some() => {
+                bad("cover resizes itself; drop resize_shorter/resize".into())
             }
             Crop::RandomResized { scale, ratio, .. } => {
                 if !(scale.0 > 0.0 && scale.0 <= scale.1 && scale.1 <= 1.0) {
@@ -84,7 +97,9 @@ impl TransformSpec {
     /// The output (width, height) when every image gives the same size, as a batch needs.
     pub fn fixed_output_size(&self) -> Option<(usize, usize)> {
         match self.crop {
-            Crop::Center { width, height } | Crop::RandomResized { width, height, .. } => Some((width, height)),
+            Crop::Center { width, height } | Crop::RandomResized { width, height, .. } | Crop::Cover { width, height, .. } => {
+                Some((width, height))
+            }
             Crop::None => self.resize,
         }
     }
@@ -213,6 +228,25 @@ pub fn plan(spec: &TransformSpec, width: usize, height: usize, seed: u64) -> Ima
             crop_first: true,
         });
     }
+    if let Crop::Cover { width: out_width, height: out_height, random } = spec.crop {
+        // The largest region of the output's aspect ratio that fits the image: resized, it
+        // covers the output exactly.
+        let scale = (out_width as f64 / width as f64).max(out_height as f64 / height as f64);
+        let region_width = (out_width as f64 / scale).min(width as f64);
+        let region_height = (out_height as f64 / scale).min(height as f64);
+        let (spare_width, spare_height) = (width as f64 - region_width, height as f64 - region_height);
+        let (left, top) =
+            if random { (rng.uniform(0.0, spare_width), rng.uniform(0.0, spare_height)) } else { (spare_width / 2.0, spare_height / 2.0) };
+        let flip = spec.flip_probability > 0.0 && rng.uniform(0.0, 1.0) < spec.flip_probability;
+        return Ok(Plan {
+            source: (left, top, region_width, region_height),
+            target: (0, 0, out_width, out_height),
+            out_width,
+            out_height,
+            flip,
+            crop_first: true,
+        });
+    }
     // Size after the resize step (the image itself when there is none).
     let (resized_width, resized_height) = match (spec.resize_shorter, spec.resize) {
         (Some(size), _) => shorter_side_size(width, height, size),
@@ -287,6 +321,24 @@ mod tests {
         let (left, top, width, height) = plan.source;
         assert!((left - 58.0 * 500.0 / 341.0).abs() < 1e-9 && (top - 16.0 * 375.0 / 256.0).abs() < 1e-9);
         assert!((width - 224.0 * 500.0 / 341.0).abs() < 1e-9 && (height - 224.0 * 375.0 / 256.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn cover_keeps_the_largest_region_of_the_output_shape() {
+        let mut cover = spec(Crop::Cover { width: 1344, height: 768, random: false });
+        cover.resize_shorter = None;
+        // A 4:3 photo into a 7:4 bucket: its full width, the middle 1000 / 1.75 rows.
+        let centred = plan(&cover, 1000, 750, 0).unwrap();
+        assert_eq!(centred.target, (0, 0, 1344, 768));
+        let (left, top, width, height) = centred.source;
+        assert!((width - 1000.0).abs() < 1e-9 && (height - 1000.0 * 768.0 / 1344.0).abs() < 1e-9);
+        assert!(left.abs() < 1e-9 && (top - (750.0 - height) / 2.0).abs() < 1e-9);
+        // Random placement stays inside the image, and moves only along the overhanging axis.
+        for seed in 0..50 {
+            let random = TransformSpec { crop: Crop::Cover { width: 1344, height: 768, random: true }, ..cover };
+            let (left, top, width, height) = plan(&random, 1000, 750, seed).unwrap().source;
+            assert!(left.abs() < 1e-9 && top >= 0.0 && top + height <= 750.0 + 1e-9 && (width - 1000.0).abs() < 1e-9);
+        }
     }
 
     #[test]

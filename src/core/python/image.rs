@@ -87,7 +87,7 @@ fn size(name: &str, value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<(usize,
 impl ImageTransform {
     #[new]
     #[pyo3(signature = (
-        *, resize_shorter=None, resize=None, center_crop=None, random_resized_crop=None,
+        *, resize_shorter=None, resize=None, center_crop=None, random_resized_crop=None, cover=None, cover_crop="center",
         scale=(0.08, 1.0), ratio=(3.0 / 4.0, 4.0 / 3.0), flip_probability=0.0, grayscale=false,
         dct_scaling=true, layout="HWC", dtype="uint8", mean=None, std=None, max_pixels=DEFAULT_MAX_PIXELS
     ))]
@@ -97,6 +97,8 @@ impl ImageTransform {
         resize: Option<&Bound<'_, PyAny>>,
         center_crop: Option<&Bound<'_, PyAny>>,
         random_resized_crop: Option<&Bound<'_, PyAny>>,
+        cover: Option<&Bound<'_, PyAny>>,
+        cover_crop: &str,
         scale: (f64, f64),
         ratio: (f64, f64),
         flip_probability: f64,
@@ -111,11 +113,18 @@ impl ImageTransform {
         let resize = size("resize", resize)?;
         let center_crop = size("center_crop", center_crop)?;
         let random_resized_crop = size("random_resized_crop", random_resized_crop)?;
-        let crop = match (pair(center_crop), pair(random_resized_crop)) {
-            (Some(_), Some(_)) => return Err(PyValueError::new_err("center_crop and random_resized_crop are exclusive")),
-            (Some((width, height)), None) => Crop::Center { width, height },
-            (None, Some((width, height))) => Crop::RandomResized { width, height, scale, ratio },
-            (None, None) => Crop::None,
+        let cover = size("cover", cover)?;
+        let random = match cover_crop {
+            "center" => false,
+            "random" => true,
+            other => return Err(PyValueError::new_err(format!("cover_crop must be \"center\" or \"random\", got {other:?}"))),
+        };
+        let crop = match (pair(center_crop), pair(random_resized_crop), pair(cover)) {
+            (Some((width, height)), None, None) => Crop::Center { width, height },
+            (None, Some((width, height)), None) => Crop::RandomResized { width, height, scale, ratio },
+            (None, None, Some((width, height))) => Crop::Cover { width, height, random },
+            (None, None, None) => Crop::None,
+            _ => return Err(PyValueError::new_err("center_crop, random_resized_crop and cover are exclusive")),
         };
         let spec = TransformSpec { resize_shorter, resize: pair(resize), crop, flip_probability, gray: grayscale, dct_scaling, max_pixels };
         spec.validate().map_err(|error| PyValueError::new_err(error.to_string()))?;
@@ -205,6 +214,10 @@ impl ImageTransform {
                 options.set_item("random_resized_crop", (height, width))?;
                 options.set_item("scale", scale)?;
                 options.set_item("ratio", ratio)?;
+            }
+            Crop::Cover { width, height, random } => {
+                options.set_item("cover", (height, width))?;
+                options.set_item("cover_crop", if random { "random" } else { "center" })?;
             }
         }
         options.set_item("flip_probability", spec.flip_probability)?;
