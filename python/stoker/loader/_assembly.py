@@ -24,6 +24,7 @@ from ..pipeline import AbortPipeline
 from ..sampling import BatchPlan, FetchedSample, PlannedSample, Sampler
 from ..storage import MemberStorage, Storage, label_array
 from ._batch import Batch
+from ._bucketing import BucketShapes
 from ._decode import decode_payloads
 from ._failure_policy import BadSampleHandler, replacement_candidates
 
@@ -62,6 +63,8 @@ class BatchAssembler:
         extra: Member extensions to deliver beside the payload (a `MemberStorage`'s).
         pool: Reusable batch buffers, with a ``transform``.
         policy: What a bad sample does, with its budget and log.
+        shapes: With buckets, each bucket's transform and pool (``transform`` and ``pool`` are
+            then not used).
     """
 
     def __init__(
@@ -74,10 +77,12 @@ class BatchAssembler:
         extra: tuple[str, ...],
         pool: BufferPool | None,
         policy: BadSampleHandler,
+        shapes: BucketShapes | None = None,
     ) -> None:
         self.storage, self.sampler = storage, sampler
         self.transform, self.decode_function, self.extra = transform, decode, extra
         self.pool, self.policy = pool, policy
+        self.shapes = shapes
         self.keys: Sequence[str] = storage.keys
         self.labels = label_array(storage.labels)
         # Bytes read so far and in how many batches: what a batch holds before decode, for the
@@ -161,8 +166,9 @@ class BatchAssembler:
         keys = list(job.keys)
         labels = self.labels[plan.indices]
         positions = plan.positions.tolist()
-        out = self.pool.acquire() if self.pool is not None else None
-        data, failed = self._decode_samples(payloads, positions, keys, out)
+        transform, pool = self.shapes.for_batch(plan.indices) if self.shapes is not None else (self.transform, self.pool)
+        out = pool.acquire() if pool is not None else None
+        data, failed = self._decode_samples(payloads, positions, keys, out, transform)
         failed.update(
             {
                 slot: ("fetch", f"{type(payload).__name__}: {payload}")
@@ -189,7 +195,7 @@ class BatchAssembler:
             replacements: dict[int, tuple[int, str, bytes]] = {}
 
             def replace(slot: int) -> str | None:
-                found = self._replace(slot, data, out, positions[slot], extras)
+                found = self._replace(slot, data, out, positions[slot], extras, transform)
                 if found is None:
                     return None
                 replacements[slot] = found
@@ -239,13 +245,18 @@ class BatchAssembler:
         return self.storage.try_read_members(indices, self.extra)
 
     def _decode_samples(
-        self, payloads: Sequence[bytes | Exception], positions: list[int], keys: list[str], out: np.ndarray | None
+        self,
+        payloads: Sequence[bytes | Exception],
+        positions: list[int],
+        keys: list[str],
+        out: np.ndarray | None,
+        transform: Transform | None,
     ) -> tuple[Any, dict[int, tuple[str, str]]]:
         seeds = [self._augmentation_seed(position) for position in positions]
-        return decode_payloads(payloads, keys=keys, seeds=seeds, transform=self.transform, decode=self.decode_function, out=out)
+        return decode_payloads(payloads, keys=keys, seeds=seeds, transform=transform, decode=self.decode_function, out=out)
 
     def _replace(
-        self, slot: int, data: Any, out: np.ndarray | None, position: int, extras: list[dict[str, Any]]
+        self, slot: int, data: Any, out: np.ndarray | None, position: int, extras: list[dict[str, Any]], transform: Transform | None
     ) -> tuple[int, str, bytes] | None:
         """Fill ``slot`` with the first readable, decodable replacement for the sample at
         ``position`` (see `replacement_candidates`). Returns (storage index, key, its bytes), or None."""
@@ -262,7 +273,7 @@ class BatchAssembler:
                     continue
                 extras[slot] = members
             target = out[slot : slot + 1] if out is not None else None
-            decoded, failures = self._decode_samples([payload], [position], [key], target)
+            decoded, failures = self._decode_samples([payload], [position], [key], target, transform)
             if failures:
                 continue
             if isinstance(data, list):

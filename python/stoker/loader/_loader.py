@@ -35,15 +35,16 @@ from ..distributed import discover_world
 from ..errors import ConfigurationError
 from ..failures import Failure
 from ..observe import LiveSnapshot, ProvenanceLedger, RunTotals
-from ..ops import media_backend
+from ..ops import ImageTransform, media_backend
 from ..ops.batch import TRANSFORMS, Transform, allocate_batch
 from ..ops.media import AudioTransform, VideoTransform
 from ..pipeline import Pipeline, PipelineBuilder, PipelineStats
-from ..sampling import BatchPlan, EpochPlan, EpochWarmup, OutOfOrderPrefetcher, Sampler
+from ..sampling import BatchPlan, BucketOrder, Buckets, EpochPlan, EpochWarmup, OutOfOrderPrefetcher, Sampler
 from ..storage import EpochStorage, MixedStorage, RemoteStorage, Storage
 from ._arguments import as_storage, check_integer
 from ._assembly import BatchAssembler
 from ._batch import Batch
+from ._bucketing import BucketShapes, bucket_numbers
 from ._capabilities import block_window, check_extra, shuffle_blocks
 from ._failure_policy import BadSampleHandler
 from ._options import FailurePolicy, Reads, Sampling, Throughput, from_keywords
@@ -163,7 +164,11 @@ class Loader:
         self.drop_last = drop_last
         self.in_order = sampling_options.in_order
         remote = storage.is_remote
-        self.sample_prefetch = remote if read_options.sample_prefetch is None else read_options.sample_prefetch
+        buckets = sampling_options.buckets
+        self.buckets = buckets
+        if buckets is not None:
+            _check_buckets(buckets, transform, sampling_options, read_options)
+        self.sample_prefetch = (remote and buckets is None) if read_options.sample_prefetch is None else read_options.sample_prefetch
         self.fetch_concurrency = read_options.fetch_concurrency or (8 if remote else 4)
         self.ramp_every = read_options.ramp_every
         self.stall_patience = read_options.stall_patience
@@ -179,6 +184,7 @@ class Loader:
         self.max_failures = failure_options.max_failures
         self.stats_interval = throughput_options.stats_interval
         shuffle = sampling_options.shuffle
+        bucket_of = bucket_numbers(storage, buckets) if buckets is not None else None
         self.sampler = Sampler(
             len(storage),
             shuffle=shuffle != "none",
@@ -186,12 +192,24 @@ class Loader:
             rank=rank,
             world_size=world_size,
             pad=sampling_options.pad,
-            blocks=shuffle_blocks(storage, shuffle),
+            blocks=None if buckets is not None else shuffle_blocks(storage, shuffle),
             window=block_window(storage, shuffle, sampling_options.shuffle_window),
+            buckets=None if bucket_of is None or buckets is None else (bucket_of, len(buckets)),
+            batch_size=batch_size,
         )
         self.extra = check_extra(extra, storage)
         self._pool: BufferPool | None = None
-        if transform is not None:
+        self._shapes: BucketShapes | None = None
+        if buckets is not None and bucket_of is not None and isinstance(transform, ImageTransform):
+            self._shapes = BucketShapes(
+                buckets,
+                transform,
+                bucket_of,
+                batch_size=batch_size,
+                capacity=self.decode_concurrency + self.prefetch + 4,
+                pin_memory=bool(throughput_options.pin_memory),  # "auto": pinned where CUDA is
+            )
+        elif transform is not None:
             allocate: Callable[[], np.ndarray] = lambda: allocate_batch(transform, batch_size)  # noqa: E731
             if throughput_options.pin_memory:
                 # Page-locked when CUDA is there; without it there is nothing to pin.
@@ -199,7 +217,14 @@ class Loader:
                 allocate = pinned_allocator((batch_size, *shape), transform.dtype)
             self._pool = BufferPool(allocate, capacity=self.decode_concurrency + self.prefetch + 4)
         self._assembler = BatchAssembler(
-            storage, self.sampler, transform=transform, decode=decode, extra=self.extra, pool=self._pool, policy=self._policy
+            storage,
+            self.sampler,
+            transform=transform,
+            decode=decode,
+            extra=self.extra,
+            pool=self._pool,
+            policy=self._policy,
+            shapes=self._shapes,
         )
         self._sample_prefetch = SamplePrefetch(
             storage,
@@ -232,7 +257,10 @@ class Loader:
                 pinned=pinned,
                 wait_target=throughput_options.wait_target,
                 memory_budget=throughput_options.memory_budget,
-                batch_bytes=_batch_bytes(transform, batch_size),
+                # With buckets, the largest bucket's batch: what the memory budget must allow.
+                batch_bytes=_batch_bytes(transform, batch_size)
+                if self._shapes is None
+                else max(_batch_bytes(shaped, batch_size) or 0 for shaped in self._shapes.transforms),
             )
         self._deliveries = Deliveries(self.sampler, self._assembler._augmentation_seed)
         batching = Batching(batch_size, drop_last, sampling_options, transform, decode)
@@ -351,6 +379,24 @@ class Loader:
             self._pending_weights = dict(weights)
 
     # ---- what it reports (LoaderRecords) ----------------------------------------------------
+
+    def bucket_counts(self) -> dict[str, Any] | None:
+        """With buckets, this epoch's: each bucket's ``shape`` and ``samples``, the ``batches``
+        dealt (over all ranks), the samples ``left_over`` per bucket (its last partial batch and
+        its share of the batches past a multiple of the ranks: read in a later epoch), and the
+        samples ``without_bucket`` (no readable size). None without buckets."""
+        if self.buckets is None or self.sampler.buckets is None:
+            return None
+        order = self.sampler.order_function()
+        assert isinstance(order, BucketOrder)
+        bucket_of, _ = self.sampler.buckets
+        return {
+            "shape": [list(shape) for shape in self.buckets.shapes],
+            "samples": order.sizes.tolist(),
+            "batches": order.batches,
+            "left_over": order.leftovers().tolist(),
+            "without_bucket": int((bucket_of < 0).sum()),
+        }
 
     def stats(self) -> PipelineStats | None:
         """Per-stage stats of the running epoch, or of the last one, with the bad samples met so
@@ -529,6 +575,8 @@ class Loader:
             self.prefetch = value
         if self._pool is not None:
             self._pool.capacity = self.decode_concurrency + self.prefetch + 4
+        if self._shapes is not None:
+            self._shapes.capacity = self.decode_concurrency + self.prefetch + 4
 
 
 def _batch_bytes(transform: Transform | None, batch_size: int) -> int | None:
@@ -537,3 +585,17 @@ def _batch_bytes(transform: Transform | None, batch_size: int) -> int | None:
         return None
     empty = allocate_batch(transform, 0)
     return empty.itemsize * int(np.prod(empty.shape[1:])) * batch_size
+
+
+def _check_buckets(buckets: Buckets, transform: Transform | None, sampling: Sampling, reads: Reads) -> None:
+    """What buckets need of the other options, said before anything is read."""
+    if not isinstance(buckets, Buckets):
+        raise TypeError(f"buckets must be a stoker.sampling.Buckets, got {type(buckets).__name__}")
+    if not isinstance(transform, ImageTransform):
+        raise ConfigurationError("buckets batch images by shape: give an ImageTransform (without resize or crop) as transform")
+    if sampling.shuffle != "uniform":
+        raise ConfigurationError(f"buckets shuffle within each bucket and across batches: use shuffle='uniform', not {sampling.shuffle!r}")
+    if reads.sample_prefetch:
+        raise ConfigurationError(
+            "buckets read each batch whole; sample_prefetch fills batches from several and cannot keep them one bucket's"
+        )

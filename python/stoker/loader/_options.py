@@ -16,6 +16,7 @@ from typing import Any, Literal
 from .._deprecation import warn_deprecated
 from ..errors import ConfigurationError, check_on_error
 from ..failures import OnError
+from ..sampling import Buckets
 from ..storage.policies import PRICE_TABLES, PriceTable
 from ._arguments import check_integer, check_number
 
@@ -58,6 +59,14 @@ class Sampling:
             False drops the uneven tail instead.
         in_order: Deliver batches in the sampler's order (a slow batch then holds the others
             back); False (default) delivers each as it is ready, every sample keeping its identity.
+        buckets: Batch images by shape (`stoker.sampling.Buckets`): each sample's size is read
+            from its header once, it goes to the bucket nearest its aspect ratio, and every
+            batch is one bucket's, decoded by the Loader's ``transform`` (an `ImageTransform`
+            without a resize or crop of its own) resized to cover the bucket's shape and
+            cropped. Every rank takes the same number of steps; a bucket's last partial batch
+            waits for a later epoch (`Loader.bucket_counts` counts them). Batches are read whole
+            (no per-sample prefetch); the shuffle is ``"uniform"`` within each bucket and across
+            its batches.
 
     Raises:
         ConfigurationError: An unknown shuffle, or a number out of range.
@@ -71,9 +80,12 @@ class Sampling:
     world_size: int | None = None
     pad: bool = True
     in_order: bool = False
+    buckets: Buckets | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "shuffle", _shuffle(self.shuffle))
+        if self.buckets is not None and not isinstance(self.buckets, Buckets):
+            raise TypeError(f"buckets must be a stoker.sampling.Buckets, got {type(self.buckets).__name__}")
         check_integer("shuffle_window", self.shuffle_window)
         check_integer("seed", self.seed, minimum=0)
         check_integer("rank", self.rank, minimum=0, optional=True)

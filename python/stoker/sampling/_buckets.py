@@ -36,15 +36,21 @@ class Buckets:
     Args:
         shapes: The shapes, each ``(height, width)`` in pixels; kept in the order given (a
             bucket's number is its place here).
+        crop: Where the overhang of an image resized to cover its bucket is cropped:
+            ``"center"``, or ``"random"`` (seeded per sample, as every augmentation).
 
     Raises:
         ConfigurationError: No shapes, a side that is not a positive whole number under 65,536,
-            a shape given twice, or more than `MAX_BUCKETS`.
+            a shape given twice, more than `MAX_BUCKETS`, or another crop.
     """
 
     shapes: tuple[tuple[int, int], ...]
+    crop: str = "center"
 
-    def __init__(self, shapes: Sequence[tuple[int, int]]) -> None:
+    def __init__(self, shapes: Sequence[tuple[int, int]], crop: str = "center") -> None:
+        if crop not in ("center", "random"):
+            raise ConfigurationError(f'crop must be "center" or "random", got {crop!r}')
+        object.__setattr__(self, "crop", crop)
         checked: list[tuple[int, int]] = []
         for shape in shapes:
             try:
@@ -65,7 +71,7 @@ class Buckets:
         object.__setattr__(self, "shapes", tuple(checked))
 
     @classmethod
-    def from_budget(cls, pixels: int = 1024 * 1024, *, multiple: int = 64, max_aspect: float = 4.0) -> Buckets:
+    def from_budget(cls, pixels: int = 1024 * 1024, *, multiple: int = 64, max_aspect: float = 4.0, crop: str = "center") -> Buckets:
         """SDXL's scheme: for every width that is a multiple of ``multiple``, the tallest height
         (also a multiple) whose area stays within ``pixels``, and the same shape turned on its
         side, from tall (1:``max_aspect``) to wide (``max_aspect``:1).
@@ -74,6 +80,7 @@ class Buckets:
             pixels: The pixel budget of a bucket (1024 x 1024 for SDXL).
             multiple: Both sides are multiples of it (64: the latent's 8 x 8 of an 8x VAE).
             max_aspect: The widest and tallest ratio kept.
+            crop: As `Buckets`'s.
 
         Raises:
             ConfigurationError: A budget, multiple or ratio that gives no bucket.
@@ -90,7 +97,7 @@ class Buckets:
         shapes = sorted(found, key=lambda shape: (shape[1] / shape[0], -shape[0] * shape[1]))  # tall to wide
         if not shapes:
             raise ConfigurationError(f"no bucket fits {pixels} pixels in multiples of {multiple} with aspect ratios up to {max_aspect}")
-        return cls(shapes)
+        return cls(shapes, crop)
 
     def __len__(self) -> int:
         return len(self.shapes)

@@ -1,0 +1,119 @@
+"""The Loader with buckets: images of many aspect ratios, every batch one bucket's shape holding
+samples of that bucket, equal steps on every rank, no sample twice, leftovers counted, an exact
+resume mid-epoch, and the options buckets cannot work with refused by name."""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from stoker import Loader
+from stoker.errors import ConfigurationError
+from stoker.loader import Reads, Sampling
+from stoker.ops import ImageTransform, image_sizes
+from stoker.sampling import Buckets
+from stoker.storage import MemoryStorage
+from stoker_testbed.data.images import jpeg
+
+SIZES = [(96, 64), (64, 96), (128, 48), (48, 128), (80, 80), (120, 60)]
+BUCKETS = Buckets([(48, 64), (64, 48), (32, 96), (96, 32), (56, 56)], crop="random")
+
+
+def images(count: int = 240) -> MemoryStorage:
+    """JPEGs of six aspect ratios, in storage order by ratio (so a plain shuffle mixes them)."""
+    samples = {}
+    for index in range(count):
+        width, height = SIZES[index * len(SIZES) // count]
+        samples[f"{index:05d}.jpg"] = jpeg(width, height, seed=index, quality=80)
+    return MemoryStorage(samples)
+
+
+def _expected_bucket(storage: MemoryStorage) -> dict[str, int]:
+    sizes = image_sizes(storage.read_many(storage.keys))
+    return dict(zip(storage.keys, BUCKETS.assign(sizes.widths, sizes.heights).tolist()))
+
+
+def test_every_batch_is_one_buckets_shape_and_holds_that_buckets_samples() -> None:
+    storage = images()
+    expected = _expected_bucket(storage)
+    loader = Loader(storage, batch_size=8, transform=ImageTransform(layout="CHW"), sampling=Sampling(seed=1, buckets=BUCKETS))
+    seen: Counter[str] = Counter()
+    shapes = Counter[tuple[int, ...]]()
+    for batch in loader:
+        buckets = {expected[key] for key in batch.keys}
+        assert len(buckets) == 1, f"a batch mixes buckets {buckets}"
+        assert batch.data.shape == (8, 3, *BUCKETS.shapes[buckets.pop()])
+        assert batch.valid.all()
+        seen.update(batch.keys)
+        shapes[batch.data.shape[2:]] += 1
+    counts = loader.bucket_counts()
+    assert counts is not None
+    assert max(seen.values()) == 1 and sum(seen.values()) == counts["batches"] * 8
+    assert sum(seen.values()) + sum(counts["left_over"]) + counts["without_bucket"] == len(storage)
+    assert len(shapes) >= 4, "the batches take the buckets' shapes"
+    loader.close()
+
+
+def test_three_ranks_take_equal_steps_and_together_read_each_sample_once() -> None:
+    storage = images(300)
+    steps, seen = [], Counter[str]()
+    for rank in range(3):
+        loader = Loader(
+            storage, batch_size=6, transform=ImageTransform(), sampling=Sampling(seed=2, rank=rank, world_size=3, buckets=BUCKETS)
+        )
+        batches = list(loader)
+        steps.append(len(batches))
+        seen.update(key for batch in batches for key in batch.keys)
+        loader.close()
+    assert len(set(steps)) == 1 and steps[0] > 0, f"steps per rank: {steps}"
+    assert max(seen.values()) == 1
+
+
+def test_a_resume_mid_epoch_delivers_the_same_batches_as_the_uninterrupted_run() -> None:
+    storage = images()
+    options = {"batch_size": 8, "transform": ImageTransform(), "sampling": Sampling(seed=5, in_order=True, buckets=BUCKETS)}
+    whole = Loader(storage, **options)  # type: ignore[arg-type]
+    reference = [(list(batch.keys), batch.data.copy()) for batch in whole]
+    whole.close()
+    first = Loader(storage, **options)  # type: ignore[arg-type]
+    iterator = iter(first)
+    for _ in range(4):
+        next(iterator)
+    state = first.state_dict()
+    first.close()
+    resumed = Loader(storage, **options)  # type: ignore[arg-type]
+    resumed.load_state_dict(state)
+    rest = [(list(batch.keys), batch.data.copy()) for batch in resumed]
+    resumed.close()
+    assert [keys for keys, _ in rest] == [keys for keys, _ in reference[4:]]
+    assert all(np.array_equal(ours, theirs) for (_, ours), (_, theirs) in zip(rest, reference[4:])), "the same crops, pixel for pixel"
+
+
+def test_a_sample_whose_size_cannot_be_read_is_named_and_never_delivered(caplog: pytest.LogCaptureFixture) -> None:
+    samples = {key: images(48).read_many([key])[0] for key in images(48).keys}
+    samples["broken.jpg"] = b"not an image at all"
+    with caplog.at_level(logging.WARNING, logger="stoker.loader"):
+        loader = Loader(MemoryStorage(samples), batch_size=4, transform=ImageTransform(), sampling=Sampling(buckets=BUCKETS))
+    assert "broken.jpg" in caplog.text and "no bucket" in caplog.text
+    delivered = [key for batch in loader for key in batch.keys]
+    counts = loader.bucket_counts()
+    loader.close()
+    assert "broken.jpg" not in delivered and counts is not None and counts["without_bucket"] == 1
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"transform": ImageTransform(center_crop=32)}, "drop center_crop"),
+        ({"transform": None, "decode": bytes}, "give an ImageTransform"),
+        ({"sampling": Sampling(shuffle="none", buckets=BUCKETS)}, "shuffle='uniform'"),
+        ({"reads": Reads(sample_prefetch=True)}, "read each batch whole"),
+    ],
+)
+def test_options_buckets_cannot_work_with_are_refused(options: dict[str, object], message: str) -> None:
+    arguments: dict[str, object] = {"batch_size": 4, "transform": ImageTransform(), "sampling": Sampling(buckets=BUCKETS), **options}
+    with pytest.raises(ConfigurationError, match=message):
+        Loader(images(48), **arguments)  # type: ignore[arg-type]
