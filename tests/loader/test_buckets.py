@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from stoker import Loader
-from stoker.errors import ConfigurationError
-from stoker.loader import Reads, Sampling
+from stoker.errors import ConfigurationError, ProvenanceError
+from stoker.loader import Reads, Sampling, replay
 from stoker.ops import ImageTransform, image_sizes
 from stoker.sampling import Buckets
 from stoker.storage import MemoryStorage
@@ -117,3 +118,13 @@ def test_options_buckets_cannot_work_with_are_refused(options: dict[str, object]
     arguments: dict[str, object] = {"batch_size": 4, "transform": ImageTransform(), "sampling": Sampling(buckets=BUCKETS), **options}
     with pytest.raises(ConfigurationError, match=message):
         Loader(images(48), **arguments)  # type: ignore[arg-type]
+
+
+def test_replaying_a_bucketed_batch_from_the_ledger_is_refused_by_name(tmp_path: Path) -> None:
+    storage = images(48)
+    loader = Loader(storage, batch_size=4, transform=ImageTransform(), sampling=Sampling(seed=1, buckets=BUCKETS))
+    loader.record_provenance(tmp_path / "ledger")
+    next(iter(loader))
+    loader.close()
+    with pytest.raises(ProvenanceError, match="batched by buckets"):
+        replay(tmp_path / "ledger", 0, storage=storage)

@@ -124,6 +124,8 @@ class LoaderRecords:
     def record_provenance(self, directory: str | os.PathLike[str]) -> ProvenanceLedger:
         """See `Loader.record_provenance`."""
         batching = self.batching
+        buckets = batching.sampling.buckets
+        fixed = batching.transform is not None and buckets is None  # with buckets, each batch has its bucket's shape
         ledger = ProvenanceLedger(
             directory,
             rank=self.sampler.rank,
@@ -132,7 +134,8 @@ class LoaderRecords:
                 "source": self.source,
                 "transform": batching.describe_transform() if batching.transform is not None else None,
                 # What one decoded sample is: replay checks the transform it rebuilds against it.
-                "sample_shape": list(allocate_batch(batching.transform, 0).shape[1:]) if batching.transform is not None else None,
+                "sample_shape": list(allocate_batch(batching.transform, 0).shape[1:]) if fixed else None,
+                "buckets": [list(shape) for shape in buckets.shapes] if buckets is not None else None,
                 "decode": getattr(batching.decode, "__qualname__", None),
                 "batch_size": batching.batch_size,
                 "seed": batching.sampling.seed,

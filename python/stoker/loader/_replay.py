@@ -135,6 +135,11 @@ def _rebuild(
     max_batch_bytes: int,
 ) -> Batch:
     """`replay`'s work once the ledger's rows and the storage are in hand."""
+    if metadata.get("buckets"):
+        raise ProvenanceError(
+            f"{ledger}: the run batched by buckets (each batch its bucket's shape); replaying its batches is not built yet "
+            "(the ledger still names every sample, its location and its seed)"
+        )
     transform = _transform(metadata.get("transform"), ledger)
     damaged = [name for name in _COLUMNS if any(value is None for value in rows[name])]
     if damaged:
