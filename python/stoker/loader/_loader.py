@@ -197,6 +197,8 @@ class Loader:
             buckets=None if bucket_of is None or buckets is None else (bucket_of, len(buckets)),
             batch_size=batch_size,
         )
+        if buckets is not None:
+            _ = self.sampler.epoch_length  # buckets that fill no batch: said now, not at the first batch
         self.extra = check_extra(extra, storage)
         self._pool: BufferPool | None = None
         self._shapes: BucketShapes | None = None

@@ -1,0 +1,63 @@
+"""Bad input with buckets: a header declaring absurd dimensions, an image whose header reads but
+whose data is cut short, and a dataset that fills no bucket. Each is named; no batch changes
+shape and nothing is allocated from a size read in a header."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from stoker import Loader
+from stoker.errors import ConfigurationError
+from stoker.loader import FailurePolicy, Sampling
+from stoker.ops import ImageTransform
+from stoker.sampling import Buckets
+from stoker.storage import MemoryStorage
+from stoker_testbed.data.images import jpeg
+
+BUCKETS = Buckets([(48, 64), (64, 48)])
+
+
+def _photos(count: int) -> dict[str, bytes]:
+    return {f"{index:04d}.jpg": jpeg(96 if index % 2 else 64, 64 if index % 2 else 96, seed=index) for index in range(count)}
+
+
+def test_a_header_declaring_absurd_dimensions_goes_to_no_bucket_and_is_named(caplog: pytest.LogCaptureFixture) -> None:
+    samples = _photos(32)
+    bomb = bytearray(jpeg(64, 48))
+    marker = bomb.index(b"\xff\xc0")
+    bomb[marker + 5 : marker + 9] = (65000).to_bytes(2, "big") * 2  # 4.2 G pixels declared in 2 KB
+    samples["bomb.jpg"] = bytes(bomb)
+    with caplog.at_level(logging.WARNING, logger="stoker.loader"):
+        loader = Loader(MemoryStorage(samples), batch_size=4, transform=ImageTransform(), sampling=Sampling(buckets=BUCKETS))
+    delivered = [key for batch in loader for key in batch.keys]
+    assert "bomb.jpg" in caplog.text and "bomb.jpg" not in delivered
+    assert loader.bucket_counts()["without_bucket"] == 1  # type: ignore[index]
+    loader.close()
+
+
+def test_an_image_cut_short_after_its_header_is_a_bad_sample_replaced_within_the_batchs_shape() -> None:
+    samples = _photos(40)
+    whole = samples["0003.jpg"]
+    samples["0003.jpg"] = whole[: len(whole) // 3]  # the header reads; the data is lost
+    loader = Loader(
+        MemoryStorage(samples),
+        batch_size=4,
+        transform=ImageTransform(),
+        sampling=Sampling(seed=2, buckets=BUCKETS),
+        failure_policy=FailurePolicy(on_error="skip", max_bad_samples=2),
+    )
+    shapes = set()
+    for batch in loader:
+        shapes.add(batch.data.shape[1:3])
+        assert batch.data.shape[0] == 4 and batch.valid.all()
+    assert shapes <= set(BUCKETS.shapes)
+    failures = loader.failures
+    loader.close()
+    assert [failure.sample for failure in failures] == ["0003.jpg"] and failures[0].action.startswith("replaced")
+
+
+def test_a_dataset_that_fills_no_bucket_is_refused_with_the_numbers() -> None:
+    with pytest.raises(ConfigurationError, match="no bucket holds a full batch of 64 for each of 1 ranks"):
+        Loader(MemoryStorage(_photos(20)), batch_size=64, transform=ImageTransform(), sampling=Sampling(buckets=BUCKETS))
