@@ -55,6 +55,7 @@ def test_every_batch_is_one_buckets_shape_and_holds_that_buckets_samples() -> No
     assert max(seen.values()) == 1 and sum(seen.values()) == counts["batches"] * 8
     assert sum(seen.values()) + sum(counts["left_over"]) + counts["without_bucket"] == len(storage)
     assert len(shapes) >= 4, "the batches take the buckets' shapes"
+    assert abs(counts["same_bucket_next"] - counts["same_bucket_expected"]) < 0.2, "batches of the buckets are mixed, not run in order"
     loader.close()
 
 

@@ -386,18 +386,24 @@ class Loader:
         """With buckets, this epoch's: each bucket's ``shape`` and ``samples``, the ``batches``
         dealt (over all ranks), the samples ``left_over`` per bucket (its last partial batch and
         its share of the batches past a multiple of the ranks: read in a later epoch), and the
-        samples ``without_bucket`` (no readable size). None without buckets."""
+        samples ``without_bucket`` (no readable size), and the shuffle's mixing as numbers: the
+        share of consecutive batches (in the dealing) from the same bucket, ``same_bucket_next``,
+        against ``same_bucket_expected`` for batches drawn independently. None without buckets."""
         if self.buckets is None or self.sampler.buckets is None:
             return None
         order = self.sampler.order_function()
         assert isinstance(order, BucketOrder)
         bucket_of, _ = self.sampler.buckets
+        dealt = order.bucket_of_batch(np.arange(order.batches, dtype=np.int64))
+        shares = np.bincount(dealt, minlength=len(self.buckets)) / max(1, len(dealt))
         return {
             "shape": [list(shape) for shape in self.buckets.shapes],
             "samples": order.sizes.tolist(),
             "batches": order.batches,
             "left_over": order.leftovers().tolist(),
             "without_bucket": int((bucket_of < 0).sum()),
+            "same_bucket_next": float(np.mean(dealt[1:] == dealt[:-1])) if len(dealt) > 1 else float("nan"),
+            "same_bucket_expected": float((shares**2).sum()),
         }
 
     def stats(self) -> PipelineStats | None:
