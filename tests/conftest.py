@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 import time
@@ -19,6 +20,29 @@ from stoker_testbed.servers.s3_server import S3Server
 # every child it starts. The tests of Ctrl-C need it to be Ctrl-C, however the suite was started.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+@pytest.fixture(autouse=True)
+def signal_handlers_kept() -> Iterator[None]:
+    """Fail a test that leaves SIGINT or SIGTERM handled otherwise than it found them (a library
+    that installs its own and keeps it, as LitData's ``optimize`` does with one that calls
+    ``os._exit(0)``, would end a later test's Ctrl-C, and the whole run, silently)."""
+    before = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    changed = [signal.Signals(number).name for number, handler in before.items() if signal.getsignal(number) is not handler]
+    for number, handler in before.items():
+        signal.signal(number, handler)
+    if changed:
+        pytest.fail(f"the test left {', '.join(changed)} with another handler (put back now)")
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Say the run ended through pytest: a test that ends the process itself (``os._exit(0)``)
+    would otherwise pass for a green run (the Makefile checks for this file)."""
+    marker = os.environ.get("STOKER_TEST_RUN_MARKER")
+    if marker:
+        with open(marker, "w") as file:
+            file.write(f"{exitstatus}\n")
 
 
 def stoker_threads() -> list[threading.Thread]:

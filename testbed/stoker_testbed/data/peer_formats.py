@@ -140,19 +140,25 @@ def write_litdata(folder: Path, samples: Sequence[Sample], *, chunk_bytes: str =
     holds a small array (LitData then writes its item layout); without, only bytes and numbers
     (Arrow rows at the end of each chunk, as LitData 0.2.7x writes them)."""
     import multiprocessing
+    import signal
 
     from litdata import optimize
 
     inputs = [(index, payload, label, items) for index, (payload, label) in enumerate(samples)]
-    # `optimize` sets the process's start method to "spawn" for good (force=True): put it back, or
-    # every later DataLoader in the same test session spawns, and pickles what it never had to.
+    # `optimize` changes the process for good: it sets the start method to "spawn" (force=True),
+    # so every later DataLoader spawns and pickles what it never had to, and it installs a SIGINT
+    # handler that calls os._exit(0), so a later Ctrl-C (or a test of one) ends the process
+    # silently, with success. Both are put back.
     start_method = multiprocessing.get_start_method(allow_none=True)
+    handlers = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
     try:
         optimize(
             fn=litdata_row, inputs=inputs, output_dir=str(folder), chunk_bytes=chunk_bytes, num_workers=1, mode="overwrite", verbose=False
         )
     finally:
         multiprocessing.set_start_method(start_method, force=True)
+        for number, handler in handlers.items():
+            signal.signal(number, handler)
     return folder
 
 
