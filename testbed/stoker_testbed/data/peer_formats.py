@@ -135,30 +135,37 @@ def litdata_row(item: tuple[int, bytes, int, bool]) -> dict[str, Any]:
     return row
 
 
-def write_litdata(folder: Path, samples: Sequence[Sample], *, chunk_bytes: str = "256KB", items: bool = True) -> Path:
-    """``samples`` as LitData chunks by ``litdata.optimize``: with ``items``, each sample also
-    holds a small array (LitData then writes its item layout); without, only bytes and numbers
-    (Arrow rows at the end of each chunk, as LitData 0.2.7x writes them)."""
+def litdata_optimize(**arguments: Any) -> None:
+    """``litdata.optimize(**arguments)``, leaving the process as it was.
+
+    `optimize` changes the process for good: it sets the start method to "spawn" (force=True),
+    so every later DataLoader spawns and pickles what it never had to, and it installs a SIGINT
+    handler that calls ``os._exit(0)``, so a later Ctrl-C (or a test of one) ends the process
+    silently, with success. Both are put back.
+    """
     import multiprocessing
     import signal
 
     from litdata import optimize
 
-    inputs = [(index, payload, label, items) for index, (payload, label) in enumerate(samples)]
-    # `optimize` changes the process for good: it sets the start method to "spawn" (force=True),
-    # so every later DataLoader spawns and pickles what it never had to, and it installs a SIGINT
-    # handler that calls os._exit(0), so a later Ctrl-C (or a test of one) ends the process
-    # silently, with success. Both are put back.
     start_method = multiprocessing.get_start_method(allow_none=True)
     handlers = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
     try:
-        optimize(
-            fn=litdata_row, inputs=inputs, output_dir=str(folder), chunk_bytes=chunk_bytes, num_workers=1, mode="overwrite", verbose=False
-        )
+        optimize(**arguments)
     finally:
         multiprocessing.set_start_method(start_method, force=True)
         for number, handler in handlers.items():
             signal.signal(number, handler)
+
+
+def write_litdata(folder: Path, samples: Sequence[Sample], *, chunk_bytes: str = "256KB", items: bool = True) -> Path:
+    """``samples`` as LitData chunks by ``litdata.optimize``: with ``items``, each sample also
+    holds a small array (LitData then writes its item layout); without, only bytes and numbers
+    (Arrow rows at the end of each chunk, as LitData 0.2.7x writes them)."""
+    inputs = [(index, payload, label, items) for index, (payload, label) in enumerate(samples)]
+    litdata_optimize(
+        fn=litdata_row, inputs=inputs, output_dir=str(folder), chunk_bytes=chunk_bytes, num_workers=1, mode="overwrite", verbose=False
+    )
     return folder
 
 

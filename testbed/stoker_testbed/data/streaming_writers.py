@@ -58,10 +58,12 @@ def litdata_sample(item: tuple[int, bytes, int]) -> dict[str, Any]:
 def write_litdata(source: Storage, url: str, local: Path, s3: S3Server) -> list[int] | None:
     """LitData chunks by its ``optimize`` (64 MB chunks), uploaded under ``url``."""
     try:
-        from litdata import optimize
+        import litdata  # noqa: F401
     except ImportError:
         return None
-    optimize(
+    from stoker_testbed.data.peer_formats import litdata_optimize
+
+    litdata_optimize(
         fn=litdata_sample, inputs=list(labelled_samples(source)), output_dir=str(local), chunk_bytes="64MB", num_workers=1, mode="overwrite"
     )
     upload_folder(s3, local, url)
