@@ -19,6 +19,7 @@ import numpy as np
 from .. import _native
 from ..device import BufferPool
 from ..errors import SampleError, StorageClosedError, StorageUnavailableError, TooManyBadSamplesError
+from ..ops import CaptionBatch, Captions, caption_text, tokenize_captions
 from ..ops.batch import Transform
 from ..pipeline import AbortPipeline
 from ..sampling import BatchPlan, FetchedSample, PlannedSample, Sampler
@@ -65,6 +66,7 @@ class BatchAssembler:
         policy: What a bad sample does, with its budget and log.
         shapes: With buckets, each bucket's transform and pool (``transform`` and ``pool`` are
             then not used).
+        captions: Tokenize each sample's caption (one of the ``extra`` members) into the batch.
     """
 
     def __init__(
@@ -78,11 +80,13 @@ class BatchAssembler:
         pool: BufferPool | None,
         policy: BadSampleHandler,
         shapes: BucketShapes | None = None,
+        captions: Captions | None = None,
     ) -> None:
         self.storage, self.sampler = storage, sampler
         self.transform, self.decode_function, self.extra = transform, decode, extra
         self.pool, self.policy = pool, policy
         self.shapes = shapes
+        self.captions = captions
         self.keys: Sequence[str] = storage.keys
         self.labels = label_array(storage.labels)
         # Bytes read so far and in how many batches: what a batch holds before decode, for the
@@ -185,6 +189,9 @@ class BatchAssembler:
                     failed.setdefault(slot, ("fetch", f"{type(found).__name__}: {found}"))
                 else:
                     extras[slot] = found
+                    reason = self._caption_problem(found)
+                    if reason is not None:
+                        failed.setdefault(slot, ("caption", reason))
         valid = np.ones(len(keys), dtype=bool)
         replaced = np.zeros(len(keys), dtype=bool)
         indices = plan.indices.copy()
@@ -230,6 +237,7 @@ class BatchAssembler:
             index=number,
             replaced=replaced,
             extra=extras if self.extra else None,
+            captions=self._tokenized(extras, valid) if self.captions is not None else None,
             indices=indices,
             checksums=checksums,
             lengths=lengths,
@@ -269,7 +277,7 @@ class BatchAssembler:
             if self.extra:
                 members = self._members([index])[0]
                 self.raise_if_unavailable([members])
-                if isinstance(members, Exception):
+                if isinstance(members, Exception) or self._caption_problem(members) is not None:
                     continue
                 extras[slot] = members
             target = out[slot : slot + 1] if out is not None else None
@@ -280,6 +288,22 @@ class BatchAssembler:
                 data[slot] = decoded[0]
             return index, key, payload
         return None
+
+    def _caption_problem(self, members: dict[str, Any]) -> str | None:
+        """Why a sample's caption cannot be tokenized, or None (always None without captions)."""
+        if self.captions is None:
+            return None
+        try:
+            caption_text(members, self.captions)
+        except ValueError as error:
+            return str(error)
+        return None
+
+    def _tokenized(self, extras: list[dict[str, Any]], valid: np.ndarray) -> CaptionBatch:
+        """The batch's captions as token rows (an empty row for a zero-filled sample)."""
+        assert self.captions is not None
+        texts = [caption_text(members, self.captions) if ok else None for members, ok in zip(extras, valid.tolist())]
+        return tokenize_captions(texts, self.captions)
 
     def _augmentation_seed(self, position: int) -> int:
         """A sample's random crop and flip depend on (seed, epoch, position) only: a resumed or

@@ -7,6 +7,8 @@ from typing import Any
 
 import numpy as np
 
+from ..ops import CaptionBatch
+
 __all__ = ["Batch"]
 
 
@@ -29,6 +31,9 @@ class Batch:
             slot's key and label are the replacement's, its position the bad sample's.
         extra: With the Loader's ``extra``: per sample, its other members by extension (``txt``
             as text, ``json`` parsed, others bytes); ``{}`` in a zero-filled slot. None otherwise.
+        captions: With `stoker.ops.Captions` among the Loader's ``extra``: the samples'
+            captions as padded token rows with their attention mask, row ``i`` sample ``i``'s
+            (a zero-filled sample's row is empty).
         indices: The samples' indices in the storage (a replacement's where one was replaced).
         checksums: With a provenance ledger: the CRC-32 of each sample's bytes as read (0 where
             none were). None otherwise.
@@ -47,6 +52,7 @@ class Batch:
     indices: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     checksums: np.ndarray | None = None
     lengths: np.ndarray | None = None
+    captions: CaptionBatch | None = None
     # With a provenance ledger: this batch's rows, prepared by the thread that decoded it.
     _ledger_rows: Any = field(default=None, repr=False, compare=False)
 

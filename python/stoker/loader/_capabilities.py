@@ -8,6 +8,7 @@ import logging
 from collections.abc import Sequence
 
 from ..errors import ConfigurationError, StorageError
+from ..ops import Captions
 from ..storage import BlockStorage, EpochStorage, LatencyReporting, MemberStorage, Storage
 
 __all__ = ["block_window", "check_extra", "request_latencies", "shuffle_blocks"]
@@ -15,19 +16,24 @@ __all__ = ["block_window", "check_extra", "request_latencies", "shuffle_blocks"]
 _logger = logging.getLogger("stoker.loader")
 
 
-def check_extra(extra: Sequence[str], storage: Storage) -> tuple[str, ...]:
-    """``extra`` as a tuple of member extensions, refused early when the storage has no members."""
-    if isinstance(extra, str):
+def check_extra(extra: Sequence[str | Captions], storage: Storage) -> tuple[tuple[str, ...], Captions | None]:
+    """``extra`` as member extensions and the `Captions` among them (whose member is read too),
+    refused early when the storage has no members."""
+    if isinstance(extra, (str, Captions)):
         extra = (extra,)
-    if not all(isinstance(extension, str) and extension for extension in extra):
-        raise TypeError(f"extra must be member extensions such as ('txt', 'json'), got {extra!r}")
-    extra = tuple(extension.lstrip(".") for extension in extra)
-    if extra and not isinstance(storage, MemberStorage):
+    captions = [item for item in extra if isinstance(item, Captions)]
+    if len(captions) > 1:
+        raise ConfigurationError("one Captions in extra: a batch has one caption per sample")
+    names = [item for item in extra if not isinstance(item, Captions)]
+    if not all(isinstance(extension, str) and extension for extension in names):
+        raise TypeError(f"extra must be member extensions such as ('txt', 'json') and at most one Captions, got {extra!r}")
+    members = tuple(dict.fromkeys([extension.lstrip(".") for extension in names] + [item.member.lstrip(".") for item in captions]))
+    if members and not isinstance(storage, MemberStorage):
         raise StorageError(
             f"{storage.describe()}: one payload per sample; extra members (WebDataset's .txt, .json...) need tar shards "
             "(a storage with members: stoker.storage.MemberStorage)"
         )
-    return extra
+    return members, (captions[0] if captions else None)
 
 
 def block_window(storage: Storage, shuffle: str, window: int) -> int:

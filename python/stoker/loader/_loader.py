@@ -35,7 +35,7 @@ from ..distributed import discover_world
 from ..errors import ConfigurationError
 from ..failures import Failure
 from ..observe import LiveSnapshot, ProvenanceLedger, RunTotals
-from ..ops import ImageTransform, media_backend
+from ..ops import Captions, ImageTransform, media_backend
 from ..ops.batch import TRANSFORMS, Transform, allocate_batch
 from ..ops.media import AudioTransform, VideoTransform
 from ..pipeline import Pipeline, PipelineBuilder, PipelineStats
@@ -82,7 +82,10 @@ class Loader:
         extra: Other members of each sample to deliver beside the decoded payload, by extension
             (``("txt", "json")`` for LAION-style image-text shards): `Batch.extra` holds them
             per sample, ``txt`` as text, ``json`` parsed, others as bytes. A sample lacking one
-            is a bad sample. Tar shards, local or on S3.
+            is a bad sample. Tar shards, local or on S3. A `stoker.ops.Captions` among them
+            tokenizes each sample's caption member into `Batch.captions` (padded token rows and
+            their attention mask, aligned with the images), in the decode stage; a caption
+            missing, not text, or too long is a bad sample.
         drop_last: Drop this rank's last, short batch.
         sampling: Order, sharding and seed (`Sampling`): a uniform shuffle seeded with 0, and
             this process's rank found by itself, unless given.
@@ -124,7 +127,7 @@ class Loader:
         batch_size: int,
         transform: Transform | None = None,
         decode: Callable[[bytes], Any] | None = None,
-        extra: Sequence[str] = (),
+        extra: Sequence[str | Captions] = (),
         drop_last: bool = False,
         sampling: Sampling | None = None,
         reads: Reads | None = None,
@@ -199,7 +202,7 @@ class Loader:
         )
         if buckets is not None:
             _ = self.sampler.epoch_length  # buckets that fill no batch: said now, not at the first batch
-        self.extra = check_extra(extra, storage)
+        self.extra, self.captions = check_extra(extra, storage)
         self._pool: BufferPool | None = None
         self._shapes: BucketShapes | None = None
         if buckets is not None and bucket_of is not None and isinstance(transform, ImageTransform):
@@ -224,6 +227,7 @@ class Loader:
             transform=transform,
             decode=decode,
             extra=self.extra,
+            captions=self.captions,
             pool=self._pool,
             policy=self._policy,
             shapes=self._shapes,

@@ -8,12 +8,14 @@ when there is none).
 - `media`: one audio window or video clip (`decode_audio`, `decode_video`).
 - `packing`: token sequences packed into fixed-length rows (`SequencePacker`).
 - `text`: raw text to token ids (`Tokenizer`: Hugging Face ``tokenizers`` or ``tiktoken``; `document_text`).
+- `captions`: image-text pairs' captions tokenized into padded rows beside the images (`Captions`).
 """
 
 from .._deprecation import moved_names
 from ..errors import BatchDecodeError, ImageDecodeError, MediaDecodeError, MediaUnavailableError
 from ._media_backend import media_backend
 from .batch import DecodedBatch, allocate_batch, decode_batch, sample_seeds
+from .captions import CaptionBatch, Captions, caption_text, tokenize_captions
 from .image import ImageSizes, ImageTransform, decode_image, image_sizes
 from .media import AudioTransform, VideoTransform, decode_audio, decode_video, seconds_to_samples
 from .packing import EfficiencyReport, PackedBatch, SequencePacker, as_token_array
@@ -22,6 +24,8 @@ from .text import Tokenizer, document_text
 __all__ = [
     "AudioTransform",
     "BatchDecodeError",
+    "CaptionBatch",
+    "Captions",
     "DecodedBatch",
     "EfficiencyReport",
     "ImageDecodeError",
@@ -35,6 +39,7 @@ __all__ = [
     "VideoTransform",
     "allocate_batch",
     "as_token_array",
+    "caption_text",
     "decode_audio",
     "decode_batch",
     "decode_image",
@@ -44,6 +49,7 @@ __all__ = [
     "media_backend",
     "sample_seeds",
     "seconds_to_samples",
+    "tokenize_captions",
 ]
 
 __getattr__ = moved_names(__name__, {"SampleFailure": "stoker.failures:Failure"})
