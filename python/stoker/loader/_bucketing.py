@@ -14,17 +14,19 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 from ..device import BufferPool, pinned_allocator
 from ..errors import ConfigurationError
 from ..ops import ImageTransform, image_sizes
-from ..ops.batch import allocate_batch
-from ..sampling import Buckets
+from ..ops.batch import Transform, allocate_batch
+from ..sampling import BucketOrder, Buckets, Sampler
 from ..storage import Storage, cache_dir
+from ._options import Reads, Sampling
 
-__all__ = ["BucketShapes", "bucket_numbers"]
+__all__ = ["BucketShapes", "bucket_numbers", "bucket_report", "check_buckets"]
 
 _logger = logging.getLogger("stoker.loader")
 
@@ -127,3 +129,35 @@ class BucketShapes:
             pool = self._pools[number] = BufferPool(allocate, capacity=self.capacity)
         pool.capacity = self.capacity
         return self.transforms[number], pool
+
+
+def check_buckets(buckets: Buckets, transform: Transform | None, sampling: Sampling, reads: Reads) -> None:
+    """What buckets need of the other options, said before anything is read."""
+    if not isinstance(buckets, Buckets):
+        raise TypeError(f"buckets must be a stoker.sampling.Buckets, got {type(buckets).__name__}")
+    if not isinstance(transform, ImageTransform):
+        raise ConfigurationError("buckets batch images by shape: give an ImageTransform (without resize or crop) as transform")
+    if sampling.shuffle != "uniform":
+        raise ConfigurationError(f"buckets shuffle within each bucket and across batches: use shuffle='uniform', not {sampling.shuffle!r}")
+    if reads.sample_prefetch:
+        raise ConfigurationError(
+            "buckets read each batch whole; sample_prefetch fills batches from several and cannot keep them one bucket's"
+        )
+
+
+def bucket_report(sampler: Sampler, buckets: Buckets) -> dict[str, Any]:
+    """`Loader.bucket_counts` for the sampler's epoch."""
+    order = sampler.order_function()
+    assert isinstance(order, BucketOrder) and sampler.buckets is not None
+    bucket_of, _ = sampler.buckets
+    dealt = order.bucket_of_batch(np.arange(order.batches, dtype=np.int64))
+    shares = np.bincount(dealt, minlength=len(buckets)) / max(1, len(dealt))
+    return {
+        "shape": [list(shape) for shape in buckets.shapes],
+        "samples": order.sizes.tolist(),
+        "batches": order.batches,
+        "left_over": order.leftovers().tolist(),
+        "without_bucket": int((bucket_of < 0).sum()),
+        "same_bucket_next": float(np.mean(dealt[1:] == dealt[:-1])) if len(dealt) > 1 else float("nan"),
+        "same_bucket_expected": float((shares**2).sum()),
+    }

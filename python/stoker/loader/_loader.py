@@ -39,12 +39,12 @@ from ..ops import Captions, ImageTransform, media_backend
 from ..ops.batch import TRANSFORMS, Transform, allocate_batch
 from ..ops.media import AudioTransform, VideoTransform
 from ..pipeline import Pipeline, PipelineBuilder, PipelineStats
-from ..sampling import BatchPlan, BucketOrder, Buckets, EpochPlan, EpochWarmup, OutOfOrderPrefetcher, Sampler
+from ..sampling import BatchPlan, EpochPlan, EpochWarmup, OutOfOrderPrefetcher, Sampler
 from ..storage import EpochStorage, MixedStorage, RemoteStorage, Storage
 from ._arguments import as_storage, check_integer
 from ._assembly import BatchAssembler
 from ._batch import Batch
-from ._bucketing import BucketShapes, bucket_numbers
+from ._bucketing import BucketShapes, bucket_numbers, bucket_report, check_buckets
 from ._capabilities import block_window, check_extra, shuffle_blocks
 from ._failure_policy import BadSampleHandler
 from ._options import FailurePolicy, Reads, Sampling, Throughput, from_keywords
@@ -170,7 +170,7 @@ class Loader:
         buckets = sampling_options.buckets
         self.buckets = buckets
         if buckets is not None:
-            _check_buckets(buckets, transform, sampling_options, read_options)
+            check_buckets(buckets, transform, sampling_options, read_options)
         self.sample_prefetch = (remote and buckets is None) if read_options.sample_prefetch is None else read_options.sample_prefetch
         self.fetch_concurrency = read_options.fetch_concurrency or (8 if remote else 4)
         self.ramp_every = read_options.ramp_every
@@ -389,26 +389,11 @@ class Loader:
     def bucket_counts(self) -> dict[str, Any] | None:
         """With buckets, this epoch's: each bucket's ``shape`` and ``samples``, the ``batches``
         dealt (over all ranks), the samples ``left_over`` per bucket (its last partial batch and
-        its share of the batches past a multiple of the ranks: read in a later epoch), and the
+        its share of the batches past a multiple of the ranks: read in a later epoch), the
         samples ``without_bucket`` (no readable size), and the shuffle's mixing as numbers: the
         share of consecutive batches (in the dealing) from the same bucket, ``same_bucket_next``,
         against ``same_bucket_expected`` for batches drawn independently. None without buckets."""
-        if self.buckets is None or self.sampler.buckets is None:
-            return None
-        order = self.sampler.order_function()
-        assert isinstance(order, BucketOrder)
-        bucket_of, _ = self.sampler.buckets
-        dealt = order.bucket_of_batch(np.arange(order.batches, dtype=np.int64))
-        shares = np.bincount(dealt, minlength=len(self.buckets)) / max(1, len(dealt))
-        return {
-            "shape": [list(shape) for shape in self.buckets.shapes],
-            "samples": order.sizes.tolist(),
-            "batches": order.batches,
-            "left_over": order.leftovers().tolist(),
-            "without_bucket": int((bucket_of < 0).sum()),
-            "same_bucket_next": float(np.mean(dealt[1:] == dealt[:-1])) if len(dealt) > 1 else float("nan"),
-            "same_bucket_expected": float((shares**2).sum()),
-        }
+        return bucket_report(self.sampler, self.buckets) if self.buckets is not None else None
 
     def stats(self) -> PipelineStats | None:
         """Per-stage stats of the running epoch, or of the last one, with the bad samples met so
@@ -597,17 +582,3 @@ def _batch_bytes(transform: Transform | None, batch_size: int) -> int | None:
         return None
     empty = allocate_batch(transform, 0)
     return empty.itemsize * int(np.prod(empty.shape[1:])) * batch_size
-
-
-def _check_buckets(buckets: Buckets, transform: Transform | None, sampling: Sampling, reads: Reads) -> None:
-    """What buckets need of the other options, said before anything is read."""
-    if not isinstance(buckets, Buckets):
-        raise TypeError(f"buckets must be a stoker.sampling.Buckets, got {type(buckets).__name__}")
-    if not isinstance(transform, ImageTransform):
-        raise ConfigurationError("buckets batch images by shape: give an ImageTransform (without resize or crop) as transform")
-    if sampling.shuffle != "uniform":
-        raise ConfigurationError(f"buckets shuffle within each bucket and across batches: use shuffle='uniform', not {sampling.shuffle!r}")
-    if reads.sample_prefetch:
-        raise ConfigurationError(
-            "buckets read each batch whole; sample_prefetch fills batches from several and cannot keep them one bucket's"
-        )
