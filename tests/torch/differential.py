@@ -16,9 +16,9 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset, IterableDataset, get_worker_info
 
-# Warnings of the environment, not of a DataLoader: JAX (once another test imported it) warns at
-# every os.fork(), which torch's worker processes do.
-_NOT_THE_LOADERS = ("os.fork() was called",)
+# Warnings of the environment, not of a DataLoader: JAX and Lance (once another test imported
+# them) warn at every os.fork(), which torch's worker processes do.
+_NOT_THE_LOADERS = ("os.fork() was called", "lance is not fork-safe")
 _PID = re.compile(r"pid(\(s\))? [\d, ]+")
 _ADDRESS = re.compile(r" at 0x[0-9a-f]+")
 

@@ -96,7 +96,9 @@ def test_an_outage_mid_epoch_is_ridden_out(store: tuple[str, ServerProcess, Memo
         restart.join()
         assert Counter(got) == Counter(source.keys)
         assert loader.failures == [] and storage.stats()["retries"] + storage.stats()["overloads"] > 0
-    assert any("unreachable for" in record.getMessage() for record in caplog.records)
+    # Said in the log: a sample unreachable for a while, or the store reachable again after the
+    # outage (a run whose reads were mostly in flight when it began may only say the latter).
+    assert any("unreachable for" in record.getMessage() or "reachable again" in record.getMessage() for record in caplog.records)
 
 
 def test_a_store_down_for_good_raises_and_resumes_exactly(store: tuple[str, ServerProcess, MemoryStorage]) -> None:
