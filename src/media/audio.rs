@@ -9,12 +9,12 @@
 use std::cell::Cell;
 
 use ffmpeg_next::codec::Id;
-use ffmpeg_next::format::context::Input;
 use ffmpeg_next::media::Type;
 use ffmpeg_next::{frame, Packet};
 
 use super::error::{MediaError, MediaResult};
 use super::input::{self, seconds};
+use super::probe::declared_span;
 use super::resample::Resampler;
 pub use stoker_native::media::spec::{AudioSpec, Channels};
 use stoker_native::media::window::window_start;
@@ -189,7 +189,7 @@ fn decode_window(bytes: &[u8], spec: &AudioSpec, seed: u64, mut samples: Vec<f32
 
 /// A WAV file cut short: FFmpeg takes a WAV's duration from the file's size, so a truncated one
 /// would read as a shorter, valid file. Its `data` chunk's declared size says otherwise.
-fn check_wav_length(bytes: &[u8]) -> MediaResult<()> {
+pub fn check_wav_length(bytes: &[u8]) -> MediaResult<()> {
     if bytes.len() < 12 || &bytes[0..4] != b"RIFF" || &bytes[8..12] != b"WAVE" {
         return Ok(());
     }
@@ -207,19 +207,6 @@ fn check_wav_length(bytes: &[u8]) -> MediaResult<()> {
         position += 8 + size + (size & 1);
     }
     Ok(())
-}
-
-/// The stream's start time and its declared duration in seconds (the container's when the
-/// stream has none), or None when neither says.
-fn declared_span(container: &Input, index: usize) -> (f64, Option<f64>) {
-    let Some(stream) = container.stream(index) else { return (0.0, None) };
-    let start =
-        if stream.start_time() == ffmpeg_next::ffi::AV_NOPTS_VALUE { 0.0 } else { seconds(stream.start_time(), stream.time_base()) };
-    if stream.duration() > 0 {
-        return (start, Some(seconds(stream.duration(), stream.time_base())));
-    }
-    let duration = container.duration();
-    (start, (duration > 0).then(|| duration as f64 / f64::from(ffmpeg_next::ffi::AV_TIME_BASE)))
 }
 
 /// What has been decoded so far: resampled, interleaved, starting at output sample `first`.

@@ -3,7 +3,10 @@
 //! compacted away).
 
 use super::audio::{self, AudioSlot, AudioSpec};
+use ffmpeg_next::media::Type;
+
 use super::error::MediaError;
+use super::probe::{probe, PROBE_FIELDS};
 use super::video::{self, VideoSpec};
 use stoker_native::image::batch::{each_slot, FailurePolicy};
 
@@ -46,4 +49,10 @@ pub fn decode_video_batch(
     each_slot(buffer, slot_len, inputs.len(), threads, policy, |index, slot| {
         video::decode_clip_into(inputs[index], spec, seeds[index], slot)
     })
+}
+
+/// Probe `inputs` (their best stream of `kind`) into `buffer`, `PROBE_FIELDS` values per input
+/// (`probe::probe`'s); a file that cannot say its length leaves zeros and its error.
+pub fn probe_batch(inputs: &[&[u8]], kind: Type, buffer: &mut [f64], threads: usize) -> Vec<Option<MediaError>> {
+    each_slot(buffer, PROBE_FIELDS, inputs.len(), threads, FailurePolicy::ZeroFill, |index, slot| probe(inputs[index], kind, slot))
 }

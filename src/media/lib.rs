@@ -10,6 +10,7 @@
 //! - `audio`: decode, convert and down-mix (`swresample`), change the rate (`polyphase`, its
 //!   filter in `polyphase_bank`, its inner loop in `polyphase_kernel`), window.
 //! - `video`: keyframe seek, decode skipping unneeded frames, colour-convert and resize frames.
+//! - `probe`: a file's length (duration, frames, rate, size) from its headers, nothing decoded.
 //! - `batch`: many samples into one buffer in parallel, with per-sample errors.
 //! - `python` (feature `python`): the module's functions.
 
@@ -20,6 +21,7 @@ pub mod input;
 pub mod polyphase;
 pub mod polyphase_bank;
 pub mod polyphase_kernel;
+pub mod probe;
 pub mod resample;
 pub mod resampler_pool;
 pub mod riff;

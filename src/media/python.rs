@@ -1,5 +1,5 @@
 //! The Python-facing module `_media` of one FFmpeg major's build: `decode_audio_batch_into` and
-//! `decode_video_batch_into`. They take the transform's keyword arguments (what
+//! `decode_video_batch_into`, and `probe_media_into` (lengths from headers). The decoders take the transform's keyword arguments (what
 //! `AudioTransform.__getnewargs_ex__` gives) rather than the core's object, which another native
 //! module cannot read; the spec is rebuilt by the core's own checks. The work runs with the GIL
 //! released.
@@ -12,7 +12,10 @@ use pyo3::pybacked::PyBackedBytes;
 use stoker_native::image::batch::FailurePolicy;
 use stoker_native::media::spec::{audio_spec, video_spec, AudioOptions, VideoOptions};
 
-use crate::batch::{decode_audio_batch, decode_video_batch, AudioBuffer};
+use ffmpeg_next::media::Type;
+
+use crate::batch::{decode_audio_batch, decode_video_batch, probe_batch, AudioBuffer};
+use crate::probe::PROBE_FIELDS;
 
 /// `out`'s shape checked against (>= count, *sample_shape), C-contiguous.
 fn check_out(out: &Bound<'_, PyUntypedArray>, count: usize, sample_shape: &[usize], seeds: usize, threads: usize) -> PyResult<()> {
@@ -123,6 +126,33 @@ fn decode_video_batch_into(
     Ok(errors.into_iter().map(|error| error.map(|error| error.to_string())).collect())
 }
 
+/// Probe `inputs` into `out` (shape (N, 5), float64): each file's duration in seconds, frame
+/// count, frame or sample rate, width and height, from its headers (nothing decoded).
+///
+/// Returns one entry per input: None, or why its length cannot be read (its row left zero).
+#[pyfunction]
+#[pyo3(signature = (inputs, out, kind, threads=1))]
+fn probe_media_into(
+    py: Python<'_>,
+    inputs: Vec<PyBackedBytes>,
+    out: &Bound<'_, PyUntypedArray>,
+    kind: &str,
+    threads: usize,
+) -> PyResult<Vec<Option<String>>> {
+    let kind = match kind {
+        "audio" => Type::Audio,
+        "video" => Type::Video,
+        other => return Err(PyValueError::new_err(format!("kind must be \"audio\" or \"video\", got {other:?}"))),
+    };
+    check_out(out, inputs.len(), &[PROBE_FIELDS], inputs.len(), threads)?;
+    let slices: Vec<&[u8]> = inputs.iter().map(|bytes| &**bytes).collect();
+    let array = out.cast::<PyArrayDyn<f64>>().map_err(|_| PyTypeError::new_err("out must be float64"))?;
+    let mut out = writable(array)?;
+    let slice = out.as_slice_mut().map_err(|error| PyValueError::new_err(error.to_string()))?;
+    let errors = py.detach(|| probe_batch(&slices, kind, slice, threads));
+    Ok(errors.into_iter().map(|error| error.map(|error| error.to_string())).collect())
+}
+
 /// The libavcodec this module was built for (its major) and the one it runs with, as
 /// `{"built_major": 59, "running": "59.37.100"}`: a bug report can say both.
 #[pyfunction]
@@ -141,6 +171,7 @@ fn _media(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add("__version__", stoker_native::build_info::VERSION)?;
     module.add_function(wrap_pyfunction!(decode_audio_batch_into, module)?)?;
     module.add_function(wrap_pyfunction!(decode_video_batch_into, module)?)?;
+    module.add_function(wrap_pyfunction!(probe_media_into, module)?)?;
     module.add_function(wrap_pyfunction!(ffmpeg_versions, module)?)?;
     Ok(())
 }

@@ -15,6 +15,7 @@ use stoker_native::media::window::clip_frames;
 
 use super::error::{MediaError, MediaResult};
 use super::input::{self, seconds};
+use super::probe::video_facts;
 use super::scale::{FrameTarget, Scaler};
 
 /// The most source pixels one clip may decode (frames asked x the video's frame size): 59 frames of
@@ -34,32 +35,12 @@ fn frame_target(spec: &VideoSpec, index: usize, plan: &FramePlan) -> FrameTarget
     }
 }
 
-/// The stream's frame rate and frame count, from the container's header.
-struct StreamFacts {
-    rate: f64,
-    frames: usize,
-    start: f64,
-}
-
 /// Decode `bytes` and write its clip into `slot` (`spec.slot_len()` values).
 pub fn decode_clip_into(bytes: &[u8], spec: &VideoSpec, seed: u64, slot: &mut [u8]) -> MediaResult<()> {
     super::riff::check(bytes)?;
     let mut container = input::open(bytes)?;
     let stream = input::best_stream(&container, Type::Video)?;
-    let facts = {
-        let header = container.stream(stream.index).expect("the stream just found");
-        let rate = [header.avg_frame_rate(), header.rate()].into_iter().map(f64::from).find(|rate| rate.is_finite() && *rate > 0.0);
-        let Some(rate) = rate else { return Err(MediaError::Corrupt("the video stream declares no frame rate".into())) };
-        let start =
-            if header.start_time() == ffmpeg_next::ffi::AV_NOPTS_VALUE { 0.0 } else { seconds(header.start_time(), stream.time_base) };
-        let duration = if header.duration() > 0 {
-            seconds(header.duration(), stream.time_base)
-        } else {
-            container.duration().max(0) as f64 / f64::from(ffmpeg_next::ffi::AV_TIME_BASE)
-        };
-        let frames = if header.frames() > 0 { header.frames() as usize } else { (duration * rate).round() as usize };
-        StreamFacts { rate, frames, start }
-    };
+    let facts = video_facts(&container, stream.index)?;
     let (index, time_base) = (stream.index, stream.time_base);
     let mut decoder = stream.decoder().video().map_err(|error| MediaError::UnsupportedCodec(error.to_string()))?;
     let clip_pixels = i64::from(decoder.width()) * i64::from(decoder.height()) * spec.frames as i64;

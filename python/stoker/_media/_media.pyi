@@ -7,7 +7,7 @@ from typing import TypedDict
 
 import numpy as np
 
-__all__ = ["__version__", "decode_audio_batch_into", "decode_video_batch_into", "ffmpeg_versions"]
+__all__ = ["__version__", "decode_audio_batch_into", "decode_video_batch_into", "ffmpeg_versions", "probe_media_into"]
 
 __version__: str
 
@@ -48,6 +48,11 @@ def decode_video_batch_into(
 ) -> list[str | None]:
     """Decode video clips into out[i] (GIL released); one error message or None per input.
     The keywords are a `VideoTransform`'s (``transform.__getnewargs_ex__()[1]``)."""
+
+def probe_media_into(inputs: Sequence[bytes | bytearray], out: np.ndarray, kind: str, threads: int = 1) -> list[str | None]:
+    """Each file's duration (s), frame count, frame or sample rate, width and height into out[i]
+    (float64, shape (N, 5)), from its headers, nothing decoded (GIL released); one error message
+    or None per input, its row left zero."""
 
 class _FFmpegVersions(TypedDict):
     built_major: int

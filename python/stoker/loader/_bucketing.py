@@ -1,18 +1,21 @@
-"""A Loader's buckets (``Loader(..., buckets=Buckets(...))``): every sample's size read from its
-header once, its bucket, and each bucket's decode (the user's transform with the bucket's shape
-as its ``cover``) into a pool of that shape's batch buffers.
+"""A Loader's buckets (``Sampling(buckets=Buckets(...))`` for images, ``LengthBuckets(...)`` for
+audio and video): every sample's size or length read from its header once, its bucket, and each
+bucket's decode (the user's transform with the bucket's shape as its ``cover``, or the bucket's
+length as its window or clip) into a pool of that bucket's batch buffers.
 
-Sizes are read from the payloads' headers (`stoker.ops.image_sizes`: no pixel is decoded), a
-batch of samples at a time, and saved in ``$STOKER_CACHE/image-sizes`` under the storage's
-content digest where it has one, so a later run, and the node's other ranks, read no payload to
-bucket the dataset. A sample whose header cannot be read goes to no bucket: it is never read by a
-bucketed epoch, and the log names how many and the first of them.
+Sizes and lengths are read from the payloads' headers (`stoker.ops.image_sizes`,
+`stoker.ops.media_lengths`: nothing is decoded), a batch of samples at a time, and saved in
+``$STOKER_CACHE`` under the storage's content digest where it has one, so a later run, and the
+node's other ranks, read no payload to bucket the dataset. A sample whose header cannot be read
+goes to no bucket: it is never read by a bucketed epoch, and the log names how many and the
+first of them.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -20,13 +23,15 @@ import numpy as np
 
 from ..device import BufferPool, pinned_allocator
 from ..errors import ConfigurationError
-from ..ops import ImageTransform, image_sizes
+from ..ops import AudioTransform, ImageTransform, VideoTransform, image_sizes, media_lengths, seconds_to_samples
 from ..ops.batch import Transform, allocate_batch
-from ..sampling import BucketOrder, Buckets, Sampler
+from ..sampling import BucketOrder, Buckets, LengthBuckets, Sampler
 from ..storage import Storage, cache_dir
 from ._options import Reads, Sampling
 
-__all__ = ["BucketShapes", "bucket_numbers", "bucket_report", "check_buckets"]
+__all__ = ["AnyBuckets", "BucketShapes", "bucket_numbers", "bucket_report", "check_buckets"]
+
+AnyBuckets = Buckets | LengthBuckets
 
 _logger = logging.getLogger("stoker.loader")
 
@@ -36,87 +41,149 @@ _SCAN_BATCH = 256
 _GEOMETRY = ("resize_shorter", "resize", "center_crop", "random_resized_crop", "scale", "ratio", "cover", "cover_crop")
 
 
-def _sizes(storage: Storage) -> tuple[np.ndarray, np.ndarray]:
-    """Every sample's (width, height) from its header; 0 where unreadable."""
+def _scan(storage: Storage, measure: Callable[[list[Any]], tuple[np.ndarray, list[str | None]]], rows: int) -> np.ndarray:
+    """``measure``'s rows for every sample (float64, ``(rows, len(storage))``), a batch of
+    payloads at a time; zeros where a payload cannot be read or measured (named in the log)."""
     count = len(storage)
-    widths = np.zeros(count, dtype=np.int64)
-    heights = np.zeros(count, dtype=np.int64)
+    values = np.zeros((rows, count), dtype=np.float64)
     unreadable: list[str] = []
     for start in range(0, count, _SCAN_BATCH):
         indices = list(range(start, min(count, start + _SCAN_BATCH)))
         payloads = storage.try_read_indices(indices)
         readable = [slot for slot, payload in enumerate(payloads) if not isinstance(payload, Exception)]
-        sizes = image_sizes([payloads[slot] for slot in readable])
+        measured, errors = measure([payloads[slot] for slot in readable])
         chosen = np.array(indices, dtype=np.int64)[readable]
-        widths[chosen], heights[chosen] = sizes.widths, sizes.heights
-        unreadable.extend(str(storage.keys[index]) for index in indices if widths[index] == 0)
+        values[:, chosen] = measured
+        failed = set(indices) - {int(index) for index, error in zip(chosen, errors) if error is None}
+        unreadable.extend(str(storage.keys[index]) for index in sorted(failed))
     if unreadable:
         _logger.warning(
-            "%s: %d sample(s) whose size cannot be read from the header go to no bucket and are not read (first: %s)",
+            "%s: %d sample(s) whose size or length cannot be read from the header go to no bucket and are not read (first: %s)",
             storage.describe(),
             len(unreadable),
             ", ".join(unreadable[:3]),
         )
-    return widths, heights
+    return values
 
 
-def bucket_numbers(storage: Storage, buckets: Buckets) -> np.ndarray:
-    """Each sample's bucket (-1: none) from its size, read once and saved where the storage has a
-    content digest."""
+def _measure_images(payloads: list[Any]) -> tuple[np.ndarray, list[str | None]]:
+    sizes = image_sizes(payloads)
+    return np.stack([sizes.widths, sizes.heights]).astype(np.float64), sizes.errors
+
+
+def _media_measure(kind: str) -> Callable[[list[Any]], tuple[np.ndarray, list[str | None]]]:
+    def measure(payloads: list[Any]) -> tuple[np.ndarray, list[str | None]]:
+        lengths = media_lengths(payloads, kind, threads=os.cpu_count() or 1)
+        return np.stack([lengths.seconds, lengths.frames, lengths.rates]).astype(np.float64), lengths.errors
+
+    return measure
+
+
+def _measured(storage: Storage, kind: str) -> np.ndarray:
+    """Every sample's header facts (images: width, height; audio and video: seconds, frames,
+    rate), saved under the storage's content digest where it has one."""
     digest = getattr(storage, "content_digest", None)
+    rows = 2 if kind == "image" else 3
     saved = None
     if callable(digest):
-        key = hashlib.sha256(f"{digest()}".encode()).hexdigest()[:32]
-        saved = cache_dir("image-sizes") / (key + ".npy")
+        key = hashlib.sha256(f"{kind}:{digest()}".encode()).hexdigest()[:32]
+        saved = cache_dir("image-sizes" if kind == "image" else "media-lengths") / (key + ".npy")
         try:
             loaded = np.load(saved, allow_pickle=False)  # untrusted input: plain numbers only
-            if loaded.shape == (2, len(storage)) and loaded.dtype == np.int64:
-                return buckets.assign(loaded[0], loaded[1])
+            if loaded.shape == (rows, len(storage)) and loaded.dtype == np.float64:
+                return loaded
         except (OSError, ValueError):
             pass
-    widths, heights = _sizes(storage)
+    values = _scan(storage, _measure_images if kind == "image" else _media_measure(kind), rows)
     if saved is not None:
-        np.save(saved, np.stack([widths, heights]))
-    return buckets.assign(widths, heights)
+        np.save(saved, values)
+    return values
+
+
+def clip_capacities(frames: np.ndarray, rates: np.ndarray, transform: VideoTransform) -> np.ndarray:
+    """The longest clip (in frames) each video gives at ``transform``'s stride or rate, as its
+    decode picks them (`clip_frames` in the core): frame k of a clip is k * stride frames on, or
+    at k * rate / fps; ``clip="uniform"`` spreads any count over the video."""
+    _, options = transform.__getnewargs_ex__()
+    frames = np.asarray(frames, dtype=np.float64)
+    if options["clip"] == "uniform" and options.get("fps") is None:
+        return frames
+    if options.get("fps") is None:
+        return np.floor(np.maximum(frames - 1, -1) / options["stride"]) + 1
+    step = np.divide(rates, options["fps"], out=np.zeros_like(frames), where=rates > 0)
+    # Clip frame k is at floor(k * step + 1e-6); the clip fits while that is below the count.
+    longest = np.floor(np.divide(frames - 1, step, out=np.zeros_like(frames), where=step > 0)) + 1
+    for _ in range(2):  # the floor's epsilon can make the last one step over the end
+        over = np.floor((longest - 1) * step + 1e-6) + 1 > frames
+        longest[over] -= 1
+    return np.where(step > 0, longest, 0.0)
+
+
+def bucket_numbers(storage: Storage, buckets: AnyBuckets, transform: Transform | None) -> np.ndarray:
+    """Each sample's bucket (-1: none) from its size or length, read once and saved where the
+    storage has a content digest."""
+    if isinstance(buckets, Buckets):
+        sizes = _measured(storage, "image")
+        return buckets.assign(sizes[0], sizes[1])
+    if isinstance(transform, VideoTransform):
+        facts = _measured(storage, "video")
+        capacities = clip_capacities(facts[1], facts[2], transform)
+    else:
+        capacities = _measured(storage, "audio")[0]
+    assigned = buckets.assign(capacities)
+    short = np.flatnonzero((assigned < 0) & (capacities > 0))
+    if len(short):
+        _logger.warning(
+            "%s: %d sample(s) shorter than the shortest bucket (%g) go to no bucket and are not read (first: %s); "
+            'LengthBuckets(shorter="pad") pads audio into it instead',
+            storage.describe(),
+            len(short),
+            min(buckets.lengths),
+            ", ".join(str(storage.keys[int(index)]) for index in short[:3]),
+        )
+    return assigned
+
+
+def _bucket_transform(transform: Transform, buckets: AnyBuckets, number: int) -> Transform:
+    """The user's transform with bucket ``number``'s geometry or length."""
+    _, options = transform.__getnewargs_ex__()
+    if isinstance(buckets, Buckets):
+        common = {name: value for name, value in options.items() if name not in _GEOMETRY}
+        return ImageTransform(**common, cover=buckets.shapes[number], cover_crop=buckets.crop)
+    length = buckets.lengths[number]
+    if isinstance(transform, AudioTransform):
+        return AudioTransform(**{**options, "samples": seconds_to_samples(length, options["sample_rate"])})
+    return VideoTransform(**{**options, "frames": int(length)})
 
 
 class BucketShapes:
     """Each bucket's transform and buffer pool, chosen by a batch's first sample.
 
     Args:
-        buckets: The shapes.
-        transform: The user's transform, giving everything but the geometry (dtype, layout,
-            normalization, flip); each bucket's shape becomes its ``cover``.
+        buckets: The shapes or lengths.
+        transform: The user's transform, giving everything but the geometry or length (dtype,
+            layout, normalization, flip, rate, channels); each bucket's shape becomes its
+            ``cover``, each bucket's length its window's ``samples`` or its clip's ``frames``.
         bucket_of: Each sample's bucket.
         batch_size: Samples per batch.
         capacity: Buffers kept per bucket's pool.
         pin_memory: Page-locked buffers where CUDA is there.
 
     Raises:
-        ConfigurationError: A transform that sets its own resize or crop.
+        ConfigurationError: An image transform that sets its own resize or crop.
     """
 
     def __init__(
-        self, buckets: Buckets, transform: ImageTransform, bucket_of: np.ndarray, *, batch_size: int, capacity: int, pin_memory: bool
+        self, buckets: AnyBuckets, transform: Transform, bucket_of: np.ndarray, *, batch_size: int, capacity: int, pin_memory: bool
     ) -> None:
-        _, options = transform.__getnewargs_ex__()
-        fixed = [
-            name for name in ("resize_shorter", "resize", "center_crop", "random_resized_crop", "cover") if options.get(name) is not None
-        ]
-        if fixed:
-            raise ConfigurationError(
-                f"with buckets, each bucket's shape is the transform's geometry: drop {', '.join(fixed)} from the transform "
-                "(Buckets(crop=...) says where the crop goes)"
-            )
-        common = {name: value for name, value in options.items() if name not in _GEOMETRY}
         self.buckets = buckets
         self.bucket_of = bucket_of
-        self.transforms = [ImageTransform(**common, cover=shape, cover_crop=buckets.crop) for shape in buckets.shapes]
+        self.transforms = [_bucket_transform(transform, buckets, number) for number in range(len(buckets))]
         self._pools: dict[int, BufferPool] = {}
         self._batch_size, self._pin_memory = batch_size, pin_memory
         self.capacity = capacity
 
-    def for_batch(self, indices: np.ndarray) -> tuple[ImageTransform, BufferPool]:
+    def for_batch(self, indices: np.ndarray) -> tuple[Transform, BufferPool]:
         """The transform and pool of the bucket of a batch (its samples share one)."""
         number = int(self.bucket_of[int(indices[0])])
         pool = self._pools.get(number)
@@ -131,12 +198,29 @@ class BucketShapes:
         return self.transforms[number], pool
 
 
-def check_buckets(buckets: Buckets, transform: Transform | None, sampling: Sampling, reads: Reads) -> None:
+def check_buckets(buckets: AnyBuckets, transform: Transform | None, sampling: Sampling, reads: Reads) -> None:
     """What buckets need of the other options, said before anything is read."""
-    if not isinstance(buckets, Buckets):
-        raise TypeError(f"buckets must be a stoker.sampling.Buckets, got {type(buckets).__name__}")
-    if not isinstance(transform, ImageTransform):
-        raise ConfigurationError("buckets batch images by shape: give an ImageTransform (without resize or crop) as transform")
+    if not isinstance(buckets, (Buckets, LengthBuckets)):
+        raise TypeError(f"buckets must be a stoker.sampling.Buckets or LengthBuckets, got {type(buckets).__name__}")
+    if isinstance(buckets, Buckets):
+        if not isinstance(transform, ImageTransform):
+            raise ConfigurationError("Buckets batch images by shape: give an ImageTransform (without resize or crop) as transform")
+        _, options = transform.__getnewargs_ex__()
+        fixed = [
+            name for name in ("resize_shorter", "resize", "center_crop", "random_resized_crop", "cover") if options.get(name) is not None
+        ]
+        if fixed:
+            raise ConfigurationError(
+                f"with buckets, each bucket's shape is the transform's geometry: drop {', '.join(fixed)} from the transform "
+                "(Buckets(crop=...) says where the crop goes)"
+            )
+    elif not isinstance(transform, (AudioTransform, VideoTransform)):
+        raise ConfigurationError("LengthBuckets batch audio or video by length: give an AudioTransform or VideoTransform as transform")
+    elif isinstance(transform, VideoTransform):
+        if buckets.shorter == "pad":
+            raise ConfigurationError('a video clip cannot be padded: LengthBuckets(shorter="skip") for video')
+        if any(length != int(length) for length in buckets.lengths):
+            raise ConfigurationError(f"a video bucket's length is a clip's frame count, a whole number: got {buckets.lengths}")
     if sampling.shuffle != "uniform":
         raise ConfigurationError(f"buckets shuffle within each bucket and across batches: use shuffle='uniform', not {sampling.shuffle!r}")
     if reads.sample_prefetch:
@@ -145,7 +229,7 @@ def check_buckets(buckets: Buckets, transform: Transform | None, sampling: Sampl
         )
 
 
-def bucket_report(sampler: Sampler, buckets: Buckets) -> dict[str, Any]:
+def bucket_report(sampler: Sampler, buckets: AnyBuckets) -> dict[str, Any]:
     """`Loader.bucket_counts` for the sampler's epoch."""
     order = sampler.order_function()
     assert isinstance(order, BucketOrder) and sampler.buckets is not None
@@ -153,7 +237,7 @@ def bucket_report(sampler: Sampler, buckets: Buckets) -> dict[str, Any]:
     dealt = order.bucket_of_batch(np.arange(order.batches, dtype=np.int64))
     shares = np.bincount(dealt, minlength=len(buckets)) / max(1, len(dealt))
     return {
-        "shape": [list(shape) for shape in buckets.shapes],
+        "shape" if isinstance(buckets, Buckets) else "length": buckets.labels(),
         "samples": order.sizes.tolist(),
         "batches": order.batches,
         "left_over": order.leftovers().tolist(),

@@ -35,7 +35,7 @@ from ..distributed import discover_world
 from ..errors import ConfigurationError
 from ..failures import Failure
 from ..observe import LiveSnapshot, ProvenanceLedger, RunTotals
-from ..ops import Captions, ImageTransform, media_backend
+from ..ops import Captions, media_backend
 from ..ops.batch import TRANSFORMS, Transform, allocate_batch
 from ..ops.media import AudioTransform, VideoTransform
 from ..pipeline import Pipeline, PipelineBuilder, PipelineStats
@@ -187,7 +187,7 @@ class Loader:
         self.max_failures = failure_options.max_failures
         self.stats_interval = throughput_options.stats_interval
         shuffle = sampling_options.shuffle
-        bucket_of = bucket_numbers(storage, buckets) if buckets is not None else None
+        bucket_of = bucket_numbers(storage, buckets, transform) if buckets is not None else None
         self.sampler = Sampler(
             len(storage),
             shuffle=shuffle != "none",
@@ -205,7 +205,7 @@ class Loader:
         self.extra, self.captions = check_extra(extra, storage)
         self._pool: BufferPool | None = None
         self._shapes: BucketShapes | None = None
-        if buckets is not None and bucket_of is not None and isinstance(transform, ImageTransform):
+        if buckets is not None and bucket_of is not None and transform is not None:
             self._shapes = BucketShapes(
                 buckets,
                 transform,

@@ -16,7 +16,7 @@ from typing import Any, Literal
 from .._deprecation import warn_deprecated
 from ..errors import ConfigurationError, check_on_error
 from ..failures import OnError
-from ..sampling import Buckets
+from ..sampling import Buckets, LengthBuckets
 from ..storage.policies import PRICE_TABLES, PriceTable
 from ._arguments import check_integer, check_number
 
@@ -66,7 +66,11 @@ class Sampling:
             cropped. Every rank takes the same number of steps; a bucket's last partial batch
             waits for a later epoch (`Loader.bucket_counts` counts them). Batches are read whole
             (no per-sample prefetch); the shuffle is ``"uniform"`` within each bucket and across
-            its batches.
+            its batches. Audio and video by length (`stoker.sampling.LengthBuckets`): each file's
+            duration or frame count is read from its container's header once, it goes to the
+            longest bucket it fills, and every batch is one bucket's, decoded by the Loader's
+            `AudioTransform` (the bucket's seconds as its window) or `VideoTransform` (the
+            bucket's frames as its clip).
 
     Raises:
         ConfigurationError: An unknown shuffle, or a number out of range.
@@ -80,12 +84,12 @@ class Sampling:
     world_size: int | None = None
     pad: bool = True
     in_order: bool = False
-    buckets: Buckets | None = None
+    buckets: Buckets | LengthBuckets | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "shuffle", _shuffle(self.shuffle))
-        if self.buckets is not None and not isinstance(self.buckets, Buckets):
-            raise TypeError(f"buckets must be a stoker.sampling.Buckets, got {type(self.buckets).__name__}")
+        if self.buckets is not None and not isinstance(self.buckets, (Buckets, LengthBuckets)):
+            raise TypeError(f"buckets must be a stoker.sampling.Buckets or LengthBuckets, got {type(self.buckets).__name__}")
         check_integer("shuffle_window", self.shuffle_window)
         check_integer("seed", self.seed, minimum=0)
         check_integer("rank", self.rank, minimum=0, optional=True)

@@ -135,7 +135,7 @@ class LoaderRecords:
                 "transform": batching.describe_transform() if batching.transform is not None else None,
                 # What one decoded sample is: replay checks the transform it rebuilds against it.
                 "sample_shape": list(allocate_batch(batching.transform, 0).shape[1:]) if fixed else None,
-                "buckets": [list(shape) for shape in buckets.shapes] if buckets is not None else None,
+                "buckets": buckets.labels() if buckets is not None else None,
                 "decode": getattr(batching.decode, "__qualname__", None),
                 "batch_size": batching.batch_size,
                 "seed": batching.sampling.seed,

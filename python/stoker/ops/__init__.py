@@ -5,7 +5,8 @@ when there is none).
 
 - `batch`: any transform's samples into one batch buffer (`decode_batch`, `allocate_batch`).
 - `image`: one image (`decode_image`, `ImageTransform`), and images' sizes from their headers (`image_sizes`).
-- `media`: one audio window or video clip (`decode_audio`, `decode_video`).
+- `media`: one audio window or video clip (`decode_audio`, `decode_video`), and files' lengths
+  from their headers (`media_lengths`).
 - `packing`: token sequences packed into fixed-length rows (`SequencePacker`).
 - `text`: raw text to token ids (`Tokenizer`: Hugging Face ``tokenizers`` or ``tiktoken``; `document_text`).
 - `captions`: image-text pairs' captions tokenized into padded rows beside the images (`Captions`).
@@ -17,7 +18,7 @@ from ._media_backend import media_backend
 from .batch import DecodedBatch, allocate_batch, decode_batch, sample_seeds
 from .captions import CaptionBatch, Captions, caption_text, tokenize_captions
 from .image import ImageSizes, ImageTransform, decode_image, image_sizes
-from .media import AudioTransform, VideoTransform, decode_audio, decode_video, seconds_to_samples
+from .media import AudioTransform, MediaLengths, VideoTransform, decode_audio, decode_video, media_lengths, seconds_to_samples
 from .packing import EfficiencyReport, PackedBatch, SequencePacker, as_token_array
 from .text import Tokenizer, document_text
 
@@ -32,6 +33,7 @@ __all__ = [
     "ImageSizes",
     "ImageTransform",
     "MediaDecodeError",
+    "MediaLengths",
     "MediaUnavailableError",
     "PackedBatch",
     "SequencePacker",
@@ -47,6 +49,7 @@ __all__ = [
     "image_sizes",
     "document_text",
     "media_backend",
+    "media_lengths",
     "sample_seeds",
     "seconds_to_samples",
     "tokenize_captions",

@@ -15,19 +15,34 @@ each file from memory; only what the sample needs is decoded:
 Both write each sample once, into its slot of a batch buffer; `stoker.Loader` takes them as its
 ``transform``. A file that cannot give its window or clip (truncated, no such stream, a codec
 FFmpeg lacks, a clip longer than the video) is a per-sample error naming the file.
+
+`media_lengths` reads files' durations, frame counts, rates and frame sizes from their headers,
+nothing decoded: what batching by length (`stoker.sampling.LengthBuckets`) needs of each sample.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from .._native import AudioTransform, VideoTransform
 from ..errors import BatchDecodeError, ConfigurationError, MediaDecodeError
-from .batch import decode_batch
+from ._media_backend import media_backend
+from .batch import as_bytes, decode_batch
 
-__all__ = ["AudioTransform", "MediaDecodeError", "VideoTransform", "decode_audio", "decode_video", "seconds_to_samples"]
+__all__ = [
+    "AudioTransform",
+    "MediaDecodeError",
+    "MediaLengths",
+    "VideoTransform",
+    "decode_audio",
+    "decode_video",
+    "media_lengths",
+    "seconds_to_samples",
+]
 
 
 def seconds_to_samples(seconds: float, sample_rate: int) -> int:
@@ -80,3 +95,56 @@ def decode_video(data: Any, transform: VideoTransform, *, seed: int = 0, name: s
         MediaDecodeError: The file cannot give its clip, naming it.
     """
     return _decode_one(data, transform, seed, name)
+
+
+@dataclass(frozen=True)
+class MediaLengths:
+    """Files' lengths as their headers declare them (0 where a file's cannot be read).
+
+    Attributes:
+        seconds: float64 durations of the stream probed.
+        frames: int64 frame counts (video; 0 for audio).
+        rates: float64 frame rates (video) or sample rates (audio).
+        widths: int64 frame widths (video; 0 for audio).
+        heights: int64 frame heights, aligned.
+        errors: Per file None, or why its length cannot be read.
+    """
+
+    seconds: np.ndarray
+    frames: np.ndarray
+    rates: np.ndarray
+    widths: np.ndarray
+    heights: np.ndarray
+    errors: list[str | None]
+
+
+def media_lengths(files: Sequence[Any], kind: str = "audio", *, threads: int = 1) -> MediaLengths:
+    """Each file's length from its container's headers, in the media part without the GIL: the
+    demuxer opens the file and reads what the container declares; no frame is decoded.
+
+    Args:
+        files: Encoded audio or video files (bytes or any buffer).
+        kind: ``"audio"`` (the best audio stream's duration and sample rate) or ``"video"``
+            (the best video stream's duration, frame count, frame rate and frame size).
+        threads: Files probed at once.
+
+    Returns:
+        `MediaLengths`, with a reason for each file whose length is unreadable (not a media
+        file, no such stream, no declared length).
+
+    Raises:
+        ConfigurationError: Another kind.
+        MediaUnavailableError: No supported FFmpeg here.
+    """
+    if kind not in ("audio", "video"):
+        raise ConfigurationError(f'kind must be "audio" or "video", got {kind!r}')
+    values = np.zeros((len(files), 5), dtype=np.float64)
+    errors = media_backend().probe_media_into([as_bytes(file) for file in files], values, kind, max(1, threads))
+    return MediaLengths(
+        seconds=values[:, 0].copy(),
+        frames=values[:, 1].astype(np.int64),
+        rates=values[:, 2].copy(),
+        widths=values[:, 3].astype(np.int64),
+        heights=values[:, 4].astype(np.int64),
+        errors=errors,
+    )

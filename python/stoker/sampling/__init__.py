@@ -1,4 +1,4 @@
-"""Order: deterministic shuffles per epoch (uniform, by storage blocks, or by buckets of shape), rank sharding with equal counts, exact resume, and
+"""Order: deterministic shuffles per epoch (uniform, by storage blocks, or by buckets of shape or length), rank sharding with equal counts, exact resume, and
 out-of-order incremental prefetch for high-latency storage, and seeded train/val/test splits and
 k-fold folds."""
 
@@ -8,6 +8,7 @@ from ._bucket_order import BucketOrder
 from ._buckets import MAX_BUCKETS, Buckets
 from ._epoch_plan import EpochPlan
 from ._epoch_warmup import EpochWarmup
+from ._length_buckets import LengthBuckets
 from ._permutation import IndexPermutation
 from ._plan import BatchPlan, PlannedSample, PlanRequests
 from ._prefetch import FetchedSample, OutOfOrderPrefetcher
@@ -25,6 +26,7 @@ __all__ = [
     "EpochPlan",
     "EpochWarmup",
     "IndexPermutation",
+    "LengthBuckets",
     "SPLITS_FORMAT",
     "FetchedSample",
     "OutOfOrderPrefetcher",

@@ -102,6 +102,10 @@ class Buckets:
     def __len__(self) -> int:
         return len(self.shapes)
 
+    def labels(self) -> list[list[int]]:
+        """Each bucket's ``[height, width]``, for reports and the ledger."""
+        return [list(shape) for shape in self.shapes]
+
     def aspect_ratios(self) -> np.ndarray:
         """Each bucket's width over height."""
         return np.array([width / height for height, width in self.shapes])

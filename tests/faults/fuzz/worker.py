@@ -33,6 +33,8 @@ from stoker.ops import (
     decode_batch,
     decode_image,
     document_text,
+    image_sizes,
+    media_lengths,
 )
 from stoker.storage import (
     ArrayRecordStorage,
@@ -118,10 +120,12 @@ def run(kind: str, path: Path, names: list[str]) -> None:
     """Decode or read one case; raise what stoker raises."""
     if kind in IMAGE_FORMATS:
         data = path.read_bytes()
+        image_sizes([data])  # the bucket scan's header reader: an error in its result, never a crash
         decode_image(data, name=path.name)
         decode_image(data, CROP, name=path.name)
     elif kind in AUDIO_FORMATS or kind in VIDEO_FORMATS:
         transform = AUDIO if kind in AUDIO_FORMATS else VIDEO
+        media_lengths([path.read_bytes()], "audio" if kind in AUDIO_FORMATS else "video")  # the length buckets' header reader
         result = decode_batch([path.read_bytes()], transform, names=[path.name], on_error="zero")
         if result.failures:
             raise ImageDecodeError(f"{path.name!r}: {result.failures[0].error}")
