@@ -14,7 +14,7 @@ import pytest
 
 from stoker import Loader
 from stoker.errors import ConfigurationError
-from stoker.loader import Sampling
+from stoker.loader import Sampling, replay
 from stoker.ops import AudioTransform, ImageTransform, VideoTransform, decode_audio, decode_video, media_lengths
 from stoker.sampling import LengthBuckets
 from stoker.storage import MemoryStorage
@@ -114,6 +114,19 @@ def test_a_resume_mid_epoch_delivers_the_same_batches_as_the_uninterrupted_run()
     resumed.close()
     assert [keys for keys, _ in rest] == [keys for keys, _ in reference[5:]]
     assert all(np.array_equal(ours, theirs) for (_, ours), (_, theirs) in zip(rest, reference[5:])), "the same random windows"
+
+
+def test_every_bucketed_audio_batch_is_rebuilt_from_the_ledger_bit_for_bit(tmp_path: Path) -> None:
+    storage = speech(70)
+    random_window = AudioTransform(sample_rate=RATE, samples=1, window="random")
+    loader = Loader(storage, batch_size=2, transform=random_window, sampling=Sampling(seed=4, buckets=BUCKETS))
+    loader.record_provenance(tmp_path / "ledger")
+    delivered = [(list(batch.keys), batch.data.copy()) for batch in loader]
+    loader.close()
+    assert len({data.shape for _, data in delivered}) == 3
+    for step, (keys, data) in enumerate(delivered):
+        again = replay(tmp_path / "ledger", step, storage=storage)
+        assert again.keys == keys and np.array_equal(again.data, data), f"step {step}"
 
 
 @pytest.fixture(scope="module")

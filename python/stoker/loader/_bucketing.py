@@ -29,7 +29,16 @@ from ..sampling import BucketOrder, Buckets, LengthBuckets, Sampler
 from ..storage import Storage, cache_dir
 from ._options import Reads, Sampling
 
-__all__ = ["AnyBuckets", "BucketShapes", "bucket_numbers", "bucket_report", "check_buckets"]
+__all__ = [
+    "AnyBuckets",
+    "BucketShapes",
+    "batch_transform",
+    "bucket_numbers",
+    "bucket_report",
+    "buckets_from_description",
+    "check_buckets",
+    "describe_buckets",
+]
 
 AnyBuckets = Buckets | LengthBuckets
 
@@ -245,3 +254,49 @@ def bucket_report(sampler: Sampler, buckets: AnyBuckets) -> dict[str, Any]:
         "same_bucket_next": float(np.mean(dealt[1:] == dealt[:-1])) if len(dealt) > 1 else float("nan"),
         "same_bucket_expected": float((shares**2).sum()),
     }
+
+
+def describe_buckets(buckets: AnyBuckets) -> dict[str, Any]:
+    """The buckets as the ledger records them: enough to build them again for replay."""
+    if isinstance(buckets, Buckets):
+        return {"type": "Buckets", "shapes": buckets.labels(), "crop": buckets.crop}
+    return {"type": "LengthBuckets", "lengths": buckets.labels(), "shorter": buckets.shorter}
+
+
+def buckets_from_description(described: Any) -> AnyBuckets:
+    """`describe_buckets`'s inverse, for a description read from a ledger (untrusted input: the
+    constructors check every value).
+
+    Raises:
+        ValueError: Not such a description (`ConfigurationError` is one).
+    """
+    if not isinstance(described, dict):
+        raise ValueError(f"not a description of buckets: {described!r:.80}")
+    if described.get("type") == "Buckets":
+        return Buckets([tuple(shape) for shape in described["shapes"]], crop=described["crop"])
+    if described.get("type") == "LengthBuckets":
+        return LengthBuckets(described["lengths"], shorter=described["shorter"])
+    raise ValueError(f"unknown kind of buckets {described.get('type')!r:.40}")
+
+
+def batch_transform(buckets: AnyBuckets, transform: Transform, payloads: list[Any]) -> tuple[Transform, int]:
+    """The transform a bucketed batch was decoded with, found from its samples' own headers (the
+    bucket most of them go to; a replacement for a bad sample may come from another), and its
+    bucket number.
+
+    Raises:
+        ValueError: No sample of the batch has a readable size or length.
+    """
+    if isinstance(buckets, Buckets):
+        sizes = image_sizes(payloads)
+        assigned = buckets.assign(sizes.widths, sizes.heights)
+    else:
+        kind = "video" if isinstance(transform, VideoTransform) else "audio"
+        lengths = media_lengths(payloads, kind)
+        capacities = clip_capacities(lengths.frames, lengths.rates, transform) if isinstance(transform, VideoTransform) else lengths.seconds
+        assigned = buckets.assign(capacities)
+    known = assigned[assigned >= 0]
+    if not len(known):
+        raise ValueError("no sample of the batch has a readable size or length to find its bucket by")
+    number = int(np.bincount(known).argmax())
+    return _bucket_transform(transform, buckets, number), number

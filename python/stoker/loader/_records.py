@@ -18,6 +18,7 @@ from ..sampling import Sampler
 from ..storage import RemoteStorage, Storage
 from ..storage.policies import PRICE_TABLES, describe_traffic, epoch_traffic
 from ._assembly import BatchAssembler
+from ._bucketing import describe_buckets
 from ._failure_policy import BadSampleHandler
 from ._options import Reads
 from ._tuning import LoaderTuning
@@ -135,7 +136,7 @@ class LoaderRecords:
                 "transform": batching.describe_transform() if batching.transform is not None else None,
                 # What one decoded sample is: replay checks the transform it rebuilds against it.
                 "sample_shape": list(allocate_batch(batching.transform, 0).shape[1:]) if fixed else None,
-                "buckets": buckets.labels() if buckets is not None else None,
+                "buckets": describe_buckets(buckets) if buckets is not None else None,
                 "decode": getattr(batching.decode, "__qualname__", None),
                 "batch_size": batching.batch_size,
                 "seed": batching.sampling.seed,

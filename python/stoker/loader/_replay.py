@@ -23,6 +23,7 @@ from ..ops.batch import allocate_batch
 from ..ops.media import AudioTransform, VideoTransform
 from ..storage import Storage, label_array, open_storage
 from ._batch import Batch
+from ._bucketing import batch_transform, buckets_from_description
 from ._decode import decode_payloads
 
 __all__ = ["replay"]
@@ -135,12 +136,15 @@ def _rebuild(
     max_batch_bytes: int,
 ) -> Batch:
     """`replay`'s work once the ledger's rows and the storage are in hand."""
-    if metadata.get("buckets"):
-        raise ProvenanceError(
-            f"{ledger}: the run batched by buckets (each batch its bucket's shape); replaying its batches is not built yet "
-            "(the ledger still names every sample, its location and its seed)"
-        )
     transform = _transform(metadata.get("transform"), ledger)
+    buckets = None
+    if metadata.get("buckets") is not None:
+        try:
+            buckets = buckets_from_description(metadata["buckets"])
+        except (KeyError, TypeError, ValueError) as error:
+            raise ProvenanceError(f"{ledger}: the ledger's buckets cannot be built again ({type(error).__name__}: {error})") from error
+        if transform is None:
+            raise ProvenanceError(f"{ledger}: the ledger records buckets but no transform")
     damaged = [name for name in _COLUMNS if any(value is None for value in rows[name])]
     if damaged:
         raise ProvenanceError(f"{ledger}: step {step} of rank {rank} has damaged rows (no {', '.join(damaged)})")
@@ -169,6 +173,15 @@ def _rebuild(
         )
     for zeroed in np.flatnonzero(filled).tolist():
         payloads[zeroed] = ProvenanceError("zero-filled in the run")
+    if buckets is not None:
+        # Each batch took its bucket's shape or length: found again from its own samples' headers
+        # (a replacement for a bad sample may have come from another bucket).
+        replaced = np.asarray(rows["replaced"], dtype=bool)
+        readable = [payload for slot, payload in enumerate(payloads) if not isinstance(payload, Exception) and not replaced[slot]]
+        try:
+            transform, _ = batch_transform(buckets, transform, readable)
+        except ValueError as error:
+            raise ProvenanceError(f"{ledger}: step {step} of rank {rank}: {error}") from error
     keys = list(rows["key"])
     seeds = [int(seed) for seed in rows["seed"]]
     data: Any

@@ -1,6 +1,6 @@
 """Faults around provenance and resume: a ledger that cannot be written stops the run with the
-batch not delivered; damaged ledgers and hostile ledger contents give named errors before any
-large allocation; damaged Loader states are refused by name; a busy metrics port says so."""
+batch not delivered; damaged ledgers and hostile ledger contents (buckets among them) give named
+errors before any large allocation; damaged Loader states are refused by name; a busy metrics port says so."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from stoker.errors import ProvenanceError, StorageError
 from stoker.loader import Sampling, replay
 from stoker.observe import ledger_metadata, read_ledger, serve_metrics
 from stoker.ops import ImageTransform
+from stoker.sampling import Buckets
 from stoker.storage import MemoryStorage, MixedStorage
 
 TRANSFORM = ImageTransform(random_resized_crop=16, flip_probability=0.5)
@@ -205,3 +206,19 @@ def test_a_busy_metrics_port_is_named() -> None:
         port = busy.getsockname()[1]
         with pytest.raises(OSError, match=f"cannot serve metrics on 127.0.0.1:{port}"):
             serve_metrics(Loader(MemoryStorage({"k": b"x"}), batch_size=1), port=port)
+
+
+@pytest.mark.parametrize(
+    "buckets",
+    [{"type": "Pails"}, {"type": "Buckets", "shapes": [[0, 5]], "crop": "center"}, {"type": "Buckets"}, [[48, 64]], "Buckets"],
+)
+def test_a_ledger_whose_buckets_were_tampered_with_is_refused_by_name(buckets: object, tmp_path: Path) -> None:
+    storage = MemoryStorage({f"{index:03d}.jpg": data for index, data in enumerate(iter_jpegs(16, 64, 48, 5))})
+    loader = Loader(storage, batch_size=4, transform=ImageTransform(), sampling=Sampling(seed=1, buckets=Buckets([(48, 64), (64, 48)])))
+    loader.record_provenance(tmp_path / "ledger")
+    next(iter(loader))
+    loader.close()
+    assert replay(tmp_path / "ledger", 0, storage=storage).data.shape == (4, 48, 64, 3)
+    rewrite(tmp_path / "ledger", lambda metadata: metadata.update(buckets=buckets))
+    with pytest.raises(ProvenanceError, match="buckets cannot be built again"):
+        replay(tmp_path / "ledger", 0, storage=storage)
