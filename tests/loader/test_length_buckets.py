@@ -187,3 +187,23 @@ def test_options_length_buckets_cannot_work_with_are_refused(options: dict[str, 
     arguments: dict[str, object] = {"batch_size": 2, "transform": transform(), "sampling": Sampling(buckets=BUCKETS), **options}
     with pytest.raises(ConfigurationError, match=message):
         Loader(speech(14), **arguments)  # type: ignore[arg-type]
+
+
+def test_durations_from_a_parquet_column_give_the_buckets_the_headers_give(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from stoker.storage import open_storage
+
+    source = speech(70)
+    payloads = source.read_many(source.keys)
+    seconds = media_lengths(payloads).seconds
+    pq.write_table(pa.table({"audio": payloads, "seconds": seconds, "label": [0] * 70}), tmp_path / "speech.parquet", row_group_size=16)
+    storage = open_storage(tmp_path / "speech.parquet")
+    runs = []
+    for buckets in (BUCKETS, LengthBuckets(BUCKETS.lengths, column="seconds")):
+        loader = Loader(storage, batch_size=2, transform=transform(), sampling=Sampling(seed=6, in_order=True, buckets=buckets))
+        runs.append([(list(batch.keys), batch.data.shape) for batch in loader])
+        loader.close()
+    storage.close()
+    assert runs[0] == runs[1] and len({shape for _, shape in runs[0]}) == 3

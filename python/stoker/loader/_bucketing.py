@@ -26,7 +26,7 @@ from ..errors import ConfigurationError
 from ..ops import AudioTransform, ImageTransform, VideoTransform, image_sizes, media_lengths, seconds_to_samples
 from ..ops.batch import Transform, allocate_batch
 from ..sampling import BucketOrder, Buckets, LengthBuckets, Sampler
-from ..storage import Storage, cache_dir
+from ..storage import ColumnStorage, Storage, cache_dir
 from ._options import Reads, Sampling
 
 __all__ = [
@@ -46,6 +46,9 @@ _logger = logging.getLogger("stoker.loader")
 
 _SCAN_BATCH = 256
 """Payloads read at once to size them (one `try_read_indices`: coalesced on shards and LMDB)."""
+
+_COLUMN_CHECKS = 32
+"""Samples whose bucket from the storage's columns is checked against their own headers."""
 
 _GEOMETRY = ("resize_shorter", "resize", "center_crop", "random_resized_crop", "scale", "ratio", "cover", "cover_crop")
 
@@ -128,28 +131,98 @@ def clip_capacities(frames: np.ndarray, rates: np.ndarray, transform: VideoTrans
     return np.where(step > 0, longest, 0.0)
 
 
-def bucket_numbers(storage: Storage, buckets: AnyBuckets, transform: Transform | None) -> np.ndarray:
-    """Each sample's bucket (-1: none) from its size or length, read once and saved where the
-    storage has a content digest."""
-    if isinstance(buckets, Buckets):
-        sizes = _measured(storage, "image")
-        return buckets.assign(sizes[0], sizes[1])
+def _capacities(buckets: AnyBuckets, transform: Transform | None, facts: np.ndarray) -> np.ndarray:
+    """Each sample's longest window in the buckets' unit, from its header facts (seconds,
+    frames, rate)."""
     if isinstance(transform, VideoTransform):
-        facts = _measured(storage, "video")
-        capacities = clip_capacities(facts[1], facts[2], transform)
+        return clip_capacities(facts[1], facts[2], transform)
+    return facts[0]
+
+
+def _assign_from_headers(storage: Storage, buckets: AnyBuckets, transform: Transform | None, indices: np.ndarray) -> np.ndarray:
+    """Buckets of the samples at ``indices`` from their own headers (a small set)."""
+    payloads = storage.try_read_indices(indices.tolist())
+    readable = [slot for slot, payload in enumerate(payloads) if not isinstance(payload, Exception)]
+    assigned = np.full(len(indices), -1, dtype=np.int16)
+    chosen = [payloads[slot] for slot in readable]
+    if isinstance(buckets, Buckets):
+        facts, _ = _measure_images(chosen)
+        assigned[readable] = buckets.assign(facts[0], facts[1])
     else:
-        capacities = _measured(storage, "audio")[0]
-    assigned = buckets.assign(capacities)
-    short = np.flatnonzero((assigned < 0) & (capacities > 0))
-    if len(short):
-        _logger.warning(
-            "%s: %d sample(s) shorter than the shortest bucket (%g) go to no bucket and are not read (first: %s); "
-            'LengthBuckets(shorter="pad") pads audio into it instead',
-            storage.describe(),
-            len(short),
-            min(buckets.lengths),
-            ", ".join(str(storage.keys[int(index)]) for index in short[:3]),
+        facts, _ = _media_measure("video" if isinstance(transform, VideoTransform) else "audio")(chosen)
+        assigned[readable] = buckets.assign(_capacities(buckets, transform, facts))
+    return assigned
+
+
+def _column_capacities(storage: Storage, buckets: AnyBuckets, transform: Transform | None) -> tuple[np.ndarray, ...]:
+    """What the buckets' columns say: (widths, heights) for images, (longest windows,) else."""
+    if not isinstance(storage, ColumnStorage):
+        raise ConfigurationError(f"{storage.describe()} has no columns to read sizes or lengths from: leave out columns= to read headers")
+    if isinstance(buckets, Buckets):
+        assert buckets.columns is not None
+        return storage.read_column(buckets.columns[0]), storage.read_column(buckets.columns[1])
+    assert buckets.column is not None
+    values = storage.read_column(buckets.column)
+    if isinstance(transform, VideoTransform):
+        _, options = transform.__getnewargs_ex__()
+        if options.get("fps") is not None:
+            raise ConfigurationError("a video clip at a frame rate needs each video's own rate: leave out column= to read headers")
+        values = clip_capacities(values, np.zeros_like(values), transform)
+    return (values,)
+
+
+def _check_columns(storage: Storage, buckets: AnyBuckets, transform: Transform | None, assigned: np.ndarray) -> None:
+    """Buckets from the columns checked on `_COLUMN_CHECKS` samples spread over the dataset
+    against their own headers: columns of another size (the original before a resize, another
+    rendition) put samples in the wrong bucket, and are refused, not trusted."""
+    checked = np.unique(np.linspace(0, len(storage) - 1, num=min(len(storage), _COLUMN_CHECKS)).astype(np.int64))
+    from_headers = _assign_from_headers(storage, buckets, transform, checked)
+    disagree = checked[(from_headers != assigned[checked]) & (from_headers >= 0)]
+    if len(disagree):
+        names = ", ".join(str(storage.keys[int(index)]) for index in disagree[:3])
+        raise ConfigurationError(
+            f"{storage.describe()}: the columns put {len(disagree)} of {len(checked)} samples checked in another bucket than their "
+            f"files' headers do (first: {names}): give the columns of the stored files' sizes or lengths, or leave out columns= "
+            "to read the headers"
         )
+
+
+def bucket_numbers(storage: Storage, buckets: AnyBuckets, transform: Transform | None) -> np.ndarray:
+    """Each sample's bucket (-1: none) from its size or length: from the storage's columns where
+    the buckets name them (checked against a sample of headers), else from the headers, read
+    once and saved where the storage has a content digest."""
+    from_columns = (buckets.columns if isinstance(buckets, Buckets) else buckets.column) is not None
+    if isinstance(buckets, Buckets):
+        widths, heights = _column_capacities(storage, buckets, transform) if from_columns else _measured(storage, "image")
+        assigned = buckets.assign(widths, heights)
+    else:
+        if from_columns:
+            (capacities,) = _column_capacities(storage, buckets, transform)
+        else:
+            capacities = _capacities(buckets, transform, _measured(storage, "video" if isinstance(transform, VideoTransform) else "audio"))
+        assigned = buckets.assign(capacities)
+        short = np.flatnonzero((assigned < 0) & (capacities > 0))
+        if len(short):
+            _logger.warning(
+                "%s: %d sample(s) shorter than the shortest bucket (%g) go to no bucket and are not read (first: %s); "
+                'LengthBuckets(shorter="pad") pads audio into it instead',
+                storage.describe(),
+                len(short),
+                min(buckets.lengths),
+                ", ".join(str(storage.keys[int(index)]) for index in short[:3]),
+            )
+    if from_columns:
+        _check_columns(storage, buckets, transform, assigned)
+        unknown = np.flatnonzero(assigned < 0)
+        if isinstance(buckets, LengthBuckets):
+            unknown = unknown[~(capacities[unknown] > 0)]  # the short ones are named above
+        if len(unknown):
+            _logger.warning(
+                "%s: %d sample(s) with no value in the columns go to no bucket and are not read (first: %s)",
+                storage.describe(),
+                len(unknown),
+                ", ".join(str(storage.keys[int(index)]) for index in unknown[:3]),
+            )
     return assigned
 
 
@@ -259,8 +332,8 @@ def bucket_report(sampler: Sampler, buckets: AnyBuckets) -> dict[str, Any]:
 def describe_buckets(buckets: AnyBuckets) -> dict[str, Any]:
     """The buckets as the ledger records them: enough to build them again for replay."""
     if isinstance(buckets, Buckets):
-        return {"type": "Buckets", "shapes": buckets.labels(), "crop": buckets.crop}
-    return {"type": "LengthBuckets", "lengths": buckets.labels(), "shorter": buckets.shorter}
+        return {"type": "Buckets", "shapes": buckets.labels(), "crop": buckets.crop, "columns": buckets.columns}
+    return {"type": "LengthBuckets", "lengths": buckets.labels(), "shorter": buckets.shorter, "column": buckets.column}
 
 
 def buckets_from_description(described: Any) -> AnyBuckets:
@@ -273,9 +346,12 @@ def buckets_from_description(described: Any) -> AnyBuckets:
     if not isinstance(described, dict):
         raise ValueError(f"not a description of buckets: {described!r:.80}")
     if described.get("type") == "Buckets":
-        return Buckets([tuple(shape) for shape in described["shapes"]], crop=described["crop"])
+        columns = described.get("columns")
+        return Buckets(
+            [tuple(shape) for shape in described["shapes"]], crop=described["crop"], columns=None if columns is None else tuple(columns)
+        )
     if described.get("type") == "LengthBuckets":
-        return LengthBuckets(described["lengths"], shorter=described["shorter"])
+        return LengthBuckets(described["lengths"], shorter=described["shorter"], column=described.get("column"))
     raise ValueError(f"unknown kind of buckets {described.get('type')!r:.40}")
 
 

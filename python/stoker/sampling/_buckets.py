@@ -38,19 +38,27 @@ class Buckets:
             bucket's number is its place here).
         crop: Where the overhang of an image resized to cover its bucket is cropped:
             ``"center"``, or ``"random"`` (seeded per sample, as every augmentation).
+        columns: The storage's ``(width, height)`` columns to take each sample's size from
+            (Parquet, Lance: `ColumnStorage`) instead of reading every file's header; a Loader
+            checks a sample of them against the files' headers.
 
     Raises:
         ConfigurationError: No shapes, a side that is not a positive whole number under 65,536,
-            a shape given twice, more than `MAX_BUCKETS`, or another crop.
+            a shape given twice, more than `MAX_BUCKETS`, another crop, or columns that are not
+            two names.
     """
 
     shapes: tuple[tuple[int, int], ...]
     crop: str = "center"
+    columns: tuple[str, str] | None = None
 
-    def __init__(self, shapes: Sequence[tuple[int, int]], crop: str = "center") -> None:
+    def __init__(self, shapes: Sequence[tuple[int, int]], crop: str = "center", columns: tuple[str, str] | None = None) -> None:
         if crop not in ("center", "random"):
             raise ConfigurationError(f'crop must be "center" or "random", got {crop!r}')
         object.__setattr__(self, "crop", crop)
+        if columns is not None and (len(columns) != 2 or not all(isinstance(name, str) and name for name in columns)):
+            raise ConfigurationError(f"columns are the (width, height) columns' names, got {columns!r}")
+        object.__setattr__(self, "columns", None if columns is None else (columns[0], columns[1]))
         checked: list[tuple[int, int]] = []
         for shape in shapes:
             try:
@@ -71,7 +79,15 @@ class Buckets:
         object.__setattr__(self, "shapes", tuple(checked))
 
     @classmethod
-    def from_budget(cls, pixels: int = 1024 * 1024, *, multiple: int = 64, max_aspect: float = 4.0, crop: str = "center") -> Buckets:
+    def from_budget(
+        cls,
+        pixels: int = 1024 * 1024,
+        *,
+        multiple: int = 64,
+        max_aspect: float = 4.0,
+        crop: str = "center",
+        columns: tuple[str, str] | None = None,
+    ) -> Buckets:
         """SDXL's scheme: for every width that is a multiple of ``multiple``, the tallest height
         (also a multiple) whose area stays within ``pixels``, and the same shape turned on its
         side, from tall (1:``max_aspect``) to wide (``max_aspect``:1).
@@ -81,6 +97,7 @@ class Buckets:
             multiple: Both sides are multiples of it (64: the latent's 8 x 8 of an 8x VAE).
             max_aspect: The widest and tallest ratio kept.
             crop: As `Buckets`'s.
+            columns: As `Buckets`'s.
 
         Raises:
             ConfigurationError: A budget, multiple or ratio that gives no bucket.
@@ -97,7 +114,7 @@ class Buckets:
         shapes = sorted(found, key=lambda shape: (shape[1] / shape[0], -shape[0] * shape[1]))  # tall to wide
         if not shapes:
             raise ConfigurationError(f"no bucket fits {pixels} pixels in multiples of {multiple} with aspect ratios up to {max_aspect}")
-        return cls(shapes, crop)
+        return cls(shapes, crop, columns)
 
     def __len__(self) -> int:
         return len(self.shapes)

@@ -39,18 +39,26 @@ class LengthBuckets:
         shorter: What becomes of a sample shorter than every bucket: ``"skip"`` (it goes to no
             bucket: counted, named in the log, never read) or ``"pad"`` (it goes to the shortest
             bucket and its window is zero-padded, as an `AudioTransform` pads; audio only).
+        column: The storage's column to take each sample's length from (Parquet, Lance:
+            `ColumnStorage`) instead of reading every file's header: an audio file's duration
+            in seconds, a video's frame count. A Loader checks a sample of it against the files'
+            headers.
 
     Raises:
         ConfigurationError: No lengths, a length that is not a positive finite number, one given
-            twice, more than `MAX_BUCKETS`, or another ``shorter``.
+            twice, more than `MAX_BUCKETS`, another ``shorter``, or a column that is not a name.
     """
 
     lengths: tuple[float, ...]
     shorter: str = "skip"
+    column: str | None = None
 
-    def __init__(self, lengths: Sequence[float], shorter: str = "skip") -> None:
+    def __init__(self, lengths: Sequence[float], shorter: str = "skip", column: str | None = None) -> None:
         if shorter not in _SHORTER:
             raise ConfigurationError(f'shorter must be "skip" or "pad", got {shorter!r}')
+        if column is not None and not (isinstance(column, str) and column):
+            raise ConfigurationError(f"column is a column's name, got {column!r}")
+        object.__setattr__(self, "column", column)
         checked: list[float] = []
         for length in lengths:
             if isinstance(length, bool) or not isinstance(length, (int, float, np.integer, np.floating)):
@@ -69,7 +77,9 @@ class LengthBuckets:
         object.__setattr__(self, "shorter", shorter)
 
     @classmethod
-    def geometric(cls, shortest: float, longest: float, count: int, *, whole: bool = False, shorter: str = "skip") -> LengthBuckets:
+    def geometric(
+        cls, shortest: float, longest: float, count: int, *, whole: bool = False, shorter: str = "skip", column: str | None = None
+    ) -> LengthBuckets:
         """``count`` lengths from ``shortest`` to ``longest``, each the same ratio longer than the
         one before: a sample is then cropped by at most that ratio's share, whatever its length.
 
@@ -79,6 +89,7 @@ class LengthBuckets:
             count: How many (at least 1; 1 gives ``shortest`` alone).
             whole: Round to whole numbers (a video clip's frames), dropping repeats.
             shorter: As `LengthBuckets`'s.
+            column: As `LengthBuckets`'s.
 
         Raises:
             ConfigurationError: Lengths out of order or not positive, or a count under 1.
@@ -88,7 +99,7 @@ class LengthBuckets:
         lengths = np.geomspace(shortest, longest, count) if count > 1 else np.array([shortest], dtype=np.float64)
         if whole:
             lengths = np.unique(np.maximum(1, np.round(lengths)))
-        return cls([float(length) for length in lengths], shorter)
+        return cls([float(length) for length in lengths], shorter, column)
 
     def __len__(self) -> int:
         return len(self.lengths)

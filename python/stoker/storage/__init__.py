@@ -16,14 +16,14 @@
 `open_storage` picks the backend from a path or URL. Writing datasets (convert, upload,
 inspect) is `stoker.ingest`'s. A new backend sets its keys and labels and implements one read
 (`Storage._read_indices`); what it can do beyond that is declared by implementing a capability
-protocol (`BlockStorage`, `MemberStorage`, `EpochStorage`, `LatencyReporting`), which the Loader
+protocol (`BlockStorage`, `MemberStorage`, `ColumnStorage`, `EpochStorage`, `LatencyReporting`), which the Loader
 checks for. The package README walks through adding a backend.
 """
 
 from .._deprecation import moved_names
 from ..errors import CorruptSampleError, ShardError, StaleIndexError, StorageClosedError, StorageError, StorageUnavailableError
 from ._cache import cache_dir
-from ._capabilities import BlockStorage, EpochStorage, LatencyReporting, MemberStorage, has_blocks
+from ._capabilities import BlockStorage, ColumnStorage, EpochStorage, LatencyReporting, MemberStorage, has_blocks
 from ._labels import label_array
 from ._locate import sample_locations
 from ._open import open_storage, storage_format
@@ -51,6 +51,7 @@ __all__ = [
     "AUDIO_EXTENSIONS",
     "ArrayRecordStorage",
     "BlockStorage",
+    "ColumnStorage",
     "CassandraConnection",
     "CassandraStorage",
     "CorruptSampleError",

@@ -8,6 +8,8 @@ that names the capability.
   groups, shards on an object store): the block shuffle reads a few blocks at a time.
 - `MemberStorage`: a sample has other members beside its payload (WebDataset's ``.txt``, ``.json``).
 - `EpochStorage`: the samples change from one epoch to the next (a weighted mixture's draw).
+- `ColumnStorage`: samples have columns beside the payload (Parquet, Lance) that can be read for
+  every sample without the payloads: bucketing takes sizes and durations from them.
 - `LatencyReporting`: the store reports how long its requests take (network storage), from which
   the Loader sets its first patience with a stalled batch.
 """
@@ -17,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["BlockStorage", "EpochStorage", "LatencyReporting", "MemberStorage"]
+__all__ = ["BlockStorage", "ColumnStorage", "EpochStorage", "LatencyReporting", "MemberStorage"]
 
 
 @runtime_checkable
@@ -54,6 +56,20 @@ class MemberStorage(Protocol):
     def try_read_members(self, indices: Sequence[int], extensions: Sequence[str]) -> list[dict[str, Any] | Exception]:
         """The members ``extensions`` of each sample at ``indices``, decoded (``txt`` as text,
         ``json`` parsed, others as bytes); an exception in place of a sample that lacks one."""
+        ...
+
+
+@runtime_checkable
+class ColumnStorage(Protocol):
+    """Samples in a table whose other columns can be read whole, without the payloads."""
+
+    def read_column(self, name: str) -> Any:
+        """Every sample's value in the numeric column ``name``, in storage order, as a float64
+        array (NaN where null).
+
+        Raises:
+            StorageError: No such column, or one that is not numeric.
+        """
         ...
 
 

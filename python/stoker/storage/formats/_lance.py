@@ -256,27 +256,50 @@ class LanceStorage(Storage):
         if self.fields.label is None:
             self._labels = np.full(count, -1, np.int64)  # type: ignore[assignment]
         else:
-            try:
-                # `take`, not `to_table`: the scanner hands its batches over an Arrow C stream,
-                # whose error path aborts the process on an error message with a NUL byte in it
-                # (arrow-rs's ffi_stream; a damaged file's bytes end up in the message).
-                column = pa.concat_arrays(
-                    [
-                        self.dataset.take(list(range(start, min(count, start + (1 << 20)))), columns=[self.fields.label])
-                        .column(0)
-                        .combine_chunks()
-                        for start in range(0, count, 1 << 20)
-                    ]
-                    or [pa.array([], pa.int64())]
-                )
-            except BaseException as error:
-                if not _LanceFailure.caught(error):
-                    raise
-                raise StorageError(f"{self.uri}: its {self.fields.label!r} column does not read ({_first_line(error)})") from error
+            column = self._whole_column(self.fields.label)
             floats = pa.types.is_floating(column.type)
             filled = column.fill_null(float("nan") if floats else -1)
             self._labels = np.asarray(filled.to_numpy(), dtype=np.float64 if floats else np.int64)  # type: ignore[assignment]
         self._take_lock = threading.Lock()
+
+    def _whole_column(self, name: str) -> Any:
+        """Column ``name`` of every row, as one Arrow array, a million rows per request."""
+        import pyarrow as pa
+
+        count = len(self._keys)
+        try:
+            # `take`, not `to_table`: the scanner hands its batches over an Arrow C stream,
+            # whose error path aborts the process on an error message with a NUL byte in it
+            # (arrow-rs's ffi_stream; a damaged file's bytes end up in the message).
+            return pa.concat_arrays(
+                [
+                    self.dataset.take(list(range(start, min(count, start + (1 << 20)))), columns=[name]).column(0).combine_chunks()
+                    for start in range(0, count, 1 << 20)
+                ]
+                or [pa.array([], pa.int64())]
+            )
+        except BaseException as error:
+            if not _LanceFailure.caught(error):
+                raise
+            raise StorageError(f"{self.uri}: its {name!r} column does not read ({_first_line(error)})") from error
+
+    def read_column(self, name: str) -> np.ndarray:
+        """Every row's value in the numeric column ``name`` (float64, NaN where null), without
+        the payloads (`ColumnStorage`): sizes or durations for buckets.
+
+        Raises:
+            StorageError: No such column, or one that is not numeric.
+        """
+        import pyarrow as pa
+
+        schema = self.dataset.schema
+        if name not in schema.names:
+            raise StorageError(f"{self.uri}: no column {name!r} (columns: {', '.join(schema.names)})")
+        kind = schema.field(name).type
+        if not (pa.types.is_integer(kind) or pa.types.is_floating(kind)):
+            raise StorageError(f"{self.uri}: column {name!r} holds {kind}, not numbers")
+        column = self._whole_column(name).cast(pa.float64()).fill_null(float("nan"))
+        return np.asarray(column.to_numpy(zero_copy_only=False), dtype=np.float64)
 
     def _read_indices(self, indices: Sequence[int]) -> list[bytes | Exception]:
         if not len(indices):

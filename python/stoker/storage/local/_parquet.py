@@ -192,6 +192,26 @@ class ParquetStorage(Storage):
             return keys, [None if value is None else position[value] for value in raw], classes
         return keys, raw, classes
 
+    def read_column(self, name: str) -> np.ndarray:
+        """Every row's value in the numeric column ``name`` (float64, NaN where null), one column
+        chunk per row group read (`ColumnStorage`): sizes or durations for buckets, no payload.
+
+        Raises:
+            StorageError: No such column, or one that is not numeric.
+        """
+        schema = self.metadata[0].schema.to_arrow_schema()
+        if name not in schema.names:
+            raise StorageError(f"{self.path}: no column {name!r} (columns: {', '.join(schema.names)})")
+        import pyarrow  # installed with the Parquet reader (import_pyarrow said so when it opened)
+
+        if not (pyarrow.types.is_integer(schema.field(name).type) or pyarrow.types.is_floating(schema.field(name).type)):
+            raise StorageError(f"{self.path}: column {name!r} holds {schema.field(name).type}, not numbers")
+        parts = []
+        for number in range(len(self.names)):
+            column = self._read_columns(number, [name]).column(name)
+            parts.append(np.asarray(column.cast(pyarrow.float64()).fill_null(float("nan")).to_numpy(), dtype=np.float64))
+        return np.concatenate(parts) if parts else np.zeros(0)
+
     # ---- reads ----------------------------------------------------------------------------
 
     def _locate(self, index: int) -> tuple[int, int]:
