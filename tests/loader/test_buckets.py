@@ -178,3 +178,18 @@ def test_columns_that_disagree_with_the_files_are_refused_naming_the_samples(tmp
     with pytest.raises(Exception, match="no column 'w'"):
         Loader(storage, batch_size=4, transform=ImageTransform(), sampling=Sampling(buckets=Buckets(BUCKETS.shapes, columns=("w", "h"))))
     storage.close()
+
+
+def test_with_carried_leftovers_what_one_epoch_leaves_the_next_reads() -> None:
+    storage = images(150)
+    carry = Buckets(BUCKETS.shapes, crop=BUCKETS.crop, leftovers="carry")
+    loader = Loader(storage, batch_size=8, transform=ImageTransform(), sampling=Sampling(seed=4, buckets=carry))
+    first = {key for batch in loader for key in batch.keys}
+    counts = loader.bucket_counts()
+    assert counts is not None and counts["leftovers"] == "carry" and sum(counts["left_over"]) > 0
+    loader.set_epoch(1)
+    second = {key for batch in loader for key in batch.keys}
+    loader.close()
+    left = set(storage.keys) - first
+    assert len(left) == sum(counts["left_over"]) + counts["without_bucket"]
+    assert left <= second, "every sample the first epoch left is read in the second"

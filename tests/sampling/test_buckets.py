@@ -117,3 +117,53 @@ def test_bucket_lists_that_cannot_work_are_refused(shapes: list[tuple[int, int]]
 def test_buckets_without_a_full_batch_for_each_rank_are_named() -> None:
     with pytest.raises(ConfigurationError, match="no bucket holds a full batch of 64 for each of 4 ranks"):
         BucketOrder(np.zeros(100, np.int16), 1, batch_size=64, seed=0, epoch=0, ranks=4)
+
+
+@pytest.mark.parametrize("world", [1, 3])
+def test_carried_leftovers_are_read_first_thing_next_epoch_and_every_sample_once_a_pass(world: int) -> None:
+    rng = np.random.default_rng(6)
+    bucket_of = rng.integers(-1, 7, 1500).astype(np.int16)
+    batch, epochs = 8, 6
+    sizes = np.bincount(bucket_of[bucket_of >= 0], minlength=7)
+    reads = np.zeros(len(bucket_of), dtype=np.int64)
+    previous_carried: set[int] = set()
+    for epoch in range(epochs):
+        steps, read = [], Counter[int]()
+        for rank in range(world):
+            sampler = Sampler(len(bucket_of), seed=9, rank=rank, world_size=world, buckets=(bucket_of, 7), batch_size=batch, leftovers="carry")
+            sampler.set_epoch(epoch)
+            batches = _epoch(sampler, batch)
+            steps.append(len(batches))
+            for indices in batches:
+                assert len(indices) == batch and len(set(bucket_of[indices])) == 1
+                read.update(indices.tolist())
+        assert len(set(steps)) == 1, f"epoch {epoch}: steps per rank {steps}"
+        assert previous_carried <= set(read), f"epoch {epoch} does not read what epoch {epoch - 1} carried"
+        assert max(read.values()) <= 2, "a carried sample may come again in its own pass, no more"
+        order = BucketOrder(bucket_of, 7, batch_size=batch, seed=9, epoch=epoch, ranks=world, leftovers="carry")
+        previous_carried = set(order.carried().tolist())
+        assert len(previous_carried) == int(order.leftovers().sum()) < 7 * 2 * batch + batch * world
+        for index, count in read.items():
+            reads[index] += count
+    assert reads[bucket_of < 0].sum() == 0, "samples of no bucket are never read"
+    for number in range(7):
+        members = reads[bucket_of == number]
+        # Each bucket's stream read up to where epoch 5 ended: every member once a pass, the
+        # members of the unfinished pass once more.
+        assert members.max() - members.min() <= 1, f"bucket {number}: reads {sorted(set(members.tolist()))}"
+        assert members.min() >= epochs - 2 and members.sum() <= epochs * sizes[number]
+
+
+def test_the_dropping_order_reads_a_sample_skipped_in_one_epoch_only_by_chance_later() -> None:
+    bucket_of = np.zeros(100, dtype=np.int16)
+    dropped = BucketOrder(bucket_of, 1, batch_size=30, seed=1, epoch=0, ranks=1)
+    carried = BucketOrder(bucket_of, 1, batch_size=30, seed=1, epoch=0, ranks=1, leftovers="carry")
+    assert dropped.leftovers().tolist() == carried.leftovers().tolist() == [10]
+    assert len(dropped.carried()) == 0 and len(carried.carried()) == 10
+    assert (dropped(np.arange(90)) == carried(np.arange(90))).all(), "epoch 0 reads the same under both policies"
+    second = BucketOrder(bucket_of, 1, batch_size=30, seed=1, epoch=1, ranks=1, leftovers="carry")
+    assert second.length == 90 and set(carried.carried().tolist()) <= set(second(np.arange(90)).tolist())
+    third = BucketOrder(bucket_of, 1, batch_size=30, seed=1, epoch=2, ranks=1, leftovers="carry")
+    assert third.length == 120, "the carried 20 fill a fourth batch"
+    with pytest.raises(ConfigurationError, match="leftovers must be one of"):
+        BucketOrder(bucket_of, 1, batch_size=30, seed=1, epoch=0, ranks=1, leftovers="keep")

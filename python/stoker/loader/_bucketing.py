@@ -323,6 +323,7 @@ def bucket_report(sampler: Sampler, buckets: AnyBuckets) -> dict[str, Any]:
         "samples": order.sizes.tolist(),
         "batches": order.batches,
         "left_over": order.leftovers().tolist(),
+        "leftovers": order.policy,
         "without_bucket": int((bucket_of < 0).sum()),
         "same_bucket_next": float(np.mean(dealt[1:] == dealt[:-1])) if len(dealt) > 1 else float("nan"),
         "same_bucket_expected": float((shares**2).sum()),
@@ -332,8 +333,20 @@ def bucket_report(sampler: Sampler, buckets: AnyBuckets) -> dict[str, Any]:
 def describe_buckets(buckets: AnyBuckets) -> dict[str, Any]:
     """The buckets as the ledger records them: enough to build them again for replay."""
     if isinstance(buckets, Buckets):
-        return {"type": "Buckets", "shapes": buckets.labels(), "crop": buckets.crop, "columns": buckets.columns}
-    return {"type": "LengthBuckets", "lengths": buckets.labels(), "shorter": buckets.shorter, "column": buckets.column}
+        return {
+            "type": "Buckets",
+            "shapes": buckets.labels(),
+            "crop": buckets.crop,
+            "columns": buckets.columns,
+            "leftovers": buckets.leftovers,
+        }
+    return {
+        "type": "LengthBuckets",
+        "lengths": buckets.labels(),
+        "shorter": buckets.shorter,
+        "column": buckets.column,
+        "leftovers": buckets.leftovers,
+    }
 
 
 def buckets_from_description(described: Any) -> AnyBuckets:

@@ -199,6 +199,7 @@ class Loader:
             window=block_window(storage, shuffle, sampling_options.shuffle_window),
             buckets=None if bucket_of is None or buckets is None else (bucket_of, len(buckets)),
             batch_size=batch_size,
+            leftovers="drop" if buckets is None else buckets.leftovers,
         )
         if buckets is not None:
             _ = self.sampler.epoch_length  # buckets that fill no batch: said now, not at the first batch

@@ -18,9 +18,22 @@ The layout, for batch size B and W ranks:
   ``(b // W) * W * B + k * W + b % W``: the rank dealing of `EpochPlan` (rank r takes positions
   r, r + W, ...) then hands rank r exactly batch b's samples, in its order, as its batch b // W.
 
-The order is a permutation of every sample: the first `length` positions are the epoch, and the
-leftovers follow it (they are not read this epoch; `leftovers` counts them by bucket, and a later
-epoch's shuffle gives them their turn). Samples of no bucket (unknown size) are leftovers always.
+What becomes of the leftovers is a policy (``leftovers``):
+
+- ``"drop"``: each epoch is its own pass over every bucket; the leftovers are not read this epoch
+  (`leftovers` counts them by bucket) and a later epoch's shuffle gives them their turn. The
+  order is a permutation of every sample: the first `length` positions are the epoch, the
+  leftovers follow it.
+- ``"carry"``: each bucket is read as one endless stream of passes (pass j is the bucket's
+  shuffle for j), and an epoch takes the full batches of what is left of the stream up to the
+  end of its own pass: the leftovers of epoch e are the first samples epoch e + 1 reads of that
+  bucket (`carried` names them), so every sample is read once per pass of its bucket, none is
+  skipped. An epoch may then read a carried sample again in its own pass (at most two batches'
+  worth per bucket). The batches past a multiple of the ranks are the last of some buckets,
+  carried too. Where each epoch's stream starts is worked out from epoch 0 (a few array steps
+  an epoch, no sample-sized work).
+
+Samples of no bucket (unknown size) are never read under either policy.
 """
 
 from __future__ import annotations
@@ -30,10 +43,15 @@ import numpy as np
 from ..errors import ConfigurationError
 from ._permutation import IndexPermutation
 
-__all__ = ["BucketOrder"]
+__all__ = ["LEFTOVER_POLICIES", "BucketOrder"]
 
 _BUCKET_STREAM = 0x5EED_B0C5
 """Mixed into the seed of each bucket's own shuffle, so that it differs from the batch shuffle's."""
+
+_TRIM_STREAM = 0x7B1A_CA22
+"""Mixed into the seed of the choice of buckets whose last batch waits (``"carry"``)."""
+
+LEFTOVER_POLICIES = ("drop", "carry")
 
 
 class BucketOrder:
@@ -46,15 +64,23 @@ class BucketOrder:
         seed: With ``epoch``, decides the order.
         epoch: With ``seed``, decides the order.
         ranks: Ranks the batches are dealt to.
+        leftovers: ``"drop"`` or ``"carry"`` (see the module notes).
 
     Raises:
-        ConfigurationError: A bucket number out of range, or no full batch for all ranks.
+        ConfigurationError: A bucket number out of range, no full batch for all ranks, or another
+            leftover policy.
     """
 
-    def __init__(self, bucket_of: np.ndarray, buckets: int, *, batch_size: int, seed: int, epoch: int, ranks: int) -> None:
+    def __init__(
+        self, bucket_of: np.ndarray, buckets: int, *, batch_size: int, seed: int, epoch: int, ranks: int, leftovers: str = "drop"
+    ) -> None:
         bucket_of = np.asarray(bucket_of)
         if batch_size < 1 or ranks < 1:
             raise ConfigurationError(f"batch size and ranks must be positive, got {batch_size} and {ranks}")
+        if leftovers not in LEFTOVER_POLICIES:
+            raise ConfigurationError(f"leftovers must be one of {', '.join(LEFTOVER_POLICIES)}, got {leftovers!r}")
+        self.policy = leftovers
+        self.seed, self.epoch = seed, epoch
         if bucket_of.size and (int(bucket_of.max()) >= buckets or int(bucket_of.min()) < -1):
             raise ConfigurationError(f"bucket numbers must be from -1 to {buckets - 1}")
         self.num_samples = len(bucket_of)
@@ -66,7 +92,11 @@ class BucketOrder:
         self._unbucketed = int(counts[0])
         self.sizes = counts[1:]
         self._member_starts = np.concatenate([[self._unbucketed], self._unbucketed + np.cumsum(self.sizes)])[:-1]
-        self._full = self.sizes // batch_size
+        # Where this epoch starts in each bucket's stream of passes, and its full batches there.
+        layout: tuple[np.ndarray, np.ndarray] = (
+            self._carried_layout() if leftovers == "carry" else (epoch * self.sizes, self.sizes // batch_size)
+        )
+        self._stream_starts, self._full = layout
         self._batch_starts = np.concatenate([[0], np.cumsum(self._full)])
         total = int(self._batch_starts[-1])
         self.batches = total - total % ranks
@@ -76,15 +106,42 @@ class BucketOrder:
             )
         self.length = self.batches * batch_size
         self._batch_order = IndexPermutation(total, seed, epoch)
-        self._shuffles = [
-            IndexPermutation(int(size), seed ^ _BUCKET_STREAM ^ (number << 32), epoch) if size else None
-            for number, size in enumerate(self.sizes)
-        ]
+        self._shuffles: dict[tuple[int, int], IndexPermutation] = {}  # (bucket, pass)
         self._leftover_order: np.ndarray | None = None
+
+    def _carried_layout(self) -> tuple[np.ndarray, np.ndarray]:
+        """``"carry"``: each bucket's stream start this epoch and its full batches, epochs 0 to
+        this one worked out in turn (each reads the full batches of what is left up to the end
+        of its own pass, less the last batch of a few buckets to make a multiple of the ranks)."""
+        start = np.zeros(len(self.sizes), dtype=np.int64)
+        for epoch in range(self.epoch + 1):
+            full = ((epoch + 1) * self.sizes - start) // self.batch_size
+            surplus = int(full.sum()) % self.ranks
+            if surplus:
+                order = IndexPermutation(len(self.sizes), self.seed ^ _TRIM_STREAM, epoch)(np.arange(len(self.sizes), dtype=np.int64))
+                while surplus:  # each chosen bucket's last batch waits; fewer than the ranks in all
+                    for bucket in order[full[order] > 0][:surplus]:
+                        full[bucket] -= 1
+                        surplus -= 1
+            if epoch < self.epoch:
+                start += full * self.batch_size
+        return start, full
+
+    def carried(self) -> np.ndarray:
+        """``"carry"``: the storage indices this epoch leaves for the next one to read first."""
+        parts = []
+        for number, size in enumerate(self.sizes.tolist()):
+            first = int(self._stream_starts[number] + self._full[number] * self.batch_size)
+            end = (self.epoch + 1) * size if self.policy == "carry" else first
+            parts.append(self._in_bucket(np.full(end - first, number), np.arange(first, end, dtype=np.int64)))
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
     def leftovers(self) -> np.ndarray:
         """Samples of each bucket this epoch leaves out (its last partial batch, and its share of
-        the batches past the last multiple of the ranks), by bucket number."""
+        the batches past the last multiple of the ranks), by bucket number: carried into the
+        next epoch, or dropped, by the policy."""
+        if self.policy == "carry":
+            return (self.epoch + 1) * self.sizes - self._stream_starts - self._full * self.batch_size
         left = self.sizes - self._full * self.batch_size
         dropped_batches = self._batch_order(np.arange(self.batches, int(self._batch_starts[-1]), dtype=np.int64))
         for bucket in np.searchsorted(self._batch_starts, dropped_batches, side="right") - 1:
@@ -115,17 +172,26 @@ class BucketOrder:
         slot = within // self.ranks
         shuffled = self._batch_order(batch)
         bucket = np.searchsorted(self._batch_starts, shuffled, side="right") - 1
-        place = (shuffled - self._batch_starts[bucket]) * self.batch_size + slot  # in the bucket's shuffled stream
+        place = self._stream_starts[bucket] + (shuffled - self._batch_starts[bucket]) * self.batch_size + slot
         return self._in_bucket(bucket, place)
 
     def _in_bucket(self, bucket: np.ndarray, place: np.ndarray) -> np.ndarray:
-        """The member at shuffled ``place`` of each ``bucket``."""
+        """The member at ``place`` of each ``bucket``'s stream of passes (pass j: its shuffle
+        for j)."""
         result = np.empty(len(bucket), dtype=np.int64)
         for number in np.unique(bucket):
             chosen = bucket == number
-            shuffle = self._shuffles[int(number)]
-            assert shuffle is not None
-            result[chosen] = self._members[self._member_starts[number] + shuffle(place[chosen])]
+            size = int(self.sizes[number])
+            passes, offsets = np.divmod(place[chosen], size)
+            found = np.empty(len(offsets), dtype=np.int64)
+            for number_of_pass in np.unique(passes):
+                in_pass = passes == number_of_pass
+                key = (int(number), int(number_of_pass))
+                shuffle = self._shuffles.get(key)
+                if shuffle is None:
+                    shuffle = self._shuffles[key] = IndexPermutation(size, self.seed ^ _BUCKET_STREAM ^ (key[0] << 32), key[1])
+                found[in_pass] = shuffle(offsets[in_pass])
+            result[chosen] = self._members[self._member_starts[number] + found]
         return result
 
     def _left_over(self, offsets: np.ndarray) -> np.ndarray:

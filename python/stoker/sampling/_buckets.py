@@ -19,13 +19,21 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ConfigurationError
+from ._bucket_order import LEFTOVER_POLICIES
 
-__all__ = ["MAX_BUCKETS", "Buckets"]
+__all__ = ["MAX_BUCKETS", "Buckets", "check_leftovers"]
 
 MAX_BUCKETS = 4096
 """More shapes than any scheme uses; bucket numbers fit an int16."""
 
 _MAX_SIDE = 1 << 16
+
+
+def check_leftovers(leftovers: str) -> str:
+    """A leftover policy, checked (see `BucketOrder`)."""
+    if leftovers not in LEFTOVER_POLICIES:
+        raise ConfigurationError(f"leftovers must be one of {', '.join(map(repr, LEFTOVER_POLICIES))}, got {leftovers!r}")
+    return leftovers
 
 
 @dataclass(frozen=True)
@@ -41,18 +49,26 @@ class Buckets:
         columns: The storage's ``(width, height)`` columns to take each sample's size from
             (Parquet, Lance: `ColumnStorage`) instead of reading every file's header; a Loader
             checks a sample of them against the files' headers.
+        leftovers: What becomes of each epoch's leftovers (each bucket's last partial batch,
+            and the batches past a multiple of the ranks): ``"drop"`` (counted; a later epoch's
+            shuffle gives them their turn) or ``"carry"`` (the next epoch reads them first;
+            every sample is read once per pass of its bucket). See `BucketOrder`.
 
     Raises:
         ConfigurationError: No shapes, a side that is not a positive whole number under 65,536,
-            a shape given twice, more than `MAX_BUCKETS`, another crop, or columns that are not
-            two names.
+            a shape given twice, more than `MAX_BUCKETS`, another crop, columns that are not
+            two names, or another leftover policy.
     """
 
     shapes: tuple[tuple[int, int], ...]
     crop: str = "center"
     columns: tuple[str, str] | None = None
+    leftovers: str = "drop"
 
-    def __init__(self, shapes: Sequence[tuple[int, int]], crop: str = "center", columns: tuple[str, str] | None = None) -> None:
+    def __init__(
+        self, shapes: Sequence[tuple[int, int]], crop: str = "center", columns: tuple[str, str] | None = None, leftovers: str = "drop"
+    ) -> None:
+        object.__setattr__(self, "leftovers", check_leftovers(leftovers))
         if crop not in ("center", "random"):
             raise ConfigurationError(f'crop must be "center" or "random", got {crop!r}')
         object.__setattr__(self, "crop", crop)
@@ -87,6 +103,7 @@ class Buckets:
         max_aspect: float = 4.0,
         crop: str = "center",
         columns: tuple[str, str] | None = None,
+        leftovers: str = "drop",
     ) -> Buckets:
         """SDXL's scheme: for every width that is a multiple of ``multiple``, the tallest height
         (also a multiple) whose area stays within ``pixels``, and the same shape turned on its
@@ -98,6 +115,7 @@ class Buckets:
             max_aspect: The widest and tallest ratio kept.
             crop: As `Buckets`'s.
             columns: As `Buckets`'s.
+            leftovers: As `Buckets`'s.
 
         Raises:
             ConfigurationError: A budget, multiple or ratio that gives no bucket.
@@ -114,7 +132,7 @@ class Buckets:
         shapes = sorted(found, key=lambda shape: (shape[1] / shape[0], -shape[0] * shape[1]))  # tall to wide
         if not shapes:
             raise ConfigurationError(f"no bucket fits {pixels} pixels in multiples of {multiple} with aspect ratios up to {max_aspect}")
-        return cls(shapes, crop, columns)
+        return cls(shapes, crop, columns, leftovers)
 
     def __len__(self) -> int:
         return len(self.shapes)

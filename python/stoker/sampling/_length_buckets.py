@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ConfigurationError
-from ._buckets import MAX_BUCKETS
+from ._buckets import MAX_BUCKETS, check_leftovers
 
 __all__ = ["LengthBuckets"]
 
@@ -43,6 +43,7 @@ class LengthBuckets:
             `ColumnStorage`) instead of reading every file's header: an audio file's duration
             in seconds, a video's frame count. A Loader checks a sample of it against the files'
             headers.
+        leftovers: As `Buckets`'s: ``"drop"`` or ``"carry"``.
 
     Raises:
         ConfigurationError: No lengths, a length that is not a positive finite number, one given
@@ -52,8 +53,10 @@ class LengthBuckets:
     lengths: tuple[float, ...]
     shorter: str = "skip"
     column: str | None = None
+    leftovers: str = "drop"
 
-    def __init__(self, lengths: Sequence[float], shorter: str = "skip", column: str | None = None) -> None:
+    def __init__(self, lengths: Sequence[float], shorter: str = "skip", column: str | None = None, leftovers: str = "drop") -> None:
+        object.__setattr__(self, "leftovers", check_leftovers(leftovers))
         if shorter not in _SHORTER:
             raise ConfigurationError(f'shorter must be "skip" or "pad", got {shorter!r}')
         if column is not None and not (isinstance(column, str) and column):
@@ -78,7 +81,15 @@ class LengthBuckets:
 
     @classmethod
     def geometric(
-        cls, shortest: float, longest: float, count: int, *, whole: bool = False, shorter: str = "skip", column: str | None = None
+        cls,
+        shortest: float,
+        longest: float,
+        count: int,
+        *,
+        whole: bool = False,
+        shorter: str = "skip",
+        column: str | None = None,
+        leftovers: str = "drop",
     ) -> LengthBuckets:
         """``count`` lengths from ``shortest`` to ``longest``, each the same ratio longer than the
         one before: a sample is then cropped by at most that ratio's share, whatever its length.
@@ -90,6 +101,7 @@ class LengthBuckets:
             whole: Round to whole numbers (a video clip's frames), dropping repeats.
             shorter: As `LengthBuckets`'s.
             column: As `LengthBuckets`'s.
+            leftovers: As `LengthBuckets`'s.
 
         Raises:
             ConfigurationError: Lengths out of order or not positive, or a count under 1.
@@ -99,7 +111,7 @@ class LengthBuckets:
         lengths = np.geomspace(shortest, longest, count) if count > 1 else np.array([shortest], dtype=np.float64)
         if whole:
             lengths = np.unique(np.maximum(1, np.round(lengths)))
-        return cls([float(length) for length in lengths], shorter, column)
+        return cls([float(length) for length in lengths], shorter, column, leftovers)
 
     def __len__(self) -> int:
         return len(self.lengths)

@@ -36,7 +36,7 @@ import numpy as np
 
 from ..errors import ConfigurationError, ProvenanceError
 from ._block_order import BlockOrder, block_starts
-from ._bucket_order import BucketOrder
+from ._bucket_order import LEFTOVER_POLICIES, BucketOrder
 from ._epoch_plan import EpochPlan
 from ._permutation import IndexPermutation
 from ._ranges import PositionSet
@@ -73,6 +73,9 @@ class Sampler:
             ``batch_size``: the bucketed order of `BucketOrder` (each batch of each rank one
             bucket's, equal steps per rank, leftovers counted and read in later epochs).
         batch_size: The batch size the bucketed order is cut for (with ``buckets`` only).
+        leftovers: With ``buckets``, what becomes of each epoch's leftovers: ``"drop"`` (a later
+            epoch's shuffle gives them their turn) or ``"carry"`` (the next epoch reads them
+            first); see `BucketOrder`.
 
     Raises:
         ValueError: Bad sizes, seed or rank, or blocks that do not cover ``num_samples``.
@@ -91,6 +94,7 @@ class Sampler:
         window: int = 32,
         buckets: tuple[np.ndarray, int] | None = None,
         batch_size: int = 1,
+        leftovers: str = "drop",
     ) -> None:
         if num_samples < 1:
             raise ConfigurationError(f"num_samples must be positive, got {num_samples}")
@@ -115,11 +119,17 @@ class Sampler:
             raise ConfigurationError(f"{len(buckets[0])} bucket numbers for {num_samples} samples")
         self.buckets = None if buckets is None else (np.asarray(buckets[0], dtype=np.int16), int(buckets[1]))
         self.batch_size = batch_size
+        if leftovers not in LEFTOVER_POLICIES:
+            raise ConfigurationError(f"leftovers must be one of {', '.join(LEFTOVER_POLICIES)}, got {leftovers!r}")
+        self.leftovers = leftovers
         # What the bucketed order is drawn from, digested once: a checkpoint costs the same at any scale.
         self._buckets_crc = (
             None
             if self.buckets is None
-            else zlib.crc32(self.buckets[0].tobytes() + np.array([self.buckets[1], batch_size], np.int64).tobytes())
+            else zlib.crc32(
+                self.buckets[0].tobytes()
+                + np.array([self.buckets[1], batch_size, *([1] if leftovers == "carry" else [])], np.int64).tobytes()
+            )
         )
         # The world size the block order is laid out for: this one, or the saved run's after an
         # elastic resume (the positions in the states refer to that run's order).
@@ -165,7 +175,15 @@ class Sampler:
         function: Callable[[np.ndarray], np.ndarray]
         if self.buckets is not None:
             bucket_of, count = self.buckets
-            function = BucketOrder(bucket_of, count, batch_size=self.batch_size, seed=self.seed, epoch=self.epoch, ranks=self._order_ranks)
+            function = BucketOrder(
+                bucket_of,
+                count,
+                batch_size=self.batch_size,
+                seed=self.seed,
+                epoch=self.epoch,
+                ranks=self._order_ranks,
+                leftovers=self.leftovers,
+            )
         elif not self.shuffle:
             function = _identity
         elif self.blocks is not None:
@@ -234,6 +252,7 @@ class Sampler:
             window=self.window,
             buckets=self.buckets,
             batch_size=self.batch_size,
+            leftovers=self.leftovers,
         )
         upcoming.set_epoch(self.epoch + 1)
         return upcoming.plan_arrays().part(0, count).indices
