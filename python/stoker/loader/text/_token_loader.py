@@ -23,11 +23,12 @@ from ...errors import ConfigurationError, ProvenanceError
 from ...ops.packing import PackedBatch, SequencePacker
 from ...ops.text import Tokenizer
 from ...pipeline import Pipeline, PipelineBuilder
-from ...sampling import Sampler
+from ...sampling import LengthBuckets, Sampler
 from ...storage import Storage
 from .._failure_policy import BadSampleHandler
 from .._options import FailurePolicy
 from ._documents import MAX_DOCUMENT_BYTES, TextChunk, TextDocuments, open_text
+from ._length_batches import LengthBatches
 from ._stats import TextStats
 
 __all__ = ["TokenLoader"]
@@ -84,12 +85,19 @@ class TokenLoader:
         max_document_bytes: Raw text only: a document larger than this as stored is a bad
             document (named, handled by ``failure_policy``) before it is parsed or tokenized: a
             tokenizer holds about 130 bytes per byte of text while it works.
+        buckets: Batch whole documents by length instead of packing them
+            (`stoker.sampling.LengthBuckets` of token counts up to ``context_length``): each
+            batch holds ``batch_size`` documents of one bucket, one a row, padded to the bucket's
+            length (the shortest that holds the document; longer ones are cut to the longest,
+            counted in `bucket_counts`), with every rank taking the same number of steps and an
+            exact resume. Tokenized documents with their lengths only (a `TokenFile`).
         packer_options: Passed to `SequencePacker` (strategy, window, long_documents,
             split_across_rows, pad_id, drop_last).
 
     Raises:
         ConfigurationError: ``tokenizer`` without raw text, or options only raw text takes;
-            ``FailurePolicy(on_error="zero")`` (a document has no slot to zero).
+            ``FailurePolicy(on_error="zero")`` (a document has no slot to zero); buckets over
+            raw text, without shuffling, or longer than ``context_length``.
     """
 
     def __init__(
@@ -109,6 +117,7 @@ class TokenLoader:
         failure_policy: FailurePolicy | None = None,
         tokenize_concurrency: int | None = None,
         max_document_bytes: int = MAX_DOCUMENT_BYTES,
+        buckets: LengthBuckets | None = None,
         **packer_options: Any,
     ) -> None:
         if "failure" in packer_options:  # the old name, as the Loader's failures= was
@@ -148,10 +157,24 @@ class TokenLoader:
         window = 32
         if self.text is not None and blocks:  # mix only as many blocks as the storage keeps open
             window = min(32, max(1, int(getattr(self.text.storage, "max_open_blocks", lambda: 32)())))
-        self.sampler = Sampler(
-            len(self.source), shuffle=shuffle, seed=seed, rank=rank, world_size=world_size, pad=False, blocks=blocks, window=window
-        )
-        self._agreement = _step_agreement(equal_steps, world_size)
+        self._length_batches: LengthBatches | None = None
+        if buckets is not None:
+            self._length_batches = self._bucketed(buckets, shuffle)
+            self.sampler = Sampler(
+                len(self.source),
+                seed=seed,
+                rank=rank,
+                world_size=world_size,
+                buckets=(self._length_batches.bucket_of, len(buckets)),
+                batch_size=batch_size,
+                leftovers=buckets.leftovers,
+            )
+        else:
+            self.sampler = Sampler(
+                len(self.source), shuffle=shuffle, seed=seed, rank=rank, world_size=world_size, pad=False, blocks=blocks, window=window
+            )
+        # With buckets every rank's step count is equal by construction: nothing to agree on.
+        self._agreement = None if buckets is not None else _step_agreement(equal_steps, world_size)
         self.ended_early = 0  # epochs this rank ended at the agreed last step with batches left
         self._pipeline: Pipeline[Any] | None = None
         self._counters = TextStats()
@@ -162,9 +185,34 @@ class TokenLoader:
         """Every bad document so far (`stoker.failures.Failure`: name, stage, reason, action)."""
         return list(self._bad.log.failures)
 
+    def _bucketed(self, buckets: LengthBuckets, shuffle: bool) -> LengthBatches:
+        """The length buckets' batching, checked against the other options."""
+        if self.text is not None:
+            raise ConfigurationError(
+                "buckets by length need each document's length before the epoch: give tokenized documents with an offsets "
+                "index (a TokenFile; stoker ingest writes one from raw text)"
+            )
+        return LengthBatches(
+            self.source,
+            buckets,
+            batch_size=self.batch_size,
+            context_length=self.context_length,
+            shuffle=shuffle,
+            pad_id=int(self.packer_options.get("pad_id", 0)),
+        )
+
+    def bucket_counts(self) -> dict[str, Any] | None:
+        """With buckets, this epoch's: each bucket's ``length`` and ``samples``, the ``batches``
+        dealt, ``left_over`` per bucket and the ``leftovers`` policy, ``without_bucket`` (empty
+        documents), and ``cut``: documents longer than the longest bucket cut to it so far.
+        None without buckets."""
+        return None if self._length_batches is None else self._length_batches.report(self.sampler)
+
     def _new_packer(self) -> None:
         self.packer = SequencePacker(self.context_length, self.batch_size, **self.packer_options)
         self._plan = self.sampler.plan_arrays()
+        if self._length_batches is not None:
+            self._length_batches.taken = 0
         self._bad.start_epoch(self._plan.size)
 
     def set_epoch(self, epoch: int) -> None:
@@ -199,6 +247,9 @@ class TokenLoader:
             )
 
     def _batches(self) -> Generator[PackedBatch, None, None]:
+        if self._length_batches is not None:
+            yield from self._length_batches.batches(self._plan)
+            return
         if self.text is not None:
             yield from self._text_batches()
             return
@@ -302,12 +353,15 @@ class TokenLoader:
     def state_dict(self) -> dict[str, Any]:
         """Epoch, order and packer state, and what the documents are (their count; for raw text,
         the tokenizer); plain data."""
-        return {
+        state = {
             "version": 1,
             "sampler": self.sampler.state_dict(),
             "packer": self.packer.state_dict(),
             "documents": self._describe_documents(),
         }
+        if self._length_batches is not None:
+            state["taken"] = self._length_batches.taken
+        return state
 
     def _describe_documents(self) -> dict[str, Any]:
         described: dict[str, Any] = {"count": len(self.source)}
@@ -349,6 +403,8 @@ class TokenLoader:
         try:
             self._new_packer()
             plan = self._plan
+            if self._length_batches is not None:
+                self._length_batches.restore(state.get("taken"), plan)
             self.packer.load_state_dict(
                 state["packer"],
                 plan_size=plan.size,
