@@ -126,8 +126,9 @@ class VideoTransform:
     `fps`), placed by clip ("random", seeded per sample; "center"; "start"; or "uniform": spread
     evenly over the whole video). Each frame is resized (resize_shorter, or resize=(height,
     width)) then cropped: center_crop=(height, width), or random_crop=(height, width) at a place
-    drawn per clip from its seed; flip_probability mirrors a clip (every frame alike).
-    layout: "TCHW", "THWC" or "CTHW"; uint8."""
+    drawn per clip from its seed; or cover=(height, width): resized to just cover it, keeping the
+    aspect ratio, the overhang cropped where cover_crop says ("center" or "random", per clip);
+    flip_probability mirrors a clip (every frame alike). layout: "TCHW", "THWC" or "CTHW"; uint8."""
 
     def __new__(
         cls,
@@ -140,6 +141,8 @@ class VideoTransform:
         resize: tuple[int, int] | None = None,
         center_crop: tuple[int, int] | None = None,
         random_crop: tuple[int, int] | None = None,
+        cover: tuple[int, int] | None = None,
+        cover_crop: str = "center",
         flip_probability: float = 0.0,
         layout: str = "TCHW",
     ) -> VideoTransform: ...

@@ -92,7 +92,7 @@ fn decode_audio_batch_into(
 #[pyfunction]
 #[pyo3(signature = (
     inputs, out, seeds, compact=false, threads=1, *, frames, stride=1, fps=None, clip, resize_shorter=None, resize=None,
-    center_crop=None, random_crop=None, flip_probability, layout
+    center_crop=None, random_crop=None, cover=None, cover_crop="center", flip_probability, layout
 ))]
 #[allow(clippy::too_many_arguments)]
 fn decode_video_batch_into(
@@ -110,10 +110,25 @@ fn decode_video_batch_into(
     resize: Option<(usize, usize)>,
     center_crop: Option<(usize, usize)>,
     random_crop: Option<(usize, usize)>,
+    cover: Option<(usize, usize)>,
+    cover_crop: &str,
     flip_probability: f64,
     layout: &str,
 ) -> PyResult<Vec<Option<String>>> {
-    let options = VideoOptions { frames, stride, fps, clip, resize_shorter, resize, center_crop, random_crop, flip_probability, layout };
+    let options = VideoOptions {
+        frames,
+        stride,
+        fps,
+        clip,
+        resize_shorter,
+        resize,
+        center_crop,
+        random_crop,
+        cover,
+        cover_crop,
+        flip_probability,
+        layout,
+    };
     let spec = video_spec(&options).map_err(PyValueError::new_err)?;
     let shape = spec.output_shape();
     check_out(out, inputs.len(), &[shape.0, shape.1, shape.2, shape.3], seeds.len(), threads)?;

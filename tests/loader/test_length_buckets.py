@@ -207,3 +207,30 @@ def test_durations_from_a_parquet_column_give_the_buckets_the_headers_give(tmp_p
         loader.close()
     storage.close()
     assert runs[0] == runs[1] and len({shape for _, shape in runs[0]}) == 3
+
+
+def test_videos_of_every_aspect_ratio_go_in_buckets_of_shape(tmp_path: Path) -> None:
+    from stoker.sampling import Buckets
+
+    sizes = [(160, 96), (96, 160), (128, 128), (192, 96)]
+    storage = MemoryStorage(
+        {
+            f"{index:03d}.mp4": encode_video(tmp_path, f"{index}.mp4", 12, width=sizes[index % 4][0], height=sizes[index % 4][1])
+            for index in range(16)
+        }
+    )
+    shapes = Buckets([(48, 80), (80, 48), (64, 64), (40, 80)], crop="center")
+    video = VideoTransform(frames=3, stride=2, clip="start", cover=(1, 1), layout="THWC")  # the cover is each bucket's
+    loader = Loader(storage, batch_size=2, transform=video, sampling=Sampling(seed=1, buckets=shapes))
+    lengths = media_lengths(storage.read_many(storage.keys), "video")
+    expected = dict(zip(storage.keys, shapes.assign(lengths.widths, lengths.heights).tolist()))
+    seen = set()
+    for batch in loader:
+        height, width = batch.data.shape[2:4]
+        for key, clip in zip(batch.keys, batch.data):
+            assert shapes.shapes[expected[key]] == (height, width), f"{key} in the wrong bucket"
+            own = VideoTransform(frames=3, stride=2, clip="start", cover=(height, width), layout="THWC")
+            np.testing.assert_array_equal(clip, decode_video(storage.read_many([key])[0], own))
+        seen.add((height, width))
+    loader.close()
+    assert len(seen) >= 3

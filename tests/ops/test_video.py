@@ -93,6 +93,32 @@ def test_shorter_side_and_centre_crop_take_the_middle(videos: dict[str, bytes]) 
     assert np.abs(crop - expected).mean() < 4
 
 
+def test_cover_resizes_to_just_cover_and_crops_the_overhang(videos: dict[str, bytes]) -> None:
+    data = videos["h264.mp4"]
+    full = decode_video(data, VideoTransform(frames=1, clip="start", **FULL))[0].astype(float)
+    # 640x360 into 180x180: scaled to 320x180, the middle 180 columns (source 140..500) kept.
+    square = decode_video(data, VideoTransform(frames=1, clip="start", cover=(180, 180), layout="THWC"))[0]
+    assert square.shape == (180, 180, 3)
+    assert np.abs(square - full[:, 140:500].reshape(180, 2, 180, 2, 3).mean(axis=(1, 3))).mean() < 4
+    # A tall bucket from a wide video: the full height, the middle 202 columns (360 x 9/16).
+    tall = decode_video(data, VideoTransform(frames=1, clip="start", cover=(320, 180), layout="THWC"))[0]
+    assert tall.shape == (320, 180, 3)
+    middle = full[:, 219:421]  # 202 source columns around the centre, to 180 output columns
+    assert np.abs(tall.mean(axis=(0, 2)) - np.interp(np.linspace(0, 201, 180), np.arange(202), middle.mean(axis=(0, 2)))).mean() < 4
+    same_shape = decode_video(data, VideoTransform(frames=1, clip="start", cover=(180, 320), layout="THWC"))[0]
+    resized = decode_video(data, VideoTransform(frames=1, clip="start", resize=(180, 320), layout="THWC"))[0]
+    assert np.array_equal(same_shape, resized), "the video's own aspect ratio: cover is a plain resize"
+    random = {
+        decode_video(data, VideoTransform(frames=1, clip="start", cover=(180, 180), cover_crop="random", layout="THWC"), seed=seed)[
+            0
+        ].tobytes()
+        for seed in range(6)
+    }
+    assert len(random) > 1, "a random crop's place follows the seed"
+    with pytest.raises(ValueError, match="no resize or crop"):
+        VideoTransform(frames=1, cover=(8, 8), resize=(8, 8))
+
+
 def test_bad_arguments_are_refused() -> None:
     with pytest.raises(ValueError, match="one frame size"):
         VideoTransform(frames=4, resize_shorter=128)

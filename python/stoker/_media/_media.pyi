@@ -43,6 +43,8 @@ def decode_video_batch_into(
     resize: tuple[int, int] | None = None,
     center_crop: tuple[int, int] | None = None,
     random_crop: tuple[int, int] | None = None,
+    cover: tuple[int, int] | None = None,
+    cover_crop: str = "center",
     flip_probability: float,
     layout: str,
 ) -> list[str | None]:

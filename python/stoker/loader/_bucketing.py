@@ -50,6 +50,9 @@ _SCAN_BATCH = 256
 _COLUMN_CHECKS = 32
 """Samples whose bucket from the storage's columns is checked against their own headers."""
 
+_VIDEO_GEOMETRY = ("random_crop",)
+"""A VideoTransform's geometry beyond the names an ImageTransform shares (`_GEOMETRY`)."""
+
 _GEOMETRY = ("resize_shorter", "resize", "center_crop", "random_resized_crop", "scale", "ratio", "cover", "cover_crop")
 
 
@@ -86,16 +89,17 @@ def _measure_images(payloads: list[Any]) -> tuple[np.ndarray, list[str | None]]:
 def _media_measure(kind: str) -> Callable[[list[Any]], tuple[np.ndarray, list[str | None]]]:
     def measure(payloads: list[Any]) -> tuple[np.ndarray, list[str | None]]:
         lengths = media_lengths(payloads, kind, threads=os.cpu_count() or 1)
-        return np.stack([lengths.seconds, lengths.frames, lengths.rates]).astype(np.float64), lengths.errors
+        rows = [lengths.seconds, lengths.frames, lengths.rates, lengths.widths, lengths.heights]
+        return np.stack(rows).astype(np.float64), lengths.errors
 
     return measure
 
 
 def _measured(storage: Storage, kind: str) -> np.ndarray:
     """Every sample's header facts (images: width, height; audio and video: seconds, frames,
-    rate), saved under the storage's content digest where it has one."""
+    rate, width, height), saved under the storage's content digest where it has one."""
     digest = getattr(storage, "content_digest", None)
-    rows = 2 if kind == "image" else 3
+    rows = 2 if kind == "image" else 5
     saved = None
     if callable(digest):
         key = hashlib.sha256(f"{kind}:{digest()}".encode()).hexdigest()[:32]
@@ -144,14 +148,19 @@ def _assign_from_headers(storage: Storage, buckets: AnyBuckets, transform: Trans
     payloads = storage.try_read_indices(indices.tolist())
     readable = [slot for slot, payload in enumerate(payloads) if not isinstance(payload, Exception)]
     assigned = np.full(len(indices), -1, dtype=np.int16)
-    chosen = [payloads[slot] for slot in readable]
-    if isinstance(buckets, Buckets):
-        facts, _ = _measure_images(chosen)
-        assigned[readable] = buckets.assign(facts[0], facts[1])
-    else:
-        facts, _ = _media_measure("video" if isinstance(transform, VideoTransform) else "audio")(chosen)
-        assigned[readable] = buckets.assign(_capacities(buckets, transform, facts))
+    assigned[readable] = _assign_payloads(buckets, transform, [payloads[slot] for slot in readable])
     return assigned
+
+
+def _assign_payloads(buckets: AnyBuckets, transform: Transform | None, payloads: list[Any]) -> np.ndarray:
+    """The buckets of a few payloads, from their own headers."""
+    if isinstance(buckets, Buckets) and not isinstance(transform, VideoTransform):
+        facts, _ = _measure_images(payloads)
+        return buckets.assign(facts[0], facts[1])
+    facts, _ = _media_measure("video" if isinstance(transform, VideoTransform) else "audio")(payloads)
+    if isinstance(buckets, Buckets):
+        return buckets.assign(facts[3], facts[4])
+    return buckets.assign(_capacities(buckets, transform, facts))
 
 
 def _column_capacities(storage: Storage, buckets: AnyBuckets, transform: Transform | None) -> tuple[np.ndarray, ...]:
@@ -193,7 +202,12 @@ def bucket_numbers(storage: Storage, buckets: AnyBuckets, transform: Transform |
     once and saved where the storage has a content digest."""
     from_columns = (buckets.columns if isinstance(buckets, Buckets) else buckets.column) is not None
     if isinstance(buckets, Buckets):
-        widths, heights = _column_capacities(storage, buckets, transform) if from_columns else _measured(storage, "image")
+        if from_columns:
+            widths, heights = _column_capacities(storage, buckets, transform)
+        elif isinstance(transform, VideoTransform):
+            widths, heights = _measured(storage, "video")[3:5]
+        else:
+            widths, heights = _measured(storage, "image")
         assigned = buckets.assign(widths, heights)
     else:
         if from_columns:
@@ -230,8 +244,9 @@ def _bucket_transform(transform: Transform, buckets: AnyBuckets, number: int) ->
     """The user's transform with bucket ``number``'s geometry or length."""
     _, options = transform.__getnewargs_ex__()
     if isinstance(buckets, Buckets):
-        common = {name: value for name, value in options.items() if name not in _GEOMETRY}
-        return ImageTransform(**common, cover=buckets.shapes[number], cover_crop=buckets.crop)
+        common = {name: value for name, value in options.items() if name not in _GEOMETRY + _VIDEO_GEOMETRY}
+        kind = VideoTransform if isinstance(transform, VideoTransform) else ImageTransform
+        return kind(**common, cover=buckets.shapes[number], cover_crop=buckets.crop)
     length = buckets.lengths[number]
     if isinstance(transform, AudioTransform):
         return AudioTransform(**{**options, "samples": seconds_to_samples(length, options["sample_rate"])})
@@ -285,12 +300,16 @@ def check_buckets(buckets: AnyBuckets, transform: Transform | None, sampling: Sa
     if not isinstance(buckets, (Buckets, LengthBuckets)):
         raise TypeError(f"buckets must be a stoker.sampling.Buckets or LengthBuckets, got {type(buckets).__name__}")
     if isinstance(buckets, Buckets):
-        if not isinstance(transform, ImageTransform):
-            raise ConfigurationError("Buckets batch images by shape: give an ImageTransform (without resize or crop) as transform")
+        if not isinstance(transform, (ImageTransform, VideoTransform)):
+            raise ConfigurationError(
+                "Buckets batch images (or videos) by shape: give an ImageTransform or VideoTransform (without resize or crop) as transform"
+            )
         _, options = transform.__getnewargs_ex__()
-        fixed = [
-            name for name in ("resize_shorter", "resize", "center_crop", "random_resized_crop", "cover") if options.get(name) is not None
-        ]
+        # A VideoTransform cannot be built without a frame size: its resize and crop are
+        # replaced by each bucket's cover. An ImageTransform with one was asked for something
+        # else than buckets, and is told so.
+        geometry = ("resize_shorter", "resize", "center_crop", "random_resized_crop", "cover")
+        fixed = [name for name in geometry if options.get(name) is not None and isinstance(transform, ImageTransform)]
         if fixed:
             raise ConfigurationError(
                 f"with buckets, each bucket's shape is the transform's geometry: drop {', '.join(fixed)} from the transform "
@@ -376,14 +395,7 @@ def batch_transform(buckets: AnyBuckets, transform: Transform, payloads: list[An
     Raises:
         ValueError: No sample of the batch has a readable size or length.
     """
-    if isinstance(buckets, Buckets):
-        sizes = image_sizes(payloads)
-        assigned = buckets.assign(sizes.widths, sizes.heights)
-    else:
-        kind = "video" if isinstance(transform, VideoTransform) else "audio"
-        lengths = media_lengths(payloads, kind)
-        capacities = clip_capacities(lengths.frames, lengths.rates, transform) if isinstance(transform, VideoTransform) else lengths.seconds
-        assigned = buckets.assign(capacities)
+    assigned = _assign_payloads(buckets, transform, payloads)
     known = assigned[assigned >= 0]
     if not len(known):
         raise ValueError("no sample of the batch has a readable size or length to find its bucket by")

@@ -13,6 +13,9 @@ pub enum Resize {
     Shorter(usize),
     /// Exactly (width, height).
     Exact(usize, usize),
+    /// Just large enough to cover (width, height), keeping the aspect ratio (the crop then
+    /// takes the overhang): a video into an aspect-ratio bucket, as `ImageTransform(cover=)`.
+    Cover(usize, usize),
 }
 
 /// A frame's resize, crop and flip.
@@ -61,6 +64,11 @@ impl FrameGeometry {
             Resize::None => (width, height),
             Resize::Shorter(side) => shorter_side_size(width, height, side),
             Resize::Exact(width, height) => (width, height),
+            Resize::Cover(target_width, target_height) => {
+                let scale = (target_width as f64 / width as f64).max(target_height as f64 / height as f64);
+                let covered = |side: usize, target: usize| ((side as f64 * scale).round() as usize).max(target);
+                (covered(width, target_width), covered(height, target_height))
+            }
         };
         let Some((crop_width, crop_height)) = self.crop else {
             return Ok(FramePlan { source: (0, 0, width, height), output: (resized_width, resized_height) });
@@ -69,6 +77,19 @@ impl FrameGeometry {
             return Err(format!(
                 "a {crop_width}x{crop_height} crop does not fit frames of {width}x{height} resized to {resized_width}x{resized_height}"
             ));
+        }
+        if let Resize::Cover(target_width, target_height) = self.resize {
+            // The target's shape in source pixels (one scale both ways), placed in the source.
+            let scale = (width as f64 / target_width as f64).min(height as f64 / target_height as f64);
+            let source_width = ((target_width as f64 * scale).round() as usize).clamp(1, width);
+            let source_height = ((target_height as f64 * scale).round() as usize).clamp(1, height);
+            let (left, top) = if self.random_crop {
+                let mut rng = SampleRng::new(seed);
+                (rng.up_to(width - source_width), rng.up_to(height - source_height))
+            } else {
+                ((width - source_width) / 2, (height - source_height) / 2)
+            };
+            return Ok(FramePlan { source: (left, top, source_width, source_height), output: (target_width, target_height) });
         }
         let scale_x = width as f64 / resized_width as f64;
         let scale_y = height as f64 / resized_height as f64;
@@ -108,6 +129,18 @@ mod tests {
         assert_eq!(crop.plan(640, 360, 0).unwrap().source, (270, 155, 100, 50));
         assert!(crop.plan(64, 36, 0).is_err());
         assert_eq!(geometry(Resize::Shorter(8), None).output_size(), None);
+    }
+
+    #[test]
+    fn cover_resizes_to_just_cover_and_crops_the_overhang() {
+        let geometry = FrameGeometry { resize: Resize::Cover(128, 128), crop: Some((128, 128)), random_crop: false, flip_probability: 0.0 };
+        // 640x360 scaled by 128/360 is 228x128: 50 px of overhang each side, 140 source pixels.
+        let plan = geometry.plan(640, 360, 0).unwrap();
+        assert_eq!(plan, FramePlan { source: (140, 0, 360, 360), output: (128, 128) });
+        let tall = FrameGeometry { resize: Resize::Cover(96, 160), crop: Some((96, 160)), ..geometry };
+        let plan = tall.plan(360, 640, 0).unwrap();
+        assert_eq!(plan.output, (96, 160));
+        assert_eq!(plan.source.2, 360, "the whole width is kept");
     }
 
     #[test]

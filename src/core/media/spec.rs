@@ -164,13 +164,29 @@ pub struct VideoOptions<'a> {
     pub center_crop: Option<(usize, usize)>,
     /// (height, width).
     pub random_crop: Option<(usize, usize)>,
+    /// (height, width): resize to cover it and crop the overhang, where ``cover_crop`` says.
+    pub cover: Option<(usize, usize)>,
+    pub cover_crop: &'a str,
     pub flip_probability: f64,
     pub layout: &'a str,
 }
 
 /// A video spec from its options; every clip has one frame size.
 pub fn video_spec(options: &VideoOptions<'_>) -> Result<VideoSpec, String> {
-    let VideoOptions { frames, stride, fps, clip, resize_shorter, resize, center_crop, random_crop, flip_probability, layout } = *options;
+    let VideoOptions {
+        frames,
+        stride,
+        fps,
+        clip,
+        resize_shorter,
+        resize,
+        center_crop,
+        random_crop,
+        cover,
+        cover_crop,
+        flip_probability,
+        layout,
+    } = *options;
     if !(0.0..=1.0).contains(&flip_probability) {
         return Err(format!("flip_probability must be in [0, 1], got {flip_probability}"));
     }
@@ -194,14 +210,30 @@ pub fn video_spec(options: &VideoOptions<'_>) -> Result<VideoSpec, String> {
         (None, Some((height, width))) => Resize::Exact(width, height),
         (None, None) => Resize::None,
     };
-    let geometry = FrameGeometry {
-        resize,
-        crop: center_crop.or(random_crop).map(|(height, width)| (width, height)),
-        random_crop: random_crop.is_some(),
-        flip_probability,
+    if !matches!(cover_crop, "center" | "random") {
+        return Err(format!("cover_crop must be \"center\" or \"random\", got {cover_crop:?}"));
+    }
+    let geometry = match cover {
+        Some(_) if resize != Resize::None || center_crop.is_some() || random_crop.is_some() => {
+            return Err("cover=(height, width) resizes and crops by itself: give no resize or crop with it".into())
+        }
+        Some((height, width)) => FrameGeometry {
+            resize: Resize::Cover(width, height),
+            crop: Some((width, height)),
+            random_crop: cover_crop == "random",
+            flip_probability,
+        },
+        None => FrameGeometry {
+            resize,
+            crop: center_crop.or(random_crop).map(|(height, width)| (width, height)),
+            random_crop: random_crop.is_some(),
+            flip_probability,
+        },
     };
-    let zero = matches!(resize, Resize::Shorter(0) | Resize::Exact(0, _) | Resize::Exact(_, 0))
-        || geometry.crop.is_some_and(|(width, height)| width == 0 || height == 0);
+    let zero = matches!(
+        geometry.resize,
+        Resize::Shorter(0) | Resize::Exact(0, _) | Resize::Exact(_, 0) | Resize::Cover(0, _) | Resize::Cover(_, 0)
+    ) || geometry.crop.is_some_and(|(width, height)| width == 0 || height == 0);
     if zero {
         return Err("sizes must be positive".into());
     }
@@ -246,12 +278,20 @@ mod tests {
             resize: None,
             center_crop: None,
             random_crop: None,
+            cover: None,
+            cover_crop: "center",
             flip_probability: 0.0,
             layout: "TCHW",
         };
         assert!(video_spec(&options).unwrap_err().contains("one frame size"));
         let cropped = video_spec(&VideoOptions { center_crop: Some((16, 24)), ..options.clone() }).unwrap();
         assert_eq!(cropped.slot_len(), Some(4 * 3 * 16 * 24));
-        assert!(video_spec(&VideoOptions { fps: Some(f64::NAN), ..options }).unwrap_err().contains("fps"));
+        assert!(video_spec(&VideoOptions { fps: Some(f64::NAN), ..options.clone() }).unwrap_err().contains("fps"));
+        let covered = video_spec(&VideoOptions { resize_shorter: None, cover: Some((16, 24)), ..options.clone() }).unwrap();
+        assert_eq!(covered.output_shape(), (4, 3, 16, 24));
+        assert!(video_spec(&VideoOptions { cover: Some((16, 24)), ..options.clone() }).unwrap_err().contains("no resize or crop"));
+        assert!(video_spec(&VideoOptions { resize_shorter: None, cover: Some((16, 24)), cover_crop: "left", ..options })
+            .unwrap_err()
+            .contains("cover_crop"));
     }
 }

@@ -79,7 +79,7 @@ impl VideoTransform {
     #[new]
     #[pyo3(signature = (
         *, frames, stride=1, fps=None, clip="random", resize_shorter=None, resize=None, center_crop=None, random_crop=None,
-        flip_probability=0.0, layout="TCHW"
+        cover=None, cover_crop="center", flip_probability=0.0, layout="TCHW"
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -91,11 +91,25 @@ impl VideoTransform {
         resize: Option<(usize, usize)>,
         center_crop: Option<(usize, usize)>,
         random_crop: Option<(usize, usize)>,
+        cover: Option<(usize, usize)>,
+        cover_crop: &str,
         flip_probability: f64,
         layout: &str,
     ) -> PyResult<Self> {
-        let options =
-            VideoOptions { frames, stride, fps, clip, resize_shorter, resize, center_crop, random_crop, flip_probability, layout };
+        let options = VideoOptions {
+            frames,
+            stride,
+            fps,
+            clip,
+            resize_shorter,
+            resize,
+            center_crop,
+            random_crop,
+            cover,
+            cover_crop,
+            flip_probability,
+            layout,
+        };
         Ok(VideoTransform { spec: video_spec(&options).map_err(PyValueError::new_err)? })
     }
 
@@ -130,8 +144,12 @@ impl VideoTransform {
             Resize::None => {}
             Resize::Shorter(side) => options.set_item("resize_shorter", side)?,
             Resize::Exact(width, height) => options.set_item("resize", (height, width))?,
+            Resize::Cover(width, height) => {
+                options.set_item("cover", (height, width))?;
+                options.set_item("cover_crop", if spec.geometry.random_crop { "random" } else { "center" })?;
+            }
         }
-        if let Some((width, height)) = spec.geometry.crop {
+        if let (Some((width, height)), false) = (spec.geometry.crop, matches!(spec.geometry.resize, Resize::Cover(..))) {
             options.set_item(if spec.geometry.random_crop { "random_crop" } else { "center_crop" }, (height, width))?;
         }
         options.set_item("flip_probability", spec.geometry.flip_probability)?;
