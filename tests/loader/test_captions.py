@@ -93,7 +93,7 @@ def test_bad_captions_are_bad_samples_replaced_and_named(tmp_path: Path, tokeniz
         loader.close()
     assert set(failures) == {"00003", "00005", "00008"} and not set(failures) & set(delivered)
     assert all(failure.action.startswith("replaced") for failure in failures.values())
-    assert "max_bytes" in failures["00008"].reason and "utf-8" in failures["00005"].reason.lower()
+    assert "max_bytes" in failures["00008"].error and "utf-8" in failures["00005"].error.lower()
 
 
 def test_captions_that_cannot_work_are_refused(tokenizer: Tokenizer) -> None:
