@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from stoker import Loader
-from stoker.errors import ConfigurationError, ProvenanceError
+from stoker.errors import ConfigurationError
 from stoker.loader import Reads, Sampling, replay
 from stoker.ops import ImageTransform, image_sizes
 from stoker.sampling import Buckets

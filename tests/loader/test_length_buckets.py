@@ -69,7 +69,9 @@ def test_every_audio_batch_is_one_buckets_window_and_each_sample_its_own_decode(
 
 def test_a_sample_shorter_than_every_bucket_is_padded_into_the_shortest_when_asked() -> None:
     storage = speech(70)
-    loader = Loader(storage, batch_size=2, transform=transform(), sampling=Sampling(seed=1, buckets=LengthBuckets([1.0, 4.0], shorter="pad")))
+    loader = Loader(
+        storage, batch_size=2, transform=transform(), sampling=Sampling(seed=1, buckets=LengthBuckets([1.0, 4.0], shorter="pad"))
+    )
     short = {key for key, seconds in zip(storage.keys, media_lengths(storage.read_many(storage.keys)).seconds) if seconds < 1.0}
     padded = 0
     for batch in loader:
@@ -135,7 +137,10 @@ def videos(tmp_path_factory: pytest.TempPathFactory) -> MemoryStorage:
     directory = tmp_path_factory.mktemp("length-videos")
     frames = [12, 20, 33, 45, 60]
     return MemoryStorage(
-        {f"{index:03d}.mp4": encode_video(directory, f"{index}.mp4", frames[index % len(frames)], width=160, height=96) for index in range(20)}
+        {
+            f"{index:03d}.mp4": encode_video(directory, f"{index}.mp4", frames[index % len(frames)], width=160, height=96)
+            for index in range(20)
+        }
     )
 
 
@@ -179,7 +184,10 @@ def test_a_file_whose_length_cannot_be_read_is_named_and_never_delivered(caplog:
     ("options", "message"),
     [
         ({"transform": ImageTransform()}, "AudioTransform or VideoTransform"),
-        ({"transform": VideoTransform(frames=4, resize=(32, 32)), "sampling": Sampling(buckets=LengthBuckets([4, 8], shorter="pad"))}, "cannot be padded"),
+        (
+            {"transform": VideoTransform(frames=4, resize=(32, 32)), "sampling": Sampling(buckets=LengthBuckets([4, 8], shorter="pad"))},
+            "cannot be padded",
+        ),
         ({"transform": VideoTransform(frames=4, resize=(32, 32)), "sampling": Sampling(buckets=LengthBuckets([4.5, 8]))}, "whole number"),
     ],
 )

@@ -130,7 +130,9 @@ def test_carried_leftovers_are_read_first_thing_next_epoch_and_every_sample_once
     for epoch in range(epochs):
         steps, read = [], Counter[int]()
         for rank in range(world):
-            sampler = Sampler(len(bucket_of), seed=9, rank=rank, world_size=world, buckets=(bucket_of, 7), batch_size=batch, leftovers="carry")
+            sampler = Sampler(
+                len(bucket_of), seed=9, rank=rank, world_size=world, buckets=(bucket_of, 7), batch_size=batch, leftovers="carry"
+            )
             sampler.set_epoch(epoch)
             batches = _epoch(sampler, batch)
             steps.append(len(batches))
