@@ -72,6 +72,7 @@ $(VENV)/.installed-dev: $(BIN)/python $(BUILD_INPUTS) testbed/pyproject.toml $(V
 	@echo "== building stoker's native core and installing the test tools: a few minutes the first time =="
 	$(BIN)/python -m pip install --quiet -e '.[lmdb,remote,report,parquet]' --group dev
 	$(BIN)/python -m pip install --quiet --no-deps mosaicml-streaming==0.13.0  # the MDS differential tests' peer (pyproject.toml says why --no-deps)
+	$(BIN)/python -m pip install --quiet --no-deps megatron-energon==7.4.1  # the bucket benchmark's grouping peer (pyproject.toml says why --no-deps)
 	$(BIN)/python -m pip install --quiet -e testbed  # tests' and benchmarks' servers, proxies, hosts, data makers
 	@touch $@
 

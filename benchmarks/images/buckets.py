@@ -6,16 +6,21 @@ its own (`stoker_testbed.peers.bucket_peers`):
 - stoker: ``Loader(folder, transform=ImageTransform(layout="CHW"), sampling=Sampling(buckets=...))``;
 - the hand-written bucket sampler of the diffusion trainers (diffusers, kohya-ss): sizes read by
   Pillow from the headers, a ``batch_sampler`` of per-bucket batches, Pillow decode, a bilinear
-  resize to cover the bucket and a random crop, in a PyTorch DataLoader with 2 workers.
+  resize to cover the bucket and a random crop, in a PyTorch DataLoader with 2 workers;
+- Megatron-Energon (Megatron's multimodal loader), which reads WebDataset shards its own
+  ``energon prepare`` has indexed: the same images written as shards, a task encoder doing the
+  same Pillow decode, cover and crop, and Energon's grouping (``batch_group_criterion``) batching
+  by bucket, with 2 workers; and stoker over those same shards.
 
-Both time the epoch from building the loader (the size scan included) to its last batch.
+Each times the epoch from building the loader (stoker's size scan included; ``energon prepare``,
+a one-time step, not) to its last batch.
 Reported: images/s and the ratio; the share of the pixels the crops keep (the same rule for
 both); the share of batches that are full (a short batch is a different shape for the model and
 a recompile for a compiled one); each rank's steps with 3 ranks (stoker's dealing against the
 batches split ``batches[rank::3]``, as a hand-written sampler shards them); and, for stoker, an
 epoch stopped after a third of its batches and resumed from ``state_dict``: samples repeated
-and lost. Megatron-Energon is left out: it reads its own WebDataset-based layout (``.nv-meta``),
-written by its own preparation tool, which this benchmark does not reproduce.
+and lost. Energon's steps per rank and resume are not measured here (its groups fill per worker
+as samples stream in, so a rank's step count is what its stream gives).
 
 Run:  python benchmarks/images/buckets.py [--count 480] [--pixels 262144] [--batch 8]
 """
@@ -56,6 +61,22 @@ def write_images(folder: Path, count: int, seed: int = 0) -> list[tuple[int, int
         Image.fromarray(natural_image(generator, width, height)).save(folder / f"{index:06d}.jpg", quality=85)
         sizes.append((width, height))
     return sizes
+
+
+def write_shards(folder: Path, shards: Path) -> str | None:
+    """The images as WebDataset shards indexed by ``energon prepare``; None, or why Energon cannot
+    run here."""
+    from stoker_testbed.data.peer_formats import write_webdataset
+
+    paths = sorted((folder / "photos").glob("*.jpg"))
+    write_webdataset(shards, [(path.read_bytes(), 0) for path in paths], shard_bytes=32 << 20)
+    energon = Path(sys.executable).with_name("energon")
+    if not energon.exists():
+        return "Megatron-Energon is not installed (pip install megatron-energon)"
+    command = [str(energon), "prepare", str(shards), "--non-interactive", "--split-ratio", "1,0,0", "--no-progress"]
+    command += ["--sample-type", "ImageSample", "--field-map", '{"image": "jpg"}']
+    prepared = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    return None if prepared.returncode == 0 else f"energon prepare failed: {prepared.stderr.strip()[-300:]}"
 
 
 def run(method: str, folder: Path, pixels: int, batch: int) -> dict[str, Any]:
@@ -114,6 +135,10 @@ def main() -> None:
         square = float(np.nanmean(Buckets([(512, 512)]).kept_area(widths, heights, np.zeros(len(sizes), dtype=np.int16))))
         print(f"{args.count} JPEGs in {len(RATIOS)} aspect ratios written; {len(buckets)} buckets", file=sys.stderr, flush=True)
         ours, theirs = run("stoker", folder, args.pixels, args.batch), run("handwritten", folder, args.pixels, args.batch)
+        shards = Path(scratch) / "shards"
+        energon_missing = write_shards(folder, shards)
+        ours_shards = run("stoker-shards", shards, args.pixels, args.batch)
+        energon = run("energon", shards, args.pixels, args.batch) if energon_missing is None else None
         counts = np.bincount(assigned[assigned >= 0], minlength=len(buckets))
         their_batches = int(sum(-(-count // args.batch) for count in counts))
         their_full = int(sum(count // args.batch for count in counts))
@@ -132,7 +157,23 @@ def main() -> None:
         f"{'hand-written':<14} {peer_rate:9.1f} {1e3 * theirs['cpu_seconds'] / theirs['samples']:13.1f} {theirs['batches']:8d} "
         f"{their_full / their_batches:13.0%} {str(their_steps):>19}"
     )
-    print(f"\nratio: {rate / peer_rate:.2f}x; pixels kept by the bucket crops {kept:.1%} (a 512x512 centre crop would keep {square:.1%})")
+    shard_rate = ours_shards["samples"] / ours_shards["seconds"]
+    print(
+        f"{'stoker, shards':<14} {shard_rate:9.1f} {1e3 * ours_shards['cpu_seconds'] / ours_shards['samples']:13.1f} {ours_shards['batches']:8d} {'100%':>13}"
+    )
+    if energon is not None:
+        energon_rate = energon["samples"] / energon["seconds"]
+        print(
+            f"{'Energon':<14} {energon_rate:9.1f} {1e3 * energon['cpu_seconds'] / energon['samples']:13.1f} {energon['batches']:8d} "
+            f"{energon['full'] / energon['batches']:13.0%} {'not measured':>19}"
+        )
+    print(f"\nratio: {rate / peer_rate:.2f}x the hand-written sampler (both over the folder)", end="")
+    print(
+        f"; {shard_rate / energon_rate:.2f}x Energon (both over the shards)"
+        if energon is not None
+        else f"; Energon left out: {energon_missing}"
+    )
+    print(f"pixels kept by the bucket crops {kept:.1%} (a 512x512 centre crop would keep {square:.1%})")
     print(f"stoker stopped after a third of an epoch and resumed: {repeated} samples repeated, {lost} lost")
     print(f"bucket histogram (samples per bucket): {dict(zip([f'{h}x{w}' for h, w in buckets.shapes], counts.tolist()))}")
 

@@ -190,3 +190,14 @@ def test_converting_a_folder_of_mixed_extensions(tmp_path: Path) -> None:
     with TarShardStorage(destination) as storage:
         assert sorted(storage.read_many(storage.keys)) == sorted(samples.values())
         assert storage.catalog.payload_counts() == {"jpg": 1, "jpeg": 2, "png": 2, "webp": 1}
+
+
+def test_a_dataset_megatron_energon_prepared_reads_with_its_index_left_alone(tmp_path: Path) -> None:
+    """``energon prepare`` writes a binary ``shard.tar.idx`` of its own under the name of stoker's
+    index: stoker indexes the shard in memory and leaves Energon's file as it was."""
+    shard = _write(tmp_path / "shard-000000.tar", [{"__key__": f"{index:03d}", "jpg": _image(index, "jpg")} for index in range(12)])
+    theirs = np.arange(0, 12 * 1536, 1536, dtype="<u8").tobytes()  # sample offsets, as Energon's index holds them
+    (tmp_path / "shard-000000.tar.idx").write_bytes(theirs)
+    storage = TarShardStorage(shard, missing_index="write")
+    assert storage.read_many(storage.keys) == [_image(index, "jpg") for index in range(12)]
+    assert (tmp_path / "shard-000000.tar.idx").read_bytes() == theirs

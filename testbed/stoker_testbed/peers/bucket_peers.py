@@ -10,6 +10,12 @@ ratios by bucket into uint8 CHW batches, in a process of its own, printing one J
   the nearest bucket by aspect ratio, each bucket shuffled and cut into batches (its last one
   short), the batches shuffled, a `batch_sampler` of a PyTorch DataLoader with 2 workers whose
   dataset decodes with Pillow, resizes to cover the bucket (bilinear) and crops at a random place.
+- ``energon``: Megatron-Energon over the same images as WebDataset shards prepared by its own
+  ``energon prepare`` (FOLDER is the shards' folder): a task encoder that decodes with Pillow
+  (its ``SampleDecoder(image_decode="pil")``), resizes to cover the nearest bucket and crops at a
+  random place, and groups samples into batches by bucket (``batch_group_criterion``, Energon's
+  grouping), in its loader with 2 workers (``WorkerConfig(num_workers=2)``).
+- ``stoker-shards``: `Loader` over those same shards, as ``stoker``.
 """
 
 from __future__ import annotations
@@ -108,16 +114,61 @@ def handwritten_batches(folder: str, buckets: Buckets, batch: int) -> Iterator[i
         yield len(images)
 
 
+def energon_batches(folder: str, buckets: Buckets, batch: int) -> Iterator[int]:
+    import torch
+    from megatron.energon import DefaultTaskEncoder, WorkerConfig, get_loader, get_train_dataset
+    from megatron.energon.flavors.webdataset.sample_decoder import SampleDecoder
+    from PIL import Image
+
+    shapes = list(buckets.shapes)
+
+    class CoverEncoder(DefaultTaskEncoder):  # type: ignore[misc]
+        decoder = SampleDecoder(image_decode="pil")
+
+        def encode_sample(self, sample: Any) -> dict[str, Any]:
+            image = sample.image.convert("RGB")
+            number = int(buckets.assign(np.array([image.width]), np.array([image.height]))[0])
+            height, width = shapes[number]
+            scale = max(width / image.width, height / image.height)
+            resized = image.resize((max(width, round(image.width * scale)), max(height, round(image.height * scale))), Image.BILINEAR)
+            generator = random.Random(sample.__key__)
+            left, top = generator.randint(0, resized.width - width), generator.randint(0, resized.height - height)
+            return {"image": np.asarray(resized.crop((left, top, left + width, top + height))).transpose(2, 0, 1), "bucket": number}
+
+        def batch_group_criterion(self, sample: dict[str, Any]) -> tuple[int, int]:
+            return sample["bucket"], batch
+
+        def batch(self, samples: list[dict[str, Any]]) -> Any:
+            return torch.from_numpy(np.stack([sample["image"] for sample in samples]))
+
+        def encode_batch(self, images: Any) -> Any:
+            return images
+
+    dataset = get_train_dataset(
+        folder,
+        worker_config=WorkerConfig(rank=0, world_size=1, num_workers=2),
+        batch_size=None,  # the groups' own batch size
+        shuffle_buffer_size=100,
+        max_samples_per_sequence=100,
+        task_encoder=CoverEncoder(),
+        repeat=False,  # one epoch
+    )
+    for images in get_loader(dataset):
+        yield len(images)
+
+
 def main() -> None:
     method, folder, pixels, batch = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
     buckets = Buckets.from_budget(pixels, crop="random")
-    batches = {"stoker": stoker_batches, "handwritten": handwritten_batches}[method](folder, buckets, batch)
+    loaders = {"stoker": stoker_batches, "stoker-shards": stoker_batches, "handwritten": handwritten_batches, "energon": energon_batches}
+    batches = loaders[method](folder, buckets, batch)
     started = time.perf_counter()
-    samples = steps = 0
+    samples = steps = full = 0
     for count in batches:
         samples += count
         steps += 1
-    print(json.dumps({"samples": samples, "batches": steps, "seconds": time.perf_counter() - started}))
+        full += count == batch
+    print(json.dumps({"samples": samples, "batches": steps, "full": full, "seconds": time.perf_counter() - started}))
 
 
 if __name__ == "__main__":

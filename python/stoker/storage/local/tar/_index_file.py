@@ -40,6 +40,7 @@ from ._index_json import parse_json_index
 
 __all__ = [
     "DEFAULT_BLOCK_BYTES",
+    "ForeignIndexError",
     "INDEX_FORMAT",
     "INDEX_VERSION",
     "IndexHeader",
@@ -60,6 +61,11 @@ DEFAULT_BLOCK_BYTES = 8 << 20
 """The block size whose block sample counts an index file carries (`TarShardStorage`'s default)."""
 MAX_HEADER_BYTES = 64 << 20
 _LABEL_DTYPES = {"int": np.int64, "float": np.float64, "text": np.int32}
+
+
+class ForeignIndexError(ShardError):
+    """The file under an index's name is another tool's (Megatron-Energon's ``energon prepare``
+    writes its own binary ``shard.tar.idx``), neither of stoker's index formats."""
 
 
 @dataclass
@@ -255,6 +261,8 @@ def read_header(shard: Path, path: Path | None = None) -> IndexHeader:
         file_size = os.fstat(file.fileno()).st_size
         start = file.read(16)
         if start[:8] != MAGIC:
+            if start.lstrip()[:1] not in (b"{", b""):
+                raise ForeignIndexError(f"{source}: not a stoker index, another tool's file under the same name")
             if file_size > 1 << 34:
                 raise ShardError(f"{source}: not a {INDEX_FORMAT} file ({file_size} bytes and no version 3 header)")
             header = header_of(parse_index(_json(start + file.read(), source), shard, str(source)))

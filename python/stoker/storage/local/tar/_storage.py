@@ -26,7 +26,7 @@ from ...policies import BlockCache
 from .._reads import read_spans
 from ._catalog import SHARD_IMAGE_EXTENSIONS, ShardBlock, ShardCatalog, decode_member
 from ._index import NO_CHECKSUM, ShardIndex, build_index, checksum_mismatch, index_path
-from ._index_file import IndexHeader, header_of, read_header, write_index
+from ._index_file import ForeignIndexError, IndexHeader, header_of, read_header, write_index
 
 __all__ = ["DATASET_FORMAT", "PARTIAL_MARKER", "TarShardStorage"]
 
@@ -153,7 +153,12 @@ class TarShardStorage(Storage):
 
     def _open_index(self, shard: Path, missing_index: str) -> IndexHeader:
         if index_path(shard).exists():
-            header = read_header(shard)
+            try:
+                header = read_header(shard)
+            except ForeignIndexError:
+                # Megatron-Energon's prepared datasets: its index stays as it is, ours is built.
+                _logger.info("%s: %s is another tool's index (Megatron-Energon's); indexing in memory", shard, index_path(shard).name)
+                return header_of(build_index(shard, checksums=False, label_key=self.label_key))
             if header.label_key == self.label_key:
                 return header
             # Labels come from another member than the saved index read them from.
