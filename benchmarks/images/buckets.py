@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from stoker.bench import natural_image, require_optimized_core
-from stoker.sampling import Buckets, Sampler
+from stoker.sampling import BucketOrder, Buckets, Sampler
 
 RATIOS = np.exp(np.linspace(np.log(1 / 4), np.log(4), 24))
 
@@ -147,6 +147,7 @@ def main() -> None:
             sampler = Sampler(args.count, seed=0, rank=rank, world_size=3, buckets=(assigned, len(buckets)), batch_size=args.batch)
             steps.append(sampler.plan_arrays().size // args.batch)
         their_steps = [len(range(rank, their_batches, 3)) for rank in range(3)]
+        left_over = BucketOrder(assigned, len(buckets), batch_size=args.batch, seed=0, epoch=0, ranks=1).leftovers()
         repeated, lost = resume_check(folder, buckets, args.batch)
     rate, peer_rate = ours["samples"] / ours["seconds"], theirs["samples"] / theirs["seconds"]
     print(f"\n{'loader':<14} {'images/s':>9} {'CPU ms/image':>13} {'batches':>8} {'full batches':>13} {'steps per rank (3)':>19}")
@@ -176,6 +177,7 @@ def main() -> None:
     print(f"pixels kept by the bucket crops {kept:.1%} (a 512x512 centre crop would keep {square:.1%})")
     print(f"stoker stopped after a third of an epoch and resumed: {repeated} samples repeated, {lost} lost")
     print(f"bucket histogram (samples per bucket): {dict(zip([f'{h}x{w}' for h, w in buckets.shapes], counts.tolist()))}")
+    print(f"stoker's leftovers this epoch (dropped and counted; leftovers='carry' reads them next epoch): {left_over.tolist()}")
 
 
 if __name__ == "__main__":
