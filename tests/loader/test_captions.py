@@ -103,3 +103,41 @@ def test_captions_that_cannot_work_are_refused(tokenizer: Tokenizer) -> None:
         Captions(tokenizer, padding="right")  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match="tokenizer"):
         Captions("tokenizer.json")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("kind", ["parquet", "lance"])
+def test_captions_from_a_tables_column_are_tokenized_beside_their_images(tmp_path: Path, tokenizer: Tokenizer, kind: str) -> None:
+    import lance
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from stoker.storage import open_storage
+
+    table = pa.table(
+        {"image": [jpeg(32, 24, seed=index) for index in range(24)], "caption": [_caption(index) for index in range(24)], "label": list(range(24))}
+    )
+    if kind == "parquet":
+        pq.write_table(table, tmp_path / "pairs.parquet", row_group_size=10)
+        storage = open_storage(tmp_path / "pairs.parquet", image_column="image", label_column="label")
+    else:
+        lance.write_dataset(table, str(tmp_path / "pairs.lance"))
+        storage = open_storage(tmp_path / "pairs.lance", payload="image", label="label")
+    captions = Captions(tokenizer, member="caption", max_length=12)
+    loader = Loader(storage, batch_size=4, transform=ImageTransform(resize=(24, 32)), extra=(captions,), sampling=Sampling(seed=4))
+    rows = 0
+    for batch in loader:
+        assert batch.captions is not None
+        for row, label in enumerate(batch.labels.tolist()):
+            ids, lengths = tokenizer.encode([_caption(int(label))])
+            kept = min(int(lengths[0]), 12)
+            assert batch.captions.input_ids[row, :kept].tolist() == ids[:kept].tolist(), f"row {label}'s own caption"
+            rows += 1
+    loader.close()
+    storage.close()
+    assert rows == 24
+    with pytest.raises(Exception, match="no column 'title'"):
+        missing = open_storage(tmp_path / f"pairs.{kind}")
+        try:
+            next(iter(Loader(missing, batch_size=4, transform=ImageTransform(resize=(24, 32)), extra=(Captions(tokenizer, member="title"),))))
+        finally:
+            missing.close()

@@ -325,6 +325,30 @@ class LanceStorage(Storage):
                 results[slot] = value.encode() if isinstance(value, str) else bytes(value)
         return results
 
+    def try_read_members(self, indices: Sequence[int], extensions: Sequence[str]) -> list[dict[str, Any] | Exception]:
+        """Other columns of each row at ``indices`` (`MemberStorage`: a column is a row's member):
+        ``{column: value}`` in one take; an exception in place of a row whose column is null, or
+        for every row where a column does not exist."""
+        names = self.dataset.schema.names
+        missing = [column for column in extensions if column not in names]
+        if missing:
+            return [StorageError(f"{self.uri}: no column {missing[0]!r} (columns: {', '.join(names)})") for _ in indices]
+        if not len(indices):
+            return []
+        try:
+            table = self.dataset.take([int(index) for index in indices], columns=list(extensions))
+            columns = {column: table.column(column).to_pylist() for column in extensions}
+        except BaseException as error:
+            if not _LanceFailure.caught(error):
+                raise
+            return [StorageError(f"{self.sample_name(int(index))}: {type(error).__name__}: {_first_line(error)}") for index in indices]
+        results: list[dict[str, Any] | Exception] = []
+        for slot, index in enumerate(indices):
+            values = {column: columns[column][slot] for column in extensions}
+            empty = [column for column, value in values.items() if value is None]
+            results.append(StorageError(f"{self.sample_name(int(index))}: column {empty[0]!r} is empty (null)") if empty else values)
+        return results
+
     def sample_name(self, index: int) -> str:
         return f"{self.uri}#row{index}"
 

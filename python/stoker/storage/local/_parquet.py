@@ -286,6 +286,45 @@ class ParquetStorage(Storage):
                     results[slot] = value
         return results
 
+    def try_read_members(self, indices: Sequence[int], extensions: Sequence[str]) -> list[dict[str, Any] | Exception]:
+        """Other columns of each row at ``indices`` (`MemberStorage`: a column is a row's member,
+        as ``txt`` is a WebDataset sample's): ``{column: value}`` (text as str, binary as
+        bytes, a struct as a dict), read a row group at a time; an exception in place of a row
+        whose column is null, or for every row where a column does not exist.
+        """
+        names = self.metadata[0].schema.to_arrow_schema().names
+        missing = [column for column in extensions if column not in names]
+        if missing:
+            return [StorageError(f"{self.path}: no column {missing[0]!r} (columns: {', '.join(names)})") for _ in indices]
+        results: list[dict[str, Any] | Exception] = [{} for _ in indices]
+        by_group: dict[tuple[int, int], list[tuple[int, int]]] = {}
+        for slot, index in enumerate(indices):
+            number, row = self._locate(index)
+            group = int(np.searchsorted(self._group_rows[number], row, side="right")) - 1
+            by_group.setdefault((number, group), []).append((slot, row - int(self._group_rows[number][group])))
+        for (number, group), wanted in by_group.items():
+            try:
+                with self._open(self.names[number]) as file:
+                    reader = self.parquet.ParquetFile(file, metadata=self.metadata[number], page_checksum_verification=True)
+                    table = reader.read_row_group(group, columns=list(extensions), use_threads=False)
+                columns = {column: table.column(column) for column in extensions}
+                for slot, offset in wanted:
+                    values = {column: values[offset].as_py() for column, values in columns.items()}
+                    empty = [column for column, value in values.items() if value is None]
+                    results[slot] = (
+                        StorageError(
+                            f"{self.names[number]} row {int(self._group_rows[number][group]) + offset}: column {empty[0]!r} is empty (null)"
+                        )
+                        if empty
+                        else values
+                    )
+            except Exception as error:  # pyarrow's errors for a damaged row group; UTF-8 that is not
+                for slot, _ in wanted:
+                    results[slot] = StorageError(
+                        f"{self.names[number]} row group {group}: columns {list(extensions)} cannot be read ({type(error).__name__}: {error})"
+                    )
+        return results
+
     def stats(self) -> dict[str, int]:
         """``row_groups`` in the files and ``row_groups_read`` so far (more reads than row
         groups per epoch means the cache is too small for the shuffle)."""
