@@ -114,7 +114,11 @@ def test_captions_from_a_tables_column_are_tokenized_beside_their_images(tmp_pat
     from stoker.storage import open_storage
 
     table = pa.table(
-        {"image": [jpeg(32, 24, seed=index) for index in range(24)], "caption": [_caption(index) for index in range(24)], "label": list(range(24))}
+        {
+            "image": [jpeg(32, 24, seed=index) for index in range(24)],
+            "caption": [_caption(index) for index in range(24)],
+            "label": list(range(24)),
+        }
     )
     if kind == "parquet":
         pq.write_table(table, tmp_path / "pairs.parquet", row_group_size=10)
@@ -138,6 +142,8 @@ def test_captions_from_a_tables_column_are_tokenized_beside_their_images(tmp_pat
     with pytest.raises(Exception, match="no column 'title'"):
         missing = open_storage(tmp_path / f"pairs.{kind}")
         try:
-            next(iter(Loader(missing, batch_size=4, transform=ImageTransform(resize=(24, 32)), extra=(Captions(tokenizer, member="title"),))))
+            next(
+                iter(Loader(missing, batch_size=4, transform=ImageTransform(resize=(24, 32)), extra=(Captions(tokenizer, member="title"),)))
+            )
         finally:
             missing.close()

@@ -1,7 +1,8 @@
 """Exact resume through the wrappers that read ahead of the training loop: `to_device` (one batch
 ahead) and `to_jax` (``ahead`` batches). A checkpoint taken at any batch, in the loop or from
 another thread, resumes with every sample delivered exactly once; a wrapper that stops early
-gives back what it read ahead, so the same Loader continues with it."""
+gives back what it read ahead, so the same Loader continues with it. A bucketed epoch (batches of
+several shapes) resumes the same way."""
 
 from __future__ import annotations
 
@@ -105,3 +106,42 @@ def test_without_a_wrapper_the_batch_in_hand_counts_as_delivered() -> None:
             state = loader.state_dict()
             break
     assert sum(end - start for start, end in state["sampler"]["delivered"]) == 30
+
+
+def _bucketed() -> Loader:
+    from stoker.ops import ImageTransform
+    from stoker.sampling import Buckets
+    from stoker_testbed.data.images import jpeg
+
+    sizes = [(96, 64), (64, 96), (80, 80)]
+    storage = MemoryStorage({f"k{index:03d}": jpeg(*sizes[index % 3], seed=index) for index in range(90)})
+    buckets = Buckets([(48, 64), (64, 48), (56, 56)], crop="random")
+    return Loader(storage, batch_size=4, transform=ImageTransform(), sampling=Sampling(seed=5, buckets=buckets))
+
+
+@pytest.mark.parametrize("wrapper", ["to_device", "to_jax"])
+def test_a_bucketed_epoch_resumes_exactly_through_a_wrapper(wrapper: str) -> None:
+    pytest.importorskip("jax" if wrapper == "to_jax" else "torch")
+    move: Callable[[Loader], Iterator[Any]] = (
+        (lambda loader: to_jax(loader, ahead=3)) if wrapper == "to_jax" else (lambda loader: to_device(loader, "cpu"))
+    )  # noqa: E731
+    whole = _bucketed()
+    expected = Counter(key for batch in whole for key in batch.keys)
+    whole.close()
+    first = _bucketed()
+    seen: Counter[str] = Counter()
+    shapes = set()
+    for number, moved in enumerate(move(first), start=1):
+        seen.update(_keys_of(moved))
+        shapes.add(tuple((moved.host if hasattr(moved, "host") else moved[2]).data.shape[1:3]))
+        if number == 6:  # some buckets' batches delivered, others not yet
+            state = first.state_dict()
+            break
+    first.close()
+    resumed = _bucketed()
+    resumed.load_state_dict(state)
+    for moved in move(resumed):
+        seen.update(_keys_of(moved))
+    resumed.close()
+    assert seen == expected, "every sample of the bucketed epoch once, across the resume"
+    assert len(shapes) > 1

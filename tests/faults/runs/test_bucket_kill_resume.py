@@ -60,7 +60,9 @@ def test_a_killed_bucketed_epoch_resumes_with_each_sample_once(tmp_path: Path) -
     reference = [list(batch.keys) for batch in whole]
     whole.close()
     checkpoint = tmp_path / "checkpoint.json"
-    done = subprocess.run([sys.executable, "-c", RUN, str(tmp_path / "photos"), str(checkpoint)], capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-c", RUN, str(tmp_path / "photos"), str(checkpoint)], capture_output=True, text=True, timeout=600
+    )
     assert done.returncode == -signal.SIGKILL, done.stderr
     saved = json.loads(checkpoint.read_text())
     resumed = Loader(str(tmp_path / "photos"), **options)  # type: ignore[arg-type]
