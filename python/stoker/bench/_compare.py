@@ -88,13 +88,14 @@ def format_table(rows: dict[str, dict[str, Any]], title: str, cores: int | None 
 
 
 def format_ratios(rows: dict[str, dict[str, Any]]) -> str:
-    """stoker against the better DataLoader, the best SPDL setup and the bare thread pool."""
+    """stoker against the better DataLoader, the best SPDL setup, DALI and the bare thread pool."""
     if OURS not in rows:
         return "  (stoker did not run)"
     ours = rows[OURS]["images_per_second"]
     groups = {
         "the better DataLoader": [name for name in rows if name.startswith("PyTorch DataLoader")],
         "the best SPDL setup": [name for name in rows if name.startswith("SPDL")],
+        "DALI": [name for name in rows if name.startswith("DALI")],
         "the bare ThreadPool ceiling": [CEILING] if CEILING in rows else [],
     }
     parts = []

@@ -20,6 +20,7 @@ from ._peer_loaders import (
     STD,
     Arrivals,
     process_cpu_seconds,
+    run_dali,
     run_spdl,
     run_stoker,
     run_thread_pool,
@@ -38,11 +39,13 @@ PEERS: dict[str, Callable[[Path, str], Arrivals]] = {
     "SPDL + simplejpeg/OpenCV INTER_LINEAR": lambda root, output: run_spdl(root, output, "INTER_LINEAR"),
     "SPDL + simplejpeg/OpenCV INTER_AREA": lambda root, output: run_spdl(root, output, "INTER_AREA"),
     "SPDL + spdl.io": lambda root, output: run_spdl(root, output, "spdl.io"),
+    "DALI (CPU pipeline)": run_dali,
     CEILING: run_thread_pool,
 }
 """Every method, by the name tables show. The DataLoader runs torchvision's PIL recipe; SPDL's
 OpenCV resizes are INTER_LINEAR (fastest, aliased when shrinking) and INTER_AREA (antialiased,
-like stoker and torchvision); the last row is a bare thread pool with no pipeline at all."""
+like stoker and torchvision); DALI runs its CPU pipeline (no GPU here: ``device_id=None``); the
+last row is a bare thread pool with no pipeline at all."""
 
 _REQUIRES = {
     "PyTorch DataLoader (2 workers)": ("torch", "torchvision"),
@@ -50,6 +53,7 @@ _REQUIRES = {
     "SPDL + simplejpeg/OpenCV INTER_LINEAR": ("spdl.pipeline", "simplejpeg", "cv2"),
     "SPDL + simplejpeg/OpenCV INTER_AREA": ("spdl.pipeline", "simplejpeg", "cv2"),
     "SPDL + spdl.io": ("spdl.pipeline", "spdl.io"),
+    "DALI (CPU pipeline)": ("nvidia.dali",),
     CEILING: ("simplejpeg", "cv2"),
 }
 
@@ -58,10 +62,18 @@ def available_peers() -> dict[str, str | None]:
     """Each method and why it cannot run here (None when it can)."""
     import importlib.util
 
+    def missing(module: str) -> bool:
+        top = importlib.util.find_spec(module.split(".")[0])
+        if top is None:
+            return True
+        if top.origin is None and "." in module:  # a namespace package (nvidia.*): says nothing of its parts
+            return importlib.util.find_spec(module) is None
+        return False
+
     reasons: dict[str, str | None] = {}
     for name in PEERS:
-        missing = [module for module in _REQUIRES.get(name, ()) if importlib.util.find_spec(module.split(".")[0]) is None]
-        reasons[name] = f"not installed: {', '.join(missing)}" if missing else None
+        absent = [module for module in _REQUIRES.get(name, ()) if missing(module)]
+        reasons[name] = f"not installed: {', '.join(absent)}" if absent else None
     return reasons
 
 
