@@ -184,3 +184,21 @@ def test_a_snapshot_reads_this_process() -> None:
     snapshot = CpuSnapshot.take()
     assert threading.get_native_id() in snapshot.threads
     assert snapshot.machine_busy is not None and snapshot.machine_busy > 0
+
+
+def test_the_default_thread_counts_follow_the_cores_this_process_may_use() -> None:
+    """Under ``taskset`` (or a job's cpuset) the machine has more cores than the process may use:
+    the Loader's default decode concurrency, the tuner's range and the size scans follow the
+    latter."""
+    child = (
+        "import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); "
+        "from stoker import Loader; from stoker.observe import CpuLimits; from stoker.storage import MemoryStorage; "
+        "loader = Loader(MemoryStorage({'a': b'x'}), batch_size=1, decode=bytes); "
+        "print(CpuLimits.read().threads, loader.decode_concurrency, os.cpu_count())"
+    )
+    threads, decode, machine = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, check=True).stdout.split()
+    assert (threads, decode) == ("1", "1")
+    assert CpuLimits(online=8, affinity=4, quota=0.5).threads == 1
+    assert CpuLimits(online=8, affinity=4, quota=2.5).threads == 3
+    assert CpuLimits(online=8, affinity=4, quota=None).threads == 4
+    assert int(machine) >= 1

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 from collections.abc import Callable
 from typing import Any
 
@@ -23,6 +22,7 @@ import numpy as np
 
 from ..device import BufferPool, pinned_allocator
 from ..errors import ConfigurationError
+from ..observe import CpuLimits
 from ..ops import AudioTransform, ImageTransform, VideoTransform, image_sizes, media_lengths, seconds_to_samples
 from ..ops.batch import Transform, allocate_batch
 from ..sampling import BucketOrder, Buckets, LengthBuckets, Sampler
@@ -88,7 +88,7 @@ def _measure_images(payloads: list[Any]) -> tuple[np.ndarray, list[str | None]]:
 
 def _media_measure(kind: str) -> Callable[[list[Any]], tuple[np.ndarray, list[str | None]]]:
     def measure(payloads: list[Any]) -> tuple[np.ndarray, list[str | None]]:
-        lengths = media_lengths(payloads, kind, threads=os.cpu_count() or 1)
+        lengths = media_lengths(payloads, kind, threads=CpuLimits.read().threads)
         rows = [lengths.seconds, lengths.frames, lengths.rates, lengths.widths, lengths.heights]
         return np.stack(rows).astype(np.float64), lengths.errors
 

@@ -34,7 +34,7 @@ from ..device import BufferPool, pinned_allocator
 from ..distributed import discover_world
 from ..errors import ConfigurationError
 from ..failures import Failure
-from ..observe import LiveSnapshot, ProvenanceLedger, RunTotals
+from ..observe import CpuLimits, LiveSnapshot, ProvenanceLedger, RunTotals
 from ..ops import Captions, media_backend
 from ..ops.batch import TRANSFORMS, Transform, allocate_batch
 from ..ops.media import AudioTransform, VideoTransform
@@ -182,7 +182,7 @@ class Loader:
             if isinstance(storage, RemoteStorage) and not isinstance(storage, EpochStorage)
             else None
         )
-        self.decode_concurrency = throughput_options.decode_concurrency or os.cpu_count() or 1
+        self.decode_concurrency = throughput_options.decode_concurrency or CpuLimits.read().threads
         self.prefetch = 2 if throughput_options.prefetch is None else throughput_options.prefetch
         self.max_failures = failure_options.max_failures
         self.stats_interval = throughput_options.stats_interval

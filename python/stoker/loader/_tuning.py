@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..observe import CpuMeter
+from ..observe import CpuLimits, CpuMeter
 from ..pipeline import Knob, Pipeline, Tuner, TuningDecision
 from ._sample_prefetch import SamplePrefetch
 
@@ -120,7 +120,7 @@ class LoaderTuning:
         """The knobs of ``pipeline`` the user left unset."""
         settle = self.hooks.settle
         knobs: list[Knob] = []
-        cores = os.cpu_count() or 1
+        cores = CpuLimits.read().threads
         if "decode" not in self.pinned:
 
             def set_decode(value: int) -> None:

@@ -18,6 +18,7 @@ nothing.
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 import time
@@ -50,6 +51,13 @@ class CpuLimits:
     def usable(self) -> float:
         """Cores this process can keep busy at once."""
         return min(float(self.affinity), self.quota) if self.quota is not None else float(self.affinity)
+
+    @property
+    def threads(self) -> int:
+        """Threads that keep the usable cores busy: ``usable`` rounded up (1 for a quota of half
+        a core). `os.cpu_count` counts the machine's cores, not the ones a ``taskset``, a job's
+        cpuset or a container's quota leave this process: a default from it oversubscribes."""
+        return max(1, math.ceil(self.usable - 1e-9))
 
     @classmethod
     def read(cls) -> CpuLimits:
