@@ -50,6 +50,7 @@ QUICK = {
     "storage/formats.py": (["--images", "300", "--rtt-ms", "0,20"], "left out: the tfrecord package reads local paths"),
     "storage/format_scale.py": (["--samples", "20000", "--batch", "256"], "samples/s in the first tenth"),
     "images/buckets.py": (["--count", "48", "--batch", "4"], "samples repeated"),
+    "images/scaling.py": (["--count", "64", "--cores", "1,2,64"], "unmeasured: 64 cores"),
     "text/packing.py": (["--documents", "200", "--speed-tokens", "200000"], "packing speed"),
 }
 

@@ -6,6 +6,7 @@ from ._folder import PeerData, peer_data
 from ._images import encode_jpeg, image_folder, iter_jpegs, make_jpegs, natural_image
 from ._memory import PeakMemory
 from ._peer_loaders import BATCH, MEAN, STD
+from ._peers import SCALING, available_peers, run_in_subprocess
 from ._run import LatencyStorage, RunResult, run_loader
 from ._scenarios import SCENARIOS, alpaca_like_lengths, drop_caches, long_lengths, naive_efficiency, packed_efficiency
 from ._shuffle import format_shuffle
@@ -21,9 +22,11 @@ __all__ = [
     "LatencyStorage",
     "PeerData",
     "RunResult",
+    "SCALING",
     "PeakMemory",
     "SCENARIOS",
     "alpaca_like_lengths",
+    "available_peers",
     "compare",
     "corpus_documents",
     "drop_caches",
@@ -40,6 +43,7 @@ __all__ = [
     "packed_efficiency",
     "peer_data",
     "require_optimized_core",
+    "run_in_subprocess",
     "run_loader",
     "run_text_loader",
     "train_tokenizer",

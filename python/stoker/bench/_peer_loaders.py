@@ -149,8 +149,9 @@ def spdl_io_decoder() -> Callable[[str], Any]:
     return load
 
 
-def run_spdl(root: Path, output: str, decoder: str) -> Arrivals:
-    """SPDL's pipeline as its docs build one: a concurrent load stage, aggregate, collate."""
+def run_spdl(root: Path, output: str, decoder: str, threads: int = 2) -> Arrivals:
+    """SPDL's pipeline as its docs build one: a concurrent load stage (``threads`` at once, on
+    as many pipeline threads), aggregate, collate."""
     from spdl.pipeline import PipelineBuilder
 
     load = spdl_io_decoder() if decoder == "spdl.io" else simplejpeg_opencv(decoder)  # imports
@@ -158,11 +159,11 @@ def run_spdl(root: Path, output: str, decoder: str) -> Arrivals:
     builder: Any = PipelineBuilder()  # typed where spdl is installed, unknown where not
     pipeline = (
         builder.add_source(image_paths(root))
-        .pipe(load, concurrency=2)
+        .pipe(load, concurrency=threads)
         .aggregate(BATCH)
         .pipe(lambda images: finish_batch(images, output))
         .add_sink(3)
-        .build(num_threads=2)
+        .build(num_threads=threads)
     )
     with pipeline.auto_stop():
         for batch in pipeline:

@@ -8,7 +8,7 @@ import json
 import re
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,7 @@ from ._peer_loaders import (
 )
 from ._run import thin
 
-__all__ = ["BATCH", "MEAN", "OUTPUTS", "PEERS", "STD", "Arrivals", "available_peers", "run_in_subprocess"]
+__all__ = ["BATCH", "MEAN", "OUTPUTS", "PEERS", "SCALING", "STD", "Arrivals", "available_peers", "run_in_subprocess"]
 
 CEILING = "ThreadPool(2) simplejpeg/OpenCV INTER_LINEAR"
 
@@ -47,6 +47,16 @@ OpenCV resizes are INTER_LINEAR (fastest, aliased when shrinking) and INTER_AREA
 like stoker and torchvision); DALI runs its CPU pipeline (no GPU here: ``device_id=None``); the
 last row is a bare thread pool with no pipeline at all."""
 
+SCALING: dict[str, Callable[[Path, str, int], Arrivals]] = {
+    "stoker.Loader": lambda root, output, cores: run_stoker(root, output),
+    "PyTorch DataLoader": lambda root, output, cores: run_torch(root, output, workers=cores),
+    "SPDL + simplejpeg/OpenCV INTER_AREA": lambda root, output, cores: run_spdl(root, output, "INTER_AREA", threads=cores),
+    "DALI (CPU pipeline)": lambda root, output, cores: run_dali(root, output),
+}
+"""The methods of the scaling curve (`benchmarks/images/scaling.py`), each given the cores its
+process may use: stoker and DALI find them themselves (a thread per usable core); the
+DataLoader gets a worker per core and SPDL a load stage that wide, as their users would set."""
+
 _REQUIRES = {
     "PyTorch DataLoader (2 workers)": ("torch", "torchvision"),
     "PyTorch DataLoader (4 workers)": ("torch", "torchvision"),
@@ -55,11 +65,13 @@ _REQUIRES = {
     "SPDL + spdl.io": ("spdl.pipeline", "spdl.io"),
     "DALI (CPU pipeline)": ("nvidia.dali",),
     CEILING: ("simplejpeg", "cv2"),
+    "PyTorch DataLoader": ("torch", "torchvision"),
 }
 
 
-def available_peers() -> dict[str, str | None]:
-    """Each method and why it cannot run here (None when it can)."""
+def available_peers(methods: Iterable[str] = PEERS) -> dict[str, str | None]:
+    """Each of ``methods`` (default: `PEERS`; or `SCALING`'s) and why it cannot run here (None
+    when it can)."""
     import importlib.util
 
     def missing(module: str) -> bool:
@@ -71,14 +83,16 @@ def available_peers() -> dict[str, str | None]:
         return False
 
     reasons: dict[str, str | None] = {}
-    for name in PEERS:
+    for name in methods:
         absent = [module for module in _REQUIRES.get(name, ()) if missing(module)]
         reasons[name] = f"not installed: {', '.join(absent)}" if absent else None
     return reasons
 
 
-def run_in_subprocess(name: str, root: Path, output: str = "uint8", timeout: float = 1800) -> dict[str, Any]:
+def run_in_subprocess(name: str, root: Path, output: str = "uint8", timeout: float = 1800, cores: int | None = None) -> dict[str, Any]:
     """Run one method over one epoch of ``root`` in a fresh process; its measurements as a dict.
+    With ``cores``, a method of `SCALING` in a process allowed the first ``cores`` cores only
+    (``taskset``'s affinity mask, set in the child before anything starts).
 
     Returns:
         ``images_per_second`` (the epoch, from building the loader to its last batch: start-up
@@ -92,9 +106,8 @@ def run_in_subprocess(name: str, root: Path, output: str = "uint8", timeout: flo
     """
     if output not in OUTPUTS:
         raise ConfigurationError(f"output must be one of {OUTPUTS}, got {output!r}")
-    process = subprocess.run(
-        [sys.executable, "-m", "stoker.bench._peers", name, output, str(root)], capture_output=True, text=True, timeout=timeout
-    )
+    command = [sys.executable, "-m", "stoker.bench._peers", name, output, str(root)] + ([str(cores)] if cores is not None else [])
+    process = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
     if process.returncode != 0:
         lines = process.stderr.strip().splitlines() or ["no output"]
         first_error = next((line.strip() for line in lines if re.match(r"\s*[\w.]+(Error|Exception): ", line)), None)
@@ -104,11 +117,15 @@ def run_in_subprocess(name: str, root: Path, output: str = "uint8", timeout: flo
     return json.loads(process.stdout.strip().splitlines()[-1])
 
 
-def _child(name: str, output: str, root: Path) -> None:
+def _child(name: str, output: str, root: Path, cores: int | None = None) -> None:
+    import os
+
     from ._memory import PeakMemory
 
+    if cores is not None:
+        os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:cores])  # before any thread or worker starts
     with PeakMemory() as peak:
-        arrivals = PEERS[name](root, output)
+        arrivals = PEERS[name](root, output) if cores is None else SCALING[name](root, output, cores)
     if arrivals.count == 0:  # e.g. every sample failed inside a pipeline that logs and drops them
         sys.exit("delivered no images")
     seconds = arrivals.times[-1][0]
@@ -128,4 +145,4 @@ def _child(name: str, output: str, root: Path) -> None:
 
 
 if __name__ == "__main__":
-    _child(sys.argv[1], sys.argv[2], Path(sys.argv[3]))
+    _child(sys.argv[1], sys.argv[2], Path(sys.argv[3]), int(sys.argv[4]) if len(sys.argv) > 4 else None)
