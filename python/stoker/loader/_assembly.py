@@ -25,9 +25,9 @@ from ..pipeline import AbortPipeline
 from ..sampling import BatchPlan, FetchedSample, PlannedSample, Sampler
 from ..storage import MemberStorage, Storage, label_array
 from ._batch import Batch
-from ._bucketing import BucketShapes
 from ._decode import decode_payloads
 from ._failure_policy import BadSampleHandler, replacement_candidates
+from .buckets import BucketShapes
 
 __all__ = ["BatchAssembler", "FetchedBatch", "label_array"]
 

@@ -44,13 +44,13 @@ from ..storage import EpochStorage, MixedStorage, RemoteStorage, Storage
 from ._arguments import as_storage, check_integer
 from ._assembly import BatchAssembler
 from ._batch import Batch
-from ._bucketing import BucketShapes, bucket_numbers, bucket_report, check_buckets
 from ._capabilities import block_window, check_extra, shuffle_blocks
 from ._failure_policy import BadSampleHandler
 from ._options import FailurePolicy, Reads, Sampling, Throughput, from_keywords
 from ._records import LoaderRecords
 from ._sample_prefetch import SamplePrefetch
 from ._tuning import LoaderTuning, TuningHooks
+from .buckets import BucketShapes, bucket_numbers, bucket_report, check_buckets
 from .state import Batching, Deliveries, LoaderState, MixtureWeights
 
 __all__ = ["Loader"]

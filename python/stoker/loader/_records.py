@@ -18,10 +18,10 @@ from ..sampling import Sampler
 from ..storage import RemoteStorage, Storage
 from ..storage.policies import PRICE_TABLES, describe_traffic, epoch_traffic
 from ._assembly import BatchAssembler
-from ._bucketing import describe_buckets
 from ._failure_policy import BadSampleHandler
 from ._options import Reads
 from ._tuning import LoaderTuning
+from .buckets import describe_buckets
 from .state import Batching, Deliveries
 
 __all__ = ["LoaderRecords"]

@@ -23,8 +23,8 @@ from ..ops.batch import allocate_batch
 from ..ops.media import AudioTransform, VideoTransform
 from ..storage import Storage, label_array, open_storage
 from ._batch import Batch
-from ._bucketing import batch_transform, buckets_from_description
 from ._decode import decode_payloads
+from .buckets import batch_transform, buckets_from_description
 
 __all__ = ["replay"]
 
