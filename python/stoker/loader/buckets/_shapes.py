@@ -53,8 +53,7 @@ class BucketShapes:
         capacity: Buffers kept per bucket's pool.
         pin_memory: Page-locked buffers where CUDA is there.
 
-    Raises:
-        ConfigurationError: An image transform that sets its own resize or crop.
+    `check_buckets` has refused, before this is built, a transform buckets cannot work with.
     """
 
     def __init__(
