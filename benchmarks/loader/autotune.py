@@ -6,19 +6,22 @@ Scenarios (JPEGs of 320x240, random-resized-crop 224 + flip into uint8 batches o
 - ``b`` an S3-compatible server (s3proxy) behind the latency proxy at 50 ms round trip;
 - ``c`` the same at 150 ms with a heavy tail (one connection in ten 10x slower);
 - ``d`` local JPEGs and a consumer with a 30 ms step (a GPU), where few threads suffice;
-- ``e`` local JPEGs, and a CPU hog (another process spinning on one core) started a third of the
-  way into the run.
+- ``e`` local JPEGs, a 30 ms step, and a CPU hog (another process spinning on one core) started a
+  third of the way into the run: the consumer is fed, so the tuner leaves the hog its core;
+- ``f`` local JPEGs, compute-bound, a hog on one core from the start: the consumer waits, so the
+  tuner takes threads enough to win the cores' share a fixed setting would;
+- ``g`` the same with a hog on each core.
 
 For each: every fixed configuration of the grid (``Throughput(autotune=False)``) runs for
 ``--seconds``; then the Loader from its defaults, tuning itself, runs for ``--tune-seconds``. The
-best of the grid is the fastest (in ``d``: the cheapest that keeps the consumer's wait under 2%;
-in ``e``: the fastest with the hog running). Reported: images/s (the last half of each run), the
-consumer's wait, threads (decode + fetch), reads in flight, the memory the settings hold (batches
+best of the grid is the fastest (in ``d`` and ``e``: the cheapest that keeps the consumer's wait
+under 2%; in ``f`` and ``g``: the fastest with the hogs running). Reported: images/s over the first 5 s and over
+the last half of each run (the steady state), the consumer's wait, threads (decode + fetch), reads in flight, the memory the settings hold (batches
 in flight and kept ready, as the tuner counts them, the same formula for every row), the ratio
 autotune/grid-best, and the time autotune took to reach 95% of the grid-best rate (in ``d``: the
-wait target) over a 2 s sliding window. In ``e`` also how much of a core the hog got.
+wait target) over a 2 s sliding window. With hogs, also how much of the cores they got.
 
-Run:  python benchmarks/loader/autotune.py [--scenarios abcde] [--seconds 6] [--tune-seconds 20] [--quick]
+Run:  python benchmarks/loader/autotune.py [--scenarios abcdefg] [--seconds 6] [--tune-seconds 20] [--quick]
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from stoker.storage import S3Storage, Storage, open_storage
 BATCH = 32
 TRANSFORM = ImageTransform(random_resized_crop=224, flip_probability=0.5, layout="CHW")
 WAIT_TARGET = 0.02
+FIRST_SECONDS = 5.0  # the start, reported apart from the steady state
 
 
 @dataclass
@@ -52,6 +56,7 @@ class Run:
 
     label: str
     rate: float  # images/s over the last half
+    first_rate: float  # images/s over the first 5 s
     wait: float  # the consumer's wait share over the last half
     threads: int
     requests: int  # batches of requests in flight at most (network storage), else 0
@@ -99,9 +104,11 @@ def measure(loader: Loader, seconds: float, step: float, *, target: Callable[[fl
     remote = loader.sample_prefetch
     memory = (loader.decode_concurrency + loader.prefetch) * decoded + loader.fetch_concurrency * fetched
     stats = loader.stats()
+    first = [entry for entry in arrivals if entry[0] < FIRST_SECONDS]
     return Run(
         label="",
         rate=len(half) * BATCH / span,
+        first_rate=len(first) * BATCH / min(FIRST_SECONDS, seconds),
         wait=min(1.0, sum(waited for _, waited in half) / span),
         threads=loader.decode_concurrency + (0 if remote else loader.fetch_concurrency),
         requests=loader.fetch_concurrency if remote else 0,
@@ -118,7 +125,8 @@ class Scenario:
     grid: list[dict[str, int]]
     step: float = 0.0
     remote: bool = False
-    hog_at: float | None = None  # share of a run after which the hog starts
+    hog_at: float | None = None  # share of a run after which the hogs start
+    hogs: int = 1  # processes spinning, one core each
 
 
 SCENARIOS = {
@@ -131,25 +139,33 @@ SCENARIOS = {
         [{"decode": d, "fetch": f, "prefetch": p} for d in (1, 2) for f in (1, 4) for p in (1, 2)],
         step=0.03,
     ),
-    "e": Scenario("e", "local, CPU hog from a third in", [{"decode": d, "fetch": 1} for d in (1, 2, 4)], hog_at=1 / 3),
+    "e": Scenario(
+        "e", "local, 30 ms training step, CPU hog from a third in", [{"decode": d, "fetch": 1} for d in (1, 2, 4)], step=0.03, hog_at=1 / 3
+    ),
+    "f": Scenario("f", "local, a hog on one core from the start", [{"decode": d, "fetch": 1} for d in (1, 2, 3, 4, 6)], hog_at=0.0),
+    "g": Scenario(
+        "g", "local, a hog on every core from the start", [{"decode": d, "fetch": 1} for d in (1, 2, 3, 4, 6)], hog_at=0.0, hogs=0
+    ),
 }
 
 
 @contextmanager
-def cpu_hog(after: float) -> Iterator[list[float]]:
-    """Another process spinning on one core from ``after`` seconds on; yields [its CPU seconds,
-    its wall seconds], filled in when it ends."""
+def cpu_hog(after: float, count: int = 1) -> Iterator[list[float]]:
+    """``count`` other processes, each spinning on a core from ``after`` seconds on (0: one per
+    core); yields [their CPU seconds, their wall seconds each], filled in when they end."""
     code = f"import time\ntime.sleep({after})\nwhile True:\n    pass\n"
-    process = subprocess.Popen([sys.executable, "-c", code])
+    processes = [subprocess.Popen([sys.executable, "-c", code]) for _ in range(count or len(os.sched_getaffinity(0)))]
     started = time.perf_counter()
     result: list[float] = []
     try:
         yield result
     finally:
-        fields = Path(f"/proc/{process.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        process.kill()
-        process.wait()
+        cpu = 0.0
+        for process in processes:
+            fields = Path(f"/proc/{process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            cpu += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            process.kill()
+            process.wait()
         result.extend([cpu, max(time.perf_counter() - started - after, 1e-9)])
 
 
@@ -158,7 +174,7 @@ def run_scenario(
 ) -> list[Run]:
     runs: list[Run] = []
     for config in scenario.grid:
-        hog = cpu_hog(0.0) if scenario.hog_at is not None else nullcontext([])
+        hog = cpu_hog(0.0, scenario.hogs) if scenario.hog_at is not None else nullcontext([])
         with open_store() as storage, hog as hog_share:
             loader = Loader(
                 storage,
@@ -170,21 +186,26 @@ def run_scenario(
             run = measure(loader, seconds, scenario.step)
         run.label = " ".join(f"{name} {value}" for name, value in config.items())
         if hog_share:
-            run.label += f" (hog got {hog_share[0] / hog_share[1]:.0%} of a core)"
+            run.label += f" (hogs got {hog_share[0] / hog_share[1]:.2f} cores)"
         runs.append(run)
-        print(f"  {scenario.name} {run.label:<44} {run.rate:>7.0f} img/s  wait {run.wait:>5.1%}", file=sys.stderr, flush=True)
+        print(
+            f"  {scenario.name} {run.label:<44} {run.first_rate:>7.0f} img/s first {FIRST_SECONDS:g} s, {run.rate:>7.0f} steady, "
+            f"wait {run.wait:>5.1%}",
+            file=sys.stderr,
+            flush=True,
+        )
     best = pick_best(scenario, runs)
 
     def reached(rate: float, wait: float) -> bool:
         return wait <= WAIT_TARGET if scenario.step else rate >= 0.95 * best.rate
 
-    hog = cpu_hog(tune_seconds * scenario.hog_at) if scenario.hog_at is not None else nullcontext([])
+    hog = cpu_hog(tune_seconds * scenario.hog_at, scenario.hogs) if scenario.hog_at is not None else nullcontext([])
     with open_store() as storage, hog as hog_share:
         loader = Loader(storage, batch_size=BATCH, transform=TRANSFORM)
         tuned = measure(loader, tune_seconds, scenario.step, target=reached)
     tuned.label = "autotune from defaults"
     if hog_share:
-        tuned.label += f" (hog got {hog_share[0] / hog_share[1]:.0%} of a core once started)"
+        tuned.label += f" (hogs got {hog_share[0] / hog_share[1]:.2f} cores once started)"
     stats = loader.stats()
     for move in stats.tuning if stats is not None else []:
         print(f"    {move.describe()}")
@@ -208,19 +229,20 @@ def report(scenario: Scenario, runs: list[Run]) -> None:
     best = pick_best(scenario, runs[:-1])
     tuned = runs[-1]
     print(f"\n({scenario.name}) {scenario.title}")
-    print("| setting | images/s | wait | threads | reads in flight | memory MB |")
-    print("| --- | --- | --- | --- | --- | --- |")
+    print(f"| setting | images/s, first {FIRST_SECONDS:g} s | images/s, steady | wait | threads | reads in flight | memory MB |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
     for run in runs:
         mark = " **grid best**" if run is best else ""
         requests = f"{run.requests} x {BATCH}" if run.requests else "-"
-        print(f"| {run.label}{mark} | {run.rate:,.0f} | {run.wait:.1%} | {run.threads} | {requests} | {run.memory_mb:.0f} |")
+        print(f"| {run.label}{mark} | {run.first_rate:,.0f} | {run.rate:,.0f} | {run.wait:.1%} | {run.threads} | {requests} | {run.memory_mb:.0f} |")
     converged = f"{tuned.converged_s:.1f} s" if tuned.converged_s is not None else "not within the run"
     goal = "the 2% wait target" if scenario.step else "95% of the grid-best rate"
     print(
-        f"autotune / grid best: {tuned.rate / best.rate:.2f}x images/s, threads {tuned.threads} vs {best.threads}, "
+        f"autotune / grid best: {tuned.first_rate / best.first_rate:.2f}x images/s over the first {FIRST_SECONDS:g} s, "
+        f"{tuned.rate / best.rate:.2f}x steady, threads {tuned.threads} vs {best.threads}, "
         f"memory {tuned.memory_mb:.0f} vs {best.memory_mb:.0f} MB; reached {goal} at {converged}; {tuned.moves} moves"
     )
-    if scenario.hog_at is not None:
+    if scenario.hog_at is not None and scenario.hog_at > 0:
         after = f"{tuned.backed_off_s:.1f} s after the hog started" if tuned.backed_off_s is not None else "never"
         print(f"backed off to the cores the hog left: {after}")
 
@@ -234,7 +256,7 @@ def local(root: Path) -> Iterator[Storage]:
 def main() -> None:
     require_optimized_core()
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--scenarios", default="abcde", help="letters of the scenarios to run (default abcde)")
+    parser.add_argument("--scenarios", default="abcdefg", help="letters of the scenarios to run (default abcde)")
     parser.add_argument("--images", type=int, default=6000)
     parser.add_argument("--seconds", type=float, default=6.0, help="each fixed configuration")
     parser.add_argument("--tune-seconds", type=float, default=20.0, help="the autotuned run")

@@ -10,9 +10,15 @@ BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "loader" / "aut
 
 
 def test_the_autotune_benchmark_runs() -> None:
-    done = subprocess.run([sys.executable, str(BENCHMARK), "--quick", "--scenarios", "ade"], capture_output=True, text=True, timeout=600)
+    done = subprocess.run([sys.executable, str(BENCHMARK), "--quick", "--scenarios", "adef"], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
-    for title in ("(a) local JPEGs, compute-bound", "(d) local, 30 ms training step", "(e) local, CPU hog"):
+    for title in (
+        "(a) local JPEGs, compute-bound",
+        "(d) local, 30 ms training step",
+        "(e) local, 30 ms training step, CPU hog",
+        "(f) local, a hog on one core",
+    ):
         assert title in done.stdout, done.stdout
-    assert done.stdout.count("autotune / grid best:") == 3, done.stdout
-    assert "hog got" in done.stdout
+    assert done.stdout.count("autotune / grid best:") == 4, done.stdout
+    assert "hogs got" in done.stdout
+    assert "over the first 5 s" in done.stdout

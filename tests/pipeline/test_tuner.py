@@ -156,14 +156,25 @@ def digest(item: int) -> int:
     return item
 
 
-def test_cpu_bound_stages_back_off_to_the_cores_other_processes_leave() -> None:
+def test_cpu_bound_stages_back_off_to_the_cores_other_processes_leave_when_the_consumer_is_fed() -> None:
     pipeline = PipelineBuilder().add_source(range(100_000)).pipe(digest, concurrency=4, name="spin").add_sink(2).build(stats_interval=0.02)
     busy_machine = CpuRoom(usable=2.0, used=1.0, others=1.2, waited=0.8)
     tuner = Tuner(pipeline, [concurrency_knob(pipeline, "spin")], window=0.25, cpu=lambda: busy_machine)
-    list(run_tuned(pipeline, tuner, 1.5))
+    list(run_tuned(pipeline, tuner, 1.5, step=0.02))  # a training step: the consumer hardly waits
     assert pipeline.concurrency("spin") == 1, list(tuner.decisions)
     assert "other processes keep 1.2 of 2 cores busy" in tuner.decisions[0].reason
     assert all(move.new <= move.old for move in tuner.decisions), "never raised while contended"
+
+
+def test_a_consumer_waiting_for_data_on_a_busy_machine_gets_more_threads_not_fewer() -> None:
+    pipeline = PipelineBuilder().add_source(range(100_000)).pipe(digest, concurrency=1, name="spin").add_sink(2).build(stats_interval=0.02)
+    busy_machine = CpuRoom(usable=2.0, used=1.0, others=1.0, waited=0.5)
+    tuner = Tuner(pipeline, [concurrency_knob(pipeline, "spin")], window=0.25, cpu=lambda: busy_machine)
+    list(run_tuned(pipeline, tuner, 1.5))  # the consumer only iterates: it waits for every item
+    moves = list(tuner.decisions)
+    assert moves and (moves[0].old, moves[0].new) == (1, 4), moves  # at once to twice the cores
+    assert "other processes keep 1.0 of 2 cores busy: more threads" in moves[0].reason, moves
+    assert not any(move.reason.startswith("other processes") for move in moves), "no back-off while the consumer waits"
 
 
 def test_a_raise_that_does_not_help_is_undone_and_not_retried_at_once() -> None:
@@ -215,9 +226,9 @@ def test_a_back_off_is_undone_when_the_other_processes_work_for_this_job() -> No
         return CpuRoom(usable=2.0, used=1.0, others=0.3 * ours, waited=0.8)
 
     tuner = Tuner(pipeline, [concurrency_knob(pipeline, "spin")], window=0.25, cpu=serving_processes)
-    list(run_tuned(pipeline, tuner, 2.0))
+    list(run_tuned(pipeline, tuner, 2.0, step=0.02))
     reasons = [move.reason for move in tuner.decisions]
     assert reasons[0].startswith("other processes keep 1.2 of 2 cores busy"), reasons
     assert "undone: other processes' CPU fell with this job's (1.2 -> 0.3 cores)" in reasons[1], reasons
-    assert pipeline.concurrency("spin") == 4, reasons
-    assert len(reasons) == 2, "not backed off again within the cooldown"
+    assert tuner.decisions[1].new == 4, reasons
+    assert not any(reason.startswith("other processes") for reason in reasons[2:]), "not backed off again within the cooldown"

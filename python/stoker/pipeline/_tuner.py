@@ -17,10 +17,13 @@ caller measures it, how many cores other processes hold. Then one move at most:
 - The consumer hardly waited for two windows, or a stage has idle slots: lower that stage's knob
   to what its measured load needs, also as a trial that is undone if the wait rises or the rate
   falls.
-- Other processes hold the cores and our threads wait to run: CPU-bound stages back off to the
-  cores left (more threads would only take turns with the other processes). This is a trial too:
-  it is undone when the other processes' CPU falls with ours, because then they work for this job
-  (a server or proxy on the same machine) and backing off only slows both.
+- Other processes hold the cores and our threads wait to run. When the consumer has data enough,
+  CPU-bound stages back off to the cores left: the other processes may be this job's own trainer.
+  This is a trial too: it is undone when the other processes' CPU falls with ours, because then
+  they work for this job (a server or proxy on the same machine) and backing off only slows both.
+  When the consumer waits for data, the opposite: the busiest CPU-bound stage goes to twice the
+  cores at once (the kernel shares cores by thread, so more threads win a larger share), kept only
+  if the rate rises.
 
 Each move is a `TuningDecision`, logged on ``stoker.tune`` and kept for `stats()`. Tuning moves
 only how many tasks run and how many items wait; it never changes what is delivered or in what
@@ -57,6 +60,15 @@ _COOLDOWN_WINDOWS = 12
 _BUSY = 0.75
 # Items a window must see before it is judged, unless it has lasted four windows.
 _MIN_ITEMS = 6
+# Threads per usable core a CPU-bound stage may reach when other processes compete for the cores
+# and the consumer waits for data.
+_CONTENDED_THREADS_PER_CORE = 4
+# Cores other processes keep busy, while this job's threads wait to run, for more threads to win
+# this job a larger share (lower than what `CpuRoom.contended` asks: once threads are won, the
+# others hold less, and the next doubling still pays).
+_COMPETING_OTHERS = 0.3
+# Cores other processes may keep busy for the machine to count as theirs no longer.
+_NO_OTHERS = 0.15
 # Decisions kept for stats().
 _DECISIONS_KEPT = 1000
 
@@ -169,10 +181,14 @@ class Tuner:
             self._settle -= 1
             return
         if self._trial is not None:
-            self._judge(self._trial, window, now)
-            self._trial = None
-            return
-        if window.cpu is not None and window.cpu.contended and self._back_off(window, now):
+            trial, self._trial = self._trial, None
+            if not self._judge(trial, window, now):
+                return
+            # Kept: this window already shows the new setting, so it may ground the next move
+            # (a window saved per step: the first seconds of a run are what it costs).
+        # Backing off leaves the cores to the other processes: right when this job's consumer has
+        # data enough (its own trainer may be what needs them), wrong when it waits for data.
+        if window.cpu is not None and window.cpu.contended and window.wait <= self.wait_target and self._back_off(window, now):
             return
         if window.wait > self.wait_target:
             self._calm = 0
@@ -199,10 +215,22 @@ class Tuner:
             old = knob.get()
             if window.cpu_bound(stage):
                 cpu = window.cpu
-                if cpu is not None and cpu.free < 0.5 * stage.cpu_share:
-                    continue  # no core free for one more: more threads would take turns
-                new = old + 1
-                why = f"consumer waited {_percent(window.wait)}; {knob.stage} busy {_percent(stage.utilization)}, CPU-bound"
+                if cpu is not None and cpu.others >= _COMPETING_OTHERS and cpu.waited >= 0.2:
+                    # The kernel shares the cores out by thread: with other processes running,
+                    # more threads win this job a larger share (2 threads against a process
+                    # spinning on one of 2 cores get 1.33 cores, 4 get 1.6, 8 get 1.78). Doubling,
+                    # from twice the cores, up to four times: a thread at a time would spend the
+                    # first seconds of the run getting there.
+                    new = min(max(old * 2, math.ceil(2 * cpu.usable)), max(old, math.ceil(_CONTENDED_THREADS_PER_CORE * cpu.usable)))
+                    why = (
+                        f"consumer waited {_percent(window.wait)}; {knob.stage} busy {_percent(stage.utilization)}, CPU-bound, "
+                        f"and other processes keep {cpu.others:.1f} of {cpu.usable:g} cores busy: more threads for a larger share"
+                    )
+                elif cpu is not None and cpu.free < 0.5 * stage.cpu_share:
+                    continue  # no core free for one more: this job's threads would take turns
+                else:
+                    new = old + 1
+                    why = f"consumer waited {_percent(window.wait)}; {knob.stage} busy {_percent(stage.utilization)}, CPU-bound"
             else:
                 new = old * 2
                 why = f"consumer waited {_percent(window.wait)}; {knob.stage} busy {_percent(stage.utilization)}, waiting on I/O"
@@ -224,6 +252,17 @@ class Tuner:
     def _try_lower(self, window: Window, now: float, *, calm: bool) -> bool:
         # Threads first (the dearest), then reads in flight, then memory; the last two only when
         # the consumer is the slower side, since they hold no thread.
+        cpu = window.cpu
+        if cpu is not None and cpu.others < _NO_OTHERS:
+            # Threads won from other processes that have since gone: twice the cores are enough.
+            # (Not merely "not contended": with the threads won, the others hold little.)
+            enough = math.ceil(2 * cpu.usable)
+            for knob in self.knobs:
+                stage = window.stages.get(knob.stage or "")
+                if knob.kind == "threads" and stage is not None and window.cpu_bound(stage) and knob.get() > enough:
+                    why = f"no other process competes for the cores now: {enough} thread(s) for {knob.stage}, twice the cores"
+                    if self._start(knob, enough, window, now, why, raising=False):
+                        return True
         slack = []
         for knob in self.knobs:
             if knob.kind == "threads" and knob.stage in window.stages:
@@ -293,7 +332,8 @@ class Tuner:
         self._settle = 1
         return True
 
-    def _judge(self, trial: _Trial, window: Window, now: float) -> None:
+    def _judge(self, trial: _Trial, window: Window, now: float) -> bool:
+        """Keep or undo ``trial`` by what ``window`` shows; whether it was kept."""
         before, target = trial.before, self.wait_target
         if trial.backing_off:
             # Kept when the other processes took the cores we left (their own work); undone when
@@ -302,7 +342,7 @@ class Tuner:
             others_before = before.cpu.others if before.cpu is not None else 0.0
             others_now = window.cpu.others if window.cpu is not None else others_before
             if others_now >= 0.85 * others_before:
-                return
+                return True
             why = (
                 f"undone: other processes' CPU fell with this job's ({others_before:.1f} -> {others_now:.1f} cores): "
                 "they work for it (a local server or proxy)"
@@ -311,7 +351,7 @@ class Tuner:
             # Who serves whom changes rarely: a long cooldown.
             self._serving_until[trial.knob.name] = self._windows + 5 * _COOLDOWN_WINDOWS
             self._settle = 1
-            return
+            return False
         if trial.raising:
             kept = window.rate >= before.rate * _GAIN or (before.wait > target and window.wait <= target)
         elif before.wait <= target:
@@ -320,7 +360,7 @@ class Tuner:
             kept = window.rate >= before.rate * _LOSS
         if kept:
             _logger.debug("kept %s %d (rate %.1f/s -> %.1f/s)", trial.knob.name, trial.new, before.rate, window.rate)
-            return
+            return True
         why = f"undone: {window.rate:.1f} items/s against {before.rate:.1f} before, consumer waited {_percent(window.wait)}"
         self._apply(trial.knob, trial.new, trial.old, now, why)
         # No move in the same direction from the restored value for a while: the hysteresis.
@@ -329,6 +369,7 @@ class Tuner:
         else:
             self._floors[trial.knob.name] = (trial.old - 1, self._windows + _COOLDOWN_WINDOWS)
         self._settle = 1
+        return False
 
     def _apply(self, knob: Knob, old: int, new: int, now: float, why: str) -> None:
         knob.set(new)
