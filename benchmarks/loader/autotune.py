@@ -234,7 +234,9 @@ def report(scenario: Scenario, runs: list[Run]) -> None:
     for run in runs:
         mark = " **grid best**" if run is best else ""
         requests = f"{run.requests} x {BATCH}" if run.requests else "-"
-        print(f"| {run.label}{mark} | {run.first_rate:,.0f} | {run.rate:,.0f} | {run.wait:.1%} | {run.threads} | {requests} | {run.memory_mb:.0f} |")
+        print(
+            f"| {run.label}{mark} | {run.first_rate:,.0f} | {run.rate:,.0f} | {run.wait:.1%} | {run.threads} | {requests} | {run.memory_mb:.0f} |"
+        )
     converged = f"{tuned.converged_s:.1f} s" if tuned.converged_s is not None else "not within the run"
     goal = "the 2% wait target" if scenario.step else "95% of the grid-best rate"
     print(

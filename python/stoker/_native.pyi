@@ -18,6 +18,7 @@ __all__ = [
     "crc32",
     "list_tree",
     "TokenPacker",
+    "TextTokenizer",
     "AudioTransform",
     "VideoTransform",
 ]
@@ -175,6 +176,15 @@ def list_tree(
     folders: Sequence[str | os.PathLike[str]], base: str | os.PathLike[str], extensions: Sequence[str], threads: int = 8
 ) -> list[tuple[list[str], list[tuple[str, int]]]]:
     """Per folder: (sorted files relative to base with a matching extension, [(folder, mtime_ns)])."""
+
+@final
+class TextTokenizer:
+    """A tokenizer.json loaded in the native core (see stoker.ops.Tokenizer, which uses it)."""
+
+    def __new__(cls, json: str, add_special_tokens: bool = False, bos: int | None = None, eos: int | None = None) -> TextTokenizer: ...
+    def encode(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Token ids back to back (the marks included) and each text's length; GIL released."""
+        ...
 
 @final
 class TokenPacker:

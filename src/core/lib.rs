@@ -10,6 +10,7 @@ pub mod image;
 pub mod media;
 pub mod packing;
 pub mod storage;
+pub mod text;
 
 #[cfg(feature = "python")]
 mod python;

@@ -9,6 +9,7 @@ mod image;
 mod media_transforms;
 mod packing;
 mod storage;
+mod text;
 
 /// Return a dict describing this build of the native core.
 #[pyfunction]
@@ -36,6 +37,7 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(storage::crc32, module)?)?;
     module.add_function(wrap_pyfunction!(storage::list_tree, module)?)?;
     module.add_class::<packing::TokenPacker>()?;
+    module.add_class::<text::TextTokenizer>()?;
     module.add_class::<media_transforms::AudioTransform>()?;
     module.add_class::<media_transforms::VideoTransform>()?;
     Ok(())

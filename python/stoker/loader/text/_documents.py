@@ -25,7 +25,7 @@ from ...ops.text import Tokenizer, document_text
 from ...storage import Storage, has_blocks, open_storage, storage_format
 from ...storage.local import TarShardStorage
 
-__all__ = ["EncodedTexts", "TextChunk", "TextDocuments", "open_text"]
+__all__ = ["TextChunk", "TextDocuments", "open_text"]
 
 
 def open_text(source: str | os.PathLike[str] | Storage, field: str = "text", **options: Any) -> tuple[Storage, str | None]:
@@ -77,25 +77,6 @@ class TextChunk:
 
     tokens: np.ndarray
     lengths: np.ndarray
-    failed: dict[int, tuple[str, str]]
-    text_bytes: int
-
-
-@dataclass
-class EncodedTexts:
-    """A run of documents through the tokenizer's call, before their ids become arrays.
-
-    Attributes:
-        encoded: The tokenizer's results for the ``good`` slots.
-        good: The slots that were read and are tokenized.
-        count: Documents in the run.
-        failed: As `TextChunk.failed`.
-        text_bytes: As `TextChunk.text_bytes`.
-    """
-
-    encoded: list[Any]
-    good: list[int]
-    count: int
     failed: dict[int, tuple[str, str]]
     text_bytes: int
 
@@ -167,23 +148,13 @@ class TextDocuments:
 
     def tokenize(self, texts: list[str], failed: dict[int, tuple[str, str]], size: int) -> TextChunk:
         """Token ids of ``texts``; the ``failed`` slots get none."""
-        return self.token_chunk(self.encode(texts, failed, size))
-
-    def encode(self, texts: list[str], failed: dict[int, tuple[str, str]], size: int) -> EncodedTexts:
-        """The tokenizer's call over the texts that were read (no GIL held): the first half of
-        `tokenize`."""
         good = [slot for slot in range(len(texts)) if slot not in failed]
-        encoded = self.tokenizer.encode_batch([texts[slot] for slot in good] if failed else texts)
-        return EncodedTexts(encoded, good, len(texts), failed, size)
-
-    def token_chunk(self, encoded: EncodedTexts) -> TextChunk:
-        """The ids of `encode`'s result as arrays (holds the GIL): the second half of `tokenize`."""
-        tokens, good_lengths = self.tokenizer.token_arrays(encoded.encoded)
-        if not encoded.failed:
-            return TextChunk(tokens, good_lengths, encoded.failed, encoded.text_bytes)
-        lengths = np.zeros(encoded.count, np.int64)
-        lengths[encoded.good] = good_lengths
-        return TextChunk(tokens, lengths, encoded.failed, encoded.text_bytes)
+        tokens, good_lengths = self.tokenizer.encode([texts[slot] for slot in good] if failed else texts)
+        if not failed:
+            return TextChunk(tokens, good_lengths, failed, size)
+        lengths = np.zeros(len(texts), np.int64)
+        lengths[good] = good_lengths
+        return TextChunk(tokens, lengths, failed, size)
 
     def chunk(self, indices: Sequence[int]) -> TextChunk:
         """Read and tokenize ``indices`` in one go."""
