@@ -6,10 +6,19 @@ with ``map_batches``; `StokerShardSink` writes indexed tar shards from many work
 transfer, data-wait meter).
 Ray is an optional extra (``pip install 'stoker[ray]'``): nothing here imports it until used."""
 
+from ._cluster import KEEPALIVE_SETTINGS, check_keepalive
 from ._convert import convert_with_ray
 from ._datasink import StokerShardSink
 from ._datasource import StokerDatasource
 from ._loader import RayLoader
 from ._loader_stats import RayLoaderStats
 
-__all__ = ["RayLoader", "RayLoaderStats", "StokerDatasource", "StokerShardSink", "convert_with_ray"]
+__all__ = [
+    "KEEPALIVE_SETTINGS",
+    "RayLoader",
+    "RayLoaderStats",
+    "StokerDatasource",
+    "StokerShardSink",
+    "check_keepalive",
+    "convert_with_ray",
+]

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigurationError, check_on_error
+from ._cluster import check_keepalive
 
 __all__ = ["StokerDatasource"]
 
@@ -128,6 +129,7 @@ def _datasource_class() -> type:
             return None
 
         def get_read_tasks(self, parallelism: int, per_task_row_limit: int | None = None, data_context: Any = None) -> list[Any]:
+            check_keepalive()  # the driver plans the read: a lost host would stall it
             tasks = max(1, min(parallelism, self.count))
             bounds = np.linspace(0, self.count, tasks + 1).astype(np.int64)
             return [

@@ -22,6 +22,7 @@ import numpy as np
 from ..device import BufferPool, pinned_allocator
 from ..errors import ConfigurationError, DecodeError, ProvenanceError
 from ..loader import Batch
+from ._cluster import check_keepalive
 from ._loader_stats import RayLoaderStats
 
 __all__ = ["RayLoader"]
@@ -142,6 +143,7 @@ class RayLoader:
         return RayLoaderStats(int(totals["batches"]), int(totals["rows"]), totals["upstream"], totals["copy"], totals["elapsed"])
 
     def __iter__(self) -> Iterator[Batch]:
+        check_keepalive()
         ready: queue.Queue[Any] = queue.Queue(maxsize=self.prefetch)
         stop = threading.Event()
         skip = self._rows  # the rest of the epoch, after a break or a resume
