@@ -7,7 +7,8 @@
 #   test    the build's, plus the ffmpeg command (the media tests make their files with it), Java 17
 #           and Maven (the S3 and Cassandra test servers), Go (builds the GCS emulator) and Node.js
 #           with npm (runs the Azure emulator), Chromium (the report test), and iproute2 and
-#           nftables (the multi-host tests: network namespaces, loss, partitions)
+#           nftables (the multi-host tests: network namespaces, loss, partitions), and tmux (the
+#           test of `stoker top` reads its screen)
 # Usage: packaging/system_packages.sh build|test
 # As root, installs what is missing with one apt-get line, shown before it runs; otherwise prints
 # that line and exits 1.
@@ -39,6 +40,8 @@ if [ "$what" = test ]; then
     # the multi-host tests: network namespaces (ip, tc) and loss and partitions (nft)
     have ip || missing+=(iproute2)
     have nft || missing+=(nftables)
+    # `stoker top`'s test drives it in a terminal multiplexer and reads the screen
+    have tmux || missing+=(tmux)
 fi
 [ ${#missing[@]} -eq 0 ] && exit 0
 line="apt-get install -y ${missing[*]}"

@@ -438,6 +438,12 @@ def _print_bad_samples(bad_samples: list[dict[str, Any]]) -> None:
         print(f"  ... and {len(by_sample) - 10} more (all in --json's run file)")
 
 
+def _top(arguments: argparse.Namespace) -> int:
+    from .observe import top
+
+    return top(arguments.urls, interval=arguments.interval, once=arguments.once)
+
+
 def _report(arguments: argparse.Namespace) -> int:
     from .observe import write_report
 
@@ -515,6 +521,11 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--text-field", default="text", help="with --tokenizer: the JSON field or Parquet column of the text")
     bench.add_argument("--context-length", type=whole_number(1, 1 << 24), default=2048, help="with --tokenizer: tokens per packed row")
     bench.set_defaults(run=_bench)
+    top = commands.add_parser("top", formatter_class=_HelpWithDefaults, help="running loaders live, from their metrics endpoints (q quits)")
+    top.add_argument("urls", nargs="+", metavar="URL", help="a loader's metrics endpoint (serve_metrics): http://HOST:PORT/metrics")
+    top.add_argument("--interval", type=real_number(0.1, 3600), default=1.0, help="seconds between refreshes")
+    top.add_argument("--once", action="store_true", help="print one refresh (figures over one interval) and exit")
+    top.set_defaults(run=_top)
     report = commands.add_parser(
         "report", formatter_class=_HelpWithDefaults, help="plots and an HTML page from a `stoker bench --json` run"
     )

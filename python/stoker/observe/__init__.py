@@ -9,6 +9,7 @@ from ._meter import DataWaitMeter, DataWaitReport
 from ._metrics import MetricsServer, serve_metrics
 from ._report import write_report
 from ._snapshot import LiveSnapshot, RunTotals, Snapshotting
+from ._top import top
 
 __all__ = [
     "Contention",
@@ -29,6 +30,7 @@ __all__ = [
     "ledger_metadata",
     "read_ledger",
     "serve_metrics",
+    "top",
     "write_report",
 ]
 

@@ -10,7 +10,8 @@ counters, which count from the start of the run (finished epochs plus the runnin
   ``stoker_data_wait_seconds_total``: ``rate(wait) / rate(run)`` is the data-wait share;
 - ``stoker_stage_items_total``, ``stoker_stage_busy_seconds_total`` (task-seconds: over time and
   concurrency, how busy a stage is), ``stoker_stage_failures_total``, by ``stage``;
-- gauges ``stoker_stage_concurrency`` and ``stoker_stage_queue_items``, by ``stage``;
+- gauges ``stoker_stage_concurrency``, ``stoker_stage_queue_items`` and
+  ``stoker_stage_queue_capacity``, by ``stage``;
 - ``stoker_bad_samples_total`` by ``stage`` and ``action``; ``stoker_tuning_moves_total`` by
   ``knob``; ``stoker_step`` (the rank's batch number).
 
@@ -58,6 +59,9 @@ def _collector(loader: Snapshotting) -> Any:
             failures = CounterMetricFamily("stoker_stage_failures", "Items a stage failed on.", labels=["rank", "stage"])
             concurrency = GaugeMetricFamily("stoker_stage_concurrency", "Tasks a stage may run at once now.", labels=["rank", "stage"])
             queue = GaugeMetricFamily("stoker_stage_queue_items", "Finished items in a stage's output queue now.", labels=["rank", "stage"])
+            capacity = GaugeMetricFamily(
+                "stoker_stage_queue_capacity", "Items a stage's output queue holds at most.", labels=["rank", "stage"]
+            )
             for stage in stages:
                 now = [stage] if running is not None else []
                 labels = [rank, stage.name]
@@ -69,7 +73,8 @@ def _collector(loader: Snapshotting) -> Any:
                 failures.add_metric(labels, totals.stage_failures[stage.name] + sum(each.failures for each in now))
                 concurrency.add_metric(labels, stage.concurrency)
                 queue.add_metric(labels, stage.queue_length)
-            yield from (items, busy, failures, concurrency, queue)
+                capacity.add_metric(labels, stage.queue_capacity)
+            yield from (items, busy, failures, concurrency, queue, capacity)
             bad = CounterMetricFamily("stoker_bad_samples", "Bad samples, by stage and what was done.", labels=["rank", "stage", "action"])
             for kind, count in snapshot.bad_samples.items():
                 stage_name, _, action = kind.partition(": ")

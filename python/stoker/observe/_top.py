@@ -1,0 +1,230 @@
+"""`stoker top`: running loaders' figures, live in a terminal, from their metrics endpoints.
+
+Each endpoint is one loader (one rank) served by `serve_metrics`. Every refresh scrapes them all;
+the figures are rates between the last two scrapes: per stage items/s, how busy its task slots
+were, how full its output queue is; the loop's data-wait share; tuning moves. Two verdicts in
+words: each loader's bottleneck, and, with several loaders, the straggler: in a synchronous job
+the rank that waits for data sets every rank's pace.
+
+Plain text all through (no colour, no mouse), so it works over ssh in any terminal; ``q`` or
+Ctrl-C quits. ``--once`` prints one refresh and exits, for scripts and logs.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+import urllib.request
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+from ..errors import ConfigurationError
+
+__all__ = ["Endpoint", "Scrape", "render", "scrape", "top"]
+
+# A data-wait share under this is a loop fed well enough to name no bottleneck.
+_FED = 0.05
+# A stage whose slots are this busy is the bottleneck.
+_BUSY = 0.75
+# The straggler waits at least this much and this many times the others' median.
+_STRAGGLER_WAIT = 0.10
+_STRAGGLER_FACTOR = 3.0
+# Bytes a metrics page may have: a loader's is a few KB; a wrong URL must not fill the memory.
+_MAX_PAGE = 4 << 20
+
+
+@dataclass
+class Scrape:
+    """One endpoint's metrics at one moment: values by (metric name, labels)."""
+
+    time: float
+    values: dict[tuple[str, tuple[tuple[str, str], ...]], float] = field(default_factory=dict)
+
+    def get(self, name: str, **labels: str) -> float:
+        return self.values.get((name, tuple(sorted(labels.items()))), 0.0)
+
+    def stages(self) -> list[str]:
+        """Stage names, in the order the endpoint lists them."""
+        names: dict[str, None] = {}
+        for metric, labels in self.values:
+            if metric == "stoker_stage_items_total":
+                names.update({value: None for key, value in labels if key == "stage"})
+        return list(names)
+
+    def rank(self) -> str:
+        return next((value for (metric, labels) in self.values for key, value in labels if key == "rank"), "?")
+
+
+def scrape(url: str, timeout: float = 2.0) -> Scrape:
+    """The metrics at ``url`` now.
+
+    Raises:
+        ConfigurationError: prometheus_client (its text-format parser) is not installed.
+        OSError: The endpoint cannot be reached or its page is too large.
+    """
+    try:
+        from prometheus_client.parser import text_string_to_metric_families
+    except ImportError as error:
+        raise ConfigurationError("stoker top reads metrics with prometheus_client: pip install 'stoker[metrics]'") from error
+    with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 (the user's own URL)
+        page = response.read(_MAX_PAGE + 1)
+    if len(page) > _MAX_PAGE:
+        raise OSError(f"{url}: a metrics page over {_MAX_PAGE >> 20} MiB is not a stoker loader's")
+    result = Scrape(time.monotonic())
+    for family in text_string_to_metric_families(page.decode("utf-8", "replace")):
+        for sample in family.samples:
+            result.values[(sample.name, tuple(sorted(sample.labels.items())))] = float(sample.value)
+    return result
+
+
+@dataclass
+class Endpoint:
+    """One loader's figures between two scrapes."""
+
+    url: str
+    rank: str
+    wait: float  # share of the loop's time spent waiting for data
+    batches_per_second: float
+    stages: list[tuple[str, float, float, float, float]]  # name, items/s, busy share, queue fill, seconds per item
+    tuning_moves: int
+    error: str = ""
+
+    @classmethod
+    def between(cls, url: str, before: Scrape, after: Scrape) -> Endpoint:
+        seconds = max(after.time - before.time, 1e-9)
+        rank = after.rank()
+
+        def change(name: str, **labels: str) -> float:
+            return after.get(name, rank=rank, **labels) - before.get(name, rank=rank, **labels)
+
+        run = change("stoker_run_seconds_total")
+        stages = []
+        for stage in after.stages():
+            items = change("stoker_stage_items_total", stage=stage)
+            busy = change("stoker_stage_busy_seconds_total", stage=stage)
+            slots = max(after.get("stoker_stage_concurrency", rank=rank, stage=stage), 1.0)
+            capacity = after.get("stoker_stage_queue_capacity", rank=rank, stage=stage)
+            fill = after.get("stoker_stage_queue_items", rank=rank, stage=stage) / capacity if capacity else 0.0
+            stages.append((stage, items / seconds, min(1.0, busy / seconds / slots), fill, busy / items if items else 0.0))
+        moves = sum(value for (name, _), value in after.values.items() if name == "stoker_tuning_moves_total")
+        return cls(
+            url,
+            rank,
+            min(1.0, change("stoker_data_wait_seconds_total") / run) if run > 0 else 0.0,
+            change("stoker_batches_delivered_total") / seconds,
+            stages,
+            int(moves),
+        )
+
+    def bottleneck(self) -> str:
+        """This loader's verdict in words."""
+        if not self.stages:
+            return "no pipeline running"
+        name, _, busy, _, _ = max(self.stages, key=lambda stage: stage[2])
+        if self.wait < _FED:
+            return f"fed: the loop waits {self.wait:.1%} for data; the training step sets the pace"
+        if busy >= _BUSY:
+            return f"{name} is the bottleneck: its slots are busy {busy:.0%}; the loop waits {self.wait:.0%} for data"
+        return (
+            f"the loop waits {self.wait:.0%} for data though no stage is busy (the busiest, {name}, {busy:.0%}): "
+            "the waits come in bursts (an epoch's start, slow reads) or from the storage's latency"
+        )
+
+
+def straggler(endpoints: Sequence[Endpoint]) -> str | None:
+    """The rank that sets a synchronous job's pace, in words, or None when none stands out."""
+    live = [endpoint for endpoint in endpoints if not endpoint.error]
+    if len(live) < 2:
+        return None
+    slowest = max(live, key=lambda endpoint: endpoint.wait)
+    others = [endpoint for endpoint in live if endpoint is not slowest]
+    usual = statistics.median(endpoint.wait for endpoint in others)
+    if slowest.wait < _STRAGGLER_WAIT or slowest.wait < _STRAGGLER_FACTOR * max(usual, 0.01):
+        return None
+    why = ""
+    if slowest.stages:
+        name, _, _, _, per_item = max(slowest.stages, key=lambda stage: stage[2])
+        theirs = [stage[4] for endpoint in others for stage in endpoint.stages if stage[0] == name and stage[4] > 0]
+        if per_item and theirs:
+            why = f": its {name} takes {per_item / statistics.median(theirs):.1f}x the others' median time per item"
+    host = urlsplit(slowest.url).hostname or slowest.url
+    return (
+        f"rank {slowest.rank} ({host}) waits for data {slowest.wait:.0%} of the time, the others {usual:.0%}{why}; "
+        "in a synchronous job the others wait for it at every step"
+    )
+
+
+def render(endpoints: Sequence[Endpoint], width: int = 120) -> list[str]:
+    """The screen's lines for ``endpoints``."""
+    lines = [f"stoker top: {len(endpoints)} loader(s); q or Ctrl-C quits".ljust(width)[:width]]
+    verdict = straggler(endpoints)
+    lines.append(("straggler: " + verdict) if verdict else "straggler: none (no rank waits for data much more than the others)")
+    for endpoint in endpoints:
+        lines.append("")
+        if endpoint.error:
+            lines.append(f"{endpoint.url}: unreachable ({endpoint.error})")
+            continue
+        lines.append(
+            f"rank {endpoint.rank}  {endpoint.url}  {endpoint.batches_per_second:,.1f} batches/s  "
+            f"data wait {endpoint.wait:.1%}  tuning moves {endpoint.tuning_moves}"
+        )
+        lines.append(f"  {'stage':<14}{'items/s':>12}{'busy':>8}{'queue':>8}")
+        for name, rate, busy, fill, _ in endpoint.stages:
+            lines.append(f"  {name:<14}{rate:>12,.1f}{busy:>8.0%}{fill:>8.0%}")
+        lines.append(f"  {endpoint.bottleneck()}")
+    return [line[:width] for line in lines]
+
+
+def refresh(urls: Sequence[str], previous: dict[str, Scrape]) -> list[Endpoint]:
+    """Scrape ``urls`` and the figures since ``previous`` (updated in place)."""
+    endpoints = []
+    for url in urls:
+        try:
+            now = scrape(url)
+        except (OSError, ValueError) as error:
+            endpoints.append(Endpoint(url, "?", 0.0, 0.0, [], 0, error=str(getattr(error, "reason", error))))
+            continue
+        endpoints.append(Endpoint.between(url, previous.get(url, now), now))
+        previous[url] = now
+    return endpoints
+
+
+def top(urls: Sequence[str], *, interval: float = 1.0, once: bool = False, write: Callable[[str], object] = print) -> int:
+    """Show ``urls``' loaders live until ``q`` or Ctrl-C (or one refresh with ``once``).
+
+    Returns:
+        0 (the exit status).
+
+    Raises:
+        ConfigurationError: No URL, or prometheus_client is not installed.
+    """
+    if not urls:
+        raise ConfigurationError("stoker top needs at least one metrics URL (http://HOST:PORT/metrics)")
+    previous: dict[str, Scrape] = {}
+    refresh(urls, previous)
+    if once:
+        time.sleep(interval)
+        for line in render(refresh(urls, previous)):
+            write(line)
+        return 0
+    import curses
+
+    def run(screen: curses.window) -> None:
+        curses.curs_set(0)
+        screen.timeout(int(interval * 1000))
+        while True:
+            key = screen.getch()  # waits up to the interval: the refresh's pace
+            if key in (ord("q"), ord("Q")):
+                return
+            height, width = screen.getmaxyx()
+            screen.erase()
+            for row, line in enumerate(render(refresh(urls, previous), max(width - 1, 20))[: height - 1]):
+                screen.addstr(row, 0, line)
+            screen.refresh()
+
+    try:
+        curses.wrapper(run)
+    except KeyboardInterrupt:
+        pass
+    return 0
