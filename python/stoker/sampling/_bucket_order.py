@@ -43,7 +43,7 @@ import numpy as np
 from ..errors import ConfigurationError
 from ._permutation import IndexPermutation
 
-__all__ = ["LEFTOVER_POLICIES", "BucketOrder"]
+__all__ = ["LEFTOVER_POLICIES", "BucketOrder", "check_leftovers"]
 
 _BUCKET_STREAM = 0x5EED_B0C5
 """Mixed into the seed of each bucket's own shuffle, so that it differs from the batch shuffle's."""
@@ -52,6 +52,13 @@ _TRIM_STREAM = 0x7B1A_CA22
 """Mixed into the seed of the choice of buckets whose last batch waits (``"carry"``)."""
 
 LEFTOVER_POLICIES = ("drop", "carry")
+
+
+def check_leftovers(leftovers: str) -> str:
+    """A leftover policy, checked (see `BucketOrder`): the one place it is."""
+    if leftovers not in LEFTOVER_POLICIES:
+        raise ConfigurationError(f"leftovers must be one of {', '.join(map(repr, LEFTOVER_POLICIES))}, got {leftovers!r}")
+    return leftovers
 
 
 class BucketOrder:
@@ -77,8 +84,7 @@ class BucketOrder:
         bucket_of = np.asarray(bucket_of)
         if batch_size < 1 or ranks < 1:
             raise ConfigurationError(f"batch size and ranks must be positive, got {batch_size} and {ranks}")
-        if leftovers not in LEFTOVER_POLICIES:
-            raise ConfigurationError(f"leftovers must be one of {', '.join(LEFTOVER_POLICIES)}, got {leftovers!r}")
+        check_leftovers(leftovers)
         self.policy = leftovers
         self.seed, self.epoch = seed, epoch
         if bucket_of.size and (int(bucket_of.max()) >= buckets or int(bucket_of.min()) < -1):

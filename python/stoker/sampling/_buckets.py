@@ -19,21 +19,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ConfigurationError
-from ._bucket_order import LEFTOVER_POLICIES
+from ._bucket_order import check_leftovers
 
-__all__ = ["MAX_BUCKETS", "Buckets", "check_leftovers"]
+__all__ = ["MAX_BUCKETS", "Buckets"]
 
 MAX_BUCKETS = 4096
 """More shapes than any scheme uses; bucket numbers fit an int16."""
 
 _MAX_SIDE = 1 << 16
-
-
-def check_leftovers(leftovers: str) -> str:
-    """A leftover policy, checked (see `BucketOrder`)."""
-    if leftovers not in LEFTOVER_POLICIES:
-        raise ConfigurationError(f"leftovers must be one of {', '.join(map(repr, LEFTOVER_POLICIES))}, got {leftovers!r}")
-    return leftovers
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ConfigurationError
-from ._buckets import MAX_BUCKETS, check_leftovers
+from ._bucket_order import check_leftovers
+from ._buckets import MAX_BUCKETS
 
 __all__ = ["LengthBuckets"]
 

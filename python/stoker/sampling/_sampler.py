@@ -36,7 +36,7 @@ import numpy as np
 
 from ..errors import ConfigurationError, ProvenanceError
 from ._block_order import BlockOrder, block_starts
-from ._bucket_order import LEFTOVER_POLICIES, BucketOrder
+from ._bucket_order import BucketOrder, check_leftovers
 from ._epoch_plan import EpochPlan
 from ._permutation import IndexPermutation
 from ._ranges import PositionSet
@@ -119,9 +119,7 @@ class Sampler:
             raise ConfigurationError(f"{len(buckets[0])} bucket numbers for {num_samples} samples")
         self.buckets = None if buckets is None else (np.asarray(buckets[0], dtype=np.int16), int(buckets[1]))
         self.batch_size = batch_size
-        if leftovers not in LEFTOVER_POLICIES:
-            raise ConfigurationError(f"leftovers must be one of {', '.join(LEFTOVER_POLICIES)}, got {leftovers!r}")
-        self.leftovers = leftovers
+        self.leftovers = check_leftovers(leftovers)
         # What the bucketed order is drawn from, digested once: a checkpoint costs the same at any scale.
         self._buckets_crc = (
             None
