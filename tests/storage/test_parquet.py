@@ -154,3 +154,19 @@ def test_convert_from_parquet_to_shards_and_the_cli_to_parquet(tmp_path: Path) -
     with TarShardStorage(tmp_path / "shards") as shards:
         assert len(shards) == 12
         assert sorted(shards.read_many(shards.keys)) == sorted(data for data, _ in samples.values())
+
+
+def test_other_columns_of_a_row_group_are_read_once_for_all_its_rows(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = 400
+    table = pa.table(
+        {"image": [bytes([index % 251]) * 50 for index in range(rows)], "caption": [f"caption {index}" for index in range(rows)]}
+    )
+    pq.write_table(table, tmp_path / "captioned.parquet", row_group_size=100)
+    with ParquetStorage(tmp_path / "captioned.parquet", image_column="image", label_column="") as storage:
+        order = [index for start in range(0, rows, 25) for index in range(start, start + 25)]  # batches of 25, group by group
+        captions = [storage.try_read_members(order[start : start + 25], ["caption"]) for start in range(0, rows, 25)]
+        assert [member["caption"] for batch in captions for member in batch] == [f"caption {index}" for index in order]  # type: ignore[index]
+        assert storage.stats()["member_row_groups_read"] == 4, "each of the 4 row groups' caption column read once"

@@ -117,6 +117,9 @@ class ParquetStorage(Storage):
         else:
             self.names, self._open = list(names or ()), opener
         self._cache = BlockCache(cache_bytes, size_of=lambda values: int(values.nbytes))
+        # Other columns (`try_read_members`: captions beside images) by row group, held apart from
+        # the image bytes so a batch's captions do not read their row groups' columns again.
+        self._member_cache = BlockCache(max(1, cache_bytes // 4), size_of=lambda table: int(table.nbytes))
         self.metadata = [self._read_footer(name) for name in self.names]
         self.layout = self._common_layout(image_column, label_column, key_column)
         check_label_kinds(self.names, self.metadata, self.layout)
@@ -304,9 +307,10 @@ class ParquetStorage(Storage):
             by_group.setdefault((number, group), []).append((slot, row - int(self._group_rows[number][group])))
         for (number, group), wanted in by_group.items():
             try:
-                with self._open(self.names[number]) as file:
-                    reader = self.parquet.ParquetFile(file, metadata=self.metadata[number], page_checksum_verification=True)
-                    table = reader.read_row_group(group, columns=list(extensions), use_threads=False)
+                table = self._member_cache.get(
+                    (number, group, tuple(extensions)),
+                    lambda: self._load_members(number, group, extensions),  # noqa: B023 - called at once
+                )
                 columns = {column: table.column(column) for column in extensions}
                 for slot, offset in wanted:
                     values = {column: values[offset].as_py() for column, values in columns.items()}
@@ -325,7 +329,17 @@ class ParquetStorage(Storage):
                     )
         return results
 
+    def _load_members(self, number: int, group: int, columns: Sequence[str]) -> Any:
+        with self._open(self.names[number]) as file:
+            reader = self.parquet.ParquetFile(file, metadata=self.metadata[number], page_checksum_verification=True)
+            return reader.read_row_group(group, columns=list(columns), use_threads=False)
+
     def stats(self) -> dict[str, int]:
-        """``row_groups`` in the files and ``row_groups_read`` so far (more reads than row
-        groups per epoch means the cache is too small for the shuffle)."""
-        return {"row_groups": sum(metadata.num_row_groups for metadata in self.metadata), "row_groups_read": self._cache.reads}
+        """``row_groups`` in the files, ``row_groups_read`` so far (more reads than row groups
+        per epoch means the cache is too small for the shuffle), and ``member_row_groups_read``:
+        row groups whose other columns `try_read_members` read."""
+        return {
+            "row_groups": sum(metadata.num_row_groups for metadata in self.metadata),
+            "row_groups_read": self._cache.reads,
+            "member_row_groups_read": self._member_cache.reads,
+        }
