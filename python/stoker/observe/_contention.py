@@ -117,6 +117,15 @@ class Contention:
         throttled = end.throttled - start.throttled if start.throttled is not None and end.throttled is not None else None
         return cls(limits, seconds, share, others, throttled)
 
+    @property
+    def from_other_processes(self) -> bool:
+        """Whether the threads waited because other processes use the cores (not a CPU quota or
+        an affinity mask): then more threads win this process a larger share of them."""
+        limits = self.limits
+        if limits.quota is not None and limits.quota < limits.affinity:
+            return False
+        return limits.affinity >= limits.online and self.explanation() is not None
+
     def explanation(self) -> str | None:
         """Why this process's threads waited to run, in one sentence, or None when they hardly did
         (under a quarter of their runnable time) or nothing explains it."""

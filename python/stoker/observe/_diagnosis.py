@@ -151,11 +151,26 @@ def diagnose(
         if explained is not None:
             loop = f" The training loop waits for data {100 * wait_fraction:.0f}% of the time." if training_step else ""
             cores = max(1, int(contention.limits.usable + 0.5))
+            if not contention.from_other_processes:
+                advice = (
+                    f"More threads would only queue for the same cores: keep {bottleneck.name} concurrency at most {cores}, and free "
+                    "cores (or raise the limit) to go faster."
+                )
+            elif training_step and wait_fraction < _LOOP_WAIT_THRESHOLD:
+                advice = (
+                    f"The loop has data enough, so {bottleneck.name} needs no more than {cores} thread(s): more would take cores from "
+                    "the other processes (perhaps this job's own trainer) for nothing."
+                )
+            else:
+                advice = (
+                    "The cores are shared out by thread, so more threads win this job a larger share of them, at the other processes' "
+                    f"expense (the live tuner does this while the loop waits for data, up to {4 * cores} threads); to go faster "
+                    "without taking from them, free cores."
+                )
             return Diagnosis(
                 bottleneck.name,
                 "contention",
-                f"{bottleneck.name} is short of CPU, not of concurrency: {explained}. More threads would only queue for the same "
-                f"cores: keep {bottleneck.name} concurrency at most {cores}, and free cores (or raise the limit) to go faster.{loop}{notes}",
+                f"{bottleneck.name} is short of CPU, not of concurrency: {explained}. {advice}{loop}{notes}",
                 facts,
             )
     return _verdict(bottleneck, states, cpu_fraction, cores, wait_fraction, training_step, notes, facts)
