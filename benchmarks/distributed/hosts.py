@@ -1,6 +1,6 @@
 """Several hosts on one machine (network namespaces, testbed/stoker_testbed/hosts.py), an S3 store on a host
 of its own 50 ms away (a latency proxy on each host's loopback: this kernel has no netem), and
-``--hosts`` hosts of 2 ranks each reading two epochs of ``--samples`` samples:
+``--hosts`` hosts of ``--ranks-per-host`` ranks each reading two epochs of ``--samples`` samples:
 
 1. samples/s per host, epoch 0 (cold) and epoch 1, with one node cache per host (shared by its
    ranks, on the host's own disk) and without any cache;
@@ -8,7 +8,8 @@ of its own 50 ms away (a latency proxy on each host's loopback: this kernel has 
 3. the epoch-time cost of a partition: h1 cut from the store for ``--partition`` seconds from its
    third batch, against the same epoch without it (caches empty in both).
 
-Run as root:  python benchmarks/distributed/hosts.py [--hosts 2] [--samples 2000] [--size-kb 20] [--partition 5]
+Run as root:  python benchmarks/distributed/hosts.py [--hosts 2] [--ranks-per-host 2] [--samples 2000] [--size-kb 20]
+[--delay-ms 25] [--rounds 1] [--partition 5]
 (``python benchmarks/distributed/beyond_one_machine.py --hosts 2`` runs the same.)
 
 What it cannot show: a datacenter's bandwidth and its switches' queues (every byte here crosses
@@ -45,12 +46,12 @@ with S3Storage("s3://bench/d", cache_dir=cache or None, cache_bytes=1 << 30, **o
     loader = Loader(storage, batch_size=32, sampling=Sampling(seed=1, rank=rank, world_size=world))
     for epoch in range(2 if not signal else 1):
         loader.set_epoch(epoch)
-        before, started, samples = storage.stats()["bytes"], time.perf_counter(), 0
+        before, started, cpu, samples = storage.stats()["bytes"], time.perf_counter(), time.process_time(), 0
         for step, batch in enumerate(loader):
             samples += sum(1 for padding in batch.padding if not padding)
             if signal and step == 2:
                 open(f"{signal}-{rank}", "w").close()
-        epochs.append({"samples": samples, "seconds": time.perf_counter() - started, "bytes": storage.stats()["bytes"] - before})
+        epochs.append({"samples": samples, "seconds": time.perf_counter() - started, "cpu": time.process_time() - cpu, "bytes": storage.stats()["bytes"] - before})
     open(f"{barrier}/{rank}", "w").close()  # close only once every rank is done (see tests/hosts)
     while len(os.listdir(barrier)) < world:
         time.sleep(0.05)
@@ -58,22 +59,24 @@ print(json.dumps(epochs))
 """
 
 
-def run_job(network: HostNetwork, endpoints: dict[str, str], hosts: list[str], *, cache: bool, partition: float = 0.0) -> list[Any]:
+def run_job(
+    network: HostNetwork, endpoints: dict[str, str], hosts: list[str], *, cache: bool, partition: float = 0.0, ranks_per_host: int = 2
+) -> list[Any]:
     """Every host's ranks, to the end; with ``partition``, h1 is cut from the store for that
     long from its first rank's third batch. Returns each rank's epochs, in rank order."""
     for host in hosts:  # empty caches: every job starts cold
         subprocess.run([*network[host].prefix(), "rm", "-rf", str(HOST_DISK / "cache")], check=True)
     barrier = Path(tempfile.mkdtemp(prefix="stoker-bench-barrier-"))
     signal = str(barrier) + ".cut" if partition else ""
-    world = 2 * len(hosts)
+    world = ranks_per_host * len(hosts)
     processes = []
     for rank in range(world):
-        host = hosts[rank // 2]
+        host = hosts[rank // ranks_per_host]
         arguments = [endpoints[host], str(HOST_DISK / "cache") if cache else "", str(rank), str(world), str(barrier), signal]
         command = [*network[host].prefix(), sys.executable, "-c", RANK, *arguments]
         processes.append(subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT))
     if partition:
-        while not Path(f"{signal}-2").exists() and processes[2].poll() is None:
+        while not Path(f"{signal}-{ranks_per_host}").exists() and processes[ranks_per_host].poll() is None:
             time.sleep(0.02)
         network.partition("h1", "store")
         time.sleep(partition)
@@ -87,34 +90,46 @@ def run_job(network: HostNetwork, endpoints: dict[str, str], hosts: list[str], *
     return results
 
 
-def per_host(results: list[Any], hosts: list[str], epoch: int) -> dict[str, dict[str, float]]:
-    """Samples/s (the host's ranks together, over the slower one's time) and bytes fetched."""
+def per_host(results: list[Any], hosts: list[str], epoch: int, ranks_per_host: int = 2) -> dict[str, dict[str, float]]:
+    """Samples/s (the host's ranks together, over the slowest one's time) and bytes fetched."""
     figures = {}
     for number, host in enumerate(hosts):
-        ranks = [results[2 * number][epoch], results[2 * number + 1][epoch]]
+        ranks = [results[ranks_per_host * number + local][epoch] for local in range(ranks_per_host)]
         seconds = max(rank["seconds"] for rank in ranks)
         figures[host] = {
             "rate": sum(rank["samples"] for rank in ranks) / seconds,
             "bytes": sum(rank["bytes"] for rank in ranks),
             "seconds": seconds,
+            "cpu": sum(rank["cpu"] for rank in ranks) / sum(rank["samples"] for rank in ranks),
         }
     return figures
 
 
+def median(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2] if len(ordered) % 2 else (ordered[len(ordered) // 2 - 1] + ordered[len(ordered) // 2]) / 2
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--hosts", type=int, default=2, help="hosts of 2 ranks each")
+    parser.add_argument("--hosts", type=int, default=2)
+    parser.add_argument("--ranks-per-host", type=int, default=2)
     parser.add_argument("--samples", type=int, default=2000)
     parser.add_argument("--size-kb", type=int, default=20)
     parser.add_argument("--delay-ms", type=float, default=25.0, help="one way, to the store (50 ms round trip)")
-    parser.add_argument("--partition", type=float, default=5.0, help="seconds h1 is cut from the store")
+    parser.add_argument("--rounds", type=int, default=1, help="jobs with and without the cache, alternating; medians shown")
+    parser.add_argument("--partition", type=float, default=5.0, help="seconds h1 is cut from the store (0: not measured)")
+    parser.add_argument("--raw", help="write every job's per-rank epochs to this JSON file")
     args = parser.parse_args()
     reason = unavailable()
     if reason is not None:
         raise SystemExit(f"benchmarks/distributed/hosts.py needs network namespaces: {reason}")
     hosts = [f"h{number}" for number in range(args.hosts)]
+    per = args.ranks_per_host
     data = os.urandom(args.size_kb * 1024)
     source = MemoryStorage({f"c{index % 10}/{index:06d}.jpg": data[index % 64 :] for index in range(args.samples)})
+    rows: dict[bool, list[tuple[dict[str, dict[str, float]], ...]]] = {True: [], False: []}
+    raw: list[dict[str, Any]] = []
     with HostNetwork(["store", *hosts]) as network:
         server = S3Server(host=network["store"].address)
         server.prefix = network["store"].prefix()
@@ -126,32 +141,49 @@ def main() -> None:
             for host in hosts:
                 port = network.delayed_route(host, "store", server.port, delay=args.delay_ms / 1e3)
                 endpoints[host] = f"http://store.from-{host}:{port}"
-            run_job(network, endpoints, hosts, cache=False)  # the store's JVM warms up: not measured
-            rows = {}
-            for cache in (True, False):
-                results = run_job(network, endpoints, hosts, cache=cache)
-                rows[cache] = (per_host(results, hosts, 0), per_host(results, hosts, 1))
-            calm = per_host(run_job(network, endpoints, hosts, cache=True), hosts, 0)
-            cut = per_host(run_job(network, endpoints, hosts, cache=True, partition=args.partition), hosts, 0)
+            for cache in (False, True):  # the store's JVM warms up: not measured
+                run_job(network, endpoints, hosts, cache=cache, ranks_per_host=per)
+            for round_ in range(args.rounds):
+                for cache in (True, False) if round_ % 2 else (False, True):  # neither always first
+                    results = run_job(network, endpoints, hosts, cache=cache, ranks_per_host=per)
+                    raw.append({"cache": cache, "ranks": results})
+                    rows[cache].append((per_host(results, hosts, 0, per), per_host(results, hosts, 1, per)))
+            if args.partition and len(hosts) > 1:
+                calm = per_host(run_job(network, endpoints, hosts, cache=True, ranks_per_host=per), hosts, 0, per)
+                cut = per_host(run_job(network, endpoints, hosts, cache=True, partition=args.partition, ranks_per_host=per), hosts, 0, per)
         finally:
             server.close()
+    if args.raw:
+        Path(args.raw).write_text(json.dumps(raw))
+
+    def figure(cache: bool, epoch: int, host: str, what: str) -> float:
+        return median([round_[epoch][host][what] for round_ in rows[cache]])
+
     print(
-        f"{args.hosts} hosts x 2 ranks, {args.samples:,} samples of {args.size_kb} KB, store {2 * args.delay_ms:.0f} ms away; this machine's 2 cores shared by all"
+        f"{args.hosts} hosts x {per} ranks, {args.samples:,} samples of {args.size_kb} KB, store {2 * args.delay_ms:g} ms away, "
+        f"medians of {args.rounds} rounds; this machine's 2 cores shared by all"
     )
-    print("| host | node cache | samples/s, epoch 0 | samples/s, epoch 1 | MB from the store, epoch 0 | epoch 1 |")
-    print("| --- | --- | --- | --- | --- | --- |")
+    print(
+        "| host | node cache | samples/s, epoch 0 | x no cache | samples/s, epoch 1 | x no cache | "
+        "rank CPU per sample, epoch 0 | epoch 1 | MB from the store, epoch 0 | epoch 1 |"
+    )
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for cache in (True, False):
-        first, second = rows[cache]
+        for host in hosts:
+            first, second = figure(cache, 0, host, "rate"), figure(cache, 1, host, "rate")
+            print(
+                f"| {host} | {'one per host' if cache else 'none'} | {first:,.0f} | {first / figure(False, 0, host, 'rate'):.2f} | "
+                f"{second:,.0f} | {second / figure(False, 1, host, 'rate'):.2f} | "
+                f"{figure(cache, 0, host, 'cpu') * 1e6:,.0f} us | {figure(cache, 1, host, 'cpu') * 1e6:,.0f} us | "
+                f"{figure(cache, 0, host, 'bytes') / 1e6:.1f} | {figure(cache, 1, host, 'bytes') / 1e6:.1f} |"
+            )
+    if args.partition and len(hosts) > 1:
+        print(f"\npartition of h1 from the store for {args.partition:.0f} s from its third batch (epoch 0, caches cold):")
         for host in hosts:
             print(
-                f"| {host} | {'one per host' if cache else 'none'} | {first[host]['rate']:,.0f} | {second[host]['rate']:,.0f} | "
-                f"{first[host]['bytes'] / 1e6:.1f} | {second[host]['bytes'] / 1e6:.1f} |"
+                f"  {host}: epoch {calm[host]['seconds']:.1f} s without, {cut[host]['seconds']:.1f} s with "
+                f"(+{cut[host]['seconds'] - calm[host]['seconds']:.1f} s)"
             )
-    print(f"\npartition of h1 from the store for {args.partition:.0f} s from its third batch (epoch 0, caches cold):")
-    for host in hosts:
-        print(
-            f"  {host}: epoch {calm[host]['seconds']:.1f} s without, {cut[host]['seconds']:.1f} s with (+{cut[host]['seconds'] - calm[host]['seconds']:.1f} s)"
-        )
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ import pytest
 
 from stoker.storage import SampleCache
 
-pytest.importorskip("diskcache")
+pytest.importorskip("lmdb")
 
 ENTRY = 100 << 10  # large entries live in files of their own, as samples do
 
@@ -96,8 +96,8 @@ def test_a_cache_that_cannot_be_written_or_read_is_a_warning_not_a_failure(tmp_p
     def full(*_arguments: object, **_options: object) -> None:
         raise OSError(28, "No space left on device")
 
-    cache._cache.set = full
-    cache._cache.get = full
+    cache._entries.put = full
+    cache._entries.get = full
     cache.put("s0", payload(0))
     cache.put("s1", payload(1))
     assert cache.get("s0") is None and cache.misses == 1
@@ -136,3 +136,67 @@ def test_a_failed_fetch_hands_the_claim_on(tmp_path: Path) -> None:
 
     data, claim = asyncio.run(scenario())
     assert data is None and claim is not None, "the waiter fetches it now"
+
+
+def test_a_forked_child_reads_and_writes_the_same_cache(tmp_path: Path) -> None:
+    import multiprocessing
+
+    cache = SampleCache(tmp_path, max_bytes=4 << 20)
+    cache.put("parent", payload(1))
+    context = multiprocessing.get_context("fork")  # a DataLoader worker started after the cache opened
+    results = context.Queue()
+
+    def child() -> None:
+        results.put(cache.get("parent") == payload(1))
+        cache.put("child", payload(2))
+        results.put(True)
+
+    process = context.Process(target=child)
+    process.start()
+    process.join(timeout=60)
+    assert process.exitcode == 0 and results.get(timeout=5) and results.get(timeout=5)
+    assert cache.get("child") == payload(2), "the parent reads what the child stored"
+
+
+def test_entries_of_mixed_sizes_under_churn_stay_within_the_limit(tmp_path: Path) -> None:
+    import random
+
+    limit = 2 << 20
+    cache = SampleCache(tmp_path, max_bytes=limit)
+    chooser = random.Random(5)
+    stored = []
+    for index in range(600):
+        size = chooser.choice([900, 3000, 20 << 10, 70 << 10, 300 << 10])
+        cache.put(f"s{index}", bytes([index % 251]) * size)
+        stored.append(size)
+        assert cache.size <= limit, "the bytes charged never pass the limit"
+    assert cache.get("s599") == bytes([599 % 251]) * stored[599], "the newest entry is there, whole"
+    assert cache.get("s0") is None
+    data_file = tmp_path / "entries" / "data.mdb"
+    assert data_file.stat().st_size <= 2 * limit + (1 << 30), "the file stays within its memory map"
+    assert len(cache) >= 10
+
+
+def test_stored_entries_from_an_event_loop_are_there_once_its_turn_ends(tmp_path: Path) -> None:
+    cache = SampleCache(tmp_path, max_bytes=4 << 20)
+
+    async def scenario() -> list[bytes | None]:
+        claims = [await cache.get_or_claim(f"s{index}") for index in range(20)]
+        for index, (_, claim) in enumerate(claims):
+            await cache.store(f"s{index}", payload(index), claim)
+        await asyncio.sleep(0)  # the loop's next turn stores them, then lets the claims go
+        return [(await cache.get_or_claim(f"s{index}"))[0] for index in range(20)]
+
+    assert asyncio.run(asyncio.wait_for(scenario(), 10)) == [payload(index) for index in range(20)]
+
+
+def test_closing_stores_what_is_held_back(tmp_path: Path) -> None:
+    cache = SampleCache(tmp_path, max_bytes=4 << 20)
+
+    async def store_and_stop() -> None:
+        _, claim = await cache.get_or_claim("s1")
+        await cache.store("s1", payload(1), claim)
+
+    asyncio.run(store_and_stop())  # the loop may end before its next turn
+    cache.close()
+    assert SampleCache(tmp_path, max_bytes=4 << 20).get("s1") == payload(1)

@@ -14,7 +14,7 @@ import pytest
 
 from stoker.storage import SampleCache
 
-pytest.importorskip("diskcache")
+pytest.importorskip("lmdb")
 
 CLAIM_AND_DIE = """
 import asyncio, os, signal, sys

@@ -1,4 +1,4 @@
-"""One cache per node: three local ranks, each its own process, share one `cache_dir`; over two
+"""One cache per node: three local ranks, each its own process, share one `cache_dir`; over three
 epochs the node fetches each sample from the server once, on each object store (S3, GCS, Azure)."""
 
 from __future__ import annotations
@@ -13,16 +13,23 @@ from stoker_testbed.data.datasets import dataset
 from stoker_testbed.servers.buckets import TestBucket
 
 RANK = """
-import json, os, sys
+import json, os, sys, time
 from stoker import Loader
 from stoker.storage import open_storage
-url, cache, rank = sys.argv[1], sys.argv[2], int(sys.argv[3])
+url, cache, rank, barrier = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 options = json.loads(os.environ["STOKER_TEST_STORE_OPTIONS"])  # the emulator's endpoint and keys: not on the command line
 epochs = []
 with open_storage(url, cache_dir=cache, cache_bytes=64 << 20, **options) as storage:
+    before = storage.stats()  # windows end to end: a request completing between two epochs counts in one of them
     loader = Loader(storage, batch_size=8, seed=3, rank=rank, world_size=3)
-    before = storage.stats()  # windows end to end: a warm-up request that completes between
-    for epoch in range(2):  # two epochs counts in one of them, never in neither
+    for epoch in range(3):
+        if epoch == 2:
+            # Every rank is through epoch 1, so every sample was read once: epoch 2 (all hits)
+            # takes in the early requests for it, which may have been the first of a sample
+            # that a slower rank had yet to read in epoch 0, counted once they complete.
+            open(os.path.join(barrier, str(rank)), "w").close()
+            while len(os.listdir(barrier)) < 3:
+                time.sleep(0.02)
         loader.set_epoch(epoch)
         keys = [key for batch in loader for key, padding in zip(batch.keys, batch.padding) if not padding]
         after = storage.stats()
@@ -37,9 +44,11 @@ def test_local_ranks_share_one_cache_and_never_fetch_a_sample_twice(object_bucke
     for key, payload in zip(source.keys, source.read_many(source.keys)):
         object_bucket.put(f"d/{key}", payload)
     environment = {**os.environ, "STOKER_TEST_STORE_OPTIONS": json.dumps(object_bucket.options())}
+    barrier = tmp_path / "barrier"
+    barrier.mkdir()
     ranks = [
         subprocess.Popen(
-            [sys.executable, "-c", RANK, object_bucket.url("d"), str(tmp_path / "cache"), str(rank)],
+            [sys.executable, "-c", RANK, object_bucket.url("d"), str(tmp_path / "cache"), str(rank), str(barrier)],
             stdout=subprocess.PIPE,
             env=environment,
         )
@@ -48,12 +57,13 @@ def test_local_ranks_share_one_cache_and_never_fetch_a_sample_twice(object_bucke
     outputs = [rank.communicate(timeout=300)[0] for rank in ranks]
     assert [rank.returncode for rank in ranks] == [0, 0, 0]
     epochs = [json.loads(output) for output in outputs]
-    for epoch in range(2):
+    for epoch in range(3):
         keys = [key for rank in epochs for key in rank[epoch]["keys"]]
         assert sorted(keys) == sorted(source.keys), f"epoch {epoch}: every sample once over the ranks"
-    # The ranks run unsynchronized (a rank in epoch 1 may ask for a sample another has yet to
-    # read in epoch 0), and each asks for the next epoch's first samples early: the node still
-    # fetches each sample once, the other reads waiting for that fetch or hitting its entry.
+    # The ranks run unsynchronized through epochs 0 and 1 (a rank in epoch 1 may ask for a
+    # sample another has yet to read in epoch 0), and each asks for the next epoch's first
+    # samples early: the node still fetches each sample once, the other reads waiting for that
+    # fetch or hitting its entry.
     fetched = sum(epoch["fetched"] for rank in epochs for epoch in rank)
     hits = sum(epoch["hits"] for rank in epochs for epoch in rank)
     assert fetched == len(source), f"the node fetched {fetched} samples for {len(source)}"

@@ -233,7 +233,7 @@ class ObjectStorage(RemoteStorage):
             raise
         self.block_downloads += 1
         if self.cache is not None:
-            await asyncio.to_thread(self.cache.put, name, data, claim)
+            await self.cache.store(name, data, claim)
         return data
 
     def _sample_cache(self) -> SampleCache | None:

@@ -133,8 +133,7 @@ class RemoteStorage(Storage):
         self.requests += 1
         self.bytes_fetched += len(data)
         if cache is not None:
-            # Off the event loop: a write is a file and a transaction, a millisecond or so.
-            await asyncio.to_thread(cache.put, name, data, claim)
+            await cache.store(name, data, claim)
         return data
 
     def request_latencies(self) -> Sequence[float]:
