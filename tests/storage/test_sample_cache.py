@@ -200,3 +200,28 @@ def test_closing_stores_what_is_held_back(tmp_path: Path) -> None:
     asyncio.run(store_and_stop())  # the loop may end before its next turn
     cache.close()
     assert SampleCache(tmp_path, max_bytes=4 << 20).get("s1") == payload(1)
+
+
+def test_a_cache_from_before_the_machine_last_started_is_emptied(tmp_path: Path) -> None:
+    boot_file = Path("/proc/sys/kernel/random/boot_id")
+    if not boot_file.exists():
+        pytest.skip("no boot id here (not Linux): every commit is flushed instead")
+    cache = SampleCache(tmp_path, max_bytes=4 << 20)
+    cache.put("s1", payload(1))
+    cache.close()
+    same_boot = SampleCache(tmp_path, max_bytes=4 << 20)
+    assert same_boot.get("s1") == payload(1), "the same boot: kept"
+    same_boot.close()
+    (tmp_path / "entries" / "boot").write_text("an earlier boot")  # as a power cut would leave it
+    reopened = SampleCache(tmp_path, max_bytes=4 << 20)
+    assert reopened.get("s1") is None and len(reopened) == 0, "unflushed writes of an earlier boot are not trusted"
+    reopened.put("s2", payload(2))
+    assert reopened.get("s2") == payload(2)
+
+
+def test_names_longer_than_a_key_are_kept_too(tmp_path: Path) -> None:
+    cache = SampleCache(tmp_path, max_bytes=4 << 20)
+    long_names = [f"s3://bucket/{'deep/' * 200}shard-{index}.tar bytes 0-8388607" for index in range(3)]
+    for index, name in enumerate(long_names):
+        cache.put(name, payload(index))
+    assert [cache.get(name) for name in long_names] == [payload(index) for index in range(3)]

@@ -13,7 +13,8 @@ table holds the bytes charged and the next stamp. Every store is one write trans
 in any process sees an entry whole or not at all, and a process killed mid-write leaves the
 cache as its last committed transaction left it (LMDB's write lock is a robust mutex: the next
 writer takes it over). Commits are not flushed to disk: a cache that loses its last entries in
-a power cut fetches them again.
+a power cut fetches them again, and one written before the machine last started is not trusted
+(see `open_environment`).
 
 An entry is charged the pages it takes (LMDB keeps a large value in whole pages) plus its name
 and bookkeeping, so the limit bounds what the cache holds on disk; the file itself can grow a
@@ -23,6 +24,7 @@ limit and a gigabyte), at which point more of the oldest entries go.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 from collections.abc import Sequence
@@ -30,12 +32,19 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import StorageError
+from ._cache_environment import close_environment, open_environment
 
 __all__ = ["CacheEntries"]
 
 _STAMP = 8  # bytes of a stamp: big-endian, so the order table sorts oldest first
 _BOOKKEEPING = 96  # bytes charged per entry besides its value and name: node headers, its stamp rows
-_MAX_READERS = 1024  # read transactions open at once, over every process on the node
+_LONGEST_KEY = 400  # bytes of a name kept as it is; LMDB's keys end at 511
+
+
+def _key(name: str) -> bytes:
+    """``name`` as an LMDB key: a longer one (a URL and a byte range) by its digest."""
+    encoded = name.encode()
+    return encoded if len(encoded) <= _LONGEST_KEY else b"#" + hashlib.blake2b(encoded, digest_size=32).hexdigest().encode()
 
 
 def _stamp(number: int) -> bytes:
@@ -70,7 +79,7 @@ class CacheEntries:
 
     def _open(self) -> None:
         self._process = os.getpid()
-        self._env: Any = _open_environment(self._lmdb, self.folder, self._map_bytes)
+        self._env: Any = open_environment(self._lmdb, self.folder, self._map_bytes)
         self._entries = self._env.open_db(b"entries")
         self._stamps = self._env.open_db(b"stamps")
         self._order = self._env.open_db(b"order")
@@ -98,7 +107,7 @@ class CacheEntries:
             lmdb.Error: The cache cannot be read.
         """
         with self._environment().begin(db=self._entries) as transaction:
-            return transaction.get(name.encode())
+            return transaction.get(_key(name))
 
     def put(self, name: str, data: bytes | memoryview) -> bool:
         """Keep ``data`` as ``name``, evicting the oldest entries to stay within the limit;
@@ -116,7 +125,7 @@ class CacheEntries:
         Raises:
             lmdb.Error: The cache cannot be written.
         """
-        encoded = [(name.encode(), data) for name, data in entries]
+        encoded = [(_key(name), data) for name, data in entries]
         sized = [(key, data, charged) for key, data in encoded if (charged := self.cost(key, len(data))) <= self.max_bytes]
         if not sized:
             return 0
@@ -183,51 +192,4 @@ class CacheEntries:
                 return
             self._closed = True
         if self._process == os.getpid():
-            _close_environment(self.folder)
-
-
-# One handle per process and folder: LMDB must not open one environment twice in a process (closing
-# either would drop the file lock the other relies on). Keyed by process, as a forked child opens its own.
-_ENVIRONMENTS: dict[tuple[int, str], list[Any]] = {}  # -> [environment, users]
-_ENVIRONMENTS_LOCK = threading.Lock()
-
-
-def _open_environment(lmdb: Any, folder: Path, map_bytes: int) -> Any:
-    key = (os.getpid(), str(folder.resolve()))
-    with _ENVIRONMENTS_LOCK:
-        held = _ENVIRONMENTS.get(key)
-        if held is not None:
-            held[1] += 1
-            return held[0]
-        for inherited in [other for other in _ENVIRONMENTS if other[1] == key[1]]:
-            # A forked child's copy of its parent's handle: lmdb opens a folder once per
-            # process, so it is closed first. That touches only this process: LMDB clears the
-            # read slots of the calling process id, and the parent's file lock is its own.
-            _ENVIRONMENTS.pop(inherited)[0].close()
-        try:
-            environment = lmdb.open(
-                str(folder),
-                map_size=map_bytes,
-                max_dbs=4,
-                max_readers=_MAX_READERS,
-                sync=False,  # a cache: see the module's notes
-                metasync=False,
-                readahead=False,  # reads are random: the kernel's readahead would read pages never used
-            )
-        except lmdb.Error as error:
-            raise StorageError(f"sample cache {folder}: cannot open it ({type(error).__name__}: {error})") from error
-        environment.reader_check()  # read slots left by killed processes would keep freed pages from reuse
-        _ENVIRONMENTS[key] = [environment, 1]
-        return environment
-
-
-def _close_environment(folder: Path) -> None:
-    key = (os.getpid(), str(folder.resolve()))
-    with _ENVIRONMENTS_LOCK:
-        held = _ENVIRONMENTS.get(key)
-        if held is None:
-            return
-        held[1] -= 1
-        if held[1] == 0:
-            del _ENVIRONMENTS[key]
-            held[0].close()
+            close_environment(self.folder)
