@@ -17,6 +17,7 @@ CPU for a 20 KB sample) is what keeps a cold epoch through the cache as fast as 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import threading
@@ -127,9 +128,15 @@ class SampleCache:
                     self.release(name, claim)
                     return data, None
                 return None, claim
-            if time.monotonic() > lapses:  # its holder's fetch is stuck (an outage): fetch it too
+            left = lapses - time.monotonic()
+            if left <= 0:  # its holder's fetch is stuck (an outage): fetch it too
                 return None, None
-            await asyncio.sleep(poll)
+            released = claims.released(name)
+            if released is None:  # held by another process (or let go just now): look again soon
+                await asyncio.sleep(poll)
+                continue
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(released, left)
 
     def put(self, name: str, data: bytes | memoryview, claim: str | None = None) -> None:
         """Keep ``data`` as ``name`` (larger than the whole limit: not kept), and let go of
