@@ -133,30 +133,34 @@ class CacheEntries:
         for room in (0, self.max_bytes // 8):
             try:
                 with environment.begin(write=True, buffers=True) as transaction:
+                    total, next_stamp = self._read_totals(transaction)
                     for key, data, charged in sized:
-                        self._store(transaction, key, data, charged, room)
+                        total = self._store(transaction, key, data, charged, room, total, next_stamp)
+                        next_stamp += 1
+                    transaction.put(b"bytes", _stamp(total), db=self._totals)
+                    transaction.put(b"next", _stamp(next_stamp), db=self._totals)
                 return len(sized)
             except self._lmdb.MapFullError:  # freed pages too scattered for these values: free more
                 continue
         return 0
 
-    def _store(self, transaction: Any, key: bytes, data: bytes | memoryview, charged: int, room: int) -> None:
-        """In one write transaction: drop ``key``'s old entry, evict until ``charged`` (and
-        ``room`` more) fits, store it with the next stamp."""
-        total, next_stamp = self._read_totals(transaction)
+    def _store(self, transaction: Any, key: bytes, data: bytes | memoryview, charged: int, room: int, total: int, stamp_number: int) -> int:
+        """In a write transaction whose entries are charged ``total`` bytes: drop ``key``'s old
+        entry, evict until ``charged`` (and ``room`` more) fits, store it with stamp
+        ``stamp_number``. Returns the bytes charged after."""
         old = transaction.get(key, db=self._stamps)
         if old is not None:
             total -= self._drop(transaction, key, bytes(old))
-        cursor = transaction.cursor(db=self._order)
-        while total + charged + room > self.max_bytes and cursor.first():
-            victim = bytes(cursor.value())
-            total -= self._drop(transaction, victim, bytes(cursor.key()))
-        stamp = _stamp(next_stamp)
+        if total + charged + room > self.max_bytes:
+            cursor = transaction.cursor(db=self._order)
+            while total + charged + room > self.max_bytes and cursor.first():
+                victim = bytes(cursor.value())
+                total -= self._drop(transaction, victim, bytes(cursor.key()))
+        stamp = _stamp(stamp_number)
         transaction.put(key, data, db=self._entries)
         transaction.put(key, stamp, db=self._stamps)
         transaction.put(stamp, key, db=self._order)
-        transaction.put(b"bytes", _stamp(total + charged), db=self._totals)
-        transaction.put(b"next", _stamp(next_stamp + 1), db=self._totals)
+        return total + charged
 
     def _drop(self, transaction: Any, key: bytes, stamp: bytes) -> int:
         """Remove the entry ``key`` (stored with ``stamp``); the bytes it was charged."""

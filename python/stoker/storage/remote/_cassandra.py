@@ -21,13 +21,14 @@ import asyncio
 import contextlib
 import itertools
 import json
+import time
 import uuid
 from collections.abc import Sequence
 from typing import Any
 
 from ...errors import ConfigurationError, StorageError
 from ..policies import ErrorKind, RetryPolicy
-from ._cassandra_connection import READ_PROFILE, CassandraConnection, check_identifier
+from ._cassandra_connection import READ_PROFILE, CassandraConnection, ReadLatencies, check_identifier, replica_hedging
 from ._remote import RemoteStorage
 
 __all__ = ["SAMPLE_NAMESPACE", "CassandraStorage", "await_response", "read_metadata_table", "sample_id"]
@@ -96,6 +97,10 @@ class CassandraStorage(RemoteStorage):
             driver keeps one connection per host (protocol v3+), whose single event-loop thread
             caps throughput; measured here with 100 KB rows, 2 give about 1.2-1.35x one.
         retry: See `RemoteStorage`.
+        hedge: A read not answered within three times the median read latency (at least
+            ``hedge_floor`` seconds) is sent to another replica of its row as well; the first
+            answer is used (see `replica_hedging`). False: each read waits for its coordinator.
+        hedge_floor: Least seconds before a read is hedged.
         options: Overrides for the connection (``username=``, ``tls=``, ...).
 
     Raises:
@@ -110,6 +115,8 @@ class CassandraStorage(RemoteStorage):
         max_in_flight_per_host: int = 128,
         connections_per_host: int = 2,
         retry: RetryPolicy | None = None,
+        hedge: bool = True,
+        hedge_floor: float = 0.05,
         **options: Any,
     ) -> None:
         if connections_per_host < 1:
@@ -119,11 +126,13 @@ class CassandraStorage(RemoteStorage):
         self.connection = connection
         super().__init__(max_in_flight=max_in_flight_per_host * len(connection.hosts), retry=retry)
         self._clusters: list[Any] = []
+        self.read_latencies = ReadLatencies(floor=hedge_floor)
         try:
             # One driver Cluster per connection: each has its own connection to every host.
             sessions = []
             for _ in range(connections_per_host):
-                cluster, session = connection.connect(executor_threads=1)
+                hedging = replica_hedging(self.read_latencies) if hedge else None
+                cluster, session = connection.connect(executor_threads=1, read_hedging=hedging)
                 self._clusters.append(cluster)
                 sessions.append(session)
             self._session = sessions[0]
@@ -131,6 +140,8 @@ class CassandraStorage(RemoteStorage):
             self._routes = [(self._session, self._select)] + [
                 (session, session.prepare(self._select.query_string)) for session in sessions[1:]
             ]
+            for _, select in self._routes:
+                select.is_idempotent = True  # a read: the driver may send copies of it
             self._next_route = itertools.cycle(self._routes)
         except BaseException:
             self.close()
@@ -170,7 +181,9 @@ class CassandraStorage(RemoteStorage):
     async def _request(self, index: int) -> bytes:
         session, select = next(self._next_route)
         self.traffic.request("read")
+        started = time.monotonic()
         rows = await await_response(session.execute_async(select, (self._ids[index],), execution_profile=READ_PROFILE))
+        self.read_latencies.add(time.monotonic() - started)
         if not rows:
             raise StorageError(f"{self.sample_name(index)}: listed in metadata but has no data row")
         self.traffic.received(len(rows[0][0]))
