@@ -10,8 +10,9 @@ process never sees a partial entry, and a rank killed mid-write never breaks the
 (`NodeClaims`) keep two ranks from fetching one object at once: locks the kernel drops when a
 rank dies. Eviction is oldest-stored first: an epoch reads each sample once, so that is the
 order least recently used would give, without the write that recording each read would cost on
-the hot path. What a miss costs on top of the fetch (a read, a claim, a store: about 30 us of
-CPU for a 20 KB sample) is what keeps a cold epoch through the cache as fast as one without.
+the hot path. A miss costs a read, a claim and a store on top of the fetch, about 30 us of CPU
+for a 20 KB sample here (it was ten times that on SQLite): a cold epoch through the cache runs
+close to one without it (docs/benchmarks.md, "Several hosts").
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from pathlib import Path
 from ...errors import ConfigurationError
 from ._cache_entries import CacheEntries
 from ._node_claims import NodeClaims
-from ._turn_batches import TurnBatch
 
 __all__ = ["SampleCache"]
 
@@ -64,7 +64,6 @@ class SampleCache:
         self.misses = 0
         self._lock = threading.Lock()
         self._warned: set[str] = set()
-        self._look_ups = TurnBatch(self._look_up, self._abandoned)
         self._pending: list[tuple[str, bytes | memoryview, str | None]] = []
         self._flush_scheduled = False
         self._claims: NodeClaims | None = None
@@ -96,7 +95,7 @@ class SampleCache:
                 self.hits += 1
         return data
 
-    async def get_or_claim(self, name: str, *, poll: float = 0.005) -> tuple[bytes | None, str | None]:
+    async def get_or_claim(self, name: str, *, in_thread: bool = False, poll: float = 0.005) -> tuple[bytes | None, str | None]:
         """``(bytes, None)`` for a cached ``name``; else ``(None, claim)``: this request now holds
         the claim to fetch it, and must `put` it with the claim (or `release` the claim if the
         fetch fails). ``claim`` is None where claims cannot be recorded (then just fetch).
@@ -104,48 +103,41 @@ class SampleCache:
         While another request on the node holds the claim (its fetch is on its way, in another
         rank or this one), this waits for its entry rather than fetching the same object again.
         A rank that dies lets go of its claims at once (see `NodeClaims`); after ``CLAIM_SECONDS``
-        of waiting, this request fetches the entry itself. The reads and the claim are made in a
-        worker thread, with those of the other requests of the loop's turn (see `TurnBatch`).
+        of waiting, this request fetches the entry itself.
+        ``in_thread``: read off the calling event loop (entries of megabytes).
         """
+        claims = self._claims
+        read = self.get
         lapses = time.monotonic() + CLAIM_SECONDS
-        data, claim, held = await self._look_ups.submit((name, True))
-        while held and self._claims is not None:
+        while True:
+            data = await asyncio.to_thread(read, name) if in_thread else read(name)
+            read = self._quiet_get  # one miss counted however long the wait
+            if data is not None:
+                return data, None
+            if claims is None:
+                return None, None
+            claim = claims.new_claim()
+            try:
+                claimed = claims.take(name, claim)
+            except OSError as error:
+                self._warn_once("write", error)
+                return None, None
+            if claimed:
+                # Claimed: unless the last holder stored it between our read and our claim.
+                data = await asyncio.to_thread(read, name) if in_thread else read(name)
+                if data is not None:
+                    self.release(name, claim)
+                    return data, None
+                return None, claim
             left = lapses - time.monotonic()
             if left <= 0:  # its holder's fetch is stuck (an outage): fetch it too
                 return None, None
-            released = self._claims.released(name)
+            released = claims.released(name)
             if released is None:  # held by another process (or let go just now): look again soon
                 await asyncio.sleep(poll)
-            else:
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(released, left)
-            data, claim, held = await self._look_ups.submit((name, False))  # one miss counted however long the wait
-        return data, claim
-
-    def _look_up(self, request: tuple[str, bool]) -> tuple[bytes | None, str | None, bool]:
-        """``(bytes, None, False)`` for a cached entry; ``(None, claim, False)`` when this request
-        now holds the claim (``claim`` None where claims cannot be recorded); ``(None, None,
-        True)`` while another request holds it. ``request``: the name, and whether a miss counts."""
-        name, counted = request
-        data = self.get(name) if counted else self._quiet_get(name)
-        if data is not None or self._claims is None:
-            return data, None, False
-        claim = self._claims.new_claim()
-        try:
-            claimed = self._claims.take(name, claim)
-        except OSError as error:
-            self._warn_once("write", error)
-            return None, None, False
-        if not claimed:
-            return None, None, True
-        data = self._quiet_get(name)  # unless the last holder stored it between our read and our claim
-        if data is not None:
-            self.release(name, claim)
-            return data, None, False
-        return None, claim, False
-
-    def _abandoned(self, request: tuple[str, bool], result: tuple[bytes | None, str | None, bool]) -> None:
-        self.release(request[0], result[1])  # a request cancelled while its claim was taken
+                continue
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(released, left)
 
     def put(self, name: str, data: bytes | memoryview, claim: str | None = None) -> None:
         """Keep ``data`` as ``name`` (larger than the whole limit: not kept), and let go of
@@ -158,10 +150,11 @@ class SampleCache:
             self.release(name, claim)
 
     async def store(self, name: str, data: bytes | memoryview, claim: str | None = None) -> None:
-        """`put`, from an event loop, off it. Samples are stored together once the loop's
-        callbacks of this turn have run: the responses that arrived together, in one write
-        transaction, one turn of the node's write lock instead of one each (``claim`` is let go
-        of once the entry is stored, so nothing on the node fetches it meanwhile)."""
+        """`put`, from an event loop. A larger entry (a block of megabytes) is stored off the
+        loop. Samples are stored together once the loop's callbacks of this turn have run: the
+        responses that arrived together, in one write transaction, one turn of the node's
+        write lock instead of one each (its holder's rank waits for it; ``claim`` is let go of
+        once the entry is stored, so nothing on the node fetches it meanwhile)."""
         if len(data) > _STORE_IN_PLACE:
             await asyncio.to_thread(self.put, name, data, claim)
             return
@@ -169,11 +162,7 @@ class SampleCache:
             self._pending.append((name, data, claim))
             schedule, self._flush_scheduled = not self._flush_scheduled, True
         if schedule:
-            loop = asyncio.get_running_loop()
-            # After this turn's callbacks (the responses that came together), in a worker thread:
-            # each LMDB call lets go of the GIL, and taking it back on the loop's thread could
-            # wait out another thread's switch interval, with every request of the loop waiting.
-            loop.call_soon(loop.run_in_executor, None, self.flush)
+            asyncio.get_running_loop().call_soon(self.flush)
 
     def flush(self) -> None:
         """Store what `store` holds back now (also called by `close`)."""

@@ -215,8 +215,9 @@ class ObjectStorage(RemoteStorage):
         name = f"{self.location.name(key)} bytes {block.start}-{block.end - 1}"
         claim = None
         if self.cache is not None:
-            # The node's cache: a hit, a wait for another rank's fetch, or ours to fetch.
-            cached, claim = await self.cache.get_or_claim(name)
+            # The node's cache (a hit, a wait for another rank's fetch, or ours to fetch), read
+            # off the event loop: a block is megabytes.
+            cached, claim = await self.cache.get_or_claim(name, in_thread=True)
             if cached is not None and len(cached) == length:
                 return memoryview(cached)
         try:
