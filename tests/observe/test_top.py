@@ -75,7 +75,7 @@ def test_the_straggler_is_the_rank_that_waits_with_its_slow_stage_and_none_when_
     ranks = [endpoint("0", 0.02, 0.010), endpoint("1", 0.03, 0.011), endpoint("2", 0.31, 0.034), endpoint("3", 0.02, 0.010)]
     verdict = straggler(ranks)
     assert verdict is not None
-    assert verdict.startswith("rank 2 (h2) waits for data 31% of the time, the others 2%: its decode takes 3.4x"), verdict
+    assert verdict.startswith("rank 2 (host h2) waits for data 31% of its steps, the others 2%: its decode stage takes 3.4x"), verdict
     assert straggler([endpoint(str(rank), 0.02 + rank / 100, 0.010) for rank in range(4)]) is None
     assert straggler([endpoint("0", 0.5, 0.01)]) is None, "one rank has no one to hold back"
 

@@ -1,5 +1,5 @@
 """Visibility: the data-wait meter, bottleneck diagnosis in words (knowing when other processes or
-a CPU limit hold the cores), run reports, the provenance ledger (its replay is `stoker.loader.replay`), and live metrics for Prometheus."""
+a CPU limit hold the cores), run reports, the provenance ledger (its replay is `stoker.loader.replay`), and live metrics for Prometheus, and the straggler of a synchronous job named across its ranks."""
 
 from .._deprecation import moved_names
 from ._contention import Contention, CpuLimits, CpuMeter, CpuSnapshot, CpuWatch
@@ -9,6 +9,8 @@ from ._meter import DataWaitMeter, DataWaitReport
 from ._metrics import MetricsServer, serve_metrics
 from ._report import write_report
 from ._snapshot import LiveSnapshot, RunTotals, Snapshotting
+from ._straggler import RankFigures, StageFigures, straggler_verdict
+from ._straggler_watch import StragglerWatch
 from ._top import top
 
 __all__ = [
@@ -23,13 +25,17 @@ __all__ = [
     "Diagnosis",
     "MetricsServer",
     "ProvenanceLedger",
+    "RankFigures",
     "RunTotals",
     "Snapshotting",
+    "StageFigures",
+    "StragglerWatch",
     "StageState",
     "diagnose",
     "ledger_metadata",
     "read_ledger",
     "serve_metrics",
+    "straggler_verdict",
     "top",
     "write_report",
 ]

@@ -46,14 +46,8 @@ def _collector(loader: Snapshotting) -> Any:
             yield counter(
                 "stoker_batches_delivered", "Batches the Loader delivered.", totals.batches + (running.items_consumed if running else 0)
             )
-            yield counter(
-                "stoker_run_seconds", "Seconds the Loader's epochs ran.", totals.seconds + (running.elapsed_seconds if running else 0.0)
-            )
-            yield counter(
-                "stoker_data_wait_seconds",
-                "Seconds the training loop waited for data.",
-                totals.wait_seconds + (running.consumer_wait_seconds if running else 0.0),
-            )
+            yield counter("stoker_run_seconds", "Seconds the Loader's epochs ran.", snapshot.run_seconds)
+            yield counter("stoker_data_wait_seconds", "Seconds the training loop waited for data.", snapshot.wait_seconds)
             items = CounterMetricFamily("stoker_stage_items", "Items a stage put out.", labels=["rank", "stage"])
             busy = CounterMetricFamily("stoker_stage_busy_seconds", "Task-seconds a stage ran.", labels=["rank", "stage"])
             failures = CounterMetricFamily("stoker_stage_failures", "Items a stage failed on.", labels=["rank", "stage"])
@@ -62,14 +56,12 @@ def _collector(loader: Snapshotting) -> Any:
             capacity = GaugeMetricFamily(
                 "stoker_stage_queue_capacity", "Items a stage's output queue holds at most.", labels=["rank", "stage"]
             )
+            stage_totals = snapshot.stage_totals()
             for stage in stages:
                 now = [stage] if running is not None else []
                 labels = [rank, stage.name]
-                items.add_metric(labels, totals.stage_items[stage.name] + sum(each.items_out for each in now))
-                busy.add_metric(
-                    labels,
-                    totals.stage_busy_seconds.get(stage.name, 0.0) + sum(each.busy_tasks_mean * each.elapsed_seconds for each in now),
-                )
+                items.add_metric(labels, stage_totals[stage.name][0])
+                busy.add_metric(labels, stage_totals[stage.name][1])
                 failures.add_metric(labels, totals.stage_failures[stage.name] + sum(each.failures for each in now))
                 concurrency.add_metric(labels, stage.concurrency)
                 queue.add_metric(labels, stage.queue_length)

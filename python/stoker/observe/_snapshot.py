@@ -73,6 +73,28 @@ class LiveSnapshot:
     bad_samples: Mapping[str, int]
     tuning_moves: Mapping[str, int]
 
+    @property
+    def run_seconds(self) -> float:
+        """Seconds the Loader's epochs ran, the running one included."""
+        return self.totals.seconds + (self.running.elapsed_seconds if self.running else 0.0)
+
+    @property
+    def wait_seconds(self) -> float:
+        """Seconds the training loop waited for the Loader, the running epoch included."""
+        return self.totals.wait_seconds + (self.running.consumer_wait_seconds if self.running else 0.0)
+
+    def stage_totals(self) -> dict[str, tuple[int, float]]:
+        """Each stage's items put out and task-seconds run since the run began (finished epochs
+        and the running one): counters that only grow, for rates between two snapshots."""
+        found = {}
+        for stage in self.stages:
+            now = [stage] if self.running is not None else []
+            found[stage.name] = (
+                self.totals.stage_items[stage.name] + sum(each.items_out for each in now),
+                self.totals.stage_busy_seconds.get(stage.name, 0.0) + sum(each.busy_tasks_mean * each.elapsed_seconds for each in now),
+            )
+        return found
+
 
 class Snapshotting(Protocol):
     """Anything that can show itself as a `LiveSnapshot` (the Loader)."""

@@ -12,7 +12,6 @@ Ctrl-C quits. ``--once`` prints one refresh and exits, for scripts and logs.
 
 from __future__ import annotations
 
-import statistics
 import time
 import urllib.request
 from collections.abc import Callable, Sequence
@@ -20,6 +19,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from ..errors import ConfigurationError
+from ._straggler import RankFigures, StageFigures, straggler_verdict
 
 __all__ = ["Endpoint", "Scrape", "render", "scrape", "top"]
 
@@ -27,9 +27,6 @@ __all__ = ["Endpoint", "Scrape", "render", "scrape", "top"]
 _FED = 0.05
 # A stage whose slots are this busy is the bottleneck.
 _BUSY = 0.75
-# The straggler waits at least this much and this many times the others' median.
-_STRAGGLER_WAIT = 0.10
-_STRAGGLER_FACTOR = 3.0
 # Bytes a metrics page may have: a loader's is a few KB; a wrong URL must not fill the memory.
 _MAX_PAGE = 4 << 20
 
@@ -133,26 +130,21 @@ class Endpoint:
 
 
 def straggler(endpoints: Sequence[Endpoint]) -> str | None:
-    """The rank that sets a synchronous job's pace, in words, or None when none stands out."""
-    live = [endpoint for endpoint in endpoints if not endpoint.error]
-    if len(live) < 2:
-        return None
-    slowest = max(live, key=lambda endpoint: endpoint.wait)
-    others = [endpoint for endpoint in live if endpoint is not slowest]
-    usual = statistics.median(endpoint.wait for endpoint in others)
-    if slowest.wait < _STRAGGLER_WAIT or slowest.wait < _STRAGGLER_FACTOR * max(usual, 0.01):
-        return None
-    why = ""
-    if slowest.stages:
-        name, _, _, _, per_item = max(slowest.stages, key=lambda stage: stage[2])
-        theirs = [stage[4] for endpoint in others for stage in endpoint.stages if stage[0] == name and stage[4] > 0]
-        if per_item and theirs:
-            why = f": its {name} takes {per_item / statistics.median(theirs):.1f}x the others' median time per item"
-    host = urlsplit(slowest.url).hostname or slowest.url
-    return (
-        f"rank {slowest.rank} ({host}) waits for data {slowest.wait:.0%} of the time, the others {usual:.0%}{why}; "
-        "in a synchronous job the others wait for it at every step"
-    )
+    """The rank that sets a synchronous job's pace, in words, or None when none stands out
+    (`straggler_verdict` over the endpoints' figures per second)."""
+    ranks = [
+        RankFigures(
+            rank=int(endpoint.rank) if endpoint.rank.isdigit() else index,
+            host=urlsplit(endpoint.url).hostname or endpoint.url,
+            seconds=1.0,
+            wait_seconds=endpoint.wait,
+            steps=round(endpoint.batches_per_second),
+            stages=tuple(StageFigures(name, rate, rate * per_item) for name, rate, _, _, per_item in endpoint.stages),
+        )
+        for index, endpoint in enumerate(endpoints)
+        if not endpoint.error
+    ]
+    return straggler_verdict(ranks)
 
 
 def render(endpoints: Sequence[Endpoint], width: int = 120) -> list[str]:
