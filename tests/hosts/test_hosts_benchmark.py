@@ -27,3 +27,19 @@ def test_the_hosts_benchmark_reports_its_table(hosts: type[HostNetwork]) -> None
     assert all(float(row.split(" | ")[2].replace(",", "")) > 0 for row in rows)
     cut = next(line for line in run.stdout.splitlines() if line.strip().startswith("h1: epoch"))
     assert "with" in cut
+
+
+SCALE = BENCHMARK.parent / "scale.py"
+
+
+def test_the_scale_benchmark_measures_each_job_against_its_model_and_projects(hosts: type[HostNetwork]) -> None:
+    run = subprocess.run([sys.executable, str(SCALE), "--jobs", "2x1,2x2", "--samples", "320"], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    rows = [line.split(" | ") for line in run.stdout.splitlines() if line.startswith(("| 2 (2 x 1)", "| 4 (2 x 2)"))]
+    assert len(rows) == 2, run.stdout
+    for row in rows:
+        gets = int(row[2].split(" (")[0].replace(",", ""))
+        hits = float(row[3].split("%")[0])
+        assert gets >= 320, f"every sample fetched at least once:\n{run.stdout}"
+        assert 0 < hits < 50, f"two hosts' caches hit in epoch 1, never in epoch 0:\n{run.stdout}"
+    assert "projected to 1,024 ranks" in run.stdout and "GETs/s" in run.stdout

@@ -28,7 +28,7 @@ from typing import Any
 
 from ...errors import ConfigurationError, StorageError
 from ..policies import ErrorKind, RetryPolicy
-from ._cassandra_connection import READ_PROFILE, CassandraConnection, ReadLatencies, check_identifier, replica_hedging
+from ._cassandra_connection import READ_PROFILE, CassandraConnection, QuietReplicas, ReadLatencies, check_identifier, replica_hedging
 from ._remote import RemoteStorage
 
 __all__ = ["SAMPLE_NAMESPACE", "CassandraStorage", "await_response", "read_metadata_table", "sample_id"]
@@ -127,12 +127,13 @@ class CassandraStorage(RemoteStorage):
         super().__init__(max_in_flight=max_in_flight_per_host * len(connection.hosts), retry=retry)
         self._clusters: list[Any] = []
         self.read_latencies = ReadLatencies(floor=hedge_floor)
+        self.quiet_replicas = QuietReplicas() if hedge else None
         try:
             # One driver Cluster per connection: each has its own connection to every host.
             sessions = []
             for _ in range(connections_per_host):
                 hedging = replica_hedging(self.read_latencies) if hedge else None
-                cluster, session = connection.connect(executor_threads=1, read_hedging=hedging)
+                cluster, session = connection.connect(executor_threads=1, read_hedging=hedging, quiet=self.quiet_replicas)
                 self._clusters.append(cluster)
                 sessions.append(session)
             self._session = sessions[0]
@@ -182,8 +183,11 @@ class CassandraStorage(RemoteStorage):
         session, select = next(self._next_route)
         self.traffic.request("read")
         started = time.monotonic()
-        rows = await await_response(session.execute_async(select, (self._ids[index],), execution_profile=READ_PROFILE))
+        response = session.execute_async(select, (self._ids[index],), execution_profile=READ_PROFILE)
+        rows = await await_response(response)
         self.read_latencies.add(time.monotonic() - started)
+        if self.quiet_replicas is not None:
+            self.quiet_replicas.answered(response)
         if not rows:
             raise StorageError(f"{self.sample_name(index)}: listed in metadata but has no data row")
         self.traffic.received(len(rows[0][0]))
