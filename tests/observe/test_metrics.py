@@ -60,6 +60,12 @@ def test_a_scrape_reports_the_loader_across_epochs() -> None:
         assert second[("stoker_stage_items_total", (("rank", "0"), ("stage", "decode")))] >= 25
         assert second[("stoker_stage_concurrency", (("rank", "0"), ("stage", "decode")))] >= 1
         batches.close()  # type: ignore[attr-defined]
+        # The host's side, for a straggler's cause: its cores busy (every process) include its own CPU time.
+        assert second[("stoker_cores", rank)] >= 1
+        assert second[("stoker_process_cpu_seconds_total", rank)] > first[("stoker_process_cpu_seconds_total", rank)] - 1e-9
+        if ("stoker_cores_busy_seconds_total", rank) in second:  # Linux
+            assert second[("stoker_cores_busy_seconds_total", rank)] > 0
+        assert second[("stoker_reads_from", (("rank", "0"), ("reads_from", "from MemoryStorage")))] == 1
         url = server.url
     with pytest.raises(urllib.error.URLError):
         urllib.request.urlopen(url, timeout=2)

@@ -16,7 +16,7 @@ import pytest
 
 pytest.importorskip("prometheus_client")
 
-from stoker.observe._top import Endpoint, straggler  # noqa: E402
+from stoker.observe._top import Endpoint, Scrape, straggler  # noqa: E402
 from stoker_testbed.availability import unavailable  # noqa: E402
 
 STOKER = str(Path(sys.executable).with_name("stoker"))
@@ -105,3 +105,27 @@ def test_it_refreshes_in_place_in_a_terminal_and_quits_on_q(running_loader: str)
         assert subprocess.run(["tmux", "has-session", "-t", session], capture_output=True).returncode != 0, "q did not quit"
     finally:
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+
+
+def test_a_straggler_whose_cores_other_processes_take_is_named_for_it_from_the_endpoints() -> None:
+    def page(at: float, wait: float, busy: float, cpu: float) -> Scrape:
+        rank = (("rank", "0"),)
+        return Scrape(
+            at,
+            {
+                ("stoker_run_seconds_total", rank): at,
+                ("stoker_data_wait_seconds_total", rank): wait,
+                ("stoker_cores_busy_seconds_total", rank): busy,
+                ("stoker_process_cpu_seconds_total", rank): cpu,
+                ("stoker_cores", rank): 2.0,
+                ("stoker_reads_from", (("rank", "0"), ("reads_from", "from local disk, files at /data"))): 1.0,
+            },
+        )
+
+    # 10 s on 2 cores: the first rank's cores 18 s busy of which 2 s its own; the second's 4 s, 3 s its own.
+    hogged = Endpoint.between("http://h1:9464/metrics", page(0.0, 0.0, 0.0, 0.0), page(10.0, 4.0, 18.0, 2.0))
+    calm = Endpoint.between("http://h0:9464/metrics", page(0.0, 0.0, 0.0, 0.0), page(10.0, 0.1, 4.0, 3.0))
+    assert hogged.others_cpu_share == pytest.approx(0.8) and calm.others_cpu_share == pytest.approx(0.05)
+    assert hogged.reads_from == "from local disk, files at /data"
+    verdict = straggler([calm, hogged])
+    assert verdict is not None and "host h1" in verdict and "other processes on host h1 use 80% of the cores it may run on" in verdict

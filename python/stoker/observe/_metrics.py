@@ -13,7 +13,10 @@ counters, which count from the start of the run (finished epochs plus the runnin
 - gauges ``stoker_stage_concurrency``, ``stoker_stage_queue_items`` and
   ``stoker_stage_queue_capacity``, by ``stage``;
 - ``stoker_bad_samples_total`` by ``stage`` and ``action``; ``stoker_tuning_moves_total`` by
-  ``knob``; ``stoker_step`` (the rank's batch number).
+  ``knob``; ``stoker_step`` (the rank's batch number);
+- the host's side, for a straggler's cause: ``stoker_cores_busy_seconds_total`` (the cores this
+  rank may run on, busy with any process), ``stoker_process_cpu_seconds_total``, the gauge
+  ``stoker_cores``, and ``stoker_reads_from`` (1, labelled with where the reads go).
 
 Every series carries the rank as a label, so ranks on one host can share a scrape config.
 """
@@ -25,6 +28,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..errors import ConfigurationError
+from ._host_cpu import cores_busy_seconds, process_cpu_seconds, reads_from, usable_cores
 from ._snapshot import LiveSnapshot, Snapshotting
 
 __all__ = ["MetricsServer", "serve_metrics"]
@@ -32,6 +36,8 @@ __all__ = ["MetricsServer", "serve_metrics"]
 
 def _collector(loader: Snapshotting) -> Any:
     from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+    where = reads_from(loader)
 
     class LoaderCollector:
         def collect(self) -> Iterator[Any]:
@@ -79,6 +85,19 @@ def _collector(loader: Snapshotting) -> Any:
             step = GaugeMetricFamily("stoker_step", "The rank's batch number since the run began.", labels=["rank"])
             step.add_metric([rank], snapshot.step)
             yield step
+            # The host's side, for a straggler's cause (`stoker top`): the cores this rank may run
+            # on, how busy they were (every process), its own CPU time; where its reads go.
+            cores_busy = cores_busy_seconds()
+            if cores_busy is not None:
+                yield counter("stoker_cores_busy_seconds", "Seconds the cores this rank may run on were busy, all processes.", cores_busy)
+            yield counter("stoker_process_cpu_seconds", "CPU seconds this rank's process used.", process_cpu_seconds())
+            cores = GaugeMetricFamily("stoker_cores", "Cores this rank may run on (its affinity).", labels=["rank"])
+            cores.add_metric([rank], usable_cores())
+            yield cores
+            if where:
+                info = GaugeMetricFamily("stoker_reads_from", "Where this rank's storage reads go (1).", labels=["rank", "reads_from"])
+                info.add_metric([rank, where], 1)
+                yield info
 
     return LoaderCollector()
 

@@ -29,7 +29,6 @@ The figures travel as JSON, never pickled, and are checked on arrival (`RankFigu
 from __future__ import annotations
 
 import logging
-import os
 import socket
 import statistics
 from collections.abc import Iterable, Iterator
@@ -39,6 +38,7 @@ from time import perf_counter
 from typing import Any, Generic, TypeVar
 
 from ..distributed import process_group
+from ._host_cpu import cores_busy_seconds, others_share, process_cpu_seconds, reads_from, usable_cores
 from ._snapshot import LiveSnapshot
 from ._straggler import MAX_FIGURES_BYTES, RankFigures, StageFigures, straggler_verdict
 
@@ -88,7 +88,7 @@ class StragglerWatch(Generic[T]):
         self.verdicts: list[str | None] = []
         self.figures: list[RankFigures] = []
         self._host = socket.gethostname()
-        self._reads_from = _reads_from(loader)
+        self._reads_from = reads_from(loader)
         self._distributed: Any = process_group()
         self._group: Any = None
         self._rank, self._world = 0, 1
@@ -137,7 +137,7 @@ class StragglerWatch(Generic[T]):
         take: Any = getattr(self._loader, "snapshot", None)
         snapshot: LiveSnapshot | None = take() if callable(take) else None
         stages = snapshot.stage_totals() if isinstance(snapshot, LiveSnapshot) else {}
-        return _Mark(perf_counter(), self._wait_seconds, self._steps, stages, _cores_busy(), _own_cpu())
+        return _Mark(perf_counter(), self._wait_seconds, self._steps, stages, cores_busy_seconds(), process_cpu_seconds())
 
     def _check(self, mark: _Mark, span: str, judge: bool = True) -> float:
         """Gather every rank's figures since ``mark``; rank 0 logs the verdict. Returns the ranks'
@@ -202,46 +202,8 @@ class StragglerWatch(Generic[T]):
             return None
 
 
-def _reads_from(loader: object) -> str:
-    """Where a Loader's storage reads go, in words ("" for anything else)."""
-    storage = getattr(loader, "storage", None)
-    if storage is None:
-        return ""
-    describe = getattr(storage, "describe", None)
-    name = describe() if callable(describe) else type(storage).__name__
-    if getattr(storage, "is_remote", False):
-        return f"over the network, {name}"
-    if any(isinstance(getattr(storage, field, None), (str, os.PathLike)) for field in ("root", "path", "paths")):
-        return f"from local disk, {name}"
-    return f"from {name}"
-
-
-def _cores_busy() -> float | None:
-    """Seconds the cores in this process's affinity mask spent busy since boot (``/proc/stat``'s
-    per-core lines: user, nice, system, irq, softirq, steal); None off Linux."""
-    try:
-        cores = {f"cpu{core}" for core in os.sched_getaffinity(0)}
-        with open("/proc/stat") as stat:
-            lines = [line.split() for line in stat if line.startswith("cpu")]
-    except (OSError, AttributeError):
-        return None
-    ticks = 0
-    for fields in lines:
-        if fields[0] in cores and len(fields) >= 9:
-            user, nice, system, _idle, _iowait, irq, softirq, steal = (int(value) for value in fields[1:9])
-            ticks += user + nice + system + irq + softirq + steal
-    return ticks / os.sysconf("SC_CLK_TCK")
-
-
-def _own_cpu() -> float:
-    times = os.times()
-    return times.user + times.system
-
-
 def _others_share(start: _Mark, end: _Mark) -> float | None:
     """Share of this rank's cores other processes used between two marks."""
-    if start.cores_busy is None or end.cores_busy is None or end.at <= start.at:
+    if start.cores_busy is None or end.cores_busy is None:
         return None
-    cores = len(os.sched_getaffinity(0))
-    others = (end.cores_busy - start.cores_busy) - (end.own_cpu - start.own_cpu)
-    return min(1.0, max(0.0, others / ((end.at - start.at) * cores)))
+    return others_share(end.cores_busy - start.cores_busy, end.own_cpu - start.own_cpu, end.at - start.at, usable_cores())

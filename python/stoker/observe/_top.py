@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from ..errors import ConfigurationError
+from ._host_cpu import others_share
 from ._straggler import RankFigures, StageFigures, straggler_verdict
 
 __all__ = ["Endpoint", "Scrape", "render", "scrape", "top"]
@@ -86,6 +87,8 @@ class Endpoint:
     stages: list[tuple[str, float, float, float, float]]  # name, items/s, busy share, queue fill, seconds per item
     tuning_moves: int
     error: str = ""
+    others_cpu_share: float | None = None  # share of its cores other processes used
+    reads_from: str = ""
 
     @classmethod
     def between(cls, url: str, before: Scrape, after: Scrape) -> Endpoint:
@@ -105,6 +108,14 @@ class Endpoint:
             fill = after.get("stoker_stage_queue_items", rank=rank, stage=stage) / capacity if capacity else 0.0
             stages.append((stage, items / seconds, min(1.0, busy / seconds / slots), fill, busy / items if items else 0.0))
         moves = sum(value for (name, _), value in after.values.items() if name == "stoker_tuning_moves_total")
+        cores = int(after.get("stoker_cores", rank=rank))
+        taken = None
+        if cores and ("stoker_cores_busy_seconds_total", (("rank", rank),)) in after.values:
+            busy, own = change("stoker_cores_busy_seconds_total"), change("stoker_process_cpu_seconds_total")
+            taken = others_share(busy, own, seconds, cores) if before is not after else None
+        where = next(
+            (value for (name, labels) in after.values for key, value in labels if name == "stoker_reads_from" and key == "reads_from"), ""
+        )
         return cls(
             url,
             rank,
@@ -112,6 +123,8 @@ class Endpoint:
             change("stoker_batches_delivered_total") / seconds,
             stages,
             int(moves),
+            others_cpu_share=taken,
+            reads_from=where,
         )
 
     def bottleneck(self) -> str:
@@ -140,6 +153,8 @@ def straggler(endpoints: Sequence[Endpoint]) -> str | None:
             wait_seconds=endpoint.wait,
             steps=round(endpoint.batches_per_second),
             stages=tuple(StageFigures(name, rate, rate * per_item) for name, rate, _, _, per_item in endpoint.stages),
+            others_cpu_share=endpoint.others_cpu_share,
+            reads_from=endpoint.reads_from,
         )
         for index, endpoint in enumerate(endpoints)
         if not endpoint.error
