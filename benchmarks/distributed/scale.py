@@ -21,7 +21,9 @@ times the miss rate. It is checked against each measured job, then projected to 
 (128 hosts of 8) at the per-rank sample rate of the fewest ranks' cold epoch (every read a miss,
 as nearly all are on 128 hosts). Beyond the model: each rank warms the next epoch's first
 batches before an epoch ends (`EpochWarmup`), and the last epoch's warm-up is never read, a few
-batches per rank.
+batches per rank. A request the Loader hedges (sent again once it stalls) finds its original's
+claim on the node cache, waits for it and reads the cache: a hit the model does not count, shown
+beside the hedged copies.
 
 Run as root:  python benchmarks/distributed/scale.py [--jobs 2x1,2x2,4x4] [--samples 4000] [--size-kb 20] [--delay-ms 10]
 
@@ -64,7 +66,8 @@ with S3Storage("s3://bench/d", cache_dir=cache, cache_bytes=1 << 30, **options) 
             samples += sum(1 for padding in batch.padding if not padding)
         after = storage.stats()
         report["epochs"].append({"samples": samples, "seconds": time.perf_counter() - began,
-                                 "gets": after["requests"] - before["requests"], "hits": after["cache_hits"] - before["cache_hits"]})
+                                 "gets": after["requests"] - before["requests"], "hits": after["cache_hits"] - before["cache_hits"],
+                                 "hedged": loader.prefetcher.hedged if loader.prefetcher is not None else 0})
     open(f"{barrier}/{rank}", "w").close()  # close only once every rank is done: a rank's cache outlives its reads
     while len(os.listdir(barrier)) < world:
         time.sleep(0.05)
@@ -117,6 +120,8 @@ def summary(reports: list[dict[str, Any]], hosts: int, samples: int) -> dict[str
     hits = sum(each["hits"] for report in reports for each in report["epochs"])
     figures["gets"], figures["predicted_gets"] = gets, samples * (2 - predicted_hit_rate(hosts, 1))
     figures["hit"], figures["predicted_hit"] = hits / max(1, hits + gets), predicted_hit_rate(hosts, 1) / 2
+    figures["hits_beyond"] = hits - samples * predicted_hit_rate(hosts, 1)
+    figures["hedged"] = sum(each["hedged"] for report in reports for each in report["epochs"])
     return figures
 
 
@@ -163,14 +168,15 @@ def report(results: list[tuple[int, int, dict[str, float]]], args: argparse.Name
     )
     print(
         "| ranks (hosts x per host) | start-up per rank, median / max | GETs, 2 epochs (model) | beyond the model, per rank | "
-        "node-cache hits, 2 epochs (model) | GETs/s at the store, epoch 0 / 1 | samples/s per rank, epoch 0 / 1 |"
+        "node-cache hits, 2 epochs (model) | hits beyond the model / hedged copies | GETs/s at the store, epoch 0 / 1 | "
+        "samples/s per rank, epoch 0 / 1 |"
     )
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for hosts, per_host, figures in results:
         print(
             f"| {hosts * per_host} ({hosts} x {per_host}) | {figures['open_median']:.2f} / {figures['open_max']:.2f} s | "
             f"{figures['gets']:,.0f} ({figures['predicted_gets']:,.0f}) | {(figures['gets'] - figures['predicted_gets']) / figures['ranks']:,.0f} | "
-            f"{figures['hit']:.1%} ({figures['predicted_hit']:.1%}) | "
+            f"{figures['hit']:.1%} ({figures['predicted_hit']:.1%}) | {figures['hits_beyond']:,.0f} / {figures['hedged']:,.0f} | "
             f"{figures['gets_per_second0']:,.0f} / {figures['gets_per_second1']:,.0f} | {figures['rank_rate0']:,.0f} / {figures['rank_rate1']:,.0f} |"
         )
     hosts, per_host, least = min(results, key=lambda result: result[0] * result[1])

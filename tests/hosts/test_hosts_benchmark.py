@@ -39,7 +39,7 @@ def test_the_scale_benchmark_measures_each_job_against_its_model_and_projects(ho
     assert len(rows) == 2, run.stdout
     for row in rows:
         gets = int(row[2].split(" (")[0].replace(",", ""))
-        hits = float(row[3].split("%")[0])
+        hits = float(row[4].split("%")[0])
         assert gets >= 320, f"every sample fetched at least once:\n{run.stdout}"
         assert 0 < hits < 50, f"two hosts' caches hit in epoch 1, never in epoch 0:\n{run.stdout}"
     assert "projected to 1,024 ranks" in run.stdout and "GETs/s" in run.stdout
