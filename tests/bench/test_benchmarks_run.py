@@ -47,7 +47,10 @@ QUICK = {
     "images/image_decode.py": (["--count", "48", "--repeats", "1"], "stoker / Pillow"),
     "loader/pipeline_overhead.py": (["--items", "400", "--repeats", "1"], "vs spdl"),
     "storage/prefetch.py": (["--batches", "60", "--rtt-ms", "5"], "out of order / in order throughput"),
-    "storage/formats.py": (["--images", "300", "--rtt-ms", "0,20"], "left out: the tfrecord package reads local paths"),
+    "storage/formats.py": (
+        ["--images", "200", "--rtt-ms", "0,20", "--formats", "MDS,TFRecord,WebDataset"],
+        "left out: the tfrecord package reads local paths",
+    ),
     "storage/format_scale.py": (["--samples", "20000", "--batch", "256"], "samples/s in the first tenth"),
     "images/buckets.py": (["--count", "48", "--batch", "4"], "samples repeated"),
     "images/scaling.py": (["--count", "64", "--cores", "1,2,64"], "unmeasured: 64 cores"),
