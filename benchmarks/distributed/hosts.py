@@ -22,7 +22,6 @@ import argparse
 import json
 import os
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -30,7 +29,7 @@ from typing import Any
 
 from stoker.ingest import upload_to_s3
 from stoker.storage import MemoryStorage
-from stoker_testbed.hosts import HOST_DISK, HostNetwork, unavailable
+from stoker_testbed.hosts import HOST_DISK, HostNetwork, rank_reports, start_python, unavailable
 from stoker_testbed.servers.s3_server import S3Server
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -73,21 +72,14 @@ def run_job(
     for rank in range(world):
         host = hosts[rank // ranks_per_host]
         arguments = [endpoints[host], str(HOST_DISK / "cache") if cache else "", str(rank), str(world), str(barrier), signal]
-        command = [*network[host].prefix(), sys.executable, "-c", RANK, *arguments]
-        processes.append(subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT))
+        processes.append(start_python(network, host, RANK, arguments, ROOT))
     if partition:
         while not Path(f"{signal}-{ranks_per_host}").exists() and processes[ranks_per_host].poll() is None:
             time.sleep(0.02)
         network.partition("h1", "store")
         time.sleep(partition)
         network.heal("h1", "store")
-    results = []
-    for process in processes:
-        out, err = process.communicate(timeout=900)
-        if process.returncode != 0:
-            raise SystemExit(f"a rank failed:\n{err[-3000:]}")
-        results.append(json.loads(out.strip().splitlines()[-1]))
-    return results
+    return rank_reports(processes, timeout=900)
 
 
 def per_host(results: list[Any], hosts: list[str], epoch: int, ranks_per_host: int = 2) -> dict[str, dict[str, float]]:

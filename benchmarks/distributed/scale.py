@@ -34,17 +34,15 @@ ranks; the projection uses the rate of the least crowded job), and a real store'
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from stoker.ingest import upload_to_s3
 from stoker.storage import MemoryStorage
-from stoker_testbed.hosts import HOST_DISK, HostNetwork, unavailable
+from stoker_testbed.hosts import HOST_DISK, HostNetwork, rank_reports, start_python, unavailable
 from stoker_testbed.servers.s3_server import S3Server
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -86,15 +84,8 @@ def run_job(network: HostNetwork, endpoints: dict[str, str], hosts: int, per_hos
     for rank in range(world):
         host = names[rank // per_host]
         arguments = [endpoints[host], str(HOST_DISK / "cache"), str(rank), str(world), str(barrier)]
-        command = [*network[host].prefix(), sys.executable, "-c", RANK, *arguments]
-        processes.append(subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT))
-    reports = []
-    for process in processes:
-        out, err = process.communicate(timeout=1800)
-        if process.returncode != 0:
-            raise SystemExit(f"a rank failed:\n{err[-3000:]}")
-        reports.append(json.loads(out.strip().splitlines()[-1]))
-    return reports
+        processes.append(start_python(network, host, RANK, arguments, ROOT))
+    return rank_reports(processes, timeout=1800)
 
 
 def predicted_hit_rate(hosts: int, epoch: int) -> float:

@@ -39,7 +39,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-__all__ = ["HOST_DISK", "Host", "HostNetwork", "unavailable"]
+__all__ = ["HOST_DISK", "Host", "HostNetwork", "rank_reports", "start_python", "unavailable"]
 
 # Where every host sees its own local disk (a different folder on each host).
 HOST_DISK = Path("/tmp/stoker-host-disk")
@@ -336,3 +336,26 @@ def _remove_stale() -> None:
             if name.startswith(f"{tag}p") or name == f"stkbr{tag.removeprefix('stk')}":
                 subprocess.run(["ip", "link", "del", name], capture_output=True)
         subprocess.run(["nft", "delete", "table", "bridge", f"stkbr{tag.removeprefix('stk')}"], capture_output=True)
+
+
+def start_python(network: HostNetwork, host: str, code: str, arguments: Sequence[str], cwd: Path) -> subprocess.Popen[str]:
+    """``python -c code arguments...`` on ``host``, its output piped (for `rank_reports`)."""
+    command = [*network[host].prefix(), sys.executable, "-c", code, *arguments]
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd)
+
+
+def rank_reports(processes: Sequence[subprocess.Popen[str]], timeout: float) -> list[Any]:
+    """Each process's last output line as JSON, in order, once all have ended.
+
+    Raises:
+        SystemExit: A process failed (the end of its standard error in the message).
+    """
+    import json
+
+    reports = []
+    for process in processes:
+        out, err = process.communicate(timeout=timeout)
+        if process.returncode != 0:
+            raise SystemExit(f"a rank failed:\n{err[-3000:]}")
+        reports.append(json.loads(out.strip().splitlines()[-1]))
+    return reports

@@ -112,10 +112,3 @@ def test_the_watch_names_no_one_when_the_ranks_are_alike(tmp_path: Path) -> None
     result = run_job(tmp_path, [["--samples", "960", "--interval", "0.25"]] * 2)
     assert len(result["verdicts"]) >= 2, "verdicts within the epoch and at its end"
     assert result["verdicts"] == [None] * len(result["verdicts"]), result
-
-
-def test_a_rank_that_leaves_early_stops_the_watch_with_a_warning_not_a_hang(tmp_path: Path) -> None:
-    errors: list[str] = []
-    result = run_job(tmp_path, [["--no-sync", "--timeout", "20"], ["--no-sync", "--stop-after", "5", "--timeout", "20"]], log=errors)
-    assert result["verdicts"] == [], "no verdict from a gathering that failed"
-    assert "stoker straggler: stopped watching; rank 0 could not gather every rank's figures" in errors[0], errors[0][-3000:]
