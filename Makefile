@@ -115,7 +115,14 @@ python-test: install-dev | system-test
 	@test -f .pytest-finished || { echo "pytest ended without finishing its session (a test ended the process itself)"; exit 1; }
 	@rm -f .pytest-finished
 
-test: check rust-test python-test
+# The release wheel (for tests/packaging/test_wheel.py) is built beside the lint and the Rust
+# tests, which leave one of the two cores idle most of the time (mypy, stubtest and mkdocs are
+# single-threaded), instead of inside pytest; each part's output is printed whole when it ends.
+# The wheel's compiler writes only target/*/release, the Rust tests and clippy target/debug: no
+# shared cargo lock.
+test: install-dev $(VENV)/.wheel-tools | system-test
+	$(MAKE) --no-print-directory -j2 --output-sync=target check rust-test wheel
+	STOKER_BUILT_WHEEL=$$(ls dist/stoker-*.whl) $(MAKE) --no-print-directory python-test
 
 # The fuzz suite at length: 2,000 mutated cases per format, fresh randomness each run (make test
 # runs 60 per format, seeded). A failing case is saved under tests/faults/fuzz/regressions/.

@@ -340,7 +340,7 @@ def _remove_stale() -> None:
 
 def start_python(network: HostNetwork, host: str, code: str, arguments: Sequence[str], cwd: Path) -> subprocess.Popen[str]:
     """``python -c code arguments...`` on ``host``, its output piped (for `rank_reports`)."""
-    command = [*network[host].prefix(), sys.executable, "-c", code, *arguments]
+    command = [*network[host].prefix(), sys.executable, "-X", "faulthandler", "-c", code, *arguments]
     return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd)
 
 
@@ -356,6 +356,6 @@ def rank_reports(processes: Sequence[subprocess.Popen[str]], timeout: float) -> 
     for process in processes:
         out, err = process.communicate(timeout=timeout)
         if process.returncode != 0:
-            raise SystemExit(f"a rank failed:\n{err[-3000:]}")
+            raise SystemExit(f"rank {len(reports)} failed (exit status {process.returncode}):\n{err[-3000:]}\n{out[-1000:]}")
         reports.append(json.loads(out.strip().splitlines()[-1]))
     return reports

@@ -43,7 +43,12 @@ pytestmark = pytest.mark.timeout(2400)
 
 @pytest.fixture(scope="module")
 def wheel() -> Path:
-    """The wheel ``make wheel`` builds (zig, manylinux_2_28), built once for this module."""
+    """The wheel ``make wheel`` builds (zig, manylinux_2_28), built once for this module, or the
+    one ``make test`` built beside the lint (``STOKER_BUILT_WHEEL``) from the same tree."""
+    built = os.environ.get("STOKER_BUILT_WHEEL")
+    if built:
+        assert Path(built).is_file(), f"STOKER_BUILT_WHEEL={built} names no file"
+        return Path(built)
     if shutil.which("make") is None:
         unavailable("make", "not installed")
     # In a session of its own, so that a failure or a timeout stops make's compilers too, not only

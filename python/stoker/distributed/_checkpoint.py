@@ -49,7 +49,9 @@ class LoaderCheckpoint:
         return {"ranks": json.dumps(self._gather(self.loader.state_dict()))}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Resume from the saved ranks' states (from any world size).
+        """Resume from the saved ranks' states: with the world size they were saved at, each rank
+        continues its own (the same batches as an uninterrupted run); with another, the samples
+        left are dealt over the new ranks.
 
         Raises:
             ValueError: Not a `LoaderCheckpoint` entry, or states the loader refuses (another
@@ -61,7 +63,10 @@ class LoaderCheckpoint:
             raise ConfigurationError(f"not a stoker loader checkpoint entry ({type(error).__name__}: {error})") from error
         if not isinstance(states, list) or not states:
             raise ConfigurationError("a stoker loader checkpoint entry holds no rank's state")
-        self.loader.load_state_dict(states)
+        own = _own_state(states)
+        # The same world: each rank continues its own plan, so the batches after the resume are
+        # those an uninterrupted run gives. Another world: the samples left are dealt anew.
+        self.loader.load_state_dict(own if own is not None else states)
 
     def _gather(self, own: dict[str, Any]) -> list[dict[str, Any]]:
         world_size = int(own.get("sampler", {}).get("world_size", 1))
@@ -78,3 +83,16 @@ class LoaderCheckpoint:
         states: list[Any] = [None] * world_size
         group.all_gather_object(states, own)
         return states
+
+
+def _own_state(states: list[Any]) -> dict[str, Any] | None:
+    """This rank's own state when ``states`` were saved by a world of this process's size."""
+    group = process_group()
+    rank, world_size = (group.get_rank(), group.get_world_size()) if group is not None else (0, 1)
+    if len(states) != world_size:
+        return None
+    own = states[rank]
+    sampler = own.get("sampler") if isinstance(own, dict) else None
+    if isinstance(sampler, dict) and sampler.get("rank") == rank and sampler.get("world_size") == world_size:
+        return own
+    return None

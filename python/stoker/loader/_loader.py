@@ -465,6 +465,12 @@ class Loader:
         """Batches left in this epoch for this rank."""
         return self._batch_count(self.sampler.plan_arrays().size)
 
+    @property
+    def epoch_batches(self) -> int:
+        """Batches in this rank's whole epoch, those delivered and those left (`len` counts the
+        left): what a trainer counts an epoch in, also after a mid-epoch resume."""
+        return -(-self.sampler.delivered_count // self.batch_size) + len(self)
+
     # ---- the pipeline ---------------------------------------------------------------------
 
     def _build(self, plan: EpochPlan) -> Pipeline[Any]:
