@@ -14,7 +14,6 @@ from stoker.loader import Sampling
 from stoker.storage import MemoryStorage
 
 grain = pytest.importorskip("grain", reason="needs Grain (pip install grain)")
-import grain.python  # noqa: E402 - InMemoryDataSource
 
 from stoker.jax import GrainStorage, StorageSource  # noqa: E402 - after the skip
 
@@ -58,7 +57,7 @@ def test_grains_dataloader_over_a_stoker_storage_checkpoints_exactly(storage: Me
 
 
 def test_stokers_loader_over_a_grain_source_delivers_each_record_once_and_resumes() -> None:
-    source = grain.python.InMemoryDataSource([f"record {index}".encode() for index in range(SAMPLES)])
+    source = pytest.importorskip("grain.python").InMemoryDataSource([f"record {index}".encode() for index in range(SAMPLES)])
     storage = GrainStorage(source)
     loader = Loader(storage, batch_size=8, sampling=Sampling(seed=2, in_order=True))
     stream = iter(loader)
