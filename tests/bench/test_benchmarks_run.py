@@ -55,6 +55,7 @@ QUICK = {
     "images/buckets.py": (["--count", "48", "--batch", "4"], "samples repeated"),
     "images/scaling.py": (["--count", "64", "--cores", "1,2,64"], "unmeasured: 64 cores"),
     "text/packing.py": (["--documents", "200", "--speed-tokens", "200000"], "packing speed"),
+    "trainers/frameworks.py": (["--count", "64", "--rounds", "1"], "| jax |"),
 }
 
 

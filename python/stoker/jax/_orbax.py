@@ -29,7 +29,7 @@ class LoaderCheckpointHandler(ocp.CheckpointHandler):
         import jax
 
         index, count = jax.process_index(), jax.process_count()
-        (directory / f"{_PREFIX}{index}-of-{count}.json").write_text(json.dumps(args.loader.state_dict()))
+        (directory / f"{_PREFIX}{index}-of-{count}.json").write_text(json.dumps(args.state))
 
     def restore(self, directory: Any, args: LoaderRestore) -> Loader:
         """Loads the saved state into ``args.loader``: this process's own where the checkpoint
@@ -68,9 +68,16 @@ class LoaderCheckpointHandler(ocp.CheckpointHandler):
 @ocp.args.register_with_handler(LoaderCheckpointHandler, for_save=True)
 @dataclasses.dataclass
 class LoaderSave(ocp.args.CheckpointArgs):
-    """``loader=LoaderSave(loader)`` in ``manager.save(step, args=ocp.args.Composite(...))``."""
+    """``loader=LoaderSave(loader)`` in ``manager.save(step, args=ocp.args.Composite(...))``.
+
+    The state is taken when this is made, in the training loop's thread, so that an
+    asynchronous save writes the Loader's place at the same step as the parameters."""
 
     loader: Loader
+    state: dict[str, Any] = dataclasses.field(init=False)
+
+    def __post_init__(self) -> None:
+        self.state = self.loader.state_dict()
 
 
 @ocp.args.register_with_handler(LoaderCheckpointHandler, for_restore=True)
