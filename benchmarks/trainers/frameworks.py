@@ -206,8 +206,7 @@ def _grain_batches(root: Path, grain: Any) -> Any:
     loader = grain.DataLoader(
         data_source=records, sampler=sampler, operations=[Decode(), grain.transforms.Batch(BATCH)], worker_count=_cores()
     )
-    for images, labels in loader:
-        yield images, labels
+    yield from loader
 
 
 def main() -> None:
