@@ -13,6 +13,7 @@ from typing import Any
 from transformers import Trainer, TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
 
+from ..distributed import read_state_file
 from ..errors import ConfigurationError
 from ..loader import Loader, Sampling
 from ..storage import Storage
@@ -76,6 +77,8 @@ class StokerTrainer(Trainer):
         Raises:
             FileNotFoundError: The checkpoint folder has no stoker loader state (saved by
                 another Trainer); the message names the file looked for.
+            ValueError: The loader state file is not one (too large, not JSON, refused by the
+                Loader); the message names it or what differs.
         """
         if resume_from_checkpoint is True:
             resume_from_checkpoint = get_last_checkpoint(self.args.output_dir)
@@ -95,7 +98,7 @@ class StokerTrainer(Trainer):
             path = Path(self._resume_from) / LOADER_STATE_NAME
             if not path.is_file():
                 raise FileNotFoundError(f"{path}: this checkpoint holds no stoker loader state (was it saved by a StokerTrainer?)")
-            self.train_loader.load_state_dict(json.loads(path.read_text()))
+            self.train_loader.load_state_dict(read_state_file(path))
             _logger.info("the Loader continues epoch %d from %s", loader.sampler.epoch, path)
         return self.train_loader
 

@@ -10,7 +10,11 @@ from typing import Any, Protocol
 from ..errors import ConfigurationError
 from ._ranks import process_group
 
-__all__ = ["LoaderCheckpoint"]
+__all__ = ["MAX_STATE_FILE_BYTES", "LoaderCheckpoint", "read_state_file"]
+
+# A Loader's state is a few ranges per rank (kilobytes, however long the epoch): a saved state
+# file larger than this is not one, and is refused before it is read.
+MAX_STATE_FILE_BYTES = 64 << 20
 
 
 class _Resumable(Protocol):
@@ -83,6 +87,28 @@ class LoaderCheckpoint:
         states: list[Any] = [None] * world_size
         group.all_gather_object(states, own)
         return states
+
+
+def read_state_file(path: Any) -> Any:
+    """The JSON of a saved loader state file (a trainer's checkpoint holds it): untrusted input,
+    so no more than `MAX_STATE_FILE_BYTES` of it is read.
+
+    Args:
+        path: A `pathlib.Path` or an ``etils.epath.Path`` (Orbax's).
+
+    Raises:
+        ValueError: The file is larger than `MAX_STATE_FILE_BYTES` or not JSON (the message
+            names it).
+        OSError: It cannot be read.
+    """
+    with path.open("rb") as file:
+        data = file.read(MAX_STATE_FILE_BYTES + 1)  # never more than the bound, whatever the file's size
+    if len(data) > MAX_STATE_FILE_BYTES:
+        raise ConfigurationError(f"{path}: more than {MAX_STATE_FILE_BYTES:,} bytes is not a loader state")
+    try:
+        return json.loads(data)
+    except (UnicodeDecodeError, ValueError) as error:
+        raise ConfigurationError(f"{path}: not a loader state file ({type(error).__name__}: {error})") from error
 
 
 def _own_state(states: list[Any]) -> dict[str, Any] | None:

@@ -11,6 +11,7 @@ from typing import Any
 
 import orbax.checkpoint as ocp
 
+from ..distributed import read_state_file
 from ..errors import ConfigurationError
 from ..loader import Loader
 
@@ -49,9 +50,9 @@ class LoaderCheckpointHandler(ocp.CheckpointHandler):
             raise ConfigurationError(f"{directory}: the Loader states are incomplete ({sorted(path.name for *_, path in found)})")
         saved = [path for *_, path in found]
         if len(saved) == jax.process_count():
-            args.loader.load_state_dict(json.loads(saved[jax.process_index()].read_text()))
+            args.loader.load_state_dict(read_state_file(saved[jax.process_index()]))
         else:
-            args.loader.load_state_dict([json.loads(path.read_text()) for path in saved])
+            args.loader.load_state_dict([read_state_file(path) for path in saved])
         return args.loader
 
     def metadata(self, directory: Any) -> None:
