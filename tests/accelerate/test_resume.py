@@ -6,16 +6,12 @@ discards the epoch's first batches; this one reads none of them again)."""
 
 from __future__ import annotations
 
-import collections
-import json
-import os
-import signal
-import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
+
+from stoker_testbed.resume_runs import assert_resumed_exactly, job_records, run_in_session
 
 pytest.importorskip("transformers", reason="needs transformers and accelerate (pip install 'stoker[accelerate]')")
 pytest.importorskip("accelerate", reason="needs transformers and accelerate (pip install 'stoker[accelerate]')")
@@ -30,27 +26,12 @@ def train(work: Path, attempt: int, *arguments: str, job: Path = JOB) -> str:
     """The job under torchrun (in a session of its own, so that a timeout ends all of it):
     "done", or "killed" where a rank died of SIGKILL and torchrun failed the job."""
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", str(job), str(work)]
-    with subprocess.Popen(
-        [*command, "--attempt", str(attempt), *arguments],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    ) as run:
-        try:
-            output, _ = run.communicate(timeout=300)
-        except BaseException:
-            os.killpg(run.pid, signal.SIGKILL)
-            raise
-    if run.returncode == 0:
+    status, output = run_in_session([*command, "--attempt", str(attempt), *arguments])
+    if status == 0:
         return "done"
     if "Signal 9 (SIGKILL) received" in output:
         return "killed"
     raise AssertionError(output[-4000:])
-
-
-def records(work: Path, attempt: int) -> list[dict[str, Any]]:
-    return [json.loads(line) for path in sorted(work.glob(f"log-{attempt}-*.jsonl")) for line in path.read_text().splitlines()]
 
 
 def test_a_killed_trainer_run_resumes_its_loader_from_the_checkpoint_folder(tmp_path: Path) -> None:
@@ -63,17 +44,10 @@ def test_a_killed_trainer_run_resumes_its_loader_from_the_checkpoint_folder(tmp_
     assert (checkpoint / "stoker_loader.json").exists(), sorted(path.name for path in checkpoint.iterdir())
     assert train(interrupted, 1, "--resume", str(checkpoint)) == "done"
 
-    before = [record for record in records(interrupted, 0) if record["step"] < 24]
-    after = records(interrupted, 1)
-    assert before and after and min(record["step"] for record in after) == 24
-    for epoch in (0, 1):
-        in_epoch = [record for record in before + after if record["step"] // STEPS_PER_EPOCH == epoch]
-        counts = collections.Counter(key for record in in_epoch for key in record["keys"])
-        assert len(counts) == SAMPLES and set(counts.values()) == {1}, (epoch, counts.most_common(3))
-    expected = {(record["step"], record["rank"]): record["keys"] for record in records(uninterrupted, 0)}
-    assert {(record["step"], record["rank"]): record["keys"] for record in after} == {
-        key: keys for key, keys in expected.items() if key[0] >= 24
-    }
+    before = [record for record in job_records(interrupted, 0) if record["step"] < 24]
+    after = job_records(interrupted, 1)
+    epoch_of = lambda record: record["step"] // STEPS_PER_EPOCH  # noqa: E731 - the Trainer's records carry no epoch
+    assert_resumed_exactly(before, after, job_records(uninterrupted, 0), samples=SAMPLES, resumed_at=24, epoch_of=epoch_of)
 
 
 def test_an_accelerate_loop_resumes_its_loader_through_save_state_and_load_state(tmp_path: Path) -> None:
@@ -85,13 +59,8 @@ def test_an_accelerate_loop_resumes_its_loader_through_save_state_and_load_state
     assert train(interrupted, 0, "--kill-at", "26", job=job) == "killed"
     assert train(interrupted, 1, "--resume", str(interrupted / "state-24"), job=job) == "done"
 
-    before = [record for record in records(interrupted, 0) if record["step"] < 24]
-    after = records(interrupted, 1)
-    assert before and after and min(record["step"] for record in after) == 24
-    for epoch in (0, 1):
-        counts = collections.Counter(key for record in before + after if record["epoch"] == epoch for key in record["keys"])
-        assert len(counts) == SAMPLES and set(counts.values()) == {1}, (epoch, counts.most_common(3))
-    expected = {(record["step"], record["rank"]): record["keys"] for record in records(uninterrupted, 0)}
-    assert {(record["step"], record["rank"]): record["keys"] for record in after} == {
-        key: keys for key, keys in expected.items() if key[0] >= 24
-    }
+    before = [record for record in job_records(interrupted, 0) if record["step"] < 24]
+    after = job_records(interrupted, 1)
+    assert_resumed_exactly(
+        before, after, job_records(uninterrupted, 0), samples=SAMPLES, resumed_at=24, epoch_of=lambda record: record["epoch"]
+    )

@@ -6,16 +6,16 @@ uninterrupted run, and each global array made of exactly the two processes' rows
 from __future__ import annotations
 
 import collections
-import json
 import os
 import signal
 import socket
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
+
+from stoker_testbed.resume_runs import assert_resumed_exactly, job_records
 
 pytest.importorskip("jax", reason="needs JAX (pip install jax)")
 pytest.importorskip("orbax.checkpoint", reason="needs Orbax (pip install orbax-checkpoint)")
@@ -48,10 +48,6 @@ def run(work: Path, attempt: int, *arguments: str) -> str:
     raise AssertionError(f"exit statuses {codes}:\n" + "\n".join(text[-3000:] for text in texts))
 
 
-def records(work: Path, attempt: int) -> list[dict[str, Any]]:
-    return [json.loads(line) for path in sorted(work.glob(f"log-{attempt}-*.jsonl")) for line in path.read_text().splitlines()]
-
-
 def test_two_jax_processes_resume_from_orbax_with_the_same_global_batches(tmp_path: Path) -> None:
     uninterrupted, interrupted = tmp_path / "uninterrupted", tmp_path / "interrupted"
     uninterrupted.mkdir()
@@ -61,7 +57,7 @@ def test_two_jax_processes_resume_from_orbax_with_the_same_global_batches(tmp_pa
     assert (interrupted / "checkpoints" / "24" / "loader" / "loader-process-1-of-2.json").exists()
     assert run(interrupted, 1, "--resume", "24") == "done"
 
-    full = records(uninterrupted, 0)
+    full = job_records(uninterrupted, 0)
     steps = collections.defaultdict(list)
     for record in full:
         steps[record["step"]].append(record)
@@ -70,13 +66,6 @@ def test_two_jax_processes_resume_from_orbax_with_the_same_global_batches(tmp_pa
         assert len(pair) == 2 and {record["rows"] for record in pair} == {12}, step
         assert pair[0]["global_sum"] == pair[1]["global_sum"] == sum(record["local_sum"] for record in pair), step
 
-    before = [record for record in records(interrupted, 0) if record["step"] < 24]
-    after = records(interrupted, 1)
-    assert before and after and min(record["step"] for record in after) == 24
-    for epoch in (0, 1):
-        counts = collections.Counter(key for record in before + after if record["epoch"] == epoch for key in record["keys"])
-        assert len(counts) == SAMPLES and set(counts.values()) == {1}, (epoch, counts.most_common(3))
-    expected = {(record["step"], record["process"]): record["keys"] for record in full}
-    assert {(record["step"], record["process"]): record["keys"] for record in after} == {
-        key: keys for key, keys in expected.items() if key[0] >= 24
-    }
+    before = [record for record in job_records(interrupted, 0) if record["step"] < 24]
+    after = job_records(interrupted, 1)
+    assert_resumed_exactly(before, after, full, samples=SAMPLES, resumed_at=24, epoch_of=lambda record: record["epoch"], process="process")
