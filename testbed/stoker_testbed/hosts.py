@@ -87,7 +87,12 @@ class Host:
         its own host name (a UTS namespace: programs that look themselves up, as torch's
         rendezvous does, find this host's address), its disk mounted at `HOST_DISK`."""
         disk = shlex.quote(str(self.disk))
-        setup = f'hostname {self.name} && mkdir -p {HOST_DISK} && mount --bind {disk} {HOST_DISK} && exec "$@"'
+        # A crash says what it was: Python's stack on a fatal signal, glibc's own message (a heap
+        # check) on standard error rather than a terminal the test never reads.
+        setup = (
+            "export PYTHONFAULTHANDLER=1 LIBC_FATAL_STDERR_=1 && "
+            f'hostname {self.name} && mkdir -p {HOST_DISK} && mount --bind {disk} {HOST_DISK} && exec "$@"'
+        )
         return ["ip", "netns", "exec", self.namespace, "unshare", "--uts", "sh", "-c", setup, self.name]
 
 

@@ -18,6 +18,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import threading
+import time
 import weakref
 from abc import abstractmethod
 from collections import deque
@@ -224,12 +225,12 @@ class RemoteStorage(Storage):
             # Requests still running (made ahead of an epoch that never came) end first. The
             # loop stays this storage's until then: a request being cancelled that asks for it
             # (a block fetch) must not start a new one that nothing would stop.
-            _cancel_tasks(loop)
+            cancelled = _cancel_tasks(loop)
             with self._lock:
                 self._loop = self._loop_thread = None
             if self._loop_finalizer is not None:
                 self._loop_finalizer.detach()
-            _stop_loop(loop, thread)
+            _stop_loop(loop, thread, cancelled=cancelled)
         if self.cache is not None:
             self.cache.close()
         super().close()
@@ -250,29 +251,50 @@ class RemoteStorage(Storage):
         }
 
 
-def _cancel_tasks(loop: asyncio.AbstractEventLoop) -> None:
-    """Cancel every task of ``loop`` (running in another thread) and wait for them to end."""
+# How long closing a storage waits for the work its event loop handed to threads.
+_EXECUTOR_SECONDS = 10.0
+# How long closing a storage lets the client's own threads see that requests were cancelled.
+# obstore's requests run on tokio threads that take the GIL once more after a request is
+# cancelled; a process that begins to exit meanwhile has such a thread take the GIL of a
+# finalizing interpreter, which ends the thread by unwinding Rust frames: the process aborts
+# (SIGABRT, nothing printed) after its work ended well. Seen at the end of the hosts tests' ranks.
+_CANCELLED_GRACE_SECONDS = 0.2
+
+
+def _cancel_tasks(loop: asyncio.AbstractEventLoop) -> bool:
+    """Cancel every task of ``loop`` (running in another thread) and wait for them to end.
+    Returns whether there were any."""
     with contextlib.suppress(Exception):
-        asyncio.run_coroutine_threadsafe(_cancel_other_tasks(), loop).result(timeout=5)
+        return asyncio.run_coroutine_threadsafe(_cancel_other_tasks(), loop).result(timeout=5)
+    return False
 
 
-def _stop_loop(loop: asyncio.AbstractEventLoop, thread: threading.Thread) -> None:
-    """Stop ``loop``, running in ``thread``, once its tasks are cancelled; then close it."""
+def _stop_loop(loop: asyncio.AbstractEventLoop, thread: threading.Thread, *, cancelled: bool = False) -> None:
+    """Stop ``loop``, running in ``thread``, once its tasks are cancelled; then close it.
+    ``cancelled``: tasks were cancelled already (see `_CANCELLED_GRACE_SECONDS`)."""
     if loop.is_closed():
         return
-    _cancel_tasks(loop)
+    cancelled = _cancel_tasks(loop) or cancelled
+    with contextlib.suppress(Exception):
+        # Work a cancelled task handed to a thread (a cache read, a large store) runs on: it ends
+        # before the cache it uses is closed. Bounded: a thread stuck in a call is left behind.
+        asyncio.run_coroutine_threadsafe(loop.shutdown_default_executor(), loop).result(timeout=_EXECUTOR_SECONDS)
     loop.call_soon_threadsafe(loop.stop)
     thread.join(10)
     loop.close()
+    if cancelled:
+        time.sleep(_CANCELLED_GRACE_SECONDS)  # the GIL is free: the client's threads finish
 
 
-async def _cancel_other_tasks() -> None:
+async def _cancel_other_tasks() -> bool:
     """Cancel every task of the running loop but this one, and wait for them to end (again for
-    tasks that cancelled ones started on their way out)."""
+    tasks that cancelled ones started on their way out). Returns whether there were any."""
+    cancelled = False
     for _ in range(10):
         others = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
         if not others:
-            return
+            return cancelled
         for task in others:
-            task.cancel()
+            cancelled = task.cancel() or cancelled
         await asyncio.gather(*others, return_exceptions=True)
+    return cancelled
