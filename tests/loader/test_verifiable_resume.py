@@ -36,20 +36,35 @@ def test_a_state_is_refused_by_a_loader_over_another_dataset_or_configuration() 
     assert "dataset.keys_and_labels_hash" in message
     assert "sampling.seed: 1 then, 2 now" in message
     assert "allow_changes=True" in message
+    # Another batch size is carried over (tests/faults/runs/test_rebatch_kill_resume.py), except
+    # where it changes which samples the epoch holds: with drop_last, the last short batch.
+    dropping = halfway(Loader(store(), batch_size=10, drop_last=True, sampling=Sampling(seed=1)), 5)
     with pytest.raises(ProvenanceError, match="batch_size: 10 then, 20 now"):
-        Loader(store(), batch_size=20, sampling=Sampling(seed=1)).load_state_dict(state)
+        Loader(store(), batch_size=20, drop_last=True, sampling=Sampling(seed=1)).load_state_dict(dropping)
     with pytest.raises(ProvenanceError, match="transform: None then, 'bytes' now"):
         Loader(store(), batch_size=10, decode=bytes, sampling=Sampling(seed=1)).load_state_dict(state)
 
 
 def test_a_deliberate_change_is_allowed_and_logged(caplog: pytest.LogCaptureFixture) -> None:
     state = halfway(Loader(store(), batch_size=10, sampling=Sampling(seed=1)), 5)
-    resumed = Loader(store(), batch_size=20, sampling=Sampling(seed=1))
+    resumed = Loader(store(), batch_size=10, decode=bytes, sampling=Sampling(seed=1))
     with caplog.at_level(logging.WARNING, logger="stoker.loader"):
         resumed.load_state_dict(state, allow_changes=True)
-    assert "resuming with changes (allow_changes=True): batch_size: 10 then, 20 now" in caplog.text
+    assert "resuming with changes (allow_changes=True): transform: None then, 'bytes' now" in caplog.text
     keys = [key for batch in resumed for key in batch.keys]
     assert len(keys) == 500 - 60
+
+
+def test_another_batch_size_resumes_the_epoch_and_says_so(caplog: pytest.LogCaptureFixture) -> None:
+    state = halfway(Loader(store(), batch_size=10, sampling=Sampling(seed=1)), 5)
+    resumed = Loader(store(), batch_size=20, sampling=Sampling(seed=1))
+    with caplog.at_level(logging.INFO, logger="stoker.loader"):
+        resumed.load_state_dict(state)
+    assert "with another batch size (batch_size: 10 then, 20 now)" in caplog.text
+    assert "allow_changes" not in caplog.text
+    sizes = [len(batch.keys) for batch in resumed]
+    assert sum(sizes) == 500 - 60 and sizes[0] == 20
+    assert resumed.verify_epoch()["delivered"] == 500
 
 
 def test_a_resumed_epoch_proves_each_sample_was_delivered_exactly_once() -> None:

@@ -313,6 +313,9 @@ class Loader:
 
     def load_state_dict(self, state: dict[str, Any] | Sequence[dict[str, Any]], *, allow_changes: bool = False) -> None:
         """Continue from this rank's state, or from every rank's states to change world size.
+        Another batch size is carried over too (the rest of the epoch is dealt in the new
+        batches; logged), except with buckets or ``drop_last``, where it is a change refused
+        like the others below.
 
         Args:
             state: What `state_dict` returned (this rank's), or every rank's states.

@@ -100,18 +100,22 @@ def differences(saved: dict[str, Any], current: dict[str, Any], prefix: str = ""
     return found
 
 
-def check_resume(saved: Sequence[dict[str, Any]], current: dict[str, Any], *, allow_changes: bool) -> list[str]:
+def check_resume(
+    saved: Sequence[dict[str, Any]], current: dict[str, Any], *, allow_changes: bool, adjustable: Sequence[str] = ()
+) -> list[str]:
     """What differs between the states' fingerprints and ``current`` (each as ``"name: X then, Y
-    now"``); states saved before fingerprints existed pass.
+    now"``); states saved before fingerprints existed pass. A difference in a field named in
+    ``adjustable`` (one a resume carries over, as another batch size) is returned, never refused.
 
     Raises:
         ProvenanceError: Something differs and ``allow_changes`` is False.
     """
     prints = [state["fingerprint"] for state in saved if "fingerprint" in state]
     changed = differences(prints[0], current) if prints else []
-    if changed and not allow_changes:
+    refused = [change for change in changed if change.split(":")[0] not in adjustable]
+    if refused and not allow_changes:
         raise ProvenanceError(
-            f"this state was saved over another dataset or configuration: {'; '.join(changed)}. "
+            f"this state was saved over another dataset or configuration: {'; '.join(refused)}. "
             "Resume with the same ones, or pass allow_changes=True to resume anyway (the saved positions "
             "then refer to the saved order)"
         )

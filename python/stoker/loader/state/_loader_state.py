@@ -130,7 +130,17 @@ class LoaderState:
                     f"Loader state version {saved['version']!r}: this stoker reads version 1; save the state again with it"
                 )
             check_state_parts(saved)
-        changed = check_resume(states, self.fingerprint(), allow_changes=allow_changes)
+        changed = check_resume(states, self.fingerprint(), allow_changes=allow_changes, adjustable=self._adjustable())
+        rebatched = [change for change in changed if change.startswith("batch_size:")]
+        if rebatched and "batch_size" in self._adjustable():
+            changed.remove(rebatched[0])
+            _logger.info(
+                "resuming epoch %s with another batch size (%s): the rest of the epoch is dealt in batches of %d over %d ranks",
+                states[0]["sampler"].get("epoch"),
+                rebatched[0],
+                self.batching.batch_size,
+                self.sampler.world_size,
+            )
         if changed:
             _logger.warning("resuming with changes (allow_changes=True): %s", "; ".join(changed))
         sampler_states = [saved["sampler"] for saved in states]
@@ -144,6 +154,12 @@ class LoaderState:
         # ranks' digests still sum to the world's.
         carried = len(digests) == len(states) and (isinstance(state, dict) or self.sampler.rank == 0)
         self.deliveries.restore(digests, carried=carried, step=max(int(saved.get("step", 0)) for saved in states))
+
+    def _adjustable(self) -> tuple[str, ...]:
+        """What a resume may change without ``allow_changes``: the batch size, where positions do
+        not depend on it. Not with buckets (a bucketed order deals whole batches of one size) nor
+        with ``drop_last`` (which samples an epoch leaves out depends on the batch size)."""
+        return () if self.sampler.buckets is not None or self.batching.drop_last else ("batch_size",)
 
     def verify_epoch(self, states: Sequence[dict[str, Any]] | None = None) -> dict[str, int]:
         """See `Loader.verify_epoch`."""

@@ -1,0 +1,150 @@
+"""A run killed mid-epoch resumes on another number of ranks with another batch size (a batch-size
+ramp-up, a job moved to more or fewer GPUs): every sample of the epoch is delivered exactly once
+over the two runs, every rank of the resumed run takes the same number of steps, and
+`verify_epoch` proves it. For the plain shuffle, the block shuffle and a mixture, from 2 ranks to 3
+and from 3 to 2. A bucketed order deals whole batches of one size: there, another batch size is
+refused by name."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import textwrap
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from stoker import Loader
+from stoker.errors import ProvenanceError
+from stoker.loader import Sampling
+from stoker.ops import ImageTransform
+from stoker.sampling import Buckets
+from stoker.storage import MemoryStorage
+from stoker_testbed.data.images import jpeg
+
+SAMPLES = 1009  # prime: no world size or batch size divides it
+
+STORAGES = textwrap.dedent(
+    f"""
+    from stoker.storage import MemoryStorage, MixedStorage
+
+    class Blocks(MemoryStorage):
+        '''Samples in blocks of 17, as shards hold them: for the block shuffle.'''
+        def block_sizes(self):
+            return [min(17, len(self) - start) for start in range(0, len(self), 17)]
+        def max_open_blocks(self):
+            return None
+        def stream_blocks(self):
+            pass
+        def prefetch_blocks(self, blocks):
+            pass
+
+    def samples(kind):
+        data = {{f"k{{index:05d}}": index.to_bytes(4, "little") for index in range({SAMPLES})}}
+        if kind == "blocks":
+            return Blocks(data)
+        if kind == "mixture":
+            other = MemoryStorage({{f"o{{index:05d}}": b"o" for index in range(400)}})
+            return MixedStorage({{"main": MemoryStorage(data), "other": other}}, {{"main": 0.7, "other": 0.3}}, num_samples={SAMPLES}, seed=4)
+        return MemoryStorage(data)
+    """
+)
+
+# Ranks in lockstep in one process (a rank is its Sampling), as a job's ranks step together:
+# each rank's states are saved at step 20, the job is killed 3 steps later (those batches are lost).
+RUN = STORAGES + textwrap.dedent(
+    """
+    import json, os, signal, sys
+    from stoker import Loader
+    from stoker.loader import Sampling
+
+    kind, world, batch, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+    shuffle = "block" if kind == "blocks" else True
+    loaders = [Loader(samples(kind), batch_size=batch, sampling=Sampling(seed=9, shuffle=shuffle, rank=rank, world_size=world)) for rank in range(world)]
+    streams = [iter(loader) for loader in loaders]
+    delivered = []
+    for step in range(24):
+        for stream in streams:
+            batch_now = next(stream)
+            delivered += [key for key, padding in zip(batch_now.keys, batch_now.padding) if not padding]
+        if step == 20:
+            with open(out, "w") as file:
+                json.dump({"states": [loader.state_dict() for loader in loaders], "delivered": delivered}, file)
+    os.kill(os.getpid(), signal.SIGKILL)
+    """
+)
+
+RESUME = STORAGES + textwrap.dedent(
+    """
+    import json, sys
+    from stoker import Loader
+    from stoker.loader import Sampling
+
+    kind, world, batch, saved = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), json.load(open(sys.argv[4]))
+    shuffle = "block" if kind == "blocks" else True
+    loaders = [Loader(samples(kind), batch_size=batch, sampling=Sampling(seed=9, shuffle=shuffle, rank=rank, world_size=world)) for rank in range(world)]
+    steps, delivered, sizes = [], [], set()
+    for loader in loaders:
+        loader.load_state_dict(saved["states"])
+        count = 0
+        for batch_now in loader:
+            count += 1
+            sizes.add(len(batch_now.keys))
+            delivered += [key for key, padding in zip(batch_now.keys, batch_now.padding) if not padding]
+        steps.append(count)
+    proof = loaders[0].verify_epoch([loader.state_dict() for loader in loaders])
+    print(json.dumps({"steps": steps, "delivered": delivered, "proof": proof, "sizes": sorted(sizes)}))
+    """
+)
+
+
+def expected_keys(kind: str) -> Counter[str]:
+    """Each sample the epoch deals, once: the dataset's, or the mixture's draw of this epoch."""
+    if kind != "mixture":
+        return Counter({f"k{index:05d}": 1 for index in range(SAMPLES)})
+    code = STORAGES + "\nimport json\nstorage = samples('mixture')\nstorage.set_epoch(0)\nprint(json.dumps(list(storage.keys)))"
+    keys = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120).stdout)
+    return Counter(keys)
+
+
+@pytest.mark.parametrize("kind", ["uniform", "blocks", "mixture"])
+@pytest.mark.parametrize(("before", "after"), [((2, 8), (3, 12)), ((3, 12), (2, 8))])
+def test_a_killed_run_resumes_on_another_world_with_another_batch_size(
+    tmp_path: Path, kind: str, before: tuple[int, int], after: tuple[int, int]
+) -> None:
+    saved = tmp_path / "saved.json"
+    killed = subprocess.run([sys.executable, "-c", RUN, kind, *map(str, before), str(saved)], capture_output=True, text=True, timeout=300)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    resumed = subprocess.run(
+        [sys.executable, "-c", RESUME, kind, *map(str, after), str(saved)], capture_output=True, text=True, timeout=300
+    )
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    result = json.loads(resumed.stdout.strip().splitlines()[-1])
+    delivered = Counter(json.loads(saved.read_text())["delivered"]) + Counter(result["delivered"])
+    truth = expected_keys(kind)
+    assert delivered == truth, (
+        f"missing {sorted(truth - delivered)[:5]}, more than once {sorted(key for key, count in delivered.items() if count > 1)[:5]}"
+    )
+    assert len(set(result["steps"])) == 1, f"equal steps on every rank: {result['steps']}"
+    assert max(result["sizes"]) == after[1], "the resumed run's batches are of its own size"
+    assert result["proof"]["delivered"] == SAMPLES
+
+
+def test_another_batch_size_is_refused_by_name_with_buckets() -> None:
+    sizes = [(96, 64), (64, 96), (80, 80)]
+    data = MemoryStorage({f"k{index}.jpg": jpeg(*sizes[index % 3], seed=index) for index in range(60)})
+
+    def loader(batch: int) -> Loader:
+        buckets = Buckets([(48, 64), (64, 48), (56, 56)])
+        return Loader(data, batch_size=batch, transform=ImageTransform(), sampling=Sampling(seed=1, buckets=buckets))
+
+    first = loader(4)
+    stream = iter(first)
+    for _ in range(3):
+        next(stream)
+    state = first.state_dict()
+    with pytest.raises(ProvenanceError, match="batch_size: 4 then, 6 now"):
+        loader(6).load_state_dict(state)
