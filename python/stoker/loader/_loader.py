@@ -51,7 +51,7 @@ from ._records import LoaderRecords
 from ._sample_prefetch import SamplePrefetch
 from ._tuning import LoaderTuning, TuningHooks
 from .buckets import BucketShapes, bucket_numbers, bucket_report, check_buckets
-from .state import Batching, Deliveries, LoaderState, MixtureWeights
+from .state import Batching, Deliveries, LoaderState, MixtureSchedule, MixtureWeights
 
 __all__ = ["Loader"]
 
@@ -388,6 +388,42 @@ class Loader:
         else:
             self._pending_weights = dict(weights)
 
+    def set_mixture_schedule(self, points: dict[int, dict[str, float]]) -> None:
+        """A curriculum by step: a `stoker.storage.MixedStorage`'s weights from each of the
+        given steps on (`step`: batches delivered since the run began, carried across resumes),
+        each applied between two batches as `set_mixture_weights` does. The schedule, and how
+        far it went, are part of `state_dict`: a resume continues it without it being given
+        again, and a schedule given after a resume replaces the rest of the saved one (points
+        already passed are not applied again).
+
+        Example::
+
+            loader.set_mixture_schedule({0: {"web": 0.8, "books": 0.2}, 20_000: {"web": 0.5, "books": 0.5}})
+
+        Args:
+            points: ``{step: {source name: weight}}``.
+
+        Raises:
+            ConfigurationError: The storage is not a weighted mixture, or a step or weights are
+                not valid (named with their step).
+        """
+        if self._mixture is None:
+            raise ConfigurationError(f"set_mixture_schedule needs a MixedStorage, not {type(self.storage).__name__}")
+        schedule = MixtureSchedule(points, self._mixture.check)
+        if self._mixture.schedule is not None:
+            schedule.applied_through = self._mixture.schedule.applied_through
+        self._mixture.schedule = schedule
+
+    def _scheduled_weights(self) -> dict[str, float] | None:
+        """The schedule's weights due before the next batch, taken (None if none is due)."""
+        schedule = self._mixture.schedule if self._mixture is not None else None
+        due = schedule.due(self._deliveries.step) if schedule is not None else None
+        if schedule is None or due is None:
+            return None
+        schedule.applied_through = due[0]
+        _logger.info("mixture weights from step %d (the schedule's, at step %d): %s", self._deliveries.step, due[0], due[1])
+        return due[1]
+
     # ---- what it reports (LoaderRecords) ----------------------------------------------------
 
     def bucket_counts(self) -> dict[str, Any] | None:
@@ -521,6 +557,10 @@ class Loader:
         finished = False
         pipeline: Pipeline[Any] | None = None
         try:
+            scheduled = self._scheduled_weights()
+            if scheduled is not None:
+                assert self._mixture is not None
+                self._mixture.apply(scheduled)
             plan = self.sampler.plan_arrays()
             if plan.size == 0 and self.sampler.delivered_count > 0:
                 _logger.info(
@@ -535,6 +575,9 @@ class Loader:
                 self._tuning.attach(pipeline)
             pipeline.start()
             while True:
+                scheduled = self._scheduled_weights()
+                if scheduled is not None:
+                    self._pending_weights = scheduled
                 if self._pending_weights is not None:
                     pipeline = self._reweigh(pipeline)
                 try:

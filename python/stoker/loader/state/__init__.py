@@ -2,11 +2,12 @@
 ``verify_epoch``), the delivery bookkeeping it reads (`Deliveries`: what reached the training
 loop, held batches, the step, the epoch's delivery digest), the fingerprint that refuses a resume
 over other data (`fingerprint`, `check_resume`), and a mixture's weight changes
-(`MixtureWeights`). The Loader's parts, kept apart from how batches are made."""
+(`MixtureWeights`), by hand or on a schedule of steps (`MixtureSchedule`). The Loader's parts, kept apart from how batches are made."""
 
 from ._deliveries import Deliveries
 from ._fingerprint import DeliveryDigest, check_resume, check_state_parts, dataset_digest, fingerprint, verify_deliveries
 from ._loader_state import Batching, LoaderState
+from ._mixture_schedule import MixtureSchedule
 from ._mixture_weights import MixtureWeights
 
 __all__ = [
@@ -14,6 +15,7 @@ __all__ = [
     "Deliveries",
     "DeliveryDigest",
     "LoaderState",
+    "MixtureSchedule",
     "MixtureWeights",
     "check_resume",
     "check_state_parts",

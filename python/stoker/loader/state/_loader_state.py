@@ -18,6 +18,7 @@ from .._assembly import BatchAssembler, label_array
 from .._options import Sampling
 from ._deliveries import Deliveries
 from ._fingerprint import check_resume, check_state_parts, dataset_digest, fingerprint, verify_deliveries
+from ._mixture_schedule import MixtureSchedule
 from ._mixture_weights import MixtureWeights
 
 __all__ = ["Batching", "LoaderState"]
@@ -90,6 +91,7 @@ class LoaderState:
             "fingerprint": self.fingerprint(),
             "delivered_digest": digest,
             **({"mixture": self.storage.state()} if isinstance(self.storage, MixedStorage) else {}),
+            **({"mixture_schedule": self.mixture.schedule.state()} if self.mixture is not None and self.mixture.schedule else {}),
         }
 
     def fingerprint(self) -> dict[str, Any]:
@@ -148,6 +150,10 @@ class LoaderState:
         mixtures = [saved["mixture"] for saved in states if "mixture" in saved]
         if mixtures and self.mixture is not None:
             self.mixture.load(mixtures, ranks=len(states))
+        schedules = [saved["mixture_schedule"] for saved in states if "mixture_schedule" in saved]
+        if schedules and self.mixture is not None:
+            # Every rank saved the same schedule; where it stood is the same on all (lockstep).
+            self.mixture.schedule = MixtureSchedule.from_state(schedules[0], self.mixture.check)
         self.after_load()
         digests = [saved["delivered_digest"] for saved in states if "delivered_digest" in saved]
         # After a change of world size, rank 0 carries what the old world delivered, so the new

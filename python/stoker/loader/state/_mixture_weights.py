@@ -11,6 +11,7 @@ from ...errors import ConfigurationError
 from ...sampling import Sampler
 from ...storage import MixedStorage
 from .._assembly import BatchAssembler
+from ._mixture_schedule import MixtureSchedule
 
 __all__ = ["MixtureWeights"]
 
@@ -26,6 +27,7 @@ class MixtureWeights:
 
     def __init__(self, storage: MixedStorage, sampler: Sampler, assembler: BatchAssembler) -> None:
         self.storage, self.sampler, self.assembler = storage, sampler, assembler
+        self.schedule: MixtureSchedule | None = None  # Loader.set_mixture_schedule, or a state's
 
     def check(self, weights: dict[str, float]) -> None:
         """Refuse missing or non-positive weights (the mixture's own check)."""
