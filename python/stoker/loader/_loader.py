@@ -279,6 +279,7 @@ class Loader:
             storage, self.sampler, self._assembler, self._deliveries, self._policy, self._tuning, read_options, batching, self._source
         )
         self._pending_weights: dict[str, float] | None = None  # set_mixture_weights, between steps
+        self._pending_exclusion: range | None = None  # exclude, between steps
         self._iteration_lock = threading.Lock()
         self._iterating: str | None = None  # the thread iterating now
 
@@ -331,7 +332,8 @@ class Loader:
         self._state.load_state_dict(state, allow_changes=allow_changes)
 
     def verify_epoch(self, states: Sequence[dict[str, Any]] | None = None) -> dict[str, int]:
-        """Prove that the epoch delivered each of its samples exactly once, across resumes.
+        """Prove that the epoch delivered each of its samples exactly once, across resumes
+        (or left it out on purpose: `exclude`).
 
         Args:
             states: Every rank's `state_dict` at the end of the epoch; None for this Loader's
@@ -339,7 +341,8 @@ class Loader:
                 states deals them.
 
         Returns:
-            ``{"epoch", "samples", "delivered"}``.
+            ``{"epoch", "samples", "delivered", "excluded"}``: ``delivered`` and ``excluded``
+            add up to ``samples``.
 
         Raises:
             ProvenanceError: A sample was missed or delivered twice (the digests differ).
@@ -387,6 +390,61 @@ class Loader:
             self._mixture.apply(dict(weights))
         else:
             self._pending_weights = dict(weights)
+
+    def exclude(self, *, steps: range) -> None:
+        """Leave the batches of ``steps`` out of this epoch, on this rank (every rank calls it
+        with the same steps, so all take the same number of steps after): to cut out the batches
+        around a loss spike after resuming from a checkpoint before it. ``steps`` count as
+        `step` does (batches delivered since the run began, carried across resumes); the
+        batches are those this run deals at those steps, which are the ones the run that
+        reached them had when its checkpoint was taken between batches delivered in order. The
+        samples are never read, are recorded as left out in `state_dict` (a resume keeps them
+        out), and `verify_epoch` proves the rest of the epoch was delivered once, counting them
+        apart. Applies from the next batch.
+
+        Example::
+
+            loader.load_state_dict(checkpoint_at_step_183_000)
+            loader.exclude(steps=range(183_390, 183_411))
+
+        Args:
+            steps: Consecutive steps of this epoch not delivered yet.
+
+        Raises:
+            ConfigurationError: Not a range of consecutive steps, a step already delivered or
+                past this epoch's last, or a Loader with buckets (whose batches are dealt by
+                bucket).
+        """
+        if not isinstance(steps, range) or steps.step != 1 or len(steps) == 0:
+            raise ConfigurationError(f"exclude(steps=...) takes a range of consecutive steps, e.g. range(100, 120); got {steps!r}")
+        if self.buckets is not None:
+            raise ConfigurationError("exclude(steps=...) does not take a Loader with buckets yet: its batches are dealt by bucket")
+        now = self._deliveries.step
+        last = now + self._batch_count(self.sampler.plan_arrays().size) - 1
+        if steps.start < now or steps.stop - 1 > last:
+            raise ConfigurationError(
+                f"exclude(steps={steps.start}..{steps.stop - 1}): this rank is at step {now} and epoch "
+                f"{self.sampler.epoch} ends with step {last}; only steps not delivered yet, in this epoch, can be left out"
+            )
+        if self._iterating is None:
+            self._exclude_steps(steps)
+        else:
+            self._pending_exclusion = steps
+
+    def _exclude_steps(self, steps: range) -> None:
+        first = (steps.start - self._deliveries.step) * self.batch_size
+        part = self.sampler.plan_arrays().part(first, first + len(steps) * self.batch_size)
+        self._deliveries.exclude(part.positions, part.padding)
+        named = self._assembler.keys_of(part.indices[~part.padding][:3].tolist())
+        _logger.info(
+            "steps %d to %d left out of epoch %d on rank %d: %d samples (%s...), recorded as left out",
+            steps.start,
+            steps.stop - 1,
+            self.sampler.epoch,
+            self.sampler.rank,
+            int((~part.padding).sum()),
+            ", ".join(named),
+        )
 
     def set_mixture_schedule(self, points: dict[int, dict[str, float]]) -> None:
         """A curriculum by step: a `stoker.storage.MixedStorage`'s weights from each of the
@@ -578,8 +636,8 @@ class Loader:
                 scheduled = self._scheduled_weights()
                 if scheduled is not None:
                     self._pending_weights = scheduled
-                if self._pending_weights is not None:
-                    pipeline = self._reweigh(pipeline)
+                if self._pending_weights is not None or self._pending_exclusion is not None:
+                    pipeline = self._replan(pipeline)
                 try:
                     batch = pipeline.get()
                 except StopIteration:
@@ -598,15 +656,20 @@ class Loader:
             with self._iteration_lock:
                 self._iterating = None
 
-    def _reweigh(self, pipeline: Pipeline[Any]) -> Pipeline[Any]:
+    def _replan(self, pipeline: Pipeline[Any]) -> Pipeline[Any]:
         """Between two batches: stop the epoch's pipeline (what it read ahead was not
-        delivered), apply the pending weights, and go on with a pipeline over the rest."""
+        delivered), apply the pending weights and exclusion, and go on with a pipeline over the
+        rest."""
         weights, self._pending_weights = self._pending_weights, None
-        assert weights is not None and self._mixture is not None
+        exclusion, self._pending_exclusion = self._pending_exclusion, None
         pipeline.stop(timeout=_QUICK_STOP)
         if self._tuning is not None:
             self._tuning.detach()
-        self._mixture.apply(weights)
+        if weights is not None:
+            assert self._mixture is not None
+            self._mixture.apply(weights)
+        if exclusion is not None:
+            self._exclude_steps(exclusion)
         rebuilt = self._build(self.sampler.plan_arrays())
         self._records.pipeline_replaced(pipeline, rebuilt)
         if self._tuning is not None:

@@ -37,6 +37,9 @@ class Deliveries:
         self.lock = threading.Lock()
         self.step = 0  # batches this rank delivered since the run began (carried by the state)
         self.digest = DeliveryDigest(epoch=sampler.epoch)
+        # Positions left out on purpose (`exclude`): in `digest` too, so the epoch's proof
+        # accounts for them, and here, so it can say how many were left out.
+        self.excluded = DeliveryDigest(epoch=sampler.epoch)
         self.ledger: ProvenanceLedger | None = None
         self._holders = 0
         self._held: dict[int, tuple[Batch, int]] = {}  # id(batch) -> (batch, epoch)
@@ -44,6 +47,16 @@ class Deliveries:
     def new_epoch(self, epoch: int) -> None:
         with self.lock:
             self.digest = DeliveryDigest(epoch=epoch)
+            self.excluded = DeliveryDigest(epoch=epoch)
+
+    def exclude(self, positions: np.ndarray, padding: np.ndarray) -> None:
+        """Leave the samples at ``positions`` out of this epoch: recorded as done, never read
+        (``padding`` flags the ones that only pad this rank, as in a batch)."""
+        with self.lock:
+            self.sampler.mark_delivered(positions, padding)
+            real = positions[~padding]
+            self.digest.add(real)
+            self.excluded.add(real)
 
     def delivered(self, batch: Batch) -> None:
         """The Loader yields ``batch``: delivered now, or once released while deliveries are held."""
@@ -99,21 +112,25 @@ class Deliveries:
         """Each sample's augmentation seed."""
         return [self.seed_of(position) for position in batch.positions.tolist()]
 
-    def state(self) -> tuple[dict[str, Any], dict[str, int], int]:
-        """(the sampler's state, the delivery digest, the step), held batches left out."""
+    def state(self) -> tuple[dict[str, Any], dict[str, int], dict[str, int], int]:
+        """(the sampler's state, the delivery digest, the exclusion digest, the step), held
+        batches left out."""
         with self.lock:
             held = [(batch.positions, batch.padding) for batch, _ in self._held.values()]
             sampler = self.sampler.state_dict(holding=held)
             digest = DeliveryDigest(**vars(self.digest))
+            excluded = self.excluded.state()
             step = self.step
         for positions, padding in held:
             digest.remove(np.asarray(positions)[~np.asarray(padding)])
-        return sampler, digest.state(), step
+        return sampler, digest.state(), excluded, step
 
-    def restore(self, digests: Sequence[dict[str, int]], *, carried: bool, step: int) -> None:
-        """After the sampler loaded a state: the digest it carried (or a fresh one) and the step."""
+    def restore(self, digests: Sequence[dict[str, int]], excluded: Sequence[dict[str, int]], *, carried: bool, step: int) -> None:
+        """After the sampler loaded a state: the digests it carried (or fresh ones) and the step."""
         with self.lock:
-            self.digest = DeliveryDigest.from_states(digests) if carried and digests else DeliveryDigest(epoch=self.sampler.epoch)
+            fresh = DeliveryDigest(epoch=self.sampler.epoch)
+            self.digest = DeliveryDigest.from_states(digests) if carried and digests else fresh
+            self.excluded = DeliveryDigest.from_states(excluded) if carried and excluded else DeliveryDigest(epoch=self.sampler.epoch)
             self.step = step
 
     def close(self) -> None:

@@ -165,11 +165,12 @@ def check_state_parts(saved: dict[str, Any]) -> None:
         raise ConfigurationError(f"Loader state: 'fingerprint' must be a dict, got {type(saved['fingerprint']).__name__}")
     if "step" in saved and not (integer(saved["step"]) and saved["step"] >= 0):
         raise ConfigurationError(f"Loader state: 'step' must be an int >= 0, got {saved['step']!r}")
-    digest = saved.get("delivered_digest")
-    if "delivered_digest" in saved and not (
-        isinstance(digest, dict) and all(integer(digest.get(name)) and digest[name] >= 0 for name in ("epoch", "count", "sum"))
-    ):
-        raise ConfigurationError(f"Loader state: 'delivered_digest' must hold ints epoch, count and sum, got {digest!r}"[:300])
+    for part in ("delivered_digest", "excluded_digest"):
+        digest = saved.get(part)
+        if part in saved and not (
+            isinstance(digest, dict) and all(integer(digest.get(name)) and digest[name] >= 0 for name in ("epoch", "count", "sum"))
+        ):
+            raise ConfigurationError(f"Loader state: {part!r} must hold ints epoch, count and sum, got {digest!r}"[:300])
     mixture = saved.get("mixture")
     if "mixture" in saved:
         changes = mixture.get("changes") if isinstance(mixture, dict) else None

@@ -82,7 +82,7 @@ class LoaderState:
 
     def state_dict(self) -> dict[str, Any]:
         """See `Loader.state_dict`."""
-        sampler, digest, step = self.deliveries.state()
+        sampler, digest, excluded, step = self.deliveries.state()
         return {
             "version": 1,
             "sampler": sampler,
@@ -90,6 +90,7 @@ class LoaderState:
             "step": step,
             "fingerprint": self.fingerprint(),
             "delivered_digest": digest,
+            "excluded_digest": excluded,
             **({"mixture": self.storage.state()} if isinstance(self.storage, MixedStorage) else {}),
             **({"mixture_schedule": self.mixture.schedule.state()} if self.mixture is not None and self.mixture.schedule else {}),
         }
@@ -159,7 +160,9 @@ class LoaderState:
         # After a change of world size, rank 0 carries what the old world delivered, so the new
         # ranks' digests still sum to the world's.
         carried = len(digests) == len(states) and (isinstance(state, dict) or self.sampler.rank == 0)
-        self.deliveries.restore(digests, carried=carried, step=max(int(saved.get("step", 0)) for saved in states))
+        excluded = [saved["excluded_digest"] for saved in states if "excluded_digest" in saved]
+        excluded = excluded if len(excluded) == len(states) else []  # states saved before exclusions were
+        self.deliveries.restore(digests, excluded, carried=carried, step=max(int(saved.get("step", 0)) for saved in states))
 
     def _adjustable(self) -> tuple[str, ...]:
         """What a resume may change without ``allow_changes``: the batch size, where positions do
@@ -170,7 +173,7 @@ class LoaderState:
     def verify_epoch(self, states: Sequence[dict[str, Any]] | None = None) -> dict[str, int]:
         """See `Loader.verify_epoch`."""
         states = [self.state_dict()] if states is None else list(states)
-        return verify_deliveries(
+        proof = verify_deliveries(
             [saved["delivered_digest"] for saved in states],
             samples=self.sampler.num_samples,
             world_size=int(states[0]["sampler"]["world_size"]),
@@ -178,3 +181,10 @@ class LoaderState:
             batch_size=self.batching.batch_size,
             drop_last=self.batching.drop_last,
         )
+        # Left out on purpose (`Loader.exclude`): accounted for by the proof, not delivered.
+        excluded = sum(
+            int(saved["excluded_digest"]["count"])
+            for saved in states
+            if isinstance(saved.get("excluded_digest"), dict) and saved["excluded_digest"].get("epoch") == proof["epoch"]
+        )
+        return {**proof, "delivered": proof["delivered"] - excluded, "excluded": excluded}

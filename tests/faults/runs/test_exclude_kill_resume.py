@@ -1,0 +1,131 @@
+"""Cutting out a loss spike: a run killed after a spike resumes from a checkpoint before it with
+`Loader.exclude(steps=...)`; the batches of those steps are never read again, every other sample
+of the epoch is delivered exactly once over the runs, every rank takes the same number of steps,
+a second kill after the exclusion keeps them out, and `verify_epoch` proves the rest, counting
+the left-out samples apart. At 2 and 3 ranks."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import textwrap
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from stoker import Loader
+from stoker.errors import ConfigurationError
+from stoker.loader import Sampling
+from stoker.storage import MemoryStorage
+
+SAMPLES = 1009
+
+# Ranks in lockstep in one process. Arguments: world, the states to resume from ("-" for none),
+# the steps to leave out ("-" for none), the step after which to save every rank's state, the
+# step after which the job is killed (-1: run to the end), where to write.
+RUN = textwrap.dedent(
+    f"""
+    import json, os, signal, sys
+    from stoker import Loader
+    from stoker.loader import Sampling
+    from stoker.storage import MemoryStorage
+
+    world, resume, cut, save_at, kill_at, out = int(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
+    data = MemoryStorage({{f"k{{index:05d}}": index.to_bytes(4, "little") for index in range({SAMPLES})}})
+    loaders = [Loader(data, batch_size=8, sampling=Sampling(seed=5, in_order=True, rank=rank, world_size=world)) for rank in range(world)]
+    if resume != "-":
+        for rank, loader in enumerate(loaders):
+            loader.load_state_dict(json.load(open(resume))["states"][rank])
+    if cut != "-":
+        start, stop = map(int, cut.split(":"))
+        for loader in loaders:
+            loader.exclude(steps=range(start, stop))
+    streams = [iter(loader) for loader in loaders]
+    record = {{"delivered": [], "steps": [0] * world}}
+    while True:
+        batches = [next(stream, None) for stream in streams]
+        if all(batch is None for batch in batches):
+            break
+        assert all(batch is not None for batch in batches), "a rank ran out before the others"
+        for rank, batch in enumerate(batches):
+            record["steps"][rank] += 1
+            record["delivered"] += [[loaders[rank].step - 1, key] for key, padding in zip(batch.keys, batch.padding) if not padding]
+        if loaders[0].step - 1 == save_at:
+            record["states"] = [loader.state_dict() for loader in loaders]
+            with open(out, "w") as file:
+                json.dump(record, file)
+        if loaders[0].step - 1 == kill_at:
+            os.kill(os.getpid(), signal.SIGKILL)
+    record["proof"] = loaders[0].verify_epoch([loader.state_dict() for loader in loaders])
+    with open(out, "w") as file:
+        json.dump(record, file)
+    """
+)
+
+
+def run(tmp_path: Path, name: str, world: int, *, resume: str = "-", cut: str = "-", save_at: int = -1, kill_at: int = -1) -> dict:
+    out = tmp_path / name
+    done = subprocess.run(
+        [sys.executable, "-c", RUN, str(world), resume, cut, str(save_at), str(kill_at), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == (-signal.SIGKILL if kill_at >= 0 else 0), done.stderr[-3000:]
+    return json.loads(out.read_text())
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_the_batches_of_a_spike_are_cut_out_across_kills_and_the_rest_is_proven(tmp_path: Path, world: int) -> None:
+    went_on = run(tmp_path, "went_on.json", world)  # the run as it would have gone: which samples each step held
+    at_step: dict[int, set[str]] = {}
+    for step, key in went_on["delivered"]:
+        at_step.setdefault(step, set()).add(key)
+    spike = set().union(*(at_step[step] for step in range(28, 33)))
+
+    before = run(tmp_path, "before.json", world, save_at=9, kill_at=35)  # checkpoint at step 9; the spike at 30
+    cut = run(tmp_path, "cut.json", world, resume=str(tmp_path / "before.json"), cut="28:33", save_at=33, kill_at=36)
+    rest = run(tmp_path, "rest.json", world, resume=str(tmp_path / "cut.json"))
+
+    kept = [key for step, key in before["delivered"] if step <= 9]
+    kept += [key for step, key in cut["delivered"] if step <= 33]
+    kept += [key for _, key in rest["delivered"]]
+    delivered = Counter(kept)
+    assert not spike & set(delivered), "the spike's samples are never read again"
+    truth = Counter({f"k{index:05d}": 1 for index in range(SAMPLES)}) - Counter({key: 1 for key in spike})
+    assert delivered == truth, f"missing {sorted(truth - delivered)[:5]}, repeated {sorted(k for k, c in delivered.items() if c > 1)[:5]}"
+    assert len(set(cut["steps"])) == 1 and len(set(rest["steps"])) == 1, "every rank takes the same steps"
+    assert rest["proof"] == {"epoch": 0, "samples": SAMPLES, "delivered": SAMPLES - len(spike), "excluded": len(spike)}
+
+
+def loader(rank: int = 0, world: int = 1) -> Loader:
+    data = MemoryStorage({f"k{index}": bytes([index % 256]) for index in range(300)})
+    return Loader(data, batch_size=10, sampling=Sampling(seed=1, in_order=True, rank=rank, world_size=world))
+
+
+def test_steps_delivered_already_or_past_the_epoch_are_refused_by_name() -> None:
+    made = loader()
+    stream = iter(made)
+    for _ in range(5):
+        next(stream)
+    with pytest.raises(ConfigurationError, match="at step 5 and epoch 0 ends with step 29"):
+        made.exclude(steps=range(3, 8))
+    with pytest.raises(ConfigurationError, match="ends with step 29"):
+        made.exclude(steps=range(25, 31))
+    with pytest.raises(ConfigurationError, match="consecutive steps"):
+        made.exclude(steps=range(10, 20, 2))
+
+
+def test_steps_left_out_while_iterating_apply_from_the_next_batch() -> None:
+    straight = [list(batch.keys) for batch in loader()]
+    made = loader()
+    seen = []
+    for number, batch in enumerate(made):
+        seen.append(list(batch.keys))
+        if number == 4:
+            made.exclude(steps=range(6, 9))  # batches 5 and up may be read ahead already
+    assert seen == straight[:6] + straight[9:]
+    assert made.verify_epoch() == {"epoch": 0, "samples": 300, "delivered": 270, "excluded": 30}
