@@ -46,6 +46,7 @@ def test_a_benchmark_says_how_to_run_it_and_parses_its_arguments(path: Path, tmp
 QUICK = {
     "images/image_decode.py": (["--count", "48", "--repeats", "1"], "stoker / Pillow"),
     "loader/pipeline_overhead.py": (["--items", "400", "--repeats", "1"], "vs spdl"),
+    "loader/filter.py": (["--samples", "200000"], "stoker's filter is"),
     "storage/prefetch.py": (["--batches", "60", "--rtt-ms", "5"], "out of order / in order throughput"),
     "storage/formats.py": (
         ["--images", "200", "--rtt-ms", "0,20", "--formats", "MDS,TFRecord,WebDataset"],

@@ -50,6 +50,8 @@ from ._options import FailurePolicy, Reads, Sampling, Throughput, from_keywords
 from ._records import LoaderRecords
 from ._sample_prefetch import SamplePrefetch
 from ._tuning import LoaderTuning, TuningHooks
+from ._where import describe as describe_where
+from ._where import filter_storage
 from .buckets import BucketShapes, bucket_numbers, bucket_report, check_buckets
 from .state import Batching, Deliveries, LoaderState, MixtureSchedule, MixtureWeights
 
@@ -87,8 +89,8 @@ class Loader:
             their attention mask, aligned with the images), in the decode stage; a caption
             missing, not text, or too long is a bad sample.
         drop_last: Drop this rank's last, short batch.
-        sampling: Order, sharding and seed (`Sampling`): a uniform shuffle seeded with 0, and
-            this process's rank found by itself, unless given.
+        sampling: Order, sharding, seed and filter (`Sampling`): a uniform shuffle seeded with 0,
+            and this process's rank found by itself, unless given.
         reads: How reads are kept in flight (`Reads`); the defaults suit the storage (per-sample
             out-of-order prefetch for network storage).
         failure_policy: What a bad sample does (`FailurePolicy`); by default it raises.
@@ -145,6 +147,11 @@ class Loader:
         throughput_options: Throughput = options["throughput"]
         self._source = os.fspath(storage) if isinstance(storage, (str, os.PathLike)) else getattr(storage, "url", None)
         storage = as_storage(storage)
+        where = sampling_options.where
+        if where is not None:
+            if isinstance(storage, EpochStorage):
+                raise ConfigurationError("where= filters a storage whose samples stay; a mixture draws anew each epoch: filter its sources")
+            storage = filter_storage(storage, where)
         check_integer("batch_size", batch_size)
         rank, world_size, _ = discover_world(sampling_options.rank, sampling_options.world_size)
         check_integer("world_size", world_size)
@@ -270,7 +277,7 @@ class Loader:
                 else max(_batch_bytes(shaped, batch_size) or 0 for shaped in self._shapes.transforms),
             )
         self._deliveries = Deliveries(self.sampler, self._assembler._augmentation_seed)
-        batching = Batching(batch_size, drop_last, sampling_options, transform, decode)
+        batching = Batching(batch_size, drop_last, sampling_options, transform, decode, where=describe_where(where))
         self._mixture = MixtureWeights(storage, self.sampler, self._assembler) if isinstance(storage, MixedStorage) else None
         self._state = LoaderState(
             storage, self.sampler, self._assembler, self._deliveries, batching, mixture=self._mixture, after_load=self._sync_storage_epoch

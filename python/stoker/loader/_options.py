@@ -19,6 +19,7 @@ from ..failures import OnError
 from ..sampling import Buckets, LengthBuckets
 from ..storage.policies import PRICE_TABLES, PriceTable
 from ._arguments import check_integer, check_number
+from ._where import Where
 
 __all__ = ["SHUFFLES", "FailurePolicy", "Reads", "Sampling", "Shuffle", "Throughput", "from_keywords"]
 
@@ -71,6 +72,13 @@ class Sampling:
             longest bucket it fills, and every batch is one bucket's, decoded by the Loader's
             `AudioTransform` (the bucket's seconds as its window) or `VideoTransform` (the
             bucket's frames as its clip).
+        where: Only the samples this filter keeps, worked out once over the storage's metadata
+            columns (Parquet, Lance) or a side table keyed by sample key (`Where`), never per
+            read: ``"aesthetic >= 5.5 and width >= 512"``, ``"language in ['en', 'de']"``
+            (columns, constants, comparisons, ``in``, ``and``, ``or``, ``not``; parsed, never
+            evaluated as Python). Ranks get equal counts of the kept samples; the filter is part
+            of the fingerprint. One that keeps nothing, or names a column that is not there, is
+            a `ConfigurationError` when the Loader is made.
 
     Raises:
         ConfigurationError: An unknown shuffle, or a number out of range.
@@ -85,9 +93,12 @@ class Sampling:
     pad: bool = True
     in_order: bool = False
     buckets: Buckets | LengthBuckets | None = None
+    where: str | Where | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "shuffle", _shuffle(self.shuffle))
+        if self.where is not None and not isinstance(self.where, (str, Where)):
+            raise TypeError(f"where must be a filter expression (text) or a stoker.loader.Where, got {type(self.where).__name__}")
         if self.buckets is not None and not isinstance(self.buckets, (Buckets, LengthBuckets)):
             raise TypeError(f"buckets must be a stoker.sampling.Buckets or LengthBuckets, got {type(self.buckets).__name__}")
         check_integer("shuffle_window", self.shuffle_window)

@@ -11,7 +11,7 @@
   (Cassandra/ScyllaDB rows), on `RemoteStorage`: retries, many requests in flight, async
   per-sample fetches for out-of-order prefetch.
 - `policies`: `RetryPolicy`, `SampleCache`.
-- `views`: `SubsetStorage`, `MixedStorage`.
+- `views`: `SubsetStorage`, `FilteredStorage`, `MixedStorage`.
 
 `open_storage` picks the backend from a path or URL. Writing datasets (convert, upload,
 inspect) is `stoker.ingest`'s. A new backend sets its keys and labels and implements one read
@@ -45,18 +45,22 @@ from .local import (
 )
 from .policies import PRICE_TABLES, PriceTable, RetryPolicy, SampleCache, StoreTraffic
 from .remote import AzureStorage, CassandraConnection, CassandraStorage, GCSStorage, HTTPStorage, ObjectStorage, RemoteStorage, S3Storage
-from .views import MixedStorage, SubsetStorage
+from .views import FilteredStorage, MixedStorage, SubsetStorage
 
 __all__ = [
     "AUDIO_EXTENSIONS",
     "ArrayRecordStorage",
+    "AzureStorage",
     "BlockStorage",
-    "ColumnStorage",
     "CassandraConnection",
     "CassandraStorage",
+    "ColumnStorage",
     "CorruptSampleError",
     "EpochStorage",
     "FileStorage",
+    "FilteredStorage",
+    "GCSStorage",
+    "HTTPStorage",
     "IMAGE_EXTENSIONS",
     "JsonlStorage",
     "LanceStorage",
@@ -65,6 +69,7 @@ __all__ = [
     "MemberStorage",
     "MemoryStorage",
     "MixedStorage",
+    "ObjectStorage",
     "PRICE_TABLES",
     "ParquetStorage",
     "PeerFormatStorage",
@@ -72,10 +77,6 @@ __all__ = [
     "RemoteStorage",
     "RetryPolicy",
     "S3Storage",
-    "HTTPStorage",
-    "AzureStorage",
-    "GCSStorage",
-    "ObjectStorage",
     "SampleCache",
     "ShardError",
     "StaleIndexError",

@@ -76,11 +76,11 @@ def dataset_digest(keys: Sequence[str], labels: np.ndarray) -> str:
 
 
 def fingerprint(
-    *, samples: int, dataset: str, sampling: dict[str, Any], batch_size: int, drop_last: bool, transform: Any
+    *, samples: int, dataset: str, sampling: dict[str, Any], batch_size: int, drop_last: bool, transform: Any, where: str | None = None
 ) -> dict[str, Any]:
     """What a position means, as plain data (saved in the Loader's state)."""
     return {
-        "dataset": {"samples": samples, "keys_and_labels_hash": dataset},
+        "dataset": {"samples": samples, "keys_and_labels_hash": dataset, **({"where": where} if where is not None else {})},
         "sampling": sampling,
         "batch_size": batch_size,
         "drop_last": drop_last,

@@ -5,6 +5,7 @@ callback for what a loaded state changes outside it (the storage's epoch)."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -13,7 +14,7 @@ from typing import Any
 from ...errors import ConfigurationError
 from ...ops.batch import transform_description
 from ...sampling import Sampler
-from ...storage import EpochStorage, MixedStorage, Storage
+from ...storage import EpochStorage, FilteredStorage, MixedStorage, Storage
 from .._assembly import BatchAssembler, label_array
 from .._options import Sampling
 from ._deliveries import Deliveries
@@ -35,6 +36,7 @@ class Batching:
     sampling: Sampling
     transform: Any
     decode: Any
+    where: str | None = None  # the filter (`Loader(where=...)`), as written
 
     def describe_transform(self) -> Any:
         """The transform as plain data, or the decode function's name."""
@@ -45,6 +47,9 @@ def _digest_of(storage: Storage) -> str:
     """What a storage holds, as a short hash: the storage's own content digest where it keeps one
     (taken from its index, in constant time, and covering the samples' bytes), else a hash of
     every key and label (time in the number of samples, once per Loader)."""
+    if isinstance(storage, FilteredStorage):  # what was filtered, and what the filter kept
+        kept = hashlib.blake2b(storage.kept.tobytes(), digest_size=12).hexdigest()
+        return f"{_digest_of(storage.base)}+kept:{kept}"
     content = getattr(storage, "content_digest", None)
     if callable(content):
         return f"content:{content()}"
@@ -111,6 +116,7 @@ class LoaderState:
             batch_size=self.batching.batch_size,
             drop_last=self.batching.drop_last,
             transform=self.batching.describe_transform(),
+            where=self.batching.where,
         )
 
     def load_state_dict(self, state: dict[str, Any] | Sequence[dict[str, Any]], *, allow_changes: bool = False) -> None:

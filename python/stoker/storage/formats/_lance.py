@@ -301,6 +301,23 @@ class LanceStorage(Storage):
         column = self._whole_column(name).cast(pa.float64()).fill_null(float("nan"))
         return np.asarray(column.to_numpy(zero_copy_only=False), dtype=np.float64)
 
+    def read_values(self, name: str) -> np.ndarray:
+        """Every row's value in the column ``name``, for a filter (`Sampling(where=...)`): numbers
+        as float64 (NaN where null), anything else as an object array (None where null).
+
+        Raises:
+            StorageError: No such column.
+        """
+        import pyarrow as pa
+
+        schema = self.dataset.schema
+        if name not in schema.names:
+            raise StorageError(f"{self.uri}: no column {name!r} (columns: {', '.join(schema.names)})")
+        kind = schema.field(name).type
+        if pa.types.is_integer(kind) or pa.types.is_floating(kind):
+            return self.read_column(name)
+        return np.asarray(self._whole_column(name).to_numpy(zero_copy_only=False), dtype=object)
+
     def _read_indices(self, indices: Sequence[int]) -> list[bytes | Exception]:
         if not len(indices):
             return []

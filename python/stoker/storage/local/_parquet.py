@@ -215,6 +215,25 @@ class ParquetStorage(Storage):
             parts.append(np.asarray(column.cast(pyarrow.float64()).fill_null(float("nan")).to_numpy(), dtype=np.float64))
         return np.concatenate(parts) if parts else np.zeros(0)
 
+    def read_values(self, name: str) -> np.ndarray:
+        """Every row's value in the column ``name``, for a filter (`Sampling(where=...)`): numbers
+        as float64 (NaN where null), text, true/false and the rest as an object array (None where
+        null). One column chunk per row group read, no payload.
+
+        Raises:
+            StorageError: No such column.
+        """
+        schema = self.metadata[0].schema.to_arrow_schema()
+        if name not in schema.names:
+            raise StorageError(f"{self.path}: no column {name!r} (columns: {', '.join(schema.names)})")
+        kind = schema.field(name).type
+        import pyarrow
+
+        if pyarrow.types.is_integer(kind) or pyarrow.types.is_floating(kind):
+            return self.read_column(name)
+        parts = [self._read_columns(number, [name]).column(name).to_numpy(zero_copy_only=False) for number in range(len(self.names))]
+        return np.concatenate(parts).astype(object) if parts else np.zeros(0, object)
+
     # ---- reads ----------------------------------------------------------------------------
 
     def _locate(self, index: int) -> tuple[int, int]:

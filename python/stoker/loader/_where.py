@@ -1,0 +1,226 @@
+"""`Sampling(where=...)`: a filter over the metadata the storage carries, worked out once over its
+index, never per read.
+
+A filter is an expression over column names, ``"aesthetic >= 5.5 and width >= 512"``,
+``"language in ['en', 'de']"``: comparisons (``== != < <= > >=``, chained), ``in`` / ``not in``
+a list, ``and``, ``or``, ``not``, parentheses, numbers, text and true/false. It is parsed by
+Python's parser and evaluated by this module over whole columns (NumPy), never by `eval`: a
+filter string from a config file can name columns and constants, nothing else. The columns come
+from the storage (Parquet and Lance columns: `read_values`, else the numeric `read_column`) or
+from a side table keyed by sample key (`Where(expression, table=...)`), for any storage.
+
+The samples kept are one index array (`FilteredStorage`), so the Loader's sampling, equal counts
+per rank, exact resume and fingerprint all work over them as over any storage; the filter is
+part of the fingerprint (a state saved under another filter is refused, saying so).
+"""
+
+from __future__ import annotations
+
+import ast
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import ConfigurationError, StorageError
+from ..storage import FilteredStorage, Storage
+
+__all__ = ["Where", "filter_storage"]
+
+_logger = logging.getLogger("stoker.loader")
+
+_COMPARISONS: dict[type, Callable[[Any, Any], Any]] = {
+    ast.Eq: np.equal,
+    ast.NotEq: np.not_equal,
+    ast.Lt: np.less,
+    ast.LtE: np.less_equal,
+    ast.Gt: np.greater,
+    ast.GtE: np.greater_equal,
+}
+_LONGEST = 4000  # characters of a filter: longer is not a filter someone wrote
+
+
+@dataclass(frozen=True)
+class Where:
+    """A filter (see the module notes), with the side table its columns may come from.
+
+    Args:
+        expression: The filter, e.g. ``"aesthetic >= 5.5 and width >= 512"``.
+        table: Columns keyed by sample key, for metadata the storage does not carry:
+            ``{"key": [...], "aesthetic": [...]}`` (a dict of sequences, a pandas DataFrame or a
+            pyarrow Table with a ``key`` column). A sample missing from it is not kept.
+    """
+
+    expression: str
+    table: Any = field(default=None, compare=False)
+
+
+def filter_storage(storage: Storage, where: str | Where) -> FilteredStorage:
+    """``storage``'s samples that ``where`` keeps, worked out now over its columns.
+
+    Raises:
+        ConfigurationError: A filter that does not parse, uses anything but columns and
+            constants, names a column the storage (or table) does not have, compares text with
+            numbers, or keeps nothing; each named.
+    """
+    rule = where if isinstance(where, Where) else Where(where)
+    if not isinstance(rule.expression, str) or not rule.expression.strip() or len(rule.expression) > _LONGEST:
+        raise ConfigurationError(f"where: a filter expression (text up to {_LONGEST} characters), got {str(rule.expression)[:80]!r}")
+    try:
+        tree = ast.parse(rule.expression.strip(), mode="eval")
+    except SyntaxError as error:
+        raise ConfigurationError(f"where {rule.expression!r}: does not parse ({error.msg})") from None
+    columns = _Columns(storage, rule.table)
+    kept = _evaluate(tree.body, columns, rule.expression)
+    if not isinstance(kept, np.ndarray) or kept.dtype != bool or kept.shape != (len(storage),):
+        raise ConfigurationError(f"where {rule.expression!r}: not a condition on each sample (a comparison, or several joined by and/or)")
+    indices = np.flatnonzero(kept)
+    if len(indices) == 0:
+        raise ConfigurationError(f"where {rule.expression!r}: keeps none of the {len(storage):,} samples of {storage.describe()}")
+    _logger.info(
+        "where %s: kept %d of %d samples (%.1f%%), dropped %d",
+        rule.expression,
+        len(indices),
+        len(storage),
+        100 * len(indices) / len(storage),
+        len(storage) - len(indices),
+    )
+    return FilteredStorage(storage, indices, rule.expression)
+
+
+class _Columns:
+    """Whole columns by name, read once each: from the side table, else from the storage."""
+
+    def __init__(self, storage: Storage, table: Any) -> None:
+        self.storage, self.table = storage, table
+        self._read: dict[str, np.ndarray] = {}
+        self._rows: np.ndarray | None = None  # each sample's row in the table (-1: not there)
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if name not in self._read:
+            self._read[name] = (
+                self._from_table(name) if self.table is not None and name in _table_names(self.table) else self._from_storage(name)
+            )
+        return self._read[name]
+
+    def _from_storage(self, name: str) -> np.ndarray:
+        reader = getattr(self.storage, "read_values", None) or getattr(self.storage, "read_column", None)
+        if reader is None:
+            raise ConfigurationError(
+                f"where: {self.storage.describe()} carries no columns to filter on; give them as Where(expression, table=...) keyed by sample key"
+            )
+        try:
+            return np.asarray(reader(name))
+        except StorageError as error:
+            raise ConfigurationError(f"where: {error}") from None
+
+    def _from_table(self, name: str) -> np.ndarray:
+        if self._rows is None:
+            table_keys = np.asarray(_table_column(self.table, "key")).astype(str)
+            order = np.argsort(table_keys, kind="stable")
+            sorted_keys = table_keys[order]
+            wanted = np.asarray(list(self.storage.keys)).astype(str)
+            at = np.clip(np.searchsorted(sorted_keys, wanted), 0, max(len(sorted_keys) - 1, 0))
+            found = (sorted_keys[at] == wanted) if len(sorted_keys) else np.zeros(len(wanted), bool)
+            self._rows = np.where(found, order[at] if len(order) else 0, -1)
+            if not found.all():
+                _logger.info("where: %d samples are not in the side table: not kept", int((~found).sum()))
+        values = np.asarray(_table_column(self.table, name))
+        rows = self._rows
+        if values.dtype.kind in "iufb":
+            out = values.astype(np.float64)[np.maximum(rows, 0)]
+            out[rows < 0] = np.nan  # compares false with anything: not kept
+            return out
+        picked = values.astype(object)[np.maximum(rows, 0)]
+        picked[rows < 0] = None
+        return picked
+
+
+def _table_names(table: Any) -> list[str]:
+    names = getattr(table, "column_names", None) or getattr(table, "columns", None) or list(table)
+    return [str(name) for name in names]
+
+
+def _table_column(table: Any, name: str) -> Any:
+    if name not in _table_names(table):
+        raise ConfigurationError(f"where: the side table has no column {name!r} (columns: {', '.join(_table_names(table))})")
+    column = table.column(name) if hasattr(table, "column") else table[name]
+    return column.to_numpy(zero_copy_only=False) if hasattr(column, "to_numpy") and not isinstance(column, np.ndarray) else column
+
+
+def _evaluate(node: ast.AST, columns: _Columns, expression: str) -> Any:
+    """The value of ``node``: a column (array), a constant, or a condition (bool array)."""
+    if isinstance(node, ast.BoolOp):
+        parts = [_condition(value, columns, expression) for value in node.values]
+        return np.logical_and.reduce(parts) if isinstance(node.op, ast.And) else np.logical_or.reduce(parts)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        return ~_condition(node.operand, columns, expression)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant):
+        value = _evaluate(node.operand, columns, expression)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return -value
+    if isinstance(node, ast.Compare):
+        return _compare(node, columns, expression)
+    if isinstance(node, ast.Name):
+        if node.id in ("true", "false"):
+            return node.id == "true"
+        return columns[node.id]
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float, str, bool)):
+        return node.value
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return [_evaluate(element, columns, expression) for element in node.elts]
+    raise ConfigurationError(
+        f"where {expression!r}: {ast.unparse(node)!r} is not a column, a constant or a comparison "
+        "(a filter holds columns, constants, == != < <= > >=, in, not in, and, or, not)"
+    )
+
+
+def _condition(node: ast.AST, columns: _Columns, expression: str) -> np.ndarray:
+    value = _evaluate(node, columns, expression)
+    if not isinstance(value, np.ndarray) or value.dtype != bool:
+        raise ConfigurationError(f"where {expression!r}: {ast.unparse(node)!r} is not a condition (a comparison)")
+    return value
+
+
+def _compare(node: ast.Compare, columns: _Columns, expression: str) -> np.ndarray:
+    left = _evaluate(node.left, columns, expression)
+    results = []
+    for operator, right_node in zip(node.ops, node.comparators):
+        right = _evaluate(right_node, columns, expression)
+        where = f"where {expression!r}: {ast.unparse(node)!r}"
+        if isinstance(operator, (ast.In, ast.NotIn)):
+            if not isinstance(right, list) or not all(isinstance(value, (int, float, str, bool)) for value in right):
+                raise ConfigurationError(f"{where}: 'in' takes a list of constants, e.g. ['en', 'de']")
+            found = np.isin(np.asarray(left, dtype=object) if _is_text(left) else left, right)
+            results.append(found if isinstance(operator, ast.In) else ~found)
+        elif type(operator) in _COMPARISONS:
+            if _is_text(left) != _is_text(right) and not (_is_text(left) and right is None):
+                raise ConfigurationError(f"{where}: compares text with a number")
+            try:
+                outcome = _COMPARISONS[type(operator)](left, right)
+            except TypeError as error:  # text against null in an ordering, mixed kinds in a column
+                raise ConfigurationError(f"{where}: cannot be compared ({error})") from None
+            if not isinstance(outcome, np.ndarray):
+                raise ConfigurationError(f"{where}: compares two constants; name a column")
+            results.append(outcome.astype(bool))
+        else:
+            raise ConfigurationError(f"{where}: {type(operator).__name__} is not a comparison a filter takes")
+        left = right
+    return np.logical_and.reduce(results)
+
+
+def _is_text(value: Any) -> bool:
+    if isinstance(value, np.ndarray):
+        return value.dtype.kind in "USO"
+    if isinstance(value, Sequence) and not isinstance(value, str):
+        return any(isinstance(element, str) for element in value)
+    return isinstance(value, str)
+
+
+def describe(where: str | Where | None) -> str | None:
+    """The filter as the fingerprint records it."""
+    if where is None:
+        return None
+    return where.expression if isinstance(where, Where) else where
