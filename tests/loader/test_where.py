@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from stoker import Loader
 from stoker.errors import ConfigurationError, ProvenanceError
 from stoker.loader import Sampling, Where
-from stoker.storage import MemoryStorage, MixedStorage, ParquetStorage, open_storage
+from stoker.storage import BlockStorage, MemoryStorage, MixedStorage, ParquetStorage, TarShardStorage, open_storage
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
@@ -216,3 +216,32 @@ def test_a_lance_dataset_is_filtered_by_its_columns(tmp_path: Path) -> None:
     keys = epoch_keys(Loader(storage, batch_size=16, sampling=Sampling(where="language == 'de' and aesthetic > 3")))
     picked = [index for index in range(ROWS) if data["language"][index] == "de" and data["aesthetic"][index] > 3]
     assert sorted(keys) == sorted(storage.keys[index] for index in picked)
+
+
+def test_the_block_shuffle_reads_the_kept_rows_by_row_group(parquet: Path) -> None:
+    truth = keys_where(lambda row: row["width"] >= 400)
+    with ParquetStorage(parquet) as storage:
+        loader = Loader(storage, batch_size=16, sampling=Sampling(shuffle="block", where="width >= 400"))
+        filtered = loader.storage
+        assert isinstance(filtered, BlockStorage)
+        sizes = filtered.block_sizes()
+        assert sizes is not None and sum(sizes) == len(truth) and len(sizes) == 10, "one block per row group that keeps rows"
+        delivered = Counter(epoch_keys(loader))
+    assert delivered == Counter({key: 1 for key in truth})
+
+
+def test_members_beside_the_payload_come_with_the_kept_samples(tmp_path: Path) -> None:
+    webdataset = pytest.importorskip("webdataset", reason="the shards are written by WebDataset's TarWriter")
+    with webdataset.TarWriter(str(tmp_path / "a.tar")) as writer:
+        for index in range(60):
+            writer.write({"__key__": f"{index:05d}", "bin": bytes([index]), "json": json.dumps({"index": index}).encode()})
+    table = {"key": [f"{index:05d}" for index in range(60)], "even": [index % 2 == 0 for index in range(60)]}
+    with TarShardStorage(tmp_path / "a.tar") as storage:
+        loader = Loader(storage, batch_size=8, extra=("json",), sampling=Sampling(where=Where("even == true", table=table)))
+        seen = []
+        for batch in loader:
+            assert batch.extra is not None
+            for key, members in zip(batch.keys, batch.extra):
+                assert members["json"]["index"] == int(key)
+                seen.append(int(key))
+    assert sorted(seen) == list(range(0, 60, 2))

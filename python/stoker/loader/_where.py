@@ -87,7 +87,7 @@ def filter_storage(storage: Storage, where: str | Where) -> FilteredStorage:
         100 * len(indices) / len(storage),
         len(storage) - len(indices),
     )
-    return FilteredStorage(storage, indices, rule.expression)
+    return FilteredStorage.of(storage, indices, rule.expression)
 
 
 class _Columns:

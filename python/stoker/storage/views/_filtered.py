@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from .._capabilities import MemberStorage, has_blocks
 from .._protocol import Storage
 
 __all__ = ["FilteredStorage"]
@@ -72,6 +73,18 @@ class FilteredStorage(Storage):
         self.classes = base.classes
         self.is_remote = base.is_remote
 
+    @classmethod
+    def of(cls, base: Storage, kept: np.ndarray, description: str) -> FilteredStorage:
+        """A view of ``base`` that keeps its block and member capabilities where it has them
+        (the block shuffle and ``extra=`` work over the kept samples as over all)."""
+        kind = {
+            (False, False): FilteredStorage,
+            (True, False): _FilteredBlocks,
+            (False, True): _FilteredMembers,
+            (True, True): _FilteredBlocksAndMembers,
+        }[has_blocks(base), isinstance(base, MemberStorage)]
+        return kind(base, kept, description)
+
     def describe(self) -> str:
         return f"{len(self.kept):,} samples of {self.base.describe()} where {self.description}"
 
@@ -85,3 +98,62 @@ class FilteredStorage(Storage):
     def close(self) -> None:
         """Release this view's threads; the base stays open (it is the caller's)."""
         super().close()
+
+
+class _KeptBlocks:
+    """The block capability of a filtered storage whose base has blocks: a view's block is the
+    kept samples of one of the base's blocks (blocks left empty by the filter are dropped), so
+    the block shuffle reads whole base blocks as it does unfiltered."""
+
+    base: Any
+    kept: np.ndarray
+
+    def _blocks(self) -> tuple[list[int], np.ndarray]:
+        cached = self.__dict__.get("_block_layout")
+        if cached is None:
+            ends = np.cumsum(np.asarray(self.base.block_sizes(), dtype=np.int64))
+            counts = np.bincount(np.searchsorted(ends, self.kept, side="right"), minlength=len(ends))
+            used = np.flatnonzero(counts)
+            cached = ([int(count) for count in counts[used]], used)
+            self.__dict__["_block_layout"] = cached
+        return cached
+
+    def block_sizes(self) -> list[int] | None:
+        """Kept samples in each base block that keeps any, in storage order."""
+        return self._blocks()[0]
+
+    def max_open_blocks(self) -> int | None:
+        """The base's bound."""
+        return self.base.max_open_blocks()
+
+    def stream_blocks(self) -> None:
+        """The base streams whole blocks."""
+        self.base.stream_blocks()
+
+    def prefetch_blocks(self, blocks: Sequence[int]) -> None:
+        """The base's blocks behind ``blocks``."""
+        used = self._blocks()[1]
+        self.base.prefetch_blocks([int(used[block]) for block in blocks])
+
+
+class _KeptMembers:
+    """The members capability of a filtered storage whose base has members."""
+
+    base: Any
+    kept: np.ndarray
+
+    def try_read_members(self, indices: Sequence[int], extensions: Sequence[str]) -> list[dict[str, Any] | Exception]:
+        """The base's members of the kept samples at ``indices``."""
+        return self.base.try_read_members(self.kept[np.asarray(indices, dtype=np.int64)].tolist(), extensions)
+
+
+class _FilteredBlocks(_KeptBlocks, FilteredStorage):
+    pass
+
+
+class _FilteredMembers(_KeptMembers, FilteredStorage):
+    pass
+
+
+class _FilteredBlocksAndMembers(_KeptBlocks, _KeptMembers, FilteredStorage):
+    pass
