@@ -426,7 +426,7 @@ class Loader:
             raise ConfigurationError(f"exclude(steps=...) takes a range of consecutive steps, e.g. range(100, 120); got {steps!r}")
         if self.buckets is not None:
             raise ConfigurationError("exclude(steps=...) does not take a Loader with buckets yet: its batches are dealt by bucket")
-        now = self._deliveries.step
+        now = self._deliveries.next_step
         last = now + self._batch_count(self.sampler.plan_arrays().size) - 1
         if steps.start < now or steps.stop - 1 > last:
             raise ConfigurationError(
@@ -439,7 +439,7 @@ class Loader:
             self._pending_exclusion = steps
 
     def _exclude_steps(self, steps: range) -> None:
-        first = (steps.start - self._deliveries.step) * self.batch_size
+        first = (steps.start - self._deliveries.next_step) * self.batch_size
         part = self.sampler.plan_arrays().part(first, first + len(steps) * self.batch_size)
         self._deliveries.exclude(part.positions, part.padding)
         named = self._assembler.keys_of(part.indices[~part.padding][:3].tolist())
@@ -482,11 +482,11 @@ class Loader:
     def _scheduled_weights(self) -> dict[str, float] | None:
         """The schedule's weights due before the next batch, taken (None if none is due)."""
         schedule = self._mixture.schedule if self._mixture is not None else None
-        due = schedule.due(self._deliveries.step) if schedule is not None else None
+        due = schedule.due(self._deliveries.next_step) if schedule is not None else None
         if schedule is None or due is None:
             return None
         schedule.applied_through = due[0]
-        _logger.info("mixture weights from step %d (the schedule's, at step %d): %s", self._deliveries.step, due[0], due[1])
+        _logger.info("mixture weights from step %d (the schedule's, at step %d): %s", self._deliveries.next_step, due[0], due[1])
         return due[1]
 
     # ---- what it reports (LoaderRecords) ----------------------------------------------------

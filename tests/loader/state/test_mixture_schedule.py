@@ -11,12 +11,13 @@ import subprocess
 import sys
 import textwrap
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from stoker import Loader
+from stoker import Batch, Loader
 from stoker.errors import ConfigurationError
 from stoker.storage import MemoryStorage
 
@@ -163,3 +164,20 @@ def test_a_damaged_schedule_in_a_state_is_refused_by_name(part: object) -> None:
     state["mixture_schedule"] = part
     with pytest.raises(ConfigurationError, match="mixture_schedule|mixture schedule"):
         loader(schedule=False).load_state_dict(state)
+
+
+def read_ahead(made: Loader) -> Iterator[Batch]:
+    """A wrapper that reads one batch ahead, as `stoker.device.to_device` does."""
+    with made.hold_deliveries():
+        stream = iter(made)
+        ahead = next(stream, None)
+        while ahead is not None:
+            current, ahead = ahead, next(stream, None)
+            made.release(current)
+            yield current
+
+
+def test_a_read_ahead_wrapper_sees_each_point_at_its_step() -> None:
+    direct = [list(batch.keys) for batch in loader()]
+    wrapped = [list(batch.keys) for batch in read_ahead(loader())]
+    assert wrapped == direct, "the batch read ahead is counted as the step it will be"

@@ -44,6 +44,13 @@ class Deliveries:
         self._holders = 0
         self._held: dict[int, tuple[Batch, int]] = {}  # id(batch) -> (batch, epoch)
 
+    @property
+    def next_step(self) -> int:
+        """The step of the next batch the Loader yields: those delivered and those a read-ahead
+        wrapper holds (each will be a step once handed on)."""
+        with self.lock:
+            return self.step + len(self._held)
+
     def new_epoch(self, epoch: int) -> None:
         with self.lock:
             self.digest = DeliveryDigest(epoch=epoch)
