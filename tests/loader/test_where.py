@@ -245,3 +245,36 @@ def test_members_beside_the_payload_come_with_the_kept_samples(tmp_path: Path) -
                 assert members["json"]["index"] == int(key)
                 seen.append(int(key))
     assert sorted(seen) == list(range(0, 60, 2))
+
+
+@pytest.mark.parametrize("kind", ["dict", "pandas", "pyarrow"])
+def test_a_side_table_may_be_a_dict_a_dataframe_or_an_arrow_table(kind: str) -> None:
+    data = MemoryStorage({f"s{index}": b"x" for index in range(100)})
+    columns = {"key": [f"s{index}" for index in range(100)], "score": list(range(100)), "lang": ["en", "de"] * 50}
+    table: object = columns
+    if kind == "pandas":
+        table = pytest.importorskip("pandas").DataFrame(columns)
+    elif kind == "pyarrow":
+        table = pa.table(columns)
+    kept = Loader(data, batch_size=8, sampling=Sampling(where=Where("score >= 50 and lang == 'en'", table=table))).storage
+    assert sorted(kept.keys) == sorted(f"s{index}" for index in range(50, 100, 2))
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ({"key": ["s0", "s1"], "score": [1.0]}, "holds 1 values for 2 keys"),
+        ({"key": ["s0", "s1", "s1"], "score": [1.0, 2.0, 3.0]}, "names key 's1' more than once"),
+        ({"score": [1.0]}, "no column 'key'"),
+    ],
+)
+def test_a_side_table_that_does_not_line_up_is_named(table: dict, message: str) -> None:
+    data = MemoryStorage({"s0": b"x", "s1": b"y"})
+    with pytest.raises(ConfigurationError, match=message):
+        Loader(data, batch_size=1, sampling=Sampling(where=Where("score > 0", table=table)))
+
+
+def test_a_filter_nested_past_any_sense_is_named() -> None:
+    data = MemoryStorage({"s0": b"x"})
+    with pytest.raises(ConfigurationError, match="nested too deeply|does not parse"):
+        Loader(data, batch_size=1, sampling=Sampling(where=Where("not " * 990 + "score > 0", table={"key": ["s0"], "score": [1]})))

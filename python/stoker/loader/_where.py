@@ -72,8 +72,13 @@ def filter_storage(storage: Storage, where: str | Where) -> FilteredStorage:
         tree = ast.parse(rule.expression.strip(), mode="eval")
     except SyntaxError as error:
         raise ConfigurationError(f"where {rule.expression!r}: does not parse ({error.msg})") from None
+    except (RecursionError, MemoryError, ValueError) as error:  # nesting past the parser's limits, a NUL character
+        raise ConfigurationError(f"where {rule.expression[:80]!r}: does not parse ({type(error).__name__})") from None
     columns = _Columns(storage, rule.table)
-    kept = _evaluate(tree.body, columns, rule.expression)
+    try:
+        kept = _evaluate(tree.body, columns, rule.expression)
+    except RecursionError:
+        raise ConfigurationError(f"where {rule.expression[:80]!r}...: nested too deeply") from None
     if not isinstance(kept, np.ndarray) or kept.dtype != bool or kept.shape != (len(storage),):
         raise ConfigurationError(f"where {rule.expression!r}: not a condition on each sample (a comparison, or several joined by and/or)")
     indices = np.flatnonzero(kept)
@@ -121,6 +126,9 @@ class _Columns:
             table_keys = np.asarray(_table_column(self.table, "key")).astype(str)
             order = np.argsort(table_keys, kind="stable")
             sorted_keys = table_keys[order]
+            repeated = np.flatnonzero(sorted_keys[1:] == sorted_keys[:-1])
+            if len(repeated):
+                raise ConfigurationError(f"where: the side table names key {str(sorted_keys[repeated[0]])!r} more than once")
             wanted = np.asarray(list(self.storage.keys)).astype(str)
             at = np.clip(np.searchsorted(sorted_keys, wanted), 0, max(len(sorted_keys) - 1, 0))
             found = (sorted_keys[at] == wanted) if len(sorted_keys) else np.zeros(len(wanted), bool)
@@ -139,15 +147,32 @@ class _Columns:
 
 
 def _table_names(table: Any) -> list[str]:
-    names = getattr(table, "column_names", None) or getattr(table, "columns", None) or list(table)
+    """The side table's column names: a pyarrow Table's, a DataFrame's, or a dict's keys."""
+    if hasattr(table, "column_names"):  # pyarrow
+        names = table.column_names
+    elif hasattr(table, "columns"):  # pandas
+        names = table.columns
+    else:
+        names = list(table)
     return [str(name) for name in names]
 
 
-def _table_column(table: Any, name: str) -> Any:
+def _table_column(table: Any, name: str) -> np.ndarray:
+    """One column of the side table as an array, as long as its key column.
+
+    Raises:
+        ConfigurationError: No such column, or one of another length than the keys.
+    """
     if name not in _table_names(table):
         raise ConfigurationError(f"where: the side table has no column {name!r} (columns: {', '.join(_table_names(table))})")
-    column = table.column(name) if hasattr(table, "column") else table[name]
-    return column.to_numpy(zero_copy_only=False) if hasattr(column, "to_numpy") and not isinstance(column, np.ndarray) else column
+    column = table.column(name) if hasattr(table, "column_names") else table[name]
+    if hasattr(column, "combine_chunks"):  # a pyarrow ChunkedArray
+        column = column.combine_chunks()
+    values = column.to_numpy(zero_copy_only=False) if hasattr(column, "is_null") and hasattr(column, "to_numpy") else np.asarray(column)
+    keys = len(table.column("key") if hasattr(table, "column_names") else table["key"])
+    if len(values) != keys:
+        raise ConfigurationError(f"where: the side table's column {name!r} holds {len(values):,} values for {keys:,} keys")
+    return values
 
 
 def _evaluate(node: ast.AST, columns: _Columns, expression: str) -> Any:
