@@ -43,6 +43,16 @@ ATOMS = st.sampled_from(
         ",",
     ]
 )
+OPERANDS = st.sampled_from(
+    ["score", "lang", "width", "0.5", "-1", "'en'", "[1, 'a']", "[0.5]", "(1, 2)", "true", "None", "1j", "b'x'", "...", "(score < 1)"]
+)
+OPERATORS = st.sampled_from(["<", "<=", ">", ">=", "==", "!=", "in", "not in", "is"])
+COMPARISONS = st.builds(lambda left, operator, right: f"{left} {operator} {right}", OPERANDS, OPERATORS, OPERANDS)
+SHAPED = st.lists(COMPARISONS, min_size=1, max_size=4).flatmap(
+    lambda parts: st.lists(st.sampled_from([" and ", " or ", " and not "]), min_size=len(parts) - 1, max_size=len(parts) - 1).map(
+        lambda joiners: parts[0] + "".join(joiner + part for joiner, part in zip(joiners, parts[1:]))
+    )
+)
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats() | st.text(max_size=8),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
@@ -50,8 +60,8 @@ JSON = st.recursive(
 )
 
 
-@settings(max_examples=300, deadline=None)
-@given(expression=st.text(max_size=60) | st.lists(ATOMS, min_size=1, max_size=12).map(" ".join))
+@settings(max_examples=400, deadline=None)
+@given(expression=st.text(max_size=60) | st.lists(ATOMS, min_size=1, max_size=12).map(" ".join) | SHAPED)
 def test_any_text_as_a_filter_keeps_a_subset_or_is_named(expression: str) -> None:
     try:
         kept = Loader(DATA, batch_size=8, sampling=Sampling(where=Where(expression, table=TABLE))).storage

@@ -221,11 +221,13 @@ def _compare(node: ast.Compare, columns: _Columns, expression: str) -> np.ndarra
             found = np.isin(np.asarray(left, dtype=object) if _is_text(left) else left, right)
             results.append(found if isinstance(operator, ast.In) else ~found)
         elif type(operator) in _COMPARISONS:
+            if isinstance(left, list) or isinstance(right, list):
+                raise ConfigurationError(f"{where}: a list is compared only with 'in' or 'not in'")
             if _is_text(left) != _is_text(right) and not (_is_text(left) and right is None):
                 raise ConfigurationError(f"{where}: compares text with a number")
             try:
                 outcome = _COMPARISONS[type(operator)](left, right)
-            except TypeError as error:  # text against null in an ordering, mixed kinds in a column
+            except (TypeError, ValueError) as error:  # text against null in an ordering, mixed kinds in a column
                 raise ConfigurationError(f"{where}: cannot be compared ({error})") from None
             if not isinstance(outcome, np.ndarray):
                 raise ConfigurationError(f"{where}: compares two constants; name a column")
