@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import subprocess
 import sys
 import time
 from typing import Any
 
 import numpy as np
+
+from stoker_testbed.memory import peak_mib, resident_mib
 
 EXPRESSION = "aesthetic >= 5.5 and width >= 512"
 LOOKUPS = 100_000
@@ -49,7 +50,7 @@ def run_stoker(samples: int) -> dict[str, Any]:
             return self._columns[name]
 
     storage = WithColumns(samples)
-    before = _rss_mib()
+    before = resident_mib()
     started = time.perf_counter()
     loader = Loader(storage, batch_size=256, decode=free_decode, sampling=Sampling(where=EXPRESSION))
     filtered = time.perf_counter() - started
@@ -60,7 +61,7 @@ def run_stoker(samples: int) -> dict[str, Any]:
     started = time.perf_counter()
     view.keys.take(wanted.tolist())  # type: ignore[attr-defined]
     lookup = (time.perf_counter() - started) / LOOKUPS
-    return {"kept": len(view), "seconds": filtered, "first_batch": first_batch, "mib": _peak_mib() - before, "lookup_ns": lookup * 1e9}
+    return {"kept": len(view), "seconds": filtered, "first_batch": first_batch, "mib": peak_mib() - before, "lookup_ns": lookup * 1e9}
 
 
 def run_datasets(samples: int) -> dict[str, Any]:
@@ -69,7 +70,7 @@ def run_datasets(samples: int) -> dict[str, Any]:
     datasets.disable_progress_bars()
     made = columns(samples)
     table = datasets.Dataset.from_dict({"key": np.arange(samples), **made})
-    before = _rss_mib()
+    before = resident_mib()
     started = time.perf_counter()
     kept = table.filter(
         lambda batch: (np.asarray(batch["aesthetic"]) >= 5.5) & (np.asarray(batch["width"]) >= 512),
@@ -82,22 +83,7 @@ def run_datasets(samples: int) -> dict[str, Any]:
     started = time.perf_counter()
     kept.select_columns(["key"])[wanted.tolist()]
     lookup = (time.perf_counter() - started) / LOOKUPS
-    return {"kept": len(kept), "seconds": filtered, "first_batch": None, "mib": _peak_mib() - before, "lookup_ns": lookup * 1e9}
-
-
-def _rss_mib() -> float:
-    """Resident memory now; the peak is reset to it (Linux: ``clear_refs``), so `_peak_mib` after
-    the filter is the most the filter took, not an earlier step's peak."""
-    with open("/proc/self/clear_refs", "w") as clear:
-        clear.write("5")
-    with open("/proc/self/statm") as statm:
-        return int(statm.read().split()[1]) * resource.getpagesize() / (1 << 20)
-
-
-def _peak_mib() -> float:
-    with open("/proc/self/status") as status:
-        line = next(line for line in status if line.startswith("VmHWM:"))
-    return int(line.split()[1]) / 1024
+    return {"kept": len(kept), "seconds": filtered, "first_batch": None, "mib": peak_mib() - before, "lookup_ns": lookup * 1e9}
 
 
 def main() -> None:

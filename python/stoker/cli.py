@@ -452,12 +452,30 @@ def _report(arguments: argparse.Namespace) -> int:
     return 0
 
 
+def _show_exclusions(exclusions: list[dict[str, Any]]) -> int:
+    """What `Loader.exclude` left out of the run, as the ledger's directory records it."""
+    if not exclusions:
+        print("no exclusions recorded")
+        return 0
+    for made in exclusions:
+        what = f"steps {made['steps'][0]} to {made['steps'][1]}" if made["steps"] is not None else "by key"
+        keys = ", ".join(made["keys"][:5]) + (", ..." if made["samples"] > 5 else "")
+        print(f"rank {made['rank']}, epoch {made['epoch']}, at step {made['step']}: {what}, {made['samples']} samples left out ({keys})")
+    return 0
+
+
 def _replay(arguments: argparse.Namespace) -> int:
     import numpy as np
 
     from .loader import replay
-    from .observe import read_ledger
+    from .observe import read_exclusions, read_ledger
 
+    if arguments.exclusions:
+        return _show_exclusions(read_exclusions(arguments.ledger, rank=arguments.rank_given))
+    arguments.rank = arguments.rank_given or 0
+    if arguments.step is None:
+        print("stoker replay: give --step N (a recorded batch) or --exclusions", file=sys.stderr)
+        return 2
     batch = replay(
         arguments.ledger,
         arguments.step,
@@ -604,8 +622,11 @@ def build_parser() -> argparse.ArgumentParser:
         "replay", formatter_class=_HelpWithDefaults, help="build a recorded batch again from a provenance ledger, checking every sample"
     )
     replay.add_argument("ledger", help="the run's ledger directory (loader.record_provenance(DIR))")
-    replay.add_argument("--step", type=_INDEX, required=True, help="the rank's batch number since the run began")
-    replay.add_argument("--rank", type=whole_number(0, 1 << 20), default=0, help="which rank's batch")
+    replay.add_argument("--step", type=_INDEX, default=None, help="the rank's batch number since the run began")
+    replay.add_argument(
+        "--exclusions", action="store_true", help="list what Loader.exclude left out of the run (every rank's, or --rank's)"
+    )
+    replay.add_argument("--rank", type=whole_number(0, 1 << 20), default=None, dest="rank_given", help="which rank's batch (default 0)")
     replay.add_argument("--storage", default=None, help="read the samples here (a path or URL)")
     replay.add_argument(
         "--storage-from-ledger",

@@ -1,17 +1,21 @@
 """The operator's inputs are input: any text as a filter (`Sampling(where=...)`), any value as a
-saved state's mixture schedule or exclusion digest, either works or is a `ConfigurationError`
-that names it; nothing else escapes, nothing hangs, nothing aborts."""
+saved state's mixture schedule, exclusion digest or dataset-change record, either works or is a
+`ConfigurationError` that names it; any bytes as a key list (`load_state_dict(keys_before=...)`)
+are a `ProvenanceError` naming the file; any lines as an exclusions record read as the valid
+ones. Nothing else escapes, nothing hangs, nothing aborts."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from stoker import Loader
-from stoker.errors import ConfigurationError
+from stoker.errors import ConfigurationError, ProvenanceError
 from stoker.loader import Sampling, Where
+from stoker.observe import read_exclusions
 from stoker.storage import MemoryStorage, MixedStorage
 
 DATA = MemoryStorage({f"s{index}": b"x" for index in range(50)})
@@ -90,3 +94,44 @@ def test_any_value_as_a_saved_schedule_or_exclusion_loads_or_is_named(part: str,
         _mixture_loader().load_state_dict(state)
     except ConfigurationError as error:
         assert part.replace("_", " ") in str(error).replace("_", " ") or "mixture schedule" in str(error)
+
+
+KEYED = Loader(MemoryStorage({f"s{index}": b"x" for index in range(40)}), batch_size=4, sampling=Sampling(seed=2))
+_STREAM = iter(KEYED)
+for _ in range(3):
+    next(_STREAM)
+KEYED_STATE = KEYED.state_dict()
+del _STREAM
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(value=JSON)
+def test_any_value_as_a_saved_dataset_change_loads_or_is_named(value: Any) -> None:
+    state = {**KEYED_STATE, "dataset_change": value}
+    try:
+        Loader(MemoryStorage({f"s{index}": b"x" for index in range(40)}), batch_size=4, sampling=Sampling(seed=2)).load_state_dict(state)
+    except ConfigurationError as error:
+        assert "dataset_change" in str(error)
+    except ProvenanceError as error:  # a well-formed record: its key list is asked for, by name
+        assert "keys_before" in str(error)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(content=st.binary(max_size=400), keep_magic=st.booleans())
+def test_any_bytes_as_a_key_list_are_refused_by_name(tmp_path_factory: Any, content: bytes, keep_magic: bool) -> None:
+    path = tmp_path_factory.mktemp("keys") / "keys.parquet"
+    path.write_bytes(b"PAR1" + content + b"PAR1" if keep_magic else content)
+    changed = Loader(MemoryStorage({f"s{index}": b"x" for index in range(39)}), batch_size=4, sampling=Sampling(seed=2))
+    try:
+        changed.load_state_dict(KEYED_STATE, keys_before=path)
+    except ProvenanceError as error:
+        assert str(path) in str(error)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(lines=st.lists(st.binary(max_size=80) | JSON.map(lambda value: json.dumps(value).encode()), max_size=6))
+def test_any_lines_as_an_exclusions_record_read_as_the_valid_ones(tmp_path_factory: Any, lines: list[bytes]) -> None:
+    folder = tmp_path_factory.mktemp("ledger")
+    (folder / "exclusions-rank-00000.jsonl").write_bytes(b"\n".join(line.replace(b"\n", b" ") for line in lines))
+    for record in read_exclusions(folder):
+        assert isinstance(record["keys"], list) and record["samples"] >= 0 and record["rank"] == 0

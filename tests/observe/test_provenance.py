@@ -134,7 +134,9 @@ def test_a_resumed_run_continues_the_step_numbers_in_a_new_file(tmp_path: Path) 
     resumed.load_state_dict(state)
     keys = [batch.keys for _, batch in zip(range(2), resumed)]
     resumed.close()
-    assert sorted(path.name for path in ledger.iterdir()) == ["rank-00000-0000.arrows", "rank-00000-0001.arrows"]
+    runs = sorted(path.name for path in ledger.iterdir() if path.name.startswith("rank-"))
+    assert runs == ["rank-00000-0000.arrows", "rank-00000-0001.arrows"]
+    assert [path.name for path in ledger.glob("keys-*.parquet")], "the dataset's key list, once, beside the ledger"
     table = read_ledger(ledger)
     assert table.column("step").to_pylist() == [step for step in range(5) for _ in range(4)]
     assert replay(ledger, 4, storage=images).keys == keys[1]

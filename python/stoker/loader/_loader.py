@@ -34,7 +34,7 @@ from ..device import BufferPool, pinned_allocator
 from ..distributed import discover_world
 from ..errors import ConfigurationError
 from ..failures import Failure
-from ..observe import CpuLimits, LiveSnapshot, ProvenanceLedger, RunTotals
+from ..observe import CpuLimits, LiveSnapshot, ProvenanceLedger, RunTotals, write_exclusion
 from ..ops import Captions, media_backend
 from ..ops.batch import TRANSFORMS, Transform, allocate_batch
 from ..ops.media import AudioTransform, VideoTransform
@@ -280,7 +280,14 @@ class Loader:
         batching = Batching(batch_size, drop_last, sampling_options, transform, decode, where=describe_where(where))
         self._mixture = MixtureWeights(storage, self.sampler, self._assembler) if isinstance(storage, MixedStorage) else None
         self._state = LoaderState(
-            storage, self.sampler, self._assembler, self._deliveries, batching, mixture=self._mixture, after_load=self._sync_storage_epoch
+            storage,
+            self.sampler,
+            self._assembler,
+            self._deliveries,
+            batching,
+            mixture=self._mixture,
+            after_load=self._sync_storage_epoch,
+            read_through=self._read_through,
         )
         self._records = LoaderRecords(
             storage, self.sampler, self._assembler, self._deliveries, self._policy, self._tuning, read_options, batching, self._source
@@ -319,24 +326,73 @@ class Loader:
         samples and labels (a hash), the sampling and batching, and the transform."""
         return self._state.fingerprint()
 
-    def load_state_dict(self, state: dict[str, Any] | Sequence[dict[str, Any]], *, allow_changes: bool = False) -> None:
+    def load_state_dict(
+        self,
+        state: dict[str, Any] | Sequence[dict[str, Any]],
+        *,
+        allow_changes: bool = False,
+        keys_before: str | os.PathLike[str] | None = None,
+        new_samples: Literal["next_epoch", "this_epoch"] = "next_epoch",
+    ) -> None:
         """Continue from this rank's state, or from every rank's states to change world size.
         Another batch size is carried over too (the rest of the epoch is dealt in the new
         batches; logged), except with buckets or ``drop_last``, where it is a change refused
         like the others below.
+
+        A dataset that gained or lost samples since the state was saved is resumed by key, given
+        the key list of the dataset the state was saved over (``keys_before``; found by itself
+        beside this Loader's provenance ledger when `record_provenance` came first): the epoch
+        goes on in its saved order; samples delivered stay delivered; samples now gone are left
+        out for every rank, named in the log and counted by `verify_epoch` as removed; added
+        samples are read from the next epoch on, or at the end of this one (``new_samples``),
+        shuffled among themselves. Every rank's states are needed (what is left of the epoch is
+        dealt again over the ranks, equally). A later resume in the same epoch takes the same
+        key list again.
+
+        Example::
+
+            loader.record_provenance("runs/42/ledger")  # writes the key list there, once per dataset
+            loader.load_state_dict(states)  # the dataset lost and gained shards since: resumed by key
 
         Args:
             state: What `state_dict` returned (this rank's), or every rank's states.
             allow_changes: Resume although the dataset, sampling, batching or transform differ
                 from what the state was saved with (logged); the saved positions then refer to
                 the saved order.
+            keys_before: The key list of the dataset the state was saved over: a file written by
+                `save_keys`, or a directory holding it (a provenance ledger's).
+            new_samples: When samples added since the state are read: ``"next_epoch"`` (the
+                default) or ``"this_epoch"`` (at its end).
 
         Raises:
             ProvenanceError: The state was saved over another dataset or configuration; the
                 message says what differs.
             ValueError: Not a Loader state, or states that do not fit together.
         """
-        self._state.load_state_dict(state, allow_changes=allow_changes)
+        self._state.load_state_dict(state, allow_changes=allow_changes, keys_before=keys_before, new_samples=new_samples)
+
+    def save_keys(self, path: str | os.PathLike[str]) -> str:
+        """Write this Loader's dataset's key list (every key, in storage order, with the
+        dataset's digest) to ``path``, a file, or a directory where it is named after the
+        digest (and written once): what `load_state_dict` needs to resume by key after the
+        dataset changed. `record_provenance` writes it beside the ledger by itself. Returns the
+        file's path.
+
+        Raises:
+            ConfigurationError: pyarrow is not installed (``pip install 'stoker[parquet]'``).
+        """
+        return os.fspath(self._state.save_keys(path))
+
+    def _read_through(self, storage: Storage) -> None:
+        """Read through ``storage`` from now on: a view of this Loader's storage while an epoch
+        continues over a changed dataset (see `load_state_dict`), the storage itself again after."""
+        self._assembler.storage = storage
+        self._assembler.set_samples(storage.keys, storage.labels)
+        self._sample_prefetch.storage = storage
+        # The next epoch's first samples are asked for early by the storage's own indices.
+        self._sample_prefetch.warmup = self._warmup if storage is self.storage else None
+        if self._deliveries.ledger is not None:
+            self._deliveries.ledger.storage = storage
 
     def verify_epoch(self, states: Sequence[dict[str, Any]] | None = None) -> dict[str, int]:
         """Prove that the epoch delivered each of its samples exactly once, across resumes
@@ -348,8 +404,11 @@ class Loader:
                 states deals them.
 
         Returns:
-            ``{"epoch", "samples", "delivered", "excluded"}``: ``delivered`` and ``excluded``
-            add up to ``samples``.
+            ``{"epoch", "samples", "delivered", "excluded", "removed", "added"}``:
+            ``delivered``, ``excluded`` (`exclude`) and ``removed`` (gone from a changed dataset
+            before they were read, see `load_state_dict`) add up to ``samples``; ``added``
+            counts the samples a changed dataset gained (in ``samples`` when they joined this
+            epoch).
 
         Raises:
             ProvenanceError: A sample was missed or delivered twice (the digests differ).
@@ -398,8 +457,17 @@ class Loader:
         else:
             self._pending_weights = dict(weights)
 
-    def exclude(self, *, steps: range) -> None:
-        """Leave the batches of ``steps`` out of this epoch, on this rank (every rank calls it
+    def exclude(self, *, steps: range | None = None, keys: Sequence[str] | None = None) -> None:
+        """Leave the batches of ``steps``, or the samples of ``keys``, out of this epoch.
+
+        By key, the samples not delivered yet in this epoch are left out for every rank (each
+        rank calls it with the same keys) and the rest is dealt again, equal steps on each: a
+        list from the ledger (`stoker.observe.ledger_keys`: every sample of the steps around a
+        spike, as the run that reached them had them), or samples found bad. Called right after
+        `load_state_dict` with every rank's states (or with one rank, at any time, not while
+        iterating); keys already delivered in this epoch are named in the log and stay delivered.
+
+        By step, the batches of ``steps`` are left out on this rank (every rank calls it
         with the same steps, so all take the same number of steps after): to cut out the batches
         around a loss spike after resuming from a checkpoint before it. ``steps`` count as
         `step` does (batches delivered since the run began, carried across resumes); the
@@ -413,15 +481,24 @@ class Loader:
 
             loader.load_state_dict(checkpoint_at_step_183_000)
             loader.exclude(steps=range(183_390, 183_411))
+            # or, from the ledger of the run that reached the spike:
+            loader.exclude(keys=ledger_keys("runs/42/ledger", steps=range(183_390, 183_411)))
 
         Args:
             steps: Consecutive steps of this epoch not delivered yet.
+            keys: Samples to leave out of the rest of this epoch (one of ``steps`` and ``keys``).
 
         Raises:
             ConfigurationError: Not a range of consecutive steps, a step already delivered or
-                past this epoch's last, or a Loader with buckets (whose batches are dealt by
-                bucket).
+                past this epoch's last, a key the storage does not hold, keys while iterating or
+                after deliveries since a resume from one rank's state of a larger world, or a
+                Loader with buckets (whose batches are dealt by bucket).
         """
+        if (steps is None) == (keys is None):
+            raise ConfigurationError("exclude takes steps= or keys=, one of them")
+        if keys is not None:
+            self._exclude_keys(keys)
+            return
         if not isinstance(steps, range) or steps.step != 1 or len(steps) == 0:
             raise ConfigurationError(f"exclude(steps=...) takes a range of consecutive steps, e.g. range(100, 120); got {steps!r}")
         if self.buckets is not None:
@@ -438,9 +515,38 @@ class Loader:
         else:
             self._pending_exclusion = steps
 
+    def _record_exclusion(self, steps: range | None, keys: list[str]) -> None:
+        """Beside the provenance ledger, if one is kept: what was left out, when (see
+        `stoker.observe.read_exclusions`)."""
+        ledger = self._deliveries.ledger
+        if ledger is not None:
+            write_exclusion(
+                ledger.directory, rank=self.sampler.rank, epoch=self.sampler.epoch, step=self._deliveries.next_step, steps=steps, keys=keys
+            )
+
+    def _exclude_keys(self, keys: Sequence[str]) -> None:
+        if isinstance(keys, str) or not all(isinstance(key, str) for key in keys):
+            raise ConfigurationError(f"exclude(keys=...) takes a list of keys (str), got {type(keys).__name__}")
+        if self.buckets is not None or self._mixture is not None:
+            raise ConfigurationError("exclude(keys=...) does not take a Loader with buckets or over a mixture yet")
+        if self._iterating is not None:
+            raise ConfigurationError("exclude(keys=...) is called between runs of the loop (after a resume), not while iterating")
+        left_out, already = self._state.exclude_keys(list(keys))
+        self._record_exclusion(None, left_out)
+        _logger.info(
+            "%d samples left out of epoch %d by key on rank %d (recorded as left out)%s",
+            len(left_out),
+            self.sampler.epoch,
+            self.sampler.rank,
+            f"; already delivered or left out this epoch, so not: {', '.join(already)}{', ...' if len(already) == 5 else ''}"
+            if already
+            else "",
+        )
+
     def _exclude_steps(self, steps: range) -> None:
         first = (steps.start - self._deliveries.next_step) * self.batch_size
         part = self.sampler.plan_arrays().part(first, first + len(steps) * self.batch_size)
+        self._record_exclusion(steps, self._assembler.keys_of(part.indices[~part.padding].tolist()))
         self._deliveries.exclude(part.positions, part.padding)
         named = self._assembler.keys_of(part.indices[~part.padding][:3].tolist())
         _logger.info(
@@ -533,7 +639,11 @@ class Loader:
             ConfigurationError: pyarrow is not installed (``pip install 'stoker[parquet]'``).
             StorageError: The directory cannot be written.
         """
-        return self._records.record_provenance(directory)
+        ledger = self._records.record_provenance(directory)
+        ledger.storage = self._assembler.storage  # a continued epoch's view, where one is read
+        self._state.ledger_directory = ledger.directory
+        self._state.save_keys(ledger.directory)
+        return ledger
 
     @property
     def step(self) -> int:
@@ -549,6 +659,7 @@ class Loader:
     def set_epoch(self, epoch: int) -> None:
         """Start epoch ``epoch``: a new order from (seed, epoch), and a new draw of a mixture."""
         self.sampler.set_epoch(epoch)
+        self._state.epoch_changed()
         self._sync_storage_epoch()
         self._deliveries.new_epoch(epoch)
 

@@ -4,7 +4,9 @@ a CPU limit hold the cores), run reports, the provenance ledger (its replay is `
 from .._deprecation import moved_names
 from ._contention import Contention, CpuLimits, CpuMeter, CpuSnapshot, CpuWatch
 from ._diagnosis import Diagnosis, StageState, diagnose
+from ._exclusions import read_exclusions, write_exclusion
 from ._ledger import ProvenanceLedger, ledger_metadata, read_ledger
+from ._ledger_query import ledger_keys
 from ._meter import DataWaitMeter, DataWaitReport
 from ._metrics import MetricsServer, serve_metrics
 from ._report import write_report
@@ -32,11 +34,14 @@ __all__ = [
     "StragglerWatch",
     "StageState",
     "diagnose",
+    "ledger_keys",
     "ledger_metadata",
+    "read_exclusions",
     "read_ledger",
     "serve_metrics",
     "straggler_verdict",
     "top",
+    "write_exclusion",
     "write_report",
 ]
 

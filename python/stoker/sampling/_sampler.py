@@ -39,7 +39,7 @@ from ._block_order import BlockOrder, block_starts
 from ._bucket_order import BucketOrder, check_leftovers
 from ._epoch_plan import EpochPlan
 from ._permutation import IndexPermutation
-from ._ranges import PositionSet
+from ._ranges import PositionSet, runs
 from ._sampler_state import SAMPLER_STATE_VERSION, check_seed, check_state, spans
 
 __all__ = ["Sampler", "SamplePlan"]
@@ -140,6 +140,7 @@ class Sampler:
         self._excluded: PositionSet | None = None
         self._order_cache: tuple[tuple[int, int, int], Callable[[np.ndarray], np.ndarray]] | None = None
         self._layout: EpochPlan | None = None
+        self._appended = 0  # positions past the blocks' (see `set_domain`)
 
     def set_epoch(self, epoch: int) -> None:
         """Start epoch ``epoch`` (forgets what was delivered in the previous one).
@@ -155,6 +156,64 @@ class Sampler:
             self._padding_delivered = 0
             self._excluded = None
             self._order_ranks = self.world_size
+            self._layout = None
+
+    def set_domain(self, num_samples: int, blocks: Sequence[int] | None, *, appended: int = 0) -> None:
+        """Draw the orders over another number of samples from now on: the storage behind the
+        sampler changed (a dataset that gained or lost samples, continued by key, see
+        `stoker.loader.Loader.load_state_dict`). Forgets what was delivered, as `set_epoch`.
+
+        Args:
+            num_samples: Samples in the order.
+            blocks: The storage's blocks (with the block shuffle), None otherwise; they cover
+                ``num_samples - appended`` samples.
+            appended: Samples after the blocks' (or after the first ``num_samples - appended``),
+                placed at the end of each order, shuffled among themselves: samples that joined
+                an epoch after it began.
+
+        Raises:
+            ValueError: Bad sizes, or blocks that do not cover the samples.
+        """
+        if not 0 <= appended < num_samples:
+            raise ConfigurationError(f"{appended} appended samples of {num_samples}")
+        if (blocks is None) != (self.blocks is None) or (blocks is not None and int(block_starts(blocks)[-1]) != num_samples - appended):
+            raise ConfigurationError(f"blocks for {num_samples - appended} samples are needed with the block shuffle")
+        if self.buckets is not None:
+            raise ConfigurationError("a bucketed order is drawn over its storage's buckets: its samples cannot change")
+        with self._lock:
+            self.num_samples = num_samples
+            self.blocks = None if blocks is None else [int(size) for size in blocks]
+            self._appended = appended
+            self._order_cache = None
+            self.set_epoch(self.epoch)
+
+    def leave_out(self, positions: np.ndarray) -> None:
+        """Leave ``positions`` out of this epoch for every rank (samples gone from the storage, or
+        cut out by key), the rest dealt again: in a world of one rank at any time, else only
+        before this rank delivered anything since it was loaded from every rank's states (the
+        positions join those the saved world delivered, see `load_state_dict`).
+
+        Raises:
+            ValueError: This rank has delivered samples since the state was loaded.
+        """
+        with self._lock:
+            if (len(self._delivered) or self._padding_delivered) and self.world_size == 1:
+                # One rank's record is the world's: kept as positions, it stays valid as the
+                # layout changes.
+                done = self._plan_locked(PositionSet()).positions_of_slots(self._delivered.members(self.epoch_length))
+                starts, ends = runs(done)
+                self._excluded = (
+                    PositionSet((starts, ends)) if self._excluded is None else self._excluded.union(PositionSet((starts, ends)))
+                )
+                self._delivered = PositionSet()
+            if len(self._delivered) or self._padding_delivered:
+                raise ConfigurationError(
+                    "positions are left out for every rank only before this rank delivers anything since it was loaded "
+                    "from every rank's states (or in a world of one rank)"
+                )
+            starts, ends = runs(np.asarray(positions, np.int64))
+            gone = PositionSet((starts, ends))
+            self._excluded = gone if self._excluded is None else self._excluded.union(gone)
             self._layout = None
 
     @property
@@ -187,7 +246,9 @@ class Sampler:
         elif self.blocks is not None:
             function = BlockOrder(self.blocks, seed=self.seed, epoch=self.epoch, window=self.window, ranks=self._order_ranks)
         else:
-            function = IndexPermutation(self.num_samples, self.seed, self.epoch)
+            function = IndexPermutation(self.num_samples - self._appended, self.seed, self.epoch)
+        if self._appended:
+            function = _Appended(function, self.num_samples - self._appended, self._appended, self.shuffle, self.seed, self.epoch)
         self._order_cache = (key, function)
         return function
 
@@ -297,6 +358,24 @@ class Sampler:
             mine = self._plan_locked(PositionSet()).positions_of_slots(self._delivered.members(self.epoch_length))
             excluded = self._excluded.members(self.epoch_length) if self._excluded is not None else np.zeros(0, np.int64)
             return np.union1d(mine, excluded)
+
+    def delivered_mask(self, positions: np.ndarray) -> np.ndarray:
+        """Whether each of ``positions`` was delivered in this epoch (by this rank, or before an
+        elastic resume by any rank): costs in the positions asked and this rank's record."""
+        positions = np.asarray(positions, np.int64)
+        with self._lock:
+            found = self._excluded.contains(positions) if self._excluded is not None else np.zeros(positions.shape, bool)
+            if len(self._delivered):
+                mine = self._plan_locked(PositionSet()).positions_of_slots(self._delivered.members(self.epoch_length))
+                found |= np.isin(positions, mine)
+            return found
+
+    @property
+    def done_everywhere(self) -> int:
+        """Positions of this epoch no rank reads again: those the saved world delivered (after a
+        resume from every rank's states) and those left out (`leave_out`)."""
+        with self._lock:
+            return len(self._excluded) if self._excluded is not None else 0
 
     @property
     def delivered(self) -> int:
@@ -420,6 +499,24 @@ class Sampler:
 
 def _identity(positions: np.ndarray) -> np.ndarray:
     return np.asarray(positions, np.int64)
+
+
+class _Appended:
+    """An order over ``base`` samples followed by ``appended`` more, those shuffled among
+    themselves (their own seeded permutation) when the order shuffles."""
+
+    def __init__(self, first: Callable[[np.ndarray], np.ndarray], base: int, appended: int, shuffle: bool, seed: int, epoch: int) -> None:
+        self.first, self.base = first, base
+        # Salted so the appended samples' order is not a prefix of the first part's.
+        self.rest: Callable[[np.ndarray], np.ndarray] = IndexPermutation(appended, seed ^ 0x5EED_A99E_0DED, epoch) if shuffle else _identity
+
+    def __call__(self, positions: np.ndarray) -> np.ndarray:
+        positions = np.asarray(positions, np.int64)
+        out = np.empty(positions.shape, np.int64)
+        early = positions < self.base
+        out[early] = self.first(positions[early])
+        out[~early] = self.base + self.rest(positions[~early] - self.base)
+        return out
 
 
 def _merged_excluded(excluded: PositionSet | None, records: list[PositionSet], world_size: int, num_samples: int) -> PositionSet:

@@ -21,6 +21,9 @@ def sample_locations(storage: Storage, indices: Sequence[int]) -> tuple[list[str
     """(where, offset) of each sample: a tar shard's path and the payload's byte offset in it; a
     file's path and 0; an object's URL (the shard object's, for shards on an object store) or a
     table row's name and -1 (no offset known); else the storage's description with the key, and -1."""
+    base, kept = getattr(storage, "base", None), getattr(storage, "kept", None)
+    if isinstance(base, Storage) and kept is not None:  # a view: where its base holds the samples
+        return sample_locations(base, [int(at) for at in kept[list(indices)]])
     keys = storage.keys
     catalog: Any = getattr(storage, "catalog", None)
     if catalog is not None and hasattr(catalog, "span"):

@@ -48,4 +48,4 @@ def test_a_killed_ten_million_sample_epoch_resumes_and_verifies(tmp_path: Path) 
     resumed.load_state_dict(state)
     rest = sum(len(batch.keys) for batch in resumed)
     assert rest == SAMPLES - delivered
-    assert resumed.verify_epoch() == {"epoch": 0, "samples": SAMPLES, "delivered": SAMPLES, "excluded": 0}
+    assert resumed.verify_epoch() == {"epoch": 0, "samples": SAMPLES, "delivered": SAMPLES, "excluded": 0, "removed": 0, "added": 0}

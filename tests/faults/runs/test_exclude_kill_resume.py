@@ -2,11 +2,13 @@
 `Loader.exclude(steps=...)`; the batches of those steps are never read again, every other sample
 of the epoch is delivered exactly once over the runs, every rank takes the same number of steps,
 a second kill after the exclusion keeps them out, and `verify_epoch` proves the rest, counting
-the left-out samples apart. At 2 and 3 ranks."""
+the left-out samples apart. The same by key, with the keys the ledger of the run that reached the
+spike names (`ledger_keys`). At 2 and 3 ranks."""
 
 from __future__ import annotations
 
 import json
+import logging
 import signal
 import subprocess
 import sys
@@ -19,13 +21,16 @@ import pytest
 from stoker import Loader
 from stoker.errors import ConfigurationError
 from stoker.loader import Sampling
+from stoker.observe import ledger_keys, read_exclusions
 from stoker.storage import MemoryStorage
 
 SAMPLES = 1009
 
 # Ranks in lockstep in one process. Arguments: world, the states to resume from ("-" for none),
-# the steps to leave out ("-" for none), the step after which to save every rank's state, the
-# step after which the job is killed (-1: run to the end), where to write.
+# the steps to leave out ("-" for none; "keys:FILE" for the keys a JSON file lists, after a
+# resume from every rank's states), the step after which to save every rank's state, the step
+# after which the job is killed (-1: run to the end), where to write, the ledger's directory
+# ("-" for none).
 RUN = textwrap.dedent(
     f"""
     import json, os, signal, sys
@@ -36,10 +41,17 @@ RUN = textwrap.dedent(
     world, resume, cut, save_at, kill_at, out = int(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
     data = MemoryStorage({{f"k{{index:05d}}": index.to_bytes(4, "little") for index in range({SAMPLES})}})
     loaders = [Loader(data, batch_size=8, sampling=Sampling(seed=5, in_order=True, rank=rank, world_size=world)) for rank in range(world)]
+    if sys.argv[7] != "-":
+        for loader in loaders:
+            loader.record_provenance(sys.argv[7])
     if resume != "-":
         for rank, loader in enumerate(loaders):
-            loader.load_state_dict(json.load(open(resume))["states"][rank])
-    if cut != "-":
+            states = json.load(open(resume))["states"]
+            loader.load_state_dict(states if cut.startswith("keys:") else states[rank])
+    if cut.startswith("keys:"):
+        for loader in loaders:
+            loader.exclude(keys=json.load(open(cut[5:])))
+    elif cut != "-":
         start, stop = map(int, cut.split(":"))
         for loader in loaders:
             loader.exclude(steps=range(start, stop))
@@ -60,16 +72,20 @@ RUN = textwrap.dedent(
         if loaders[0].step - 1 == kill_at:
             os.kill(os.getpid(), signal.SIGKILL)
     record["proof"] = loaders[0].verify_epoch([loader.state_dict() for loader in loaders])
+    for loader in loaders:
+        loader.close()
     with open(out, "w") as file:
         json.dump(record, file)
     """
 )
 
 
-def run(tmp_path: Path, name: str, world: int, *, resume: str = "-", cut: str = "-", save_at: int = -1, kill_at: int = -1) -> dict:
+def run(
+    tmp_path: Path, name: str, world: int, *, resume: str = "-", cut: str = "-", save_at: int = -1, kill_at: int = -1, ledger: str = "-"
+) -> dict:
     out = tmp_path / name
     done = subprocess.run(
-        [sys.executable, "-c", RUN, str(world), resume, cut, str(save_at), str(kill_at), str(out)],
+        [sys.executable, "-c", RUN, str(world), resume, cut, str(save_at), str(kill_at), str(out), ledger],
         capture_output=True,
         text=True,
         timeout=300,
@@ -78,16 +94,21 @@ def run(tmp_path: Path, name: str, world: int, *, resume: str = "-", cut: str = 
     return json.loads(out.read_text())
 
 
-@pytest.mark.parametrize("world", [2, 3])
-def test_the_batches_of_a_spike_are_cut_out_across_kills_and_the_rest_is_proven(tmp_path: Path, world: int) -> None:
-    went_on = run(tmp_path, "went_on.json", world)  # the run as it would have gone: which samples each step held
+@pytest.mark.parametrize(("world", "by"), [(2, "steps"), (3, "steps"), (2, "keys"), (3, "keys")])
+def test_the_batches_of_a_spike_are_cut_out_across_kills_and_the_rest_is_proven(tmp_path: Path, world: int, by: str) -> None:
+    # The run as it would have gone, with its ledger: which samples each step held.
+    went_on = run(tmp_path, "went_on.json", world, ledger=str(tmp_path / "ledger"))
     at_step: dict[int, set[str]] = {}
     for step, key in went_on["delivered"]:
         at_step.setdefault(step, set()).add(key)
     spike = set().union(*(at_step[step] for step in range(28, 33)))
+    named = ledger_keys(tmp_path / "ledger", steps=range(28, 33))
+    assert sorted(named) == sorted(spike), "the ledger names the samples of those steps, each once"
+    (tmp_path / "spike.json").write_text(json.dumps(named))
 
     before = run(tmp_path, "before.json", world, save_at=9, kill_at=35)  # checkpoint at step 9; the spike at 30
-    cut = run(tmp_path, "cut.json", world, resume=str(tmp_path / "before.json"), cut="28:33", save_at=33, kill_at=36)
+    how = "28:33" if by == "steps" else f"keys:{tmp_path / 'spike.json'}"
+    cut = run(tmp_path, "cut.json", world, resume=str(tmp_path / "before.json"), cut=how, save_at=33, kill_at=36)
     rest = run(tmp_path, "rest.json", world, resume=str(tmp_path / "cut.json"))
 
     kept = [key for step, key in before["delivered"] if step <= 9]
@@ -98,7 +119,14 @@ def test_the_batches_of_a_spike_are_cut_out_across_kills_and_the_rest_is_proven(
     truth = Counter({f"k{index:05d}": 1 for index in range(SAMPLES)}) - Counter({key: 1 for key in spike})
     assert delivered == truth, f"missing {sorted(truth - delivered)[:5]}, repeated {sorted(k for k, c in delivered.items() if c > 1)[:5]}"
     assert len(set(cut["steps"])) == 1 and len(set(rest["steps"])) == 1, "every rank takes the same steps"
-    assert rest["proof"] == {"epoch": 0, "samples": SAMPLES, "delivered": SAMPLES - len(spike), "excluded": len(spike)}
+    assert rest["proof"] == {
+        "epoch": 0,
+        "samples": SAMPLES,
+        "delivered": SAMPLES - len(spike),
+        "excluded": len(spike),
+        "removed": 0,
+        "added": 0,
+    }
 
 
 def loader(rank: int = 0, world: int = 1) -> Loader:
@@ -128,7 +156,7 @@ def test_steps_left_out_while_iterating_apply_from_the_next_batch() -> None:
         if number == 4:
             made.exclude(steps=range(6, 9))  # batches 5 and up may be read ahead already
     assert seen == straight[:6] + straight[9:]
-    assert made.verify_epoch() == {"epoch": 0, "samples": 300, "delivered": 270, "excluded": 30}
+    assert made.verify_epoch() == {"epoch": 0, "samples": 300, "delivered": 270, "excluded": 30, "removed": 0, "added": 0}
 
 
 def test_steps_left_out_through_a_read_ahead_wrapper_are_the_same_batches() -> None:
@@ -145,3 +173,77 @@ def test_steps_left_out_through_a_read_ahead_wrapper_are_the_same_batches() -> N
             if len(seen) == 5:
                 made.exclude(steps=range(6, 9))  # the batch of step 5 is read ahead already
     assert seen == straight[:6] + straight[9:]
+
+
+def test_keys_left_out_in_a_world_of_one_are_never_read_and_delivered_ones_are_named(caplog: pytest.LogCaptureFixture) -> None:
+    made = loader()
+    stream = iter(made)
+    first = [key for _ in range(3) for key in next(stream).keys]
+    stream.close()  # out of the loop: keys are left out between runs of it
+    cut = [first[0], "k7", "k250", "k123"]
+    with caplog.at_level(logging.INFO, logger="stoker.loader"):
+        made.exclude(keys=cut)
+    assert f"already delivered or left out this epoch, so not: {first[0]}" in caplog.text
+    rest = [key for batch in made for key in batch.keys]
+    left_out = set(cut) - set(first)
+    assert not left_out & set(rest)
+    assert sorted(first + rest) == sorted({f"k{index}" for index in range(300)} - left_out)
+    assert made.verify_epoch() == {
+        "epoch": 0,
+        "samples": 300,
+        "delivered": 300 - len(left_out),
+        "excluded": len(left_out),
+        "removed": 0,
+        "added": 0,
+    }
+
+
+def test_keys_unknown_or_at_the_wrong_moment_are_refused_by_name() -> None:
+    with pytest.raises(ConfigurationError, match=r"1 keys are not in .* e.g. \['nope'\]"):
+        loader().exclude(keys=["k1", "nope"])
+    with pytest.raises(ConfigurationError, match="steps= or keys=, one of them"):
+        loader().exclude(steps=range(1, 2), keys=["k1"])
+    made = loader()
+    for _ in made:
+        with pytest.raises(ConfigurationError, match="not while iterating"):
+            made.exclude(keys=["k1"])
+        break
+    ranks = [loader(rank, 2) for rank in range(2)]
+    state = ranks[0].state_dict()
+    for number, _ in enumerate(ranks[0]):
+        if number == 2:
+            state = ranks[0].state_dict()
+            break
+    alone = loader(0, 2)
+    alone.load_state_dict(state)  # this rank's own state: the other rank's deliveries are unknown
+    with pytest.raises(ConfigurationError, match="from every rank's states"):
+        alone.exclude(keys=["k1"])
+
+
+def test_exclusions_are_recorded_beside_the_ledger_and_replay_lists_them(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    made = loader()
+    made.record_provenance(tmp_path / "ledger")
+    made.exclude(steps=range(2, 4))
+    stream = iter(made)
+    next(stream)
+    stream.close()
+    made.exclude(keys=["k5", "k6"])
+    made.close()
+    recorded = read_exclusions(tmp_path / "ledger")
+    assert [(made["step"], made["steps"], made["samples"]) for made in recorded] == [(0, [2, 3], 20), (1, None, 2)]
+    assert sorted(recorded[1]["keys"]) == ["k5", "k6"]
+    shown = subprocess.run(
+        [sys.executable, "-m", "stoker.cli", "replay", str(tmp_path / "ledger"), "--exclusions"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    assert "rank 0, epoch 0, at step 0: steps 2 to 3, 20 samples left out" in shown.stdout
+    assert "rank 0, epoch 0, at step 1: by key, 2 samples left out" in shown.stdout
+    # The record is input: a damaged line is skipped, by name, and the rest read.
+    with open(tmp_path / "ledger" / "exclusions-rank-00000.jsonl", "a") as file:
+        file.write('{"epoch": -1, "step": "x"}\nnot json\n')
+    with caplog.at_level(logging.WARNING, logger="stoker.observe"):
+        assert len(read_exclusions(tmp_path / "ledger")) == 2
+    assert "exclusions-rank-00000.jsonl line 3: not an exclusion record, skipped" in caplog.text

@@ -2,18 +2,25 @@
 ``verify_epoch``), the delivery bookkeeping it reads (`Deliveries`: what reached the training
 loop, held batches, the step, the epoch's delivery digest), the fingerprint that refuses a resume
 over other data (`fingerprint`, `check_resume`), and a mixture's weight changes
-(`MixtureWeights`), by hand or on a schedule of steps (`MixtureSchedule`). The Loader's parts, kept apart from how batches are made."""
+(`MixtureWeights`), by hand or on a schedule of steps (`MixtureSchedule`), and a resume by key
+after the dataset changed (`DatasetChange`, from the saved dataset's `KeyList`). The Loader's
+parts, kept apart from how batches are made."""
 
+from ._dataset_change import ChangeRecord, DatasetChange
 from ._deliveries import Deliveries
 from ._fingerprint import DeliveryDigest, check_resume, check_state_parts, dataset_digest, fingerprint, verify_deliveries
+from ._key_list import KeyList, write_key_list
 from ._loader_state import Batching, LoaderState
 from ._mixture_schedule import MixtureSchedule
 from ._mixture_weights import MixtureWeights
 
 __all__ = [
     "Batching",
+    "ChangeRecord",
+    "DatasetChange",
     "Deliveries",
     "DeliveryDigest",
+    "KeyList",
     "LoaderState",
     "MixtureSchedule",
     "MixtureWeights",
@@ -22,4 +29,5 @@ __all__ = [
     "dataset_digest",
     "fingerprint",
     "verify_deliveries",
+    "write_key_list",
 ]

@@ -65,6 +65,13 @@ class Deliveries:
             self.digest.add(real)
             self.excluded.add(real)
 
+    def left_out(self, positions: np.ndarray) -> None:
+        """Positions the sampler left out for every rank (`Sampler.leave_out`: cut out by key),
+        accounted as excluded by this rank, the one that carries the world's record."""
+        with self.lock:
+            self.digest.add(positions)
+            self.excluded.add(positions)
+
     def delivered(self, batch: Batch) -> None:
         """The Loader yields ``batch``: delivered now, or once released while deliveries are held."""
         with self.lock:

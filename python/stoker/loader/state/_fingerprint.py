@@ -114,10 +114,15 @@ def check_resume(
     changed = differences(prints[0], current) if prints else []
     refused = [change for change in changed if change.split(":")[0] not in adjustable]
     if refused and not allow_changes:
+        by_key = (
+            "; a dataset that gained or lost samples resumes by key with keys_before= (the saved dataset's key list)"
+            if any(change.startswith("dataset.") for change in refused)
+            else ""
+        )
         raise ProvenanceError(
             f"this state was saved over another dataset or configuration: {'; '.join(refused)}. "
             "Resume with the same ones, or pass allow_changes=True to resume anyway (the saved positions "
-            "then refer to the saved order)"
+            f"then refer to the saved order){by_key}"
         )
     return changed
 

@@ -11,18 +11,24 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ...errors import ConfigurationError
+import numpy as np
+
+from ...errors import ConfigurationError, ProvenanceError
 from ...ops.batch import transform_description
 from ...sampling import Sampler
 from ...storage import EpochStorage, FilteredStorage, MixedStorage, Storage
 from .._assembly import BatchAssembler, label_array
 from .._options import Sampling
+from ._dataset_change import ChangeRecord, DatasetChange, positions_of
 from ._deliveries import Deliveries
 from ._fingerprint import check_resume, check_state_parts, dataset_digest, fingerprint, verify_deliveries
+from ._key_list import KeyList, key_list_name, write_key_list
 from ._mixture_schedule import MixtureSchedule
 from ._mixture_weights import MixtureWeights
 
 __all__ = ["Batching", "LoaderState"]
+
+_DATASET_FIELDS = ("dataset.samples", "dataset.keys_and_labels_hash")  # what a resume by key carries over
 
 _logger = logging.getLogger("stoker.loader")
 
@@ -68,6 +74,9 @@ class LoaderState:
         mixture: Its `MixtureWeights` when the storage is a mixture.
         after_load: Called once a state is loaded (the Loader brings the storage to the
             sampler's epoch).
+        read_through: Called with the storage the Loader's reads go through from now on: a
+            view of its storage while an epoch continues over a changed dataset
+            (`DatasetChange`), the storage itself again after.
     """
 
     def __init__(
@@ -80,10 +89,14 @@ class LoaderState:
         *,
         mixture: MixtureWeights | None,
         after_load: Callable[[], None],
+        read_through: Callable[[Storage], None] = lambda storage: None,
     ) -> None:
         self.storage, self.sampler, self.assembler, self.deliveries = storage, sampler, assembler, deliveries
-        self.batching, self.mixture, self.after_load = batching, mixture, after_load
+        self.batching, self.mixture, self.after_load, self.read_through = batching, mixture, after_load, read_through
         self._dataset_digest: str | None = None  # worked out at the first state saved or loaded
+        self._blocks = sampler.blocks  # the storage's own, restored after a continued epoch
+        self.change: ChangeRecord | None = None  # while an epoch continues over a changed dataset
+        self.ledger_directory: Any = None  # where key lists are written and looked for (the ledger's)
 
     def state_dict(self) -> dict[str, Any]:
         """See `Loader.state_dict`."""
@@ -98,7 +111,63 @@ class LoaderState:
             "excluded_digest": excluded,
             **({"mixture": self.storage.state()} if isinstance(self.storage, MixedStorage) else {}),
             **({"mixture_schedule": self.mixture.schedule.state()} if self.mixture is not None and self.mixture.schedule else {}),
+            **({"dataset_change": self.change.state()} if self.change is not None else {}),
         }
+
+    def save_keys(self, path: Any) -> Any:
+        """See `Loader.save_keys`."""
+        from pathlib import Path
+
+        target = Path(path)
+        dataset = self.fingerprint()["dataset"]["keys_and_labels_hash"]
+        if target.is_dir():
+            target = target / key_list_name(dataset)
+            if target.is_file():  # written once per dataset: the same digest, the same keys
+                return target
+        return write_key_list(target, self.storage.keys, dataset=dataset, blocks=self._blocks)
+
+    def exclude_keys(self, keys: Sequence[str]) -> tuple[list[str], list[str]]:
+        """See `Loader.exclude`: the samples of ``keys`` not delivered yet in this epoch left out
+        for every rank. Returns the keys left out and (the first few of) those already delivered.
+
+        Raises:
+            ConfigurationError: A key the storage does not hold (the first few named), or
+                deliveries since a resume from one rank's state of a larger world.
+        """
+        if self.change is not None:
+            raise ConfigurationError(
+                "exclude(keys=...) in an epoch continued over a changed dataset: call it at the next epoch, or before that resume"
+            )
+        indices, unknown = [], []
+        for key in keys:
+            try:
+                indices.append(self.storage.index_of(key))
+            except KeyError:
+                unknown.append(key)
+        if unknown:
+            raise ConfigurationError(f"exclude(keys=...): {len(unknown)} keys are not in {self.storage.describe()}, e.g. {unknown[:3]}")
+        wanted = np.zeros(len(self.storage), dtype=bool)
+        wanted[np.asarray(indices, dtype=np.int64)] = True
+        positions = positions_of(self.sampler, wanted, self.sampler.epoch_length)
+        delivered = self.sampler.delivered_mask(positions)
+        unread = positions[~delivered]
+        self.sampler.leave_out(unread)
+        if self.sampler.rank == 0:  # every rank leaves out the same; one accounts for them
+            self.deliveries.left_out(unread)
+        order = self.sampler.order_function()
+        left_out = self.assembler.keys_of(order(unread).tolist()) if len(unread) else []
+        already = self.assembler.keys_of(order(positions[delivered][:5]).tolist()) if delivered.any() else []
+        return left_out, already
+
+    def epoch_changed(self) -> None:
+        """A new epoch began: one continued over a changed dataset is over, and the Loader reads
+        its storage as it is."""
+        if self.change is not None and self.change.epoch != self.sampler.epoch:
+            self.change = None
+            epoch = self.sampler.epoch
+            self.sampler.set_domain(len(self.storage), self._blocks)
+            self.sampler.set_epoch(epoch)
+            self.read_through(self.storage)
 
     def fingerprint(self) -> dict[str, Any]:
         """See `Loader.fingerprint`."""
@@ -110,7 +179,7 @@ class LoaderState:
             self._dataset_digest = "-".join(_digest_of(part) for part in parts)
         options = self.batching.sampling
         return fingerprint(
-            samples=len(self.assembler.keys),
+            samples=len(self.storage),
             dataset=self._dataset_digest,
             sampling={"shuffle": options.shuffle, "seed": options.seed, "pad": options.pad, "shuffle_window": options.shuffle_window},
             batch_size=self.batching.batch_size,
@@ -119,7 +188,14 @@ class LoaderState:
             where=self.batching.where,
         )
 
-    def load_state_dict(self, state: dict[str, Any] | Sequence[dict[str, Any]], *, allow_changes: bool = False) -> None:
+    def load_state_dict(
+        self,
+        state: dict[str, Any] | Sequence[dict[str, Any]],
+        *,
+        allow_changes: bool = False,
+        keys_before: Any = None,
+        new_samples: str = "next_epoch",
+    ) -> None:
         """See `Loader.load_state_dict`."""
         if not isinstance(state, (dict, list, tuple)):
             raise ConfigurationError(
@@ -139,7 +215,10 @@ class LoaderState:
                     f"Loader state version {saved['version']!r}: this stoker reads version 1; save the state again with it"
                 )
             check_state_parts(saved)
-        changed = check_resume(states, self.fingerprint(), allow_changes=allow_changes, adjustable=self._adjustable())
+        saved_change = _saved_change(states)
+        by_key = self._by_key(states, keys_before, new_samples, saved_change, allow_changes=allow_changes)
+        adjustable = self._adjustable() + (_DATASET_FIELDS if by_key is not None and saved_change is None else ())
+        changed = check_resume(states, self.fingerprint(), allow_changes=allow_changes, adjustable=adjustable)
         rebatched = [change for change in changed if change.startswith("batch_size:")]
         if rebatched and "batch_size" in self._adjustable():
             changed.remove(rebatched[0])
@@ -150,10 +229,24 @@ class LoaderState:
                 self.batching.batch_size,
                 self.sampler.world_size,
             )
+        changed = [change for change in changed if change.split(":")[0] not in adjustable or change.startswith("batch_size:")]
         if changed:
             _logger.warning("resuming with changes (allow_changes=True): %s", "; ".join(changed))
         sampler_states = [saved["sampler"] for saved in states]
-        self.sampler.load_state_dict(sampler_states[0] if isinstance(state, dict) else sampler_states)
+        unread = None
+        if by_key is None:
+            if self.change is not None:  # this Loader continued a changed epoch; this state does not
+                self.change = None
+                self.sampler.set_domain(len(self.storage), self._blocks)
+                self.read_through(self.storage)
+            self.sampler.load_state_dict(sampler_states[0] if isinstance(state, dict) else sampler_states)
+        elif saved_change is not None:
+            by_key.resume(self.sampler, saved_change, sampler_states[0] if isinstance(state, dict) else sampler_states)
+            self.change = saved_change
+        else:
+            unread, self.change = by_key.apply(self.sampler, states)
+        if by_key is not None:
+            self.read_through(by_key.view)
         mixtures = [saved["mixture"] for saved in states if "mixture" in saved]
         if mixtures and self.mixture is not None:
             self.mixture.load(mixtures, ranks=len(states))
@@ -169,6 +262,60 @@ class LoaderState:
         excluded = [saved["excluded_digest"] for saved in states if "excluded_digest" in saved]
         excluded = excluded if len(excluded) == len(states) else []  # states saved before exclusions were
         self.deliveries.restore(digests, excluded, carried=carried, step=max(int(saved.get("step", 0)) for saved in states))
+        if unread is not None and carried:
+            # Removed samples are accounted for once, by the rank that carries the world's record.
+            self.deliveries.digest.add(unread)
+
+    def _by_key(
+        self,
+        states: Sequence[dict[str, Any]],
+        keys_before: Any,
+        new_samples: str,
+        saved_change: ChangeRecord | None,
+        *,
+        allow_changes: bool,
+    ) -> DatasetChange | None:
+        """The translation by key this resume needs: the state continues an epoch over a changed
+        dataset, or the dataset changed since it was saved and the old key list is at hand (given,
+        or beside this Loader's ledger). None: positions carry over as they are.
+
+        Raises:
+            ProvenanceError: The key list is needed and not found, or the dataset changed size
+                with no key list to translate the positions by.
+            ConfigurationError: A mixture or buckets, whose orders a change cannot carry.
+        """
+        if saved_change is not None:
+            where = keys_before if keys_before is not None else self.ledger_directory
+            if where is None:
+                raise ProvenanceError(
+                    f"this state continues epoch {saved_change.epoch} over a dataset that changed: pass keys_before= "
+                    f"(the key list of dataset {saved_change.before}, as the resume that began it was given)"
+                )
+            return DatasetChange(
+                self.storage, KeyList(where, dataset=saved_change.before, samples=saved_change.samples_before), saved_change.new_samples
+            )
+        saved = states[0].get("fingerprint")
+        then = saved.get("dataset") if isinstance(saved, dict) else None
+        now = self.fingerprint()["dataset"]
+        if not isinstance(then, dict) or all(then.get(name) == now[name] for name in ("samples", "keys_and_labels_hash")):
+            return None
+        digest, samples = then.get("keys_and_labels_hash"), then.get("samples")
+        if not isinstance(digest, str) or not isinstance(samples, int) or isinstance(samples, bool) or samples < 1:
+            raise ConfigurationError(f"Loader state: its fingerprint's dataset is not a digest and a count: {then!r}"[:300])
+        where = keys_before
+        if where is None and self.ledger_directory is not None and (self.ledger_directory / key_list_name(digest)).is_file():
+            where = self.ledger_directory
+        if where is None:
+            if samples != now["samples"] and allow_changes:  # without it, the check refuses and lists every change
+                raise ProvenanceError(
+                    f"the dataset changed since this state was saved ({samples} samples then, {now['samples']} now), so its "
+                    "positions do not carry over: resume by key with keys_before= (the key list written beside the run's "
+                    "provenance ledger, or by Loader.save_keys), or start the epoch over with set_epoch"
+                )
+            return None
+        if isinstance(self.storage, EpochStorage) or self.sampler.buckets is not None:
+            raise ConfigurationError("a resume by key over a changed dataset takes a plain storage: not a mixture, not buckets")
+        return DatasetChange(self.storage, KeyList(where, dataset=digest, samples=samples), new_samples)
 
     def _adjustable(self) -> tuple[str, ...]:
         """What a resume may change without ``allow_changes``: the batch size, where positions do
@@ -193,4 +340,14 @@ class LoaderState:
             for saved in states
             if isinstance(saved.get("excluded_digest"), dict) and saved["excluded_digest"].get("epoch") == proof["epoch"]
         )
-        return {**proof, "delivered": proof["delivered"] - excluded, "excluded": excluded}
+        change = _saved_change(states)
+        removed = change.removed_unread if change is not None and change.epoch == proof["epoch"] else 0
+        added = change.added if change is not None and change.epoch == proof["epoch"] else 0
+        return {**proof, "delivered": proof["delivered"] - excluded - removed, "excluded": excluded, "removed": removed, "added": added}
+
+
+def _saved_change(states: Sequence[dict[str, Any]]) -> ChangeRecord | None:
+    """The states' record of an epoch continued over a changed dataset (every rank saves the
+    same), if they were saved in one."""
+    saved = next((state["dataset_change"] for state in states if "dataset_change" in state), None)
+    return None if saved is None else ChangeRecord.from_state(saved)

@@ -85,6 +85,18 @@ class FilteredStorage(Storage):
         }[has_blocks(base), isinstance(base, MemberStorage)]
         return kind(base, kept, description)
 
+    @classmethod
+    def remapped(cls, base: Storage, indices: np.ndarray, description: str) -> FilteredStorage:
+        """A view of ``base`` at ``indices`` in any order (-1: a slot no read may ask for), keeping
+        its member capability but not its blocks (whose runs the order breaks): an epoch continued
+        over a changed dataset reads the samples left at their old positions so. A view of a view
+        is one view of the first base (one index lookup a read, not one a level)."""
+        indices = np.asarray(indices, dtype=np.int64)
+        if isinstance(base, FilteredStorage):
+            indices = np.where(indices >= 0, base.kept[np.maximum(indices, 0)], -1)
+            base = base.base
+        return (_FilteredMembers if isinstance(base, MemberStorage) else FilteredStorage)(base, indices, description)
+
     def describe(self) -> str:
         return f"{len(self.kept):,} samples of {self.base.describe()} where {self.description}"
 

@@ -1,0 +1,123 @@
+"""A dataset's keys, in storage order, as a file: what a resume after the dataset changed needs
+to know which saved position was which sample.
+
+A Loader state holds positions (constant size at any scale), not keys. When the dataset gains or
+loses samples between a checkpoint and its resume, the positions are translated by key, and that
+takes the key list of the dataset the state was saved over. The Loader writes it beside its
+provenance ledger (``keys-<dataset digest>.parquet``, once per dataset) and on request
+(`Loader.save_keys`); `load_state_dict(keys_before=...)` reads it back. It is a Parquet file
+(one ``key`` column, written a million keys at a time) with its dataset digest, sample count and
+block sizes in the schema's metadata; read back, it is untrusted input, checked field by field.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ...errors import ConfigurationError, ProvenanceError
+
+__all__ = ["KeyList", "key_list_name", "write_key_list"]
+
+_METADATA = b"stoker.key_list"
+_CHUNK = 1 << 20  # keys written and converted at once
+
+
+def _pyarrow() -> Any:
+    try:
+        import pyarrow
+        import pyarrow.compute  # noqa: F401
+        import pyarrow.parquet  # noqa: F401
+    except ImportError as error:  # pragma: no cover - the parquet extra is installed in tests
+        raise ConfigurationError("key lists are Parquet files: pip install 'stoker[parquet]'") from error
+    return pyarrow
+
+
+def key_list_name(dataset: str) -> str:
+    """The file name of the key list of the dataset with digest ``dataset``."""
+    safe = "".join(character if character.isalnum() or character in "-_+:" else "_" for character in dataset)
+    return f"keys-{safe.replace(':', '_')[:200]}.parquet"
+
+
+def key_array(keys: Sequence[str]) -> Any:
+    """``keys`` as one pyarrow string array, built a chunk at a time."""
+    pyarrow = _pyarrow()
+    chunks = [pyarrow.array(list(keys[start : start + _CHUNK]), pyarrow.large_string()) for start in range(0, len(keys), _CHUNK)]
+    return pyarrow.concat_arrays(chunks) if chunks else pyarrow.array([], pyarrow.large_string())
+
+
+def write_key_list(path: str | os.PathLike[str], keys: Sequence[str], *, dataset: str, blocks: Sequence[int] | None) -> Path:
+    """Write ``keys`` (every sample's, in storage order) to ``path`` (atomically: a reader never
+    sees half a file), with the dataset's digest and block sizes. Returns the path."""
+    pyarrow = _pyarrow()
+    target = Path(path)
+    metadata = {
+        "version": 1,
+        "dataset": dataset,
+        "samples": len(keys),
+        "blocks": None if blocks is None else [int(size) for size in blocks],
+    }
+    schema = pyarrow.schema([("key", pyarrow.large_string())], metadata={_METADATA: json.dumps(metadata).encode()})
+    partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
+    with pyarrow.parquet.ParquetWriter(partial, schema) as writer:
+        for start in range(0, len(keys), _CHUNK):
+            chunk = pyarrow.array(list(keys[start : start + _CHUNK]), pyarrow.large_string())
+            writer.write_table(pyarrow.Table.from_arrays([chunk], schema=schema))
+    os.replace(partial, target)
+    return target
+
+
+class KeyList:
+    """A key list read back: ``keys`` (a pyarrow string array, in storage order), the
+    ``dataset`` digest, ``blocks`` (or None).
+
+    Args:
+        where: The file, or a directory holding ``keys-<dataset>.parquet`` (a ledger's).
+        dataset: The digest of the dataset the list must be of (the state's fingerprint's).
+        samples: The samples that dataset held (the state's).
+
+    Raises:
+        ProvenanceError: No such file, not a key list, or the list of another dataset (named).
+    """
+
+    def __init__(self, where: str | os.PathLike[str], *, dataset: str, samples: int) -> None:
+        pyarrow = _pyarrow()
+        path = Path(where)
+        if path.is_dir():
+            path = path / key_list_name(dataset)
+        if not path.is_file():
+            raise ProvenanceError(
+                f"no key list of dataset {dataset} at {path}: the run that saved the state writes one beside its "
+                "provenance ledger, or with Loader.save_keys"
+            )
+        try:
+            file = pyarrow.parquet.ParquetFile(path)
+            raw = (file.schema_arrow.metadata or {}).get(_METADATA)
+            metadata = json.loads(raw) if raw is not None else None
+        except (OSError, ValueError, pyarrow.ArrowException) as error:
+            raise ProvenanceError(f"{path} is not a key list: {error}") from error
+        if not isinstance(metadata, dict) or metadata.get("version") != 1 or file.schema_arrow.names != ["key"]:
+            raise ProvenanceError(f"{path} is not a stoker key list (version 1, one 'key' column)")
+        blocks = metadata.get("blocks")
+        if metadata.get("dataset") != dataset or metadata.get("samples") != samples or file.metadata.num_rows != samples:
+            raise ProvenanceError(
+                f"{path} lists dataset {str(metadata.get('dataset'))[:80]!r} of {file.metadata.num_rows} keys; "
+                f"the state was saved over dataset {dataset!r} of {samples}"
+            )
+        if blocks is not None and not (
+            isinstance(blocks, list)
+            and all(isinstance(size, int) and not isinstance(size, bool) and size > 0 for size in blocks)
+            and sum(blocks) == samples
+        ):
+            raise ProvenanceError(f"{path}: its block sizes do not cover its {samples} keys")
+        try:
+            column = file.read(columns=["key"]).column("key")
+        except (OSError, ValueError, pyarrow.ArrowException) as error:
+            raise ProvenanceError(f"{path} cannot be read: {error}") from error
+        self.path = path
+        self.dataset: str = dataset
+        self.blocks: list[int] | None = blocks
+        self.keys = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)

@@ -1,0 +1,131 @@
+"""Resuming after the dataset changed, by key (`Loader.load_state_dict(keys_before=...)`): what
+is found by itself, what is refused and named, and that the rest of the epoch is the same
+however often it is resumed. Across kills and world sizes: tests/faults/runs/test_dataset_change_kill_resume.py."""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stoker import Loader
+from stoker.errors import ConfigurationError, ProvenanceError
+from stoker.loader import Sampling
+from stoker.storage import MemoryStorage
+
+
+class ShardedMemory(MemoryStorage):
+    """Samples in blocks of 50, as shards hold them: the block shuffle reads them so."""
+
+    def block_sizes(self) -> list[int]:
+        return [min(50, len(self) - start) for start in range(0, len(self), 50)]
+
+    def max_open_blocks(self) -> int | None:
+        return None
+
+    def stream_blocks(self) -> None:
+        pass
+
+    def prefetch_blocks(self, blocks: Sequence[int]) -> None:
+        pass
+
+
+def store(keys: Sequence[str], kind: type[MemoryStorage] = MemoryStorage) -> MemoryStorage:
+    return kind({key: key.encode() for key in keys})
+
+
+OLD = [f"k{index:04d}" for index in range(400)]
+
+
+def loader(keys: Sequence[str], shuffle: str = "uniform", kind: type[MemoryStorage] = MemoryStorage) -> Loader:
+    return Loader(store(keys, kind), batch_size=10, sampling=Sampling(seed=7, shuffle=shuffle, in_order=True))  # type: ignore[arg-type]
+
+
+def after(made: Loader, batches: int) -> tuple[list[str], dict[str, Any]]:
+    keys: list[str] = []
+    for number, batch in enumerate(made):
+        keys += batch.keys
+        if number + 1 == batches:
+            return keys, made.state_dict()
+    raise AssertionError("the epoch ended first")
+
+
+@pytest.mark.parametrize(("shuffle", "kind"), [("uniform", MemoryStorage), ("block", ShardedMemory), ("none", MemoryStorage)])
+def test_the_key_list_beside_the_ledger_is_found_and_each_sample_left_is_read_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, shuffle: str, kind: type[MemoryStorage]
+) -> None:
+    first = loader(OLD, shuffle, kind)
+    first.record_provenance(tmp_path / "ledger")  # writes the key list there
+    delivered, state = after(first, 12)
+    first.close()
+    gone = {delivered[3], delivered[50]} | set(sorted(set(OLD) - set(delivered))[::60])
+    changed = [key for key in OLD if key not in gone] + ["late-a", "late-b"]
+    resumed = loader(changed, shuffle, kind)
+    resumed.record_provenance(tmp_path / "ledger")
+    with caplog.at_level(logging.WARNING, logger="stoker.loader"):
+        resumed.load_state_dict(state)
+    assert f"2 removed after they were delivered ({delivered[3]}, {delivered[50]})" in caplog.text
+    rest = [key for batch in resumed for key in batch.keys]
+    assert Counter(delivered + rest) == Counter(set(OLD) - (gone - {delivered[3], delivered[50]}))
+    verdict = resumed.verify_epoch()
+    assert verdict == {"epoch": 0, "samples": 400, "delivered": 400 - len(gone) + 2, "excluded": 0, "removed": len(gone) - 2, "added": 2}
+    assert sorted(key for batch in resumed for key in batch.keys) == sorted(changed), "the next epoch is the changed dataset"
+    resumed.close()
+
+
+def test_the_rest_of_the_epoch_is_the_same_on_every_resume(tmp_path: Path) -> None:
+    first = loader(OLD)
+    first.save_keys(tmp_path)
+    _, state = after(first, 7)
+    changed = OLD[::2] + [f"n{index}" for index in range(30)]
+    streams = []
+    for _ in range(2):
+        resumed = loader(changed)
+        resumed.load_state_dict(state, keys_before=tmp_path, new_samples="this_epoch")
+        streams.append([list(batch.keys) for batch in resumed])
+    assert streams[0] == streams[1]
+    assert {key for batch in streams[0][-2:] for key in batch} & {f"n{index}" for index in range(30)}, "added samples come last"
+
+    # Resumed again within the continued epoch: it takes the same key list, and goes on.
+    again = loader(changed)
+    again.load_state_dict(state, keys_before=tmp_path, new_samples="this_epoch")
+    _, later = after(again, 4)
+    with pytest.raises(ProvenanceError, match="continues epoch 0 over a dataset that changed: pass keys_before="):
+        loader(changed).load_state_dict(later)
+    last = loader(changed)
+    last.load_state_dict(later, keys_before=tmp_path)
+    assert [list(batch.keys) for batch in last] == streams[0][4:]
+
+
+def test_without_a_key_list_a_changed_size_is_refused_by_name(tmp_path: Path) -> None:
+    _, state = after(loader(OLD), 5)
+    with pytest.raises(
+        ProvenanceError, match=r"400 samples then, 399 now\), so its positions do not carry over: resume by key with keys_before="
+    ):
+        loader(OLD[1:]).load_state_dict(state, allow_changes=True)
+    with pytest.raises(ProvenanceError, match="no key list of dataset"):
+        loader(OLD[1:]).load_state_dict(state, keys_before=tmp_path)
+
+
+def test_a_key_list_of_another_dataset_or_not_one_is_refused(tmp_path: Path) -> None:
+    _, state = after(loader(OLD), 5)
+    other = loader(OLD[:300])
+    written = Path(other.save_keys(tmp_path / "other.parquet"))
+    with pytest.raises(ProvenanceError, match="lists dataset .* of 300 keys; the state was saved over dataset"):
+        loader(OLD[1:]).load_state_dict(state, keys_before=written)
+    (tmp_path / "junk.parquet").write_bytes(b"PAR1" + bytes(range(200)) + b"PAR1")
+    with pytest.raises(ProvenanceError, match="is not a key list"):
+        loader(OLD[1:]).load_state_dict(state, keys_before=tmp_path / "junk.parquet")
+
+
+def test_one_rank_state_of_a_larger_world_is_refused_for_a_changed_dataset(tmp_path: Path) -> None:
+    ranks = [Loader(store(OLD), batch_size=10, sampling=Sampling(seed=7, rank=rank, world_size=2)) for rank in range(2)]
+    ranks[0].save_keys(tmp_path)
+    _, state = after(ranks[0], 3)
+    resumed = Loader(store(OLD[1:]), batch_size=10, sampling=Sampling(seed=7, rank=0, world_size=2))
+    with pytest.raises(ConfigurationError, match="needs every rank's state"):
+        resumed.load_state_dict(state, keys_before=tmp_path)
