@@ -6,7 +6,9 @@ with numbers or is anything but a condition is a named error when the Loader is 
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import logging
 import signal
 import subprocess
 import sys
@@ -230,6 +232,20 @@ def test_the_block_shuffle_reads_the_kept_rows_by_row_group(parquet: Path) -> No
         assert sizes is not None and sum(sizes) == len(truth) and len(sizes) == 10, "one block per row group that keeps rows"
         delivered = Counter(epoch_keys(loader))
     assert delivered == Counter({key: 1 for key in truth})
+
+
+def test_the_filter_reports_what_the_block_shuffle_mixes_at_a_time(parquet: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with ParquetStorage(parquet) as storage, caplog.at_level(logging.INFO, logger="stoker.loader"):
+        window = Sampling(shuffle="block", shuffle_window=4)
+        thinned = Loader(storage, batch_size=16, sampling=dataclasses.replace(window, where="aesthetic >= 8.0"))
+        assert thinned.filter_report is not None
+        kept = len(thinned.storage)
+        # Every row group keeps about a fifth: 4 blocks mix about 4 x kept/10 samples, not 4 x ~100.
+        assert thinned.filter_report == {"mixed": 4 * kept / 10, "mixed_unfiltered": 4 * ROWS / 10, "blocks_kept": 10.0, "blocks": 10.0}
+        assert "(a larger shuffle_window restores the mixing)" in caplog.text
+        uniform = Loader(storage, batch_size=16, sampling=Sampling(where="aesthetic >= 8.0"))
+        assert uniform.filter_report == {"mixed": kept, "mixed_unfiltered": ROWS}, "the uniform shuffle draws from every kept sample"
+    assert Loader(MemoryStorage({"a": b"x"}), batch_size=1).filter_report is None
 
 
 def test_members_beside_the_payload_come_with_the_kept_samples(tmp_path: Path) -> None:

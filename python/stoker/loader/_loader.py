@@ -40,7 +40,7 @@ from ..ops.batch import TRANSFORMS, Transform, allocate_batch
 from ..ops.media import AudioTransform, VideoTransform
 from ..pipeline import Pipeline, PipelineBuilder, PipelineStats
 from ..sampling import BatchPlan, EpochPlan, EpochWarmup, OutOfOrderPrefetcher, Sampler
-from ..storage import EpochStorage, MixedStorage, RemoteStorage, Storage
+from ..storage import EpochStorage, FilteredStorage, MixedStorage, RemoteStorage, Storage
 from ._arguments import as_storage, check_integer
 from ._assembly import BatchAssembler
 from ._batch import Batch
@@ -51,7 +51,7 @@ from ._records import LoaderRecords
 from ._sample_prefetch import SamplePrefetch
 from ._tuning import LoaderTuning, TuningHooks
 from ._where import describe as describe_where
-from ._where import filter_storage
+from ._where import filter_storage, shuffle_quality
 from .buckets import BucketShapes, bucket_numbers, bucket_report, check_buckets
 from .state import Batching, Deliveries, LoaderState, MixtureSchedule, MixtureWeights
 
@@ -104,6 +104,9 @@ class Loader:
             stage, reason, epoch, position, action; the first 10,000 are kept, `failure_count`
             counts all).
         options: The four option objects in force (``loader.options["sampling"]``...).
+        filter_report: With ``Sampling(where=...)``, what the shuffle mixes at a time with the
+            filter and without it (``mixed``, ``mixed_unfiltered``; with the block shuffle also
+            ``blocks_kept`` of ``blocks``), also logged; None without a filter.
 
     Its parts, each owning its own state and knowing nothing of the Loader: the batch
     assembler (one batch's read and decode), the delivery bookkeeping, `LoaderState` (what
@@ -210,6 +213,9 @@ class Loader:
         )
         if buckets is not None:
             _ = self.sampler.epoch_length  # buckets that fill no batch: said now, not at the first batch
+        self.filter_report = (
+            shuffle_quality(storage, shuffle, self.sampler.window) if isinstance(storage, FilteredStorage) and where is not None else None
+        )
         self.extra, self.captions = check_extra(extra, storage)
         self._pool: BufferPool | None = None
         self._shapes: BucketShapes | None = None

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigurationError, StorageError
-from ..storage import FilteredStorage, Storage
+from ..storage import BlockStorage, FilteredStorage, Storage
 
 __all__ = ["Where", "filter_storage"]
 
@@ -244,6 +244,35 @@ def _is_text(value: Any) -> bool:
     if isinstance(value, Sequence) and not isinstance(value, str):
         return any(isinstance(element, str) for element in value)
     return isinstance(value, str)
+
+
+def shuffle_quality(storage: FilteredStorage, shuffle: str, window: int) -> dict[str, float]:
+    """How a filter changes what the shuffle mixes, as numbers (logged when the Loader is made):
+    the uniform shuffle draws each sample from all kept ones, as unfiltered; the block shuffle
+    mixes ``window`` blocks at a time, and a filter that thins every block shrinks that pool (a
+    filter that keeps or drops whole blocks does not). Returns the samples mixed at a time, with
+    and without the filter (``mixed``, ``mixed_unfiltered``), and the blocks kept of all."""
+    if shuffle != "block":
+        return {"mixed": float(len(storage)), "mixed_unfiltered": float(len(storage.base))}
+    kept_blocks = storage.block_sizes() if isinstance(storage, BlockStorage) else None
+    all_blocks = storage.base.block_sizes() if isinstance(storage.base, BlockStorage) else None
+    if not kept_blocks or not all_blocks:
+        return {"mixed": float(len(storage)), "mixed_unfiltered": float(len(storage.base))}
+    mixed = min(len(storage), window * len(storage) / len(kept_blocks))
+    mixed_unfiltered = min(len(storage.base), window * len(storage.base) / len(all_blocks))
+    _logger.info(
+        "where %s: the block shuffle mixes about %.0f samples at a time (%d blocks of a mean %.1f kept samples), %.0f unfiltered; "
+        "%d of %d blocks keep samples%s",
+        storage.description,
+        mixed,
+        window,
+        len(storage) / len(kept_blocks),
+        mixed_unfiltered,
+        len(kept_blocks),
+        len(all_blocks),
+        " (a larger shuffle_window restores the mixing)" if mixed < 0.5 * mixed_unfiltered else "",
+    )
+    return {"mixed": mixed, "mixed_unfiltered": mixed_unfiltered, "blocks_kept": float(len(kept_blocks)), "blocks": float(len(all_blocks))}
 
 
 def describe(where: str | Where | None) -> str | None:
