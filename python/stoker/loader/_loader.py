@@ -34,7 +34,7 @@ from ..device import BufferPool, pinned_allocator
 from ..distributed import discover_world
 from ..errors import ConfigurationError
 from ..failures import Failure
-from ..observe import CpuLimits, LiveSnapshot, ProvenanceLedger, RunTotals, write_exclusion
+from ..observe import CpuLimits, LiveSnapshot, ProvenanceLedger, RunTotals
 from ..ops import Captions, media_backend
 from ..ops.batch import TRANSFORMS, Transform, allocate_batch
 from ..ops.media import AudioTransform, VideoTransform
@@ -45,6 +45,7 @@ from ._arguments import as_storage, check_integer
 from ._assembly import BatchAssembler
 from ._batch import Batch
 from ._capabilities import block_window, check_extra, shuffle_blocks
+from ._exclusions import Exclusions
 from ._failure_policy import BadSampleHandler
 from ._options import FailurePolicy, Reads, Sampling, Throughput, from_keywords
 from ._records import LoaderRecords
@@ -295,6 +296,15 @@ class Loader:
             after_load=self._sync_storage_epoch,
             read_through=self._read_through,
         )
+        self._exclusions = Exclusions(
+            self.sampler,
+            self._deliveries,
+            self._assembler,
+            self._state,
+            batch_size=batch_size,
+            batch_count=self._batch_count,
+            refusal="with buckets" if buckets is not None else "over a mixture" if self._mixture is not None else None,
+        )
         self._records = LoaderRecords(
             storage, self.sampler, self._assembler, self._deliveries, self._policy, self._tuning, read_options, batching, self._source
         )
@@ -503,67 +513,16 @@ class Loader:
         if (steps is None) == (keys is None):
             raise ConfigurationError("exclude takes steps= or keys=, one of them")
         if keys is not None:
-            self._exclude_keys(keys)
+            if self._iterating is not None:
+                raise ConfigurationError("exclude(keys=...) is called between runs of the loop (after a resume), not while iterating")
+            self._exclusions.by_keys(keys)
             return
-        if not isinstance(steps, range) or steps.step != 1 or len(steps) == 0:
-            raise ConfigurationError(f"exclude(steps=...) takes a range of consecutive steps, e.g. range(100, 120); got {steps!r}")
-        if self.buckets is not None:
-            raise ConfigurationError("exclude(steps=...) does not take a Loader with buckets yet: its batches are dealt by bucket")
-        now = self._deliveries.next_step
-        last = now + self._batch_count(self.sampler.plan_arrays().size) - 1
-        if steps.start < now or steps.stop - 1 > last:
-            raise ConfigurationError(
-                f"exclude(steps={steps.start}..{steps.stop - 1}): this rank is at step {now} and epoch "
-                f"{self.sampler.epoch} ends with step {last}; only steps not delivered yet, in this epoch, can be left out"
-            )
+        assert steps is not None
+        self._exclusions.check_steps(steps)
         if self._iterating is None:
-            self._exclude_steps(steps)
+            self._exclusions.by_steps(steps)
         else:
             self._pending_exclusion = steps
-
-    def _record_exclusion(self, steps: range | None, keys: list[str]) -> None:
-        """Beside the provenance ledger, if one is kept: what was left out, when (see
-        `stoker.observe.read_exclusions`)."""
-        ledger = self._deliveries.ledger
-        if ledger is not None:
-            write_exclusion(
-                ledger.directory, rank=self.sampler.rank, epoch=self.sampler.epoch, step=self._deliveries.next_step, steps=steps, keys=keys
-            )
-
-    def _exclude_keys(self, keys: Sequence[str]) -> None:
-        if isinstance(keys, str) or not all(isinstance(key, str) for key in keys):
-            raise ConfigurationError(f"exclude(keys=...) takes a list of keys (str), got {type(keys).__name__}")
-        if self.buckets is not None or self._mixture is not None:
-            raise ConfigurationError("exclude(keys=...) does not take a Loader with buckets or over a mixture yet")
-        if self._iterating is not None:
-            raise ConfigurationError("exclude(keys=...) is called between runs of the loop (after a resume), not while iterating")
-        left_out, already = self._state.exclude_keys(list(keys))
-        self._record_exclusion(None, left_out)
-        _logger.info(
-            "%d samples left out of epoch %d by key on rank %d (recorded as left out)%s",
-            len(left_out),
-            self.sampler.epoch,
-            self.sampler.rank,
-            f"; already delivered or left out this epoch, so not: {', '.join(already)}{', ...' if len(already) == 5 else ''}"
-            if already
-            else "",
-        )
-
-    def _exclude_steps(self, steps: range) -> None:
-        first = (steps.start - self._deliveries.next_step) * self.batch_size
-        part = self.sampler.plan_arrays().part(first, first + len(steps) * self.batch_size)
-        self._record_exclusion(steps, self._assembler.keys_of(part.indices[~part.padding].tolist()))
-        self._deliveries.exclude(part.positions, part.padding)
-        named = self._assembler.keys_of(part.indices[~part.padding][:3].tolist())
-        _logger.info(
-            "steps %d to %d left out of epoch %d on rank %d: %d samples (%s...), recorded as left out",
-            steps.start,
-            steps.stop - 1,
-            self.sampler.epoch,
-            self.sampler.rank,
-            int((~part.padding).sum()),
-            ", ".join(named),
-        )
 
     def set_mixture_schedule(self, points: dict[int, dict[str, float]]) -> None:
         """A curriculum by step: a `stoker.storage.MixedStorage`'s weights from each of the
@@ -793,7 +752,7 @@ class Loader:
             assert self._mixture is not None
             self._mixture.apply(weights)
         if exclusion is not None:
-            self._exclude_steps(exclusion)
+            self._exclusions.by_steps(exclusion)
         rebuilt = self._build(self.sampler.plan_arrays())
         self._records.pipeline_replaced(pipeline, rebuilt)
         if self._tuning is not None:

@@ -1,0 +1,115 @@
+"""Leaving samples out of an epoch on purpose (`Loader.exclude`): the batches of some steps on
+this rank, or the samples of some keys for every rank; recorded in the state (a resume keeps
+them out), counted apart by `verify_epoch`, logged, and written beside the provenance ledger
+when one is kept. A part of the Loader, given what it reads; the Loader decides when (between
+two batches, or between runs of the loop)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+
+from ..errors import ConfigurationError
+from ..observe import write_exclusion
+from ..sampling import Sampler
+from ._assembly import BatchAssembler
+from .state import Deliveries, LoaderState
+
+__all__ = ["Exclusions"]
+
+_logger = logging.getLogger("stoker.loader")
+
+
+class Exclusions:
+    """What `Loader.exclude` does, for one Loader.
+
+    Args:
+        sampler: The Loader's sampler.
+        deliveries: Its delivery bookkeeping (the step, the digests, the ledger).
+        assembler: Its batch assembler (keys by storage index).
+        state: Its `LoaderState` (which leaves keys out for every rank).
+        batch_size: Samples per batch.
+        batch_count: Batches a number of samples makes (with the Loader's ``drop_last``).
+        refusal: Why this Loader takes no exclusion (buckets, a mixture), or None.
+    """
+
+    def __init__(
+        self,
+        sampler: Sampler,
+        deliveries: Deliveries,
+        assembler: BatchAssembler,
+        state: LoaderState,
+        *,
+        batch_size: int,
+        batch_count: Callable[[int], int],
+        refusal: str | None,
+    ) -> None:
+        self.sampler, self.deliveries, self.assembler, self.state = sampler, deliveries, assembler, state
+        self.batch_size, self.batch_count, self.refusal = batch_size, batch_count, refusal
+
+    def check_steps(self, steps: range) -> None:
+        """``steps`` are consecutive steps of this epoch not delivered yet.
+
+        Raises:
+            ConfigurationError: They are not, or this Loader takes no exclusion (named).
+        """
+        if not isinstance(steps, range) or steps.step != 1 or len(steps) == 0:
+            raise ConfigurationError(f"exclude(steps=...) takes a range of consecutive steps, e.g. range(100, 120); got {steps!r}")
+        if self.sampler.buckets is not None:
+            raise ConfigurationError("exclude(steps=...) does not take a Loader with buckets yet: its batches are dealt by bucket")
+        now = self.deliveries.next_step
+        last = now + self.batch_count(self.sampler.plan_arrays().size) - 1
+        if steps.start < now or steps.stop - 1 > last:
+            raise ConfigurationError(
+                f"exclude(steps={steps.start}..{steps.stop - 1}): this rank is at step {now} and epoch "
+                f"{self.sampler.epoch} ends with step {last}; only steps not delivered yet, in this epoch, can be left out"
+            )
+
+    def by_steps(self, steps: range) -> None:
+        """Leave the batches of ``steps`` (checked) out, on this rank."""
+        first = (steps.start - self.deliveries.next_step) * self.batch_size
+        part = self.sampler.plan_arrays().part(first, first + len(steps) * self.batch_size)
+        self._record(steps, self.assembler.keys_of(part.indices[~part.padding].tolist()))
+        self.deliveries.exclude(part.positions, part.padding)
+        named = self.assembler.keys_of(part.indices[~part.padding][:3].tolist())
+        _logger.info(
+            "steps %d to %d left out of epoch %d on rank %d: %d samples (%s...), recorded as left out",
+            steps.start,
+            steps.stop - 1,
+            self.sampler.epoch,
+            self.sampler.rank,
+            int((~part.padding).sum()),
+            ", ".join(named),
+        )
+
+    def by_keys(self, keys: Sequence[str]) -> None:
+        """Leave the samples of ``keys`` not delivered yet out, for every rank.
+
+        Raises:
+            ConfigurationError: Not a list of keys, an unknown key, or a Loader that takes no
+                exclusion by key (each named).
+        """
+        if isinstance(keys, str) or not all(isinstance(key, str) for key in keys):
+            raise ConfigurationError(f"exclude(keys=...) takes a list of keys (str), got {type(keys).__name__}")
+        if self.refusal is not None:
+            raise ConfigurationError(f"exclude(keys=...) does not take a Loader {self.refusal} yet")
+        left_out, already = self.state.exclude_keys(list(keys))
+        self._record(None, left_out)
+        _logger.info(
+            "%d samples left out of epoch %d by key on rank %d (recorded as left out)%s",
+            len(left_out),
+            self.sampler.epoch,
+            self.sampler.rank,
+            f"; already delivered or left out this epoch, so not: {', '.join(already)}{', ...' if len(already) == 5 else ''}"
+            if already
+            else "",
+        )
+
+    def _record(self, steps: range | None, keys: list[str]) -> None:
+        """Beside the provenance ledger, if one is kept: what was left out, when (see
+        `stoker.observe.read_exclusions`)."""
+        ledger = self.deliveries.ledger
+        if ledger is not None:
+            write_exclusion(
+                ledger.directory, rank=self.sampler.rank, epoch=self.sampler.epoch, step=self.deliveries.next_step, steps=steps, keys=keys
+            )
