@@ -4,7 +4,9 @@ however often it is resumed. Across kills and world sizes: tests/faults/runs/tes
 
 from __future__ import annotations
 
+import io
 import logging
+import tarfile
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -15,7 +17,7 @@ import pytest
 from stoker import Loader
 from stoker.errors import ConfigurationError, ProvenanceError
 from stoker.loader import Sampling
-from stoker.storage import MemoryStorage
+from stoker.storage import MemoryStorage, TarShardStorage
 
 
 class ShardedMemory(MemoryStorage):
@@ -129,3 +131,44 @@ def test_one_rank_state_of_a_larger_world_is_refused_for_a_changed_dataset(tmp_p
     resumed = Loader(store(OLD[1:]), batch_size=10, sampling=Sampling(seed=7, rank=0, world_size=2))
     with pytest.raises(ConfigurationError, match="needs every rank's state"):
         resumed.load_state_dict(state, keys_before=tmp_path)
+
+
+def write_shard(path: Path, keys: Sequence[str]) -> None:
+    with tarfile.open(path, "w") as shard:
+        for key in keys:
+            data = key.encode()
+            member = tarfile.TarInfo(f"{key}.bin")
+            member.size = len(data)
+            shard.addfile(member, io.BytesIO(data))
+
+
+@pytest.mark.parametrize("shuffle", ["block", "uniform"])
+def test_shards_taken_down_and_added_mid_epoch_resume_by_key(tmp_path: Path, shuffle: str) -> None:
+    folder = tmp_path / "shards"
+    folder.mkdir()
+    for number in range(6):
+        write_shard(folder / f"shard-{number:02d}.tar", [f"s{number}-{index:03d}" for index in range(40)])
+
+    def opened() -> Loader:
+        storage = TarShardStorage(sorted(folder.glob("*.tar")), block_bytes=1 << 10)
+        return Loader(storage, batch_size=8, sampling=Sampling(seed=2, shuffle=shuffle, rank=0, world_size=1))
+
+    first = opened()
+    first.record_provenance(tmp_path / "ledger")
+    delivered, state = after(first, 9)
+    first.close()
+    before = {f"s{number}-{index:03d}" for number in range(6) for index in range(40)}
+    (folder / "shard-03.tar").unlink()  # taken down
+    (folder / "shard-03.tar.idx").unlink(missing_ok=True)
+    write_shard(folder / "shard-06.tar", [f"s6-{index:03d}" for index in range(40)])  # a new shard
+    resumed = opened()
+    resumed.record_provenance(tmp_path / "ledger")
+    resumed.load_state_dict(state)
+    rest = [key for batch in resumed for key in batch.keys]
+    gone = {key for key in before if key.startswith("s3-")}
+    assert Counter(delivered + rest) == Counter((before - gone) | (set(delivered) & gone))
+    verdict = resumed.verify_epoch()
+    assert verdict["removed"] == len(gone - set(delivered)) and verdict["added"] == 40
+    next_epoch = [key for batch in resumed for key in batch.keys]
+    assert Counter(next_epoch) == Counter((before - gone) | {f"s6-{index:03d}" for index in range(40)})
+    resumed.close()
