@@ -1,7 +1,8 @@
 """Kill-and-resume runs of a training job, for the trainers' tests (tests/lightning,
 tests/accelerate, tests/jax): start a job in a session of its own, read the per-step records its
 processes append (``log-<attempt>-<process>.jsonl``, one JSON object a step), and check a resumed
-run against an uninterrupted one."""
+run against an uninterrupted one. And, for the operator's tests (tests/faults/runs), every rank of
+a job run in lockstep in one process, saved and killed at given steps (`run_in_lockstep`)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["assert_resumed_exactly", "job_records", "run_in_session"]
+__all__ = ["assert_resumed_exactly", "job_records", "run_in_lockstep", "run_in_session"]
 
 
 def run_in_session(command: Sequence[str], timeout: float = 300) -> tuple[int, str]:
@@ -27,6 +28,34 @@ def run_in_session(command: Sequence[str], timeout: float = 300) -> tuple[int, s
             os.killpg(job.pid, signal.SIGKILL)
             raise
     return job.returncode, output
+
+
+def run_in_lockstep(loaders: Sequence[Any], *, save_at: int, kill_at: int, out: str | os.PathLike[str]) -> dict[str, Any]:
+    """Iterate every rank's Loader (``loaders``, rank by rank) one step at a time, to the end of
+    the epoch: each rank's steps and ``[step, key]`` of every real sample delivered; after step
+    ``save_at`` every rank's state is saved with that record to ``out`` (JSON), and after step
+    ``kill_at`` the process SIGKILLs itself. Returns the record, with ``proof`` (`verify_epoch`).
+
+    Raises:
+        AssertionError: A rank ran out of batches before the others.
+    """
+    record: dict[str, Any] = {"delivered": [], "steps": [0] * len(loaders)}
+    streams = [iter(loader) for loader in loaders]
+    while True:
+        batches = [next(stream, None) for stream in streams]
+        if all(batch is None for batch in batches):
+            break
+        assert all(batch is not None for batch in batches), "a rank ran out before the others"
+        for rank, batch in enumerate(batches):
+            record["steps"][rank] += 1
+            record["delivered"] += [[loaders[rank].step - 1, key] for key, padding in zip(batch.keys, batch.padding) if not padding]
+        if loaders[0].step - 1 == save_at:
+            record["states"] = [loader.state_dict() for loader in loaders]
+            Path(out).write_text(json.dumps(record))
+        if loaders[0].step - 1 == kill_at:
+            os.kill(os.getpid(), signal.SIGKILL)
+    record["proof"] = loaders[0].verify_epoch([loader.state_dict() for loader in loaders])
+    return record
 
 
 def job_records(work: Path, attempt: int) -> list[dict[str, Any]]:

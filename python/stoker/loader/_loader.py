@@ -308,6 +308,7 @@ class Loader:
         self._records = LoaderRecords(
             storage, self.sampler, self._assembler, self._deliveries, self._policy, self._tuning, read_options, batching, self._source
         )
+        self._view_indices: np.ndarray | None = None  # while reading through a view (see _read_through)
         self._pending_weights: dict[str, float] | None = None  # set_mixture_weights, between steps
         self._pending_exclusion: range | None = None  # exclude, between steps
         self._iteration_lock = threading.Lock()
@@ -399,16 +400,18 @@ class Loader:
         """
         return os.fspath(self._state.save_keys(path))
 
-    def _read_through(self, storage: Storage) -> None:
-        """Read through ``storage`` from now on: a view of this Loader's storage while an epoch
-        continues over a changed dataset (see `load_state_dict`), the storage itself again after."""
+    def _read_through(self, storage: Storage, indices: np.ndarray | None) -> None:
+        """Read through ``storage`` from now on: a view of this Loader's storage (its samples at
+        ``indices`` of it) while an epoch continues over a changed dataset (see
+        `load_state_dict`), the storage itself (and None) again after."""
+        self._view_indices = indices
         self._assembler.storage = storage
         self._assembler.set_samples(storage.keys, storage.labels)
         self._sample_prefetch.storage = storage
         # The next epoch's first samples are asked for early by the storage's own indices.
         self._sample_prefetch.warmup = self._warmup if storage is self.storage else None
         if self._deliveries.ledger is not None:
-            self._deliveries.ledger.storage = storage
+            self._deliveries.ledger.index_map = indices
 
     def verify_epoch(self, states: Sequence[dict[str, Any]] | None = None) -> dict[str, int]:
         """Prove that the epoch delivered each of its samples exactly once, across resumes
@@ -605,7 +608,7 @@ class Loader:
             StorageError: The directory cannot be written.
         """
         ledger = self._records.record_provenance(directory)
-        ledger.storage = self._assembler.storage  # a continued epoch's view, where one is read
+        ledger.index_map = self._view_indices  # a continued epoch's view, where one is read
         self._state.ledger_directory = ledger.directory
         self._state.save_keys(ledger.directory)
         return ledger

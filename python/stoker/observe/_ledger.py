@@ -98,6 +98,7 @@ class ProvenanceLedger:
         self.directory = Path(directory)
         self.rank = rank
         self.storage = storage
+        self.index_map: np.ndarray | None = None  # batch indices -> the storage's, while reading through a view
         self._lock = threading.Lock()
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
@@ -125,7 +126,9 @@ class ProvenanceLedger:
         decoded the batch, so the training loop's thread only stamps and writes them."""
         pa = _pyarrow()
         count = len(batch.keys)
-        indices = batch.indices.tolist()
+        # Indices in the storage the ledger names: a view's (an epoch continued over a changed
+        # dataset reads through one) are mapped to it, so replay reads the same samples.
+        indices = (batch.indices if self.index_map is None else self.index_map[np.asarray(batch.indices, np.int64)]).tolist()
         places, offsets = sample_locations(self.storage, indices)
         # Typed conversions throughout: an untyped pa.array of a NumPy array costs six times more,
         # and this runs on the training loop's thread for every batch.

@@ -26,10 +26,11 @@ SAMPLES = 1009
 # run the epoch and the next to the end), where to write.
 RUN = textwrap.dedent(
     """
-    import json, os, signal, sys
+    import json, sys
     from stoker import Loader
     from stoker.loader import Sampling
     from stoker.storage import MemoryStorage
+    from stoker_testbed.resume_runs import run_in_lockstep
 
     world, dataset, resume, keys_dir, new_samples = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
     save_at, kill_at, out = int(sys.argv[6]), int(sys.argv[7]), sys.argv[8]
@@ -39,23 +40,8 @@ RUN = textwrap.dedent(
     if resume != "-":
         for loader in loaders:
             loader.load_state_dict(json.load(open(resume))["states"], keys_before=keys_dir, new_samples=new_samples)
-    record = {"delivered": [], "steps": [0] * world, "next_epoch": []}
-    streams = [iter(loader) for loader in loaders]
-    while True:
-        batches = [next(stream, None) for stream in streams]
-        if all(batch is None for batch in batches):
-            break
-        assert all(batch is not None for batch in batches), "a rank ran out before the others"
-        for rank, batch in enumerate(batches):
-            record["steps"][rank] += 1
-            record["delivered"] += [[loaders[rank].step - 1, key] for key, padding in zip(batch.keys, batch.padding) if not padding]
-        if loaders[0].step - 1 == save_at:
-            record["states"] = [loader.state_dict() for loader in loaders]
-            with open(out, "w") as file:
-                json.dump(record, file)
-        if loaders[0].step - 1 == kill_at:
-            os.kill(os.getpid(), signal.SIGKILL)
-    record["proof"] = loaders[0].verify_epoch([loader.state_dict() for loader in loaders])
+    record = run_in_lockstep(loaders, save_at=save_at, kill_at=kill_at, out=out)
+    record["next_epoch"] = []
     for loader in loaders:  # the next epoch reads the dataset as it is now
         record["next_epoch"] += [key for batch in loader for key, padding in zip(batch.keys, batch.padding) if not padding]
     with open(out, "w") as file:

@@ -33,10 +33,11 @@ SAMPLES = 1009
 # ("-" for none).
 RUN = textwrap.dedent(
     f"""
-    import json, os, signal, sys
+    import json, sys
     from stoker import Loader
     from stoker.loader import Sampling
     from stoker.storage import MemoryStorage
+    from stoker_testbed.resume_runs import run_in_lockstep
 
     world, resume, cut, save_at, kill_at, out = int(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
     data = MemoryStorage({{f"k{{index:05d}}": index.to_bytes(4, "little") for index in range({SAMPLES})}})
@@ -55,23 +56,7 @@ RUN = textwrap.dedent(
         start, stop = map(int, cut.split(":"))
         for loader in loaders:
             loader.exclude(steps=range(start, stop))
-    streams = [iter(loader) for loader in loaders]
-    record = {{"delivered": [], "steps": [0] * world}}
-    while True:
-        batches = [next(stream, None) for stream in streams]
-        if all(batch is None for batch in batches):
-            break
-        assert all(batch is not None for batch in batches), "a rank ran out before the others"
-        for rank, batch in enumerate(batches):
-            record["steps"][rank] += 1
-            record["delivered"] += [[loaders[rank].step - 1, key] for key, padding in zip(batch.keys, batch.padding) if not padding]
-        if loaders[0].step - 1 == save_at:
-            record["states"] = [loader.state_dict() for loader in loaders]
-            with open(out, "w") as file:
-                json.dump(record, file)
-        if loaders[0].step - 1 == kill_at:
-            os.kill(os.getpid(), signal.SIGKILL)
-    record["proof"] = loaders[0].verify_epoch([loader.state_dict() for loader in loaders])
+    record = run_in_lockstep(loaders, save_at=save_at, kill_at=kill_at, out=out)
     for loader in loaders:
         loader.close()
     with open(out, "w") as file:

@@ -16,8 +16,9 @@ import pytest
 
 from stoker import Loader
 from stoker.errors import ConfigurationError, ProvenanceError
-from stoker.loader import Sampling
+from stoker.loader import Sampling, replay
 from stoker.storage import MemoryStorage, TarShardStorage
+from stoker.storage.local import build_index, write_index
 
 
 class ShardedMemory(MemoryStorage):
@@ -71,7 +72,10 @@ def test_the_key_list_beside_the_ledger_is_found_and_each_sample_left_is_read_on
     with caplog.at_level(logging.WARNING, logger="stoker.loader"):
         resumed.load_state_dict(state)
     assert f"2 removed after they were delivered ({delivered[3]}, {delivered[50]})" in caplog.text
-    rest = [key for batch in resumed for key in batch.keys]
+    batches = [list(batch.keys) for batch in resumed]
+    rest = [key for batch in batches for key in batch]
+    # The ledger names the changed storage's samples: replay over it builds a continued batch again.
+    assert replay(tmp_path / "ledger", 13, storage=resumed.storage).keys == batches[1]
     assert Counter(delivered + rest) == Counter(set(OLD) - (gone - {delivered[3], delivered[50]}))
     verdict = resumed.verify_epoch()
     assert verdict == {"epoch": 0, "samples": 400, "delivered": 400 - len(gone) + 2, "excluded": 0, "removed": len(gone) - 2, "added": 2}
@@ -172,3 +176,34 @@ def test_shards_taken_down_and_added_mid_epoch_resume_by_key(tmp_path: Path, shu
     next_epoch = [key for batch in resumed for key in batch.keys]
     assert Counter(next_epoch) == Counter((before - gone) | {f"s6-{index:03d}" for index in range(40)})
     resumed.close()
+
+
+def test_a_sample_rewritten_under_its_key_is_named_where_the_index_keeps_checksums(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    folder = tmp_path / "shards"
+    folder.mkdir()
+
+    def shard(number: int, changed: str | None = None) -> None:
+        path = folder / f"shard-{number:02d}.tar"
+        with tarfile.open(path, "w") as written:
+            for index in range(30):
+                key = f"s{number}-{index:03d}"
+                data = (key + ("!" if key == changed else "")).encode()
+                member = tarfile.TarInfo(f"{key}.bin")
+                member.size = len(data)
+                written.addfile(member, io.BytesIO(data))
+        write_index(build_index(path, checksums=True))  # as `stoker convert` writes shards
+
+    for number in range(3):
+        shard(number)
+    first = Loader(TarShardStorage(sorted(folder.glob("*.tar"))), batch_size=6, sampling=Sampling(seed=4))
+    first.save_keys(tmp_path)
+    _, state = after(first, 3)
+    shard(1, changed="s1-007")  # re-encoded in place: same key, other bytes
+    (folder / "shard-02.tar").unlink()  # and a shard taken down, so the dataset changed size
+    resumed = Loader(TarShardStorage(sorted(folder.glob("*.tar"))), batch_size=6, sampling=Sampling(seed=4))
+    with caplog.at_level(logging.WARNING, logger="stoker.loader"):
+        resumed.load_state_dict(state, keys_before=tmp_path)
+    assert "1 changed under the same key (s1-007: read as they are now)" in caplog.text
+    assert resumed.state_dict()["dataset_change"]["changed"] == 1

@@ -60,6 +60,7 @@ class ChangeRecord:
     new_samples: str
     removed_delivered: int  # delivered before they were removed: they stay delivered
     removed_unread: int  # left out of the epoch
+    changed: int = 0  # still there under the same key, with other bytes (where checksums tell)
 
     def state(self) -> dict[str, Any]:
         return asdict(self)
@@ -71,7 +72,7 @@ class ChangeRecord:
         Raises:
             ValueError: A field missing or of the wrong kind.
         """
-        names = ("epoch", "samples_before", "added", "removed_delivered", "removed_unread")
+        names = ("epoch", "samples_before", "added", "removed_delivered", "removed_unread", "changed")
         if not (
             isinstance(saved, dict)
             and all(isinstance(saved.get(name), int) and not isinstance(saved[name], bool) and saved[name] >= 0 for name in names)
@@ -106,8 +107,22 @@ class DatasetChange:
         appended = self.added if new_samples == "this_epoch" else self.added[:0]
         self.appended = len(appended)
         description = f"epoch continued by key over a changed dataset ({len(before.keys):,} samples then, {len(storage):,} now)"
-        self.view = FilteredStorage.remapped(storage, np.concatenate([self.old_to_new, appended]), description)
+        self.indices = np.concatenate([self.old_to_new, appended])  # the view's samples in ``storage`` (-1: gone)
+        self.view = FilteredStorage.remapped(storage, self.indices, description)
         self.storage = storage
+        self.changed = self._changed(storage)
+
+    def _changed(self, storage: Storage) -> np.ndarray:
+        """The old indices of samples still there under the same key whose bytes changed, where
+        both the key list and the storage know each sample's checksum without reading it."""
+        reader = getattr(storage, "sample_checksums", None)
+        now = reader() if callable(reader) and self.before.checksums is not None else None
+        if now is None or self.before.checksums is None:
+            return np.zeros(0, np.int64)
+        then = self.before.checksums
+        kept = np.flatnonzero(self.old_to_new >= 0)
+        old, new = then[kept], now[self.old_to_new[kept]]
+        return kept[(old >= 0) & (new >= 0) & (old != new)]
 
     @property
     def gone(self) -> np.ndarray:
@@ -145,6 +160,7 @@ class DatasetChange:
             new_samples=self.new_samples,
             removed_delivered=int(delivered_mask.sum()),
             removed_unread=len(unread),
+            changed=len(self.changed),
         )
         self._log(sampler, record, delivered, positions[delivered_mask], unread)
         return unread, record
@@ -181,7 +197,8 @@ class DatasetChange:
         _logger.warning(
             "resuming epoch %d by key over a changed dataset (%d samples then, %d now) on rank %d: "
             "%d samples delivered before stay delivered; %d removed after they were delivered%s; %d removed unread, "
-            "left out of the epoch%s; %d added%s, read %s; each of the %d ranks has %d samples left in the epoch",
+            "left out of the epoch%s; %d added%s, read %s; %d changed under the same key%s; each of the %d ranks has %d samples "
+            "left in the epoch",
             record.epoch,
             record.samples_before,
             len(self.storage),
@@ -194,6 +211,11 @@ class DatasetChange:
             record.added,
             f" ({added}{', ...' if record.added > _NAMED else ''})" if record.added else "",
             "at the end of this epoch" if record.new_samples == "this_epoch" else "from the next epoch",
+            record.changed,
+            f" ({', '.join(str(keys[int(index)]) for index in self.changed[:_NAMED])}{', ...' if record.changed > _NAMED else ''}: "
+            "read as they are now)"
+            if record.changed
+            else "",
             sampler.world_size,
             sampler.plan_arrays().size,
         )

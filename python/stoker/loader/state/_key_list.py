@@ -6,8 +6,10 @@ loses samples between a checkpoint and its resume, the positions are translated 
 takes the key list of the dataset the state was saved over. The Loader writes it beside its
 provenance ledger (``keys-<dataset digest>.parquet``, once per dataset) and on request
 (`Loader.save_keys`); `load_state_dict(keys_before=...)` reads it back. It is a Parquet file
-(one ``key`` column, written a million keys at a time) with its dataset digest, sample count and
-block sizes in the schema's metadata; read back, it is untrusted input, checked field by field.
+(a ``key`` column, written a million keys at a time, and a ``checksum`` column, each sample's
+CRC-32 where the storage's index records it without a read, as indexed tar shards do) with its
+dataset digest, sample count and block sizes in the schema's metadata; read back, it is untrusted
+input, checked field by field.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from ...errors import ConfigurationError, ProvenanceError
 
@@ -49,9 +53,12 @@ def key_array(keys: Sequence[str]) -> Any:
     return pyarrow.concat_arrays(chunks) if chunks else pyarrow.array([], pyarrow.large_string())
 
 
-def write_key_list(path: str | os.PathLike[str], keys: Sequence[str], *, dataset: str, blocks: Sequence[int] | None) -> Path:
+def write_key_list(
+    path: str | os.PathLike[str], keys: Sequence[str], *, dataset: str, blocks: Sequence[int] | None, checksums: np.ndarray | None = None
+) -> Path:
     """Write ``keys`` (every sample's, in storage order) to ``path`` (atomically: a reader never
-    sees half a file), with the dataset's digest and block sizes. Returns the path."""
+    sees half a file), with the dataset's digest, block sizes and, where known, each sample's
+    checksum (-1: unknown). Returns the path."""
     pyarrow = _pyarrow()
     target = Path(path)
     metadata = {
@@ -60,12 +67,15 @@ def write_key_list(path: str | os.PathLike[str], keys: Sequence[str], *, dataset
         "samples": len(keys),
         "blocks": None if blocks is None else [int(size) for size in blocks],
     }
-    schema = pyarrow.schema([("key", pyarrow.large_string())], metadata={_METADATA: json.dumps(metadata).encode()})
+    fields = [("key", pyarrow.large_string()), *([("checksum", pyarrow.int64())] if checksums is not None else [])]
+    schema = pyarrow.schema(fields, metadata={_METADATA: json.dumps(metadata).encode()})
     partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
     with pyarrow.parquet.ParquetWriter(partial, schema) as writer:
         for start in range(0, len(keys), _CHUNK):
-            chunk = pyarrow.array(list(keys[start : start + _CHUNK]), pyarrow.large_string())
-            writer.write_table(pyarrow.Table.from_arrays([chunk], schema=schema))
+            chunk = [pyarrow.array(list(keys[start : start + _CHUNK]), pyarrow.large_string())]
+            if checksums is not None:
+                chunk.append(pyarrow.array(checksums[start : start + _CHUNK], pyarrow.int64()))
+            writer.write_table(pyarrow.Table.from_arrays(chunk, schema=schema))
     os.replace(partial, target)
     return target
 
@@ -99,8 +109,9 @@ class KeyList:
             metadata = json.loads(raw) if raw is not None else None
         except (OSError, ValueError, pyarrow.ArrowException) as error:
             raise ProvenanceError(f"{path} is not a key list: {error}") from error
-        if not isinstance(metadata, dict) or metadata.get("version") != 1 or file.schema_arrow.names != ["key"]:
-            raise ProvenanceError(f"{path} is not a stoker key list (version 1, one 'key' column)")
+        names = file.schema_arrow.names
+        if not isinstance(metadata, dict) or metadata.get("version") != 1 or names not in (["key"], ["key", "checksum"]):
+            raise ProvenanceError(f"{path} is not a stoker key list (version 1, a 'key' column and maybe a 'checksum' column)")
         blocks = metadata.get("blocks")
         if metadata.get("dataset") != dataset or metadata.get("samples") != samples or file.metadata.num_rows != samples:
             raise ProvenanceError(
@@ -114,10 +125,15 @@ class KeyList:
         ):
             raise ProvenanceError(f"{path}: its block sizes do not cover its {samples} keys")
         try:
-            column = file.read(columns=["key"]).column("key")
+            table = file.read(columns=names)
+            column = table.column("key")
+            checksums = table.column("checksum").to_numpy().astype(np.int64) if "checksum" in names else None
         except (OSError, ValueError, pyarrow.ArrowException) as error:
             raise ProvenanceError(f"{path} cannot be read: {error}") from error
+        if not (pyarrow.types.is_large_string(column.type) or pyarrow.types.is_string(column.type)):
+            raise ProvenanceError(f"{path}: its 'key' column holds {column.type}, not text")
         self.path = path
         self.dataset: str = dataset
         self.blocks: list[int] | None = blocks
         self.keys = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+        self.checksums: np.ndarray | None = checksums  # each sample's CRC-32 (-1: unknown), or None

@@ -74,9 +74,10 @@ class LoaderState:
         mixture: Its `MixtureWeights` when the storage is a mixture.
         after_load: Called once a state is loaded (the Loader brings the storage to the
             sampler's epoch).
-        read_through: Called with the storage the Loader's reads go through from now on: a
-            view of its storage while an epoch continues over a changed dataset
-            (`DatasetChange`), the storage itself again after.
+        read_through: Called with the storage the Loader's reads go through from now on and its
+            samples' indices in the Loader's storage: a view of the storage while an epoch
+            continues over a changed dataset (`DatasetChange`), the storage itself (and None)
+            again after.
     """
 
     def __init__(
@@ -89,7 +90,7 @@ class LoaderState:
         *,
         mixture: MixtureWeights | None,
         after_load: Callable[[], None],
-        read_through: Callable[[Storage], None] = lambda storage: None,
+        read_through: Callable[[Storage, Any], None] = lambda storage, indices: None,
     ) -> None:
         self.storage, self.sampler, self.assembler, self.deliveries = storage, sampler, assembler, deliveries
         self.batching, self.mixture, self.after_load, self.read_through = batching, mixture, after_load, read_through
@@ -124,7 +125,10 @@ class LoaderState:
             target = target / key_list_name(dataset)
             if target.is_file():  # written once per dataset: the same digest, the same keys
                 return target
-        return write_key_list(target, self.storage.keys, dataset=dataset, blocks=self._blocks)
+        checksums = getattr(self.storage, "sample_checksums", None)
+        return write_key_list(
+            target, self.storage.keys, dataset=dataset, blocks=self._blocks, checksums=checksums() if callable(checksums) else None
+        )
 
     def exclude_keys(self, keys: Sequence[str]) -> tuple[list[str], list[str]]:
         """See `Loader.exclude`: the samples of ``keys`` not delivered yet in this epoch left out
@@ -167,7 +171,7 @@ class LoaderState:
             epoch = self.sampler.epoch
             self.sampler.set_domain(len(self.storage), self._blocks)
             self.sampler.set_epoch(epoch)
-            self.read_through(self.storage)
+            self.read_through(self.storage, None)
 
     def fingerprint(self) -> dict[str, Any]:
         """See `Loader.fingerprint`."""
@@ -238,7 +242,7 @@ class LoaderState:
             if self.change is not None:  # this Loader continued a changed epoch; this state does not
                 self.change = None
                 self.sampler.set_domain(len(self.storage), self._blocks)
-                self.read_through(self.storage)
+                self.read_through(self.storage, None)
             self.sampler.load_state_dict(sampler_states[0] if isinstance(state, dict) else sampler_states)
         elif saved_change is not None:
             by_key.resume(self.sampler, saved_change, sampler_states[0] if isinstance(state, dict) else sampler_states)
@@ -246,7 +250,7 @@ class LoaderState:
         else:
             unread, self.change = by_key.apply(self.sampler, states)
         if by_key is not None:
-            self.read_through(by_key.view)
+            self.read_through(by_key.view, by_key.indices)
         mixtures = [saved["mixture"] for saved in states if "mixture" in saved]
         if mixtures and self.mixture is not None:
             self.mixture.load(mixtures, ranks=len(states))

@@ -26,7 +26,7 @@ import numpy as np
 from ....errors import CorruptSampleError, ShardError
 from .._held_indexes import HeldIndexes
 from ._columns import KeyColumn, LabelColumn
-from ._index import LABEL_EXTENSIONS, ShardIndex, label_member, parse_label
+from ._index import LABEL_EXTENSIONS, NO_CHECKSUM, ShardIndex, label_member, parse_label
 from ._index_file import IndexHeader, shard_blocks
 
 __all__ = ["SHARD_IMAGE_EXTENSIONS", "ShardBlock", "ShardCatalog", "decode_member"]
@@ -166,6 +166,16 @@ class ShardCatalog:
         shard = self.shard(number).index
         chosen = slots[shard.sample_pattern[positions]]
         return np.where(chosen >= 0, shard.member_starts[positions] + chosen, -1)
+
+    def payload_checksums(self, number: int) -> np.ndarray | None:
+        """The CRC-32 of each sample's payload in shard ``number``, as its index records it
+        (`NO_CHECKSUM` where it does not, or the sample has no payload), or None for an index
+        without checksums: what a sample's bytes are, known without reading them."""
+        shard = self.shard(number).index
+        if shard.member_crc32 is None:
+            return None
+        rows = self.payload_rows(number, np.arange(self.shards[number].samples, dtype=np.int64))
+        return np.where(rows >= 0, shard.member_crc32[np.maximum(rows, 0)], NO_CHECKSUM).astype(np.int64)
 
     def shard(self, number: int) -> _Loaded:
         """Shard ``number``'s arrays, read on first use and kept while the cache has room."""

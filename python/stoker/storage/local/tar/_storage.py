@@ -183,6 +183,20 @@ class TarShardStorage(Storage):
         `ShardCatalog.content_digest`): a Loader's dataset fingerprint, in time in shards."""
         return self.catalog.content_digest()
 
+    def sample_checksums(self) -> np.ndarray | None:
+        """Every sample's payload CRC-32 from the shards' indexes (-1 where one is not recorded),
+        without reading a payload; None when no shard's index records them. A resume after the
+        dataset changed names the samples whose bytes changed under the same key with it."""
+        found = [self.catalog.payload_checksums(number) for number in range(len(self.catalog.shards))]
+        if all(checksums is None for checksums in found):
+            return None
+        return np.concatenate(
+            [
+                checksums if checksums is not None else np.full(shard.samples, -1, np.int64)
+                for checksums, shard in zip(found, self.catalog.shards)
+            ]
+        )
+
     def block_sizes(self) -> list[int]:
         """Samples per block: runs of a shard's samples that start within the same
         ``block_bytes`` of it (a larger sample is a block of its own)."""
