@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
 import time
 from typing import Any
 
 import numpy as np
 
+from stoker_testbed.children import run_sides
 from stoker_testbed.memory import peak_mib, resident_mib
 
 EXPRESSION = "aesthetic >= 5.5 and width >= 512"
@@ -96,13 +95,7 @@ def main() -> None:
     if arguments.child:
         print(json.dumps((run_stoker if arguments.child == "stoker" else run_datasets)(samples)))
         return
-    results: dict[str, dict[str, Any]] = {}
-    for peer in arguments.peers.split(","):
-        done = subprocess.run([sys.executable, __file__, "--samples", str(samples), "--child", peer], capture_output=True, text=True)
-        if done.returncode != 0:
-            print(f"{peer}: left out, it did not run ({done.stderr.strip().splitlines()[-1] if done.stderr.strip() else done.returncode})")
-            continue
-        results[peer] = json.loads(done.stdout.strip().splitlines()[-1])
+    results = run_sides(__file__, arguments.peers.split(","), ["--samples", str(samples)])
     print(f"filter {EXPRESSION!r} over {samples:,} samples")
     print("| loader | kept | filter s | first batch s | peak memory added MiB | lookup ns/sample |")
     print("|---|---|---|---|---|---|")

@@ -47,6 +47,7 @@ QUICK = {
     "images/image_decode.py": (["--count", "48", "--repeats", "1"], "stoker / Pillow"),
     "loader/pipeline_overhead.py": (["--items", "400", "--repeats", "1"], "vs spdl"),
     "loader/filter.py": (["--samples", "200000"], "stoker's filter is"),
+    "loader/filter_members.py": (["--samples", "20000"], "stoker's filter is"),
     "loader/dataset_change.py": (["--samples", "100000"], "reads in the continued epoch run at"),
     "storage/prefetch.py": (["--batches", "60", "--rtt-ms", "5"], "out of order / in order throughput"),
     "storage/formats.py": (

@@ -9,6 +9,8 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from stoker import _native
 from stoker.ingest import convert_storage, shard_key
@@ -231,3 +233,31 @@ def test_block_streaming_reads_each_block_once_and_every_sample_once(tmp_path: P
             seen.extend(batch.keys)
         assert sorted(seen) == sorted(storage.keys)
         assert storage.stats() == {"block_reads": len(blocks), "block_bytes_held": 0}, "each block read once, then let go"
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    names=st.lists(
+        st.text(st.characters(blacklist_categories=("Cs", "Cc"), blacklist_characters="./\\\x00"), min_size=1, max_size=12),
+        min_size=1,
+        max_size=30,
+        unique=True,
+    ),
+    asked=st.lists(st.text(max_size=14), max_size=6),
+)
+def test_keys_are_found_in_shards_as_the_key_table_finds_them(tmp_path: Path, names: list[str], asked: list[str]) -> None:
+    # keys of every length, prefixes of each other, any script: indices_of compares them padded, as bytes
+    folder = tmp_path / f"k{abs(hash((tuple(names), tuple(asked))))}"
+    folder.mkdir()
+    for number, part in enumerate((names[::2], names[1::2])):
+        with tarfile.open(folder / f"{number}.tar", "w", format=tarfile.PAX_FORMAT) as tar:
+            for name in part:
+                info = tarfile.TarInfo(f"{name}.bin")
+                info.size = 1
+                tar.addfile(info, io.BytesIO(b"x"))
+    with TarShardStorage(sorted(folder.glob("*.tar"))) as storage:
+        keys = list(storage.keys)
+        wanted = [keys[position % len(keys)] for position in range(0, 3 * len(keys), 5)] + asked
+        found, unknown = storage.indices_of(wanted)
+        expected = [keys.index(key) for key in wanted if key in keys]
+        assert found.tolist() == expected and unknown == [key for key in wanted if key not in keys]

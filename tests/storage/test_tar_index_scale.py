@@ -69,3 +69,18 @@ def test_a_loader_delivers_a_ten_million_member_epoch_from_its_first_batch(ten_m
     resumed.load_state_dict(state)  # the fingerprint comes from the headers' digests
     following = next(iter(resumed)).keys
     assert not set(following) & set(seen)
+
+
+def test_finding_a_spikes_keys_among_ten_million_holds_the_keys_asked_for_not_a_table(ten_million: Path) -> None:
+    storage = TarShardStorage(ten_million, index_cache_bytes=16 * MB)  # the shards' arrays held apart from what is measured
+    positions = [17, 4_200_000, 9_999_999, 5_000_001]
+    keys = [storage.keys[position] for position in positions] + ["not-a-key"]
+    tracemalloc.start()
+    try:
+        found, unknown = storage.indices_of(keys)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert found.tolist() == positions and unknown == ["not-a-key"]
+    assert peak < 48 * MB, f"finding 5 keys held {peak / MB:.0f} MB: a table of every key was built (about 1 GB)"
+    assert [storage.index_of(key) for key in keys[:2]] == positions[:2]  # the table, when asked for, agrees

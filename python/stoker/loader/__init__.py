@@ -5,7 +5,7 @@ from ._batch import Batch
 from ._loader import Loader
 from ._options import SHUFFLES, FailurePolicy, Reads, Sampling, Shuffle, Throughput
 from ._replay import replay
-from ._where import Where
+from .filters import Where
 from .text import TokenLoader
 
 __all__ = [

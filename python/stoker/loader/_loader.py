@@ -51,9 +51,9 @@ from ._options import FailurePolicy, Reads, Sampling, Throughput, from_keywords
 from ._records import LoaderRecords
 from ._sample_prefetch import SamplePrefetch
 from ._tuning import LoaderTuning, TuningHooks
-from ._where import describe as describe_where
-from ._where import filter_storage, shuffle_quality
 from .buckets import BucketShapes, bucket_numbers, bucket_report, check_buckets
+from .filters import describe as describe_where
+from .filters import filter_storage, shuffle_quality
 from .state import Batching, Deliveries, LoaderState, MixtureSchedule, MixtureWeights
 
 __all__ = ["Loader"]

@@ -19,7 +19,7 @@ from ..failures import OnError
 from ..sampling import Buckets, LengthBuckets
 from ..storage.policies import PRICE_TABLES, PriceTable
 from ._arguments import check_integer, check_number
-from ._where import Where
+from .filters import Where
 
 __all__ = ["SHUFFLES", "FailurePolicy", "Reads", "Sampling", "Shuffle", "Throughput", "from_keywords"]
 

@@ -200,7 +200,7 @@ class Sampler:
             if (len(self._delivered) or self._padding_delivered) and self.world_size == 1:
                 # One rank's record is the world's: kept as positions, it stays valid as the
                 # layout changes.
-                done = self._plan_locked(PositionSet()).positions_of_slots(self._delivered.members(self.epoch_length))
+                done = self._my_delivered_locked()
                 starts, ends = runs(done)
                 self._excluded = (
                     PositionSet((starts, ends)) if self._excluded is None else self._excluded.union(PositionSet((starts, ends)))
@@ -351,11 +351,15 @@ class Sampler:
             self._delivered.remove_many(self._slots(real, strict=False))
             self._padding_delivered = max(0, self._padding_delivered - int(flags.sum()))
 
+    def _my_delivered_locked(self) -> np.ndarray:
+        """The positions this rank delivered in this epoch, ascending (under the lock)."""
+        return self._plan_locked(PositionSet()).positions_of_slots(self._delivered.members(self.epoch_length))
+
     def delivered_positions(self) -> np.ndarray:
         """The positions of this epoch delivered so far (this rank's, and before an elastic
         resume, every rank's), ascending (costs 8 bytes a delivered sample)."""
         with self._lock:
-            mine = self._plan_locked(PositionSet()).positions_of_slots(self._delivered.members(self.epoch_length))
+            mine = self._my_delivered_locked()
             excluded = self._excluded.members(self.epoch_length) if self._excluded is not None else np.zeros(0, np.int64)
             return np.union1d(mine, excluded)
 
@@ -366,7 +370,7 @@ class Sampler:
         with self._lock:
             found = self._excluded.contains(positions) if self._excluded is not None else np.zeros(positions.shape, bool)
             if len(self._delivered):
-                mine = self._plan_locked(PositionSet()).positions_of_slots(self._delivered.members(self.epoch_length))
+                mine = self._my_delivered_locked()
                 found |= np.isin(positions, mine)
             return found
 

@@ -26,6 +26,7 @@ from ._cache import cache_dir
 from ._capabilities import BlockStorage, ColumnStorage, EpochStorage, LatencyReporting, MemberStorage, has_blocks
 from ._labels import label_array
 from ._locate import sample_locations
+from ._member_fields import member_fields
 from ._open import open_storage, storage_format
 from ._protocol import Storage
 from .formats import ArrayRecordStorage, LanceStorage, PeerFormatStorage
@@ -93,6 +94,7 @@ __all__ = [
     "cache_dir",
     "has_blocks",
     "label_array",
+    "member_fields",
     "open_storage",
     "open_tokens",
     "sample_locations",

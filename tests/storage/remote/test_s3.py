@@ -233,3 +233,10 @@ def test_image_text_shards_deliver_their_extra_members(s3_server: S3Server, buck
         seen = {key: (value, extra) for batch in loader for key, value, extra in zip(batch.keys, batch.data, batch.extra)}
         assert seen == {f"{index:04d}": (index, {"txt": f"caption {index}", "json": {"n": index}}) for index in range(9)}
         assert isinstance(storage.try_read_members([0], ["wav"])[0], StorageError)
+        filtered = Loader(storage, batch_size=4, decode=lambda data: data[3], sampling=Sampling(where="n >= 5"))  # the json members' field
+        assert sorted(key for batch in filtered for key, padding in zip(batch.keys, batch.padding) if not padding) == [
+            "0005",
+            "0006",
+            "0007",
+            "0008",
+        ]

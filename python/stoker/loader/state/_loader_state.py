@@ -142,16 +142,11 @@ class LoaderState:
             raise ConfigurationError(
                 "exclude(keys=...) in an epoch continued over a changed dataset: call it at the next epoch, or before that resume"
             )
-        indices, unknown = [], []
-        for key in keys:
-            try:
-                indices.append(self.storage.index_of(key))
-            except KeyError:
-                unknown.append(key)
+        indices, unknown = self.storage.indices_of(keys)
         if unknown:
             raise ConfigurationError(f"exclude(keys=...): {len(unknown)} keys are not in {self.storage.describe()}, e.g. {unknown[:3]}")
         wanted = np.zeros(len(self.storage), dtype=bool)
-        wanted[np.asarray(indices, dtype=np.int64)] = True
+        wanted[indices] = True
         positions = positions_of(self.sampler, wanted, self.sampler.epoch_length)
         delivered = self.sampler.delivered_mask(positions)
         unread = positions[~delivered]

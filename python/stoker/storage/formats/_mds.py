@@ -22,7 +22,7 @@ from ._fields import FieldChoice, choose_fields
 from ._paths import relative_name
 from ._records import FileRecords, RecordFile
 
-__all__ = ["MdsLayout", "parse_mds_index", "scan_mds_shard"]
+__all__ = ["MdsLayout", "mds_column_values", "parse_mds_index", "scan_mds_shard"]
 
 _SCALARS = {
     "int": "<i8",
@@ -147,6 +147,41 @@ def scan_mds_shard(layout: MdsLayout, file: RecordFile, data: bytes | memoryview
             sizes that do not add up to a sample, a label that is not a number; names the shard
             (and the sample).
     """
+    raw, column_starts, sizes = _sample_columns(layout, file, data, name)
+    payload = layout.columns.index(layout.fields.payload)
+    labels = _labels(layout, raw, column_starts, sizes, name)
+    return FileRecords(column_starts[:, payload].copy(), sizes[:, payload].copy(), labels)
+
+
+def mds_column_values(layout: MdsLayout, file: RecordFile, data: bytes | memoryview, name: str, column_name: str) -> np.ndarray:
+    """Every sample's value in the column ``column_name`` of one shard, for a filter: numbers
+    (the scalar encodings, ``str_int``, ``str_float``) as float64, ``str`` as text (objects).
+
+    Raises:
+        StorageError: No such column, or one of another encoding (images, bytes, arrays, JSON).
+        ShardError: A damaged shard (as `scan_mds_shard`), or text that is not UTF-8 or a number.
+    """
+    if column_name not in layout.columns:
+        raise StorageError(f"{name}: no column {column_name!r} (columns: {', '.join(layout.columns)})")
+    column = layout.columns.index(column_name)
+    encoding = layout.encodings[column]
+    if encoding not in _SCALARS and encoding not in _TEXT_NUMBERS and encoding != "str":
+        raise StorageError(f"{name}: column {column_name!r} holds {encoding}; a filter reads numbers and text (str) columns")
+    raw, column_starts, sizes = _sample_columns(layout, file, data, name)
+    if encoding != "str":
+        return _numbers(encoding, raw, column_starts[:, column], sizes[:, column], f"{name}: column {column_name!r}").astype(np.float64)
+    values = np.empty(len(column_starts), dtype=object)
+    try:
+        for position, (start, size) in enumerate(zip(column_starts[:, column].tolist(), sizes[:, column].tolist())):
+            values[position] = bytes(raw[start : start + size]).decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ShardError(f"{name}: sample {position}'s {column_name!r} is not UTF-8 text ({error})") from error
+    return values
+
+
+def _sample_columns(layout: MdsLayout, file: RecordFile, data: bytes | memoryview, name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One shard's bytes, and where each sample's every column starts and how long it is,
+    every offset and size checked against the shard's length."""
     raw = np.frombuffer(data, dtype=np.uint8)
     if len(raw) < 4:
         raise ShardError(f"{name}: {len(raw)} bytes, too short for an MDS shard")
@@ -176,35 +211,38 @@ def scan_mds_shard(layout: MdsLayout, file: RecordFile, data: bytes | memoryview
         raise ShardError(
             f"{name}: sample {int(np.argmax(wrong))}'s column sizes do not add up to its {int((ends - begins)[np.argmax(wrong)])} bytes"
         )
-    payload = layout.columns.index(layout.fields.payload)
-    labels = _labels(layout, raw, column_starts, sizes, name)
-    return FileRecords(column_starts[:, payload].copy(), sizes[:, payload].copy(), labels)
+    return raw, column_starts, sizes
 
 
 def _labels(layout: MdsLayout, raw: np.ndarray, column_starts: np.ndarray, sizes: np.ndarray, name: str) -> np.ndarray:
-    count = len(column_starts)
     if layout.fields.label is None:
-        return np.full(count, -1, dtype=np.int64)
+        return np.full(len(column_starts), -1, dtype=np.int64)
     column = layout.columns.index(layout.fields.label)
-    encoding = layout.encodings[column]
+    where = f"{name}: a label in {layout.fields.label!r}"
+    return _numbers(layout.encodings[column], raw, column_starts[:, column], sizes[:, column], where)
+
+
+def _numbers(encoding: str, raw: np.ndarray, starts: np.ndarray, sizes: np.ndarray, where: str) -> np.ndarray:
+    """One numeric column's values: int64 for integers, float64 for the rest."""
+    count = len(starts)
     scalar = _SCALARS.get(encoding)
     if scalar is not None:
         dtype = np.dtype(scalar)
         if not count:
             return np.zeros(0, dtype=np.float64 if dtype.kind == "f" else np.int64)
-        values = _gather(raw, column_starts[:, column], dtype.itemsize).copy().view(dtype)[:, 0]
+        values = _gather(raw, starts, dtype.itemsize).copy().view(dtype)[:, 0]
         if dtype.kind == "f":
             return values.astype(np.float64)
         if dtype == np.uint64 and np.any(values > np.iinfo(np.int64).max):
-            raise ShardError(f"{name}: a label in {layout.fields.label!r} does not fit 64 signed bits")
+            raise ShardError(f"{where} does not fit 64 signed bits")
         return values.astype(np.int64)
-    texts = [bytes(raw[start : start + size]) for start, size in zip(column_starts[:, column], sizes[:, column])]
+    texts = [bytes(raw[start : start + size]) for start, size in zip(starts.tolist(), sizes.tolist())]
     try:
         if encoding == "str_int":
             return np.array([int(text) for text in texts], dtype=np.int64)
         return np.array([float(text) for text in texts], dtype=np.float64)
     except (ValueError, OverflowError) as error:
-        raise ShardError(f"{name}: a label in {layout.fields.label!r} is not a number ({error})") from error
+        raise ShardError(f"{where} is not a number ({error})") from error
 
 
 def mds_fields(layout: MdsLayout) -> Sequence[str]:

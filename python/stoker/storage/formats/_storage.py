@@ -14,10 +14,12 @@ from typing import Any
 import numpy as np
 
 from ...errors import ShardError, StorageError
+from .._column_cache import cached_column
 from .._protocol import Storage
 from ..local import read_spans
 from ._dataset import MAX_RAW_BYTES
 from ._detect import local_peer_dataset
+from ._mds import mds_column_values
 
 __all__ = ["PeerFormatStorage"]
 
@@ -164,6 +166,33 @@ class PeerFormatStorage(Storage):
 
     def describe(self) -> str:
         return str(self.root)
+
+    def read_values(self, name: str) -> np.ndarray:
+        """Every sample's value in the MDS column ``name``, for a filter (`Sampling(where=...)`):
+        numbers as float64, ``str`` columns as text. The first call reads every shard once; the
+        column is then kept in the cache folder under the dataset's digest.
+
+        Raises:
+            StorageError: Not an MDS dataset, no such column, or a column of payloads (images,
+                bytes, arrays, JSON), each named.
+            ShardError: A damaged shard, named.
+        """
+        layout = self.dataset.mds
+        if self.format != "mds" or layout is None:
+            raise StorageError(
+                f"{self.describe()}: {self.format} records carry no columns a filter reads; give them as Where(expression, table=...)"
+            )
+        if name not in layout.columns:
+            raise StorageError(f"{self.describe()}: no column {name!r} (columns: {', '.join(layout.columns)})")
+
+        def every_shard() -> np.ndarray:
+            parts = [
+                mds_column_values(layout, file, self._raw(number), str(self._path(number)), name)
+                for number, file in enumerate(self.dataset.files)
+            ]
+            return np.concatenate(parts) if parts else np.zeros(0)
+
+        return cached_column(self.content_digest(), "mds", name, len(self), every_shard)
 
     # ---- blocks: a file is a block -------------------------------------------------------
 

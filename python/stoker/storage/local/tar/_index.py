@@ -136,6 +136,30 @@ class ShardIndex:
         data = self.key_bytes
         return [data[start:end].decode("utf-8") for start, end in zip(starts, ends)]
 
+    def positions_of(self, wanted: np.ndarray) -> np.ndarray:
+        """Where each of ``wanted`` (keys as UTF-8, a fixed-width bytes array) is in this shard,
+        -1 where it is not: every key compared at once (padded to the longest into one array),
+        no Python object per key."""
+        ends = self.key_ends.astype(np.int64)
+        starts = np.concatenate([[0], ends[:-1]]).astype(np.int64)
+        lengths = ends - starts
+        found = np.full(len(wanted), -1, dtype=np.int64)
+        if not len(ends) or not len(wanted):
+            return found
+        width = max(int(lengths.max()), 1)
+        blob = np.frombuffer(self.key_bytes, dtype=np.uint8)
+        spread = starts[:, None] + np.arange(width, dtype=np.int64)
+        padded = np.where(np.arange(width) < lengths[:, None], blob[np.minimum(spread, len(blob) - 1)], 0).astype(np.uint8)
+        keys = padded.view(f"S{width}")[:, 0]
+        order = np.argsort(keys, kind="stable")
+        sorted_keys = keys[order]
+        fitting = np.char.str_len(wanted) <= width
+        probe = wanted.astype(f"S{width}")
+        at = np.clip(np.searchsorted(sorted_keys, probe), 0, len(sorted_keys) - 1)
+        hit = fitting & (sorted_keys[at] == probe)
+        found[hit] = order[at[hit]]
+        return found
+
     def members(self, position: int) -> dict[str, tuple[int, int]]:
         """The members of the sample at ``position``: extension to (data offset, size)."""
         first = int(self.member_starts[position])

@@ -197,6 +197,21 @@ class TarShardStorage(Storage):
             ]
         )
 
+    def indices_of(self, keys: Sequence[str]) -> tuple[np.ndarray, list[str]]:
+        """See `Storage.indices_of`: each shard's keys compared with all of ``keys`` at once
+        (a shard's index read as an epoch reads it), never a table of every key."""
+        wanted = np.array([key.encode("utf-8") for key in keys], dtype=bytes) if keys else np.zeros(0, "S1")
+        positions = np.full(len(keys), -1, dtype=np.int64)
+        for number in range(len(self.catalog.shards)):
+            missing = np.flatnonzero(positions < 0)
+            if not len(missing):
+                break
+            found = self.catalog.shard(number).index.positions_of(wanted[missing])
+            hit = found >= 0
+            positions[missing[hit]] = int(self.catalog.starts[number]) + found[hit]
+        absent = positions < 0
+        return positions[~absent], [keys[slot] for slot in np.flatnonzero(absent).tolist()]
+
     def block_sizes(self) -> list[int]:
         """Samples per block: runs of a shard's samples that start within the same
         ``block_bytes`` of it (a larger sample is a block of its own)."""

@@ -6,8 +6,9 @@ A filter is an expression over column names, ``"aesthetic >= 5.5 and width >= 51
 a list, ``and``, ``or``, ``not``, parentheses, numbers, text and true/false. It is parsed by
 Python's parser and evaluated by this module over whole columns (NumPy), never by `eval`: a
 filter string from a config file can name columns and constants, nothing else. The columns come
-from the storage (Parquet and Lance columns: `read_values`, else the numeric `read_column`) or
-from a side table keyed by sample key (`Where(expression, table=...)`), for any storage.
+from the storage (Parquet, Lance and MDS columns: `read_values`, else the numeric `read_column`;
+the fields of WebDataset ``json`` members, ``meta.aesthetic`` for a nested one: `member_fields`)
+or from a side table keyed by sample key (`Where(expression, table=...)`), for any storage.
 
 The samples kept are one index array (`FilteredStorage`), so the Loader's sampling, equal counts
 per rank, exact resume and fingerprint all work over them as over any storage; the filter is
@@ -24,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ConfigurationError, StorageError
-from ..storage import BlockStorage, FilteredStorage, Storage
+from ...errors import ConfigurationError, StorageError
+from ...storage import BlockStorage, FilteredStorage, MemberStorage, Storage, member_fields
 
 __all__ = ["Where", "filter_storage"]
 
@@ -74,7 +75,7 @@ def filter_storage(storage: Storage, where: str | Where) -> FilteredStorage:
         raise ConfigurationError(f"where {rule.expression!r}: does not parse ({error.msg})") from None
     except (RecursionError, MemoryError, ValueError) as error:  # nesting past the parser's limits, a NUL character
         raise ConfigurationError(f"where {rule.expression[:80]!r}: does not parse ({type(error).__name__})") from None
-    columns = _Columns(storage, rule.table)
+    columns = _Columns(storage, rule.table, sorted(_column_names(tree.body)))
     try:
         kept = _evaluate(tree.body, columns, rule.expression)
     except RecursionError:
@@ -98,10 +99,14 @@ def filter_storage(storage: Storage, where: str | Where) -> FilteredStorage:
 class _Columns:
     """Whole columns by name, read once each: from the side table, else from the storage."""
 
-    def __init__(self, storage: Storage, table: Any) -> None:
+    def __init__(self, storage: Storage, table: Any, names: list[str]) -> None:
         self.storage, self.table = storage, table
         self._read: dict[str, np.ndarray] = {}
         self._rows: np.ndarray | None = None  # each sample's row in the table (-1: not there)
+        in_table = _table_names(table) if table is not None else []
+        if not _has_columns(storage) and isinstance(storage, MemberStorage) and any(name not in in_table for name in names):
+            # the fields of every sample's json member, all in one pass over the members
+            self._read.update(member_fields(storage, [name for name in names if name not in in_table]))
 
     def __getitem__(self, name: str) -> np.ndarray:
         if name not in self._read:
@@ -114,7 +119,8 @@ class _Columns:
         reader = getattr(self.storage, "read_values", None) or getattr(self.storage, "read_column", None)
         if reader is None:
             raise ConfigurationError(
-                f"where: {self.storage.describe()} carries no columns to filter on; give them as Where(expression, table=...) keyed by sample key"
+                f"where: {self.storage.describe()} carries no columns to filter on (nor json members beside its samples); "
+                "give them as Where(expression, table=...) keyed by sample key"
             )
         try:
             return np.asarray(reader(name))
@@ -144,6 +150,39 @@ class _Columns:
         picked = values.astype(object)[np.maximum(rows, 0)]
         picked[rows < 0] = None
         return picked
+
+
+def _has_columns(storage: Storage) -> bool:
+    return callable(getattr(storage, "read_values", None)) or callable(getattr(storage, "read_column", None))
+
+
+def _column_names(tree: ast.AST) -> set[str]:
+    """The columns a filter names (``meta.aesthetic`` as one, not also ``meta``); a walk with a
+    stack of its own, so a filter nested past any sense reaches the named error, not Python's
+    recursion limit."""
+    names: set[str] = set()
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Attribute) or isinstance(node, ast.Name):
+            name = _dotted(node)
+            if name is not None:
+                if name not in ("true", "false"):
+                    names.add(name)
+                continue
+        stack.extend(ast.iter_child_nodes(node))
+    return names
+
+
+def _dotted(node: ast.AST) -> str | None:
+    """``a.b.c`` from a chain of attributes over a name, without recursion; None otherwise."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    return ".".join([node.id, *reversed(parts)])
 
 
 def _table_names(table: Any) -> list[str]:
@@ -188,10 +227,10 @@ def _evaluate(node: ast.AST, columns: _Columns, expression: str) -> Any:
             return -value
     if isinstance(node, ast.Compare):
         return _compare(node, columns, expression)
-    if isinstance(node, ast.Name):
-        if node.id in ("true", "false"):
-            return node.id == "true"
-        return columns[node.id]
+    if isinstance(node, ast.Name) and node.id in ("true", "false"):
+        return node.id == "true"
+    if isinstance(node, (ast.Name, ast.Attribute)) and (name := _dotted(node)):
+        return columns[name]
     if isinstance(node, ast.Constant) and isinstance(node.value, (int, float, str, bool)):
         return node.value
     if isinstance(node, (ast.List, ast.Tuple)):
