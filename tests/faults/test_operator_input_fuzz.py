@@ -7,9 +7,12 @@ ones. Nothing else escapes, nothing hangs, nothing aborts."""
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+import numpy as np
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from stoker import Loader
@@ -135,3 +138,26 @@ def test_any_lines_as_an_exclusions_record_read_as_the_valid_ones(tmp_path_facto
     (folder / "exclusions-rank-00000.jsonl").write_bytes(b"\n".join(line.replace(b"\n", b" ") for line in lines))
     for record in read_exclusions(folder):
         assert isinstance(record["keys"], list) and record["samples"] >= 0 and record["rank"] == 0
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(
+    numbers=st.binary(max_size=300),
+    codes=st.binary(max_size=300),
+    values=st.binary(max_size=120) | JSON.map(lambda value: json.dumps(value).encode()),
+    kind=st.sampled_from(["numbers", "codes"]),
+)
+@example(numbers=b"", codes=b"", values=b"", kind="numbers")  # found by this test: an empty file was an EOFError
+def test_any_bytes_as_a_cached_filter_column_read_back_as_a_column_or_not_at_all(
+    tmp_path_factory: Any, monkeypatch: Any, numbers: bytes, codes: bytes, values: bytes, kind: str
+) -> None:
+    # The cache folder is input too: whatever a file there holds, a filter's column read back from
+    # it has the dataset's length and a kind a filter takes, or is worked out again (None).
+    from stoker.storage._column_cache import load_column, save_column
+
+    monkeypatch.setenv("STOKER_CACHE", str(tmp_path_factory.mktemp("cache")))
+    save_column("digest", "json", "field", np.arange(7.0) if kind == "numbers" else np.array(["a", None, "b", "a", None, "c", "d"], object))
+    for path in (Path(os.environ["STOKER_CACHE"]) / "columns").iterdir():
+        path.write_bytes({"numbers.npy": numbers, "codes.npy": codes, "values.json": values}[path.name.split(".", 1)[1]])
+    column = load_column("digest", "json", "field", 7)
+    assert column is None or (column.shape == (7,) and column.dtype in (np.float64, object))

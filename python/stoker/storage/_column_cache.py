@@ -89,7 +89,7 @@ def _load(folder: Path, key: str, count: int) -> np.ndarray | None:
             return None
         codes = np.load(folder / f"{key}.codes.npy", allow_pickle=False)
         distinct = json.loads((folder / f"{key}.values.json").read_text())
-    except (OSError, ValueError):  # unreadable or damaged: worked out again
+    except (OSError, ValueError, EOFError, RecursionError):  # unreadable, cut short or damaged: worked out again
         return None
     if (
         codes.dtype != np.int64
@@ -104,6 +104,6 @@ def _load(folder: Path, key: str, count: int) -> np.ndarray | None:
     try:
         for position, text in enumerate(distinct):
             table[position] = json.loads(text)  # one at a time: a list value is one object, not a row
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return table[codes]  # a code of -1 picks the last entry: None

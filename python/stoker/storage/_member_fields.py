@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, StorageUnavailableError
 from ._capabilities import MemberStorage
 from ._column_cache import load_column, save_column
 from ._protocol import Storage
@@ -41,6 +41,7 @@ def member_fields(storage: Storage, names: Sequence[str], member: str = "json") 
         ConfigurationError: The storage has no members beside the payload, a field no sample
             has, or samples whose member cannot be read or parsed (the count and the first
             named): a filter is not worked out over part of a dataset.
+        StorageUnavailableError: The store stayed unreachable past its retry deadline.
     """
     if not isinstance(storage, MemberStorage):
         raise ConfigurationError(f"{storage.describe()} keeps no {member} member beside each sample to take fields from")
@@ -97,6 +98,9 @@ def _read(storage: Any, names: list[str], member: str) -> dict[str, np.ndarray]:
                     if name not in others:
                         others[name] = np.full(count, None, dtype=object)
                     others[name][index] = value
+    outage = next((error for _, error in failed if isinstance(error, StorageUnavailableError)), None)
+    if outage is not None:
+        raise outage  # the store stayed down past its retry deadline: an outage, not a bad filter
     if failed:
         index, error = failed[0]
         raise ConfigurationError(

@@ -71,6 +71,13 @@ def _storage(kind: str, path: Path, names: list[str]) -> None:
     opener = openers.get(kind, PeerFormatStorage)
     storage = opener(path)
     try:
+        if isinstance(storage, PeerFormatStorage) and storage.dataset.mds is not None:
+            for column in storage.dataset.mds.columns:  # a filter's read of each column: a value or a named error
+                try:
+                    storage.read_values(column)
+                except StorageError as error:
+                    if not any(name in str(error) for name in (str(path), *names)):
+                        raise AssertionError(f"column {column!r} failed without naming its dataset: {error}") from error
         keys = list(storage.keys)
         for key, result in zip(keys, storage.try_read_indices(range(len(keys)))):
             if isinstance(result, Exception):

@@ -1,5 +1,6 @@
 """The ways a sample can fail that WebDataset conventions add: a missing or corrupted extra member,
-a corrupt WebP, a JSON label that is not JSON. Each bad sample is named, counted in the
+a corrupt WebP, a JSON label that is not JSON, a json member a filter cannot read (damaged, a
+store down for good). Each bad sample is named, counted in the
 Loader's failures and stats, never delivered; bad input at open is one clear error."""
 
 from __future__ import annotations
@@ -15,11 +16,13 @@ import pytest
 from PIL import Image
 
 from stoker import Loader
-from stoker.errors import SampleError
+from stoker.errors import ConfigurationError, SampleError, StorageUnavailableError
 from stoker.loader import FailurePolicy, Sampling
 from stoker.ops import ImageTransform
-from stoker.storage import ShardError, TarShardStorage
+from stoker.storage import RetryPolicy, S3Storage, ShardError, TarShardStorage
 from stoker.storage.local import build_index, write_index
+from stoker_testbed.availability import started
+from stoker_testbed.servers.s3_server import S3Server
 
 TRANSFORM = ImageTransform(resize=(8, 8))
 
@@ -106,3 +109,33 @@ def test_a_json_label_that_is_not_json_names_the_member(tmp_path: Path) -> None:
         TarShardStorage(shard, label_key="label")
     with TarShardStorage(shard) as storage:  # without label_key the member is never parsed
         assert len(storage) == 2
+
+
+def test_a_json_member_damaged_stops_a_filter_with_its_sample_named(tmp_path: Path) -> None:
+    # One member's bytes changed after the shard was indexed (its CRC-32 fails): the filter cannot be
+    # worked out over the whole dataset, and says which sample, rather than keep what it could read.
+    path = _shard(tmp_path / "a.tar", [{"bin": b"x", "json": json.dumps({"n": number}).encode()} for number in range(12)])
+    _flip_inside(path, "s010.json")
+    with (
+        TarShardStorage(path) as storage,
+        pytest.raises(ConfigurationError, match=r"1 of 12 samples' json members cannot be read, the first 's010'"),
+    ):
+        Loader(storage, batch_size=4, sampling=Sampling(where="n >= 5"))
+
+
+def test_a_store_down_while_a_filter_reads_json_members_is_the_outage_not_a_bad_filter(tmp_path: Path) -> None:
+    server = started(S3Server(), "the S3 test server")
+    try:
+        server.create_bucket("meta")
+        shard = _shard(tmp_path / "shard-000000.tar", [{"bin": b"x", "json": json.dumps({"n": number}).encode()} for number in range(9)])
+        client = server.client()
+        client.put_object(Bucket="meta", Key="d/shard-000000.tar", Body=shard.read_bytes())
+        client.put_object(Bucket="meta", Key="d/shard-000000.tar.idx", Body=Path(f"{shard}.idx").read_bytes())
+        manifest = {"format": "stoker.shards", "shards": [{"name": shard.name}]}
+        client.put_object(Bucket="meta", Key="d/dataset.json", Body=json.dumps(manifest).encode())
+        with S3Storage("s3://meta/d", retry=RetryPolicy(deadline=3.0, max_delay=0.5), **server.options()) as storage:
+            server.kill()
+            with pytest.raises(StorageUnavailableError):
+                Loader(storage, batch_size=4, sampling=Sampling(where="n >= 5"))
+    finally:
+        server.stop()
