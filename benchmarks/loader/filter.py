@@ -9,6 +9,8 @@ of its own, and its peak memory is measured from just before the filter (Linux):
 first batch; datasets builds its table from the same arrays and filters it (its indices mapping
 kept in memory, ``keep_in_memory=True``, as the fairest form: no cache file written). The read
 cost is the time to look up 100,000 kept samples through each one's index mapping, per sample.
+stoker's side also gives the cost of an epoch that begins under a filter schedule's next point
+(``aesthetic >= 7``, `Loader.set_filter_schedule`): worked out again, once, at the epoch's start.
 
 Run:  python benchmarks/loader/filter.py [--samples 1e7] [--peers stoker,datasets]
 """
@@ -26,6 +28,7 @@ from stoker_testbed.children import run_sides
 from stoker_testbed.memory import peak_mib, resident_mib
 
 EXPRESSION = "aesthetic >= 5.5 and width >= 512"
+SCHEDULED = "aesthetic >= 7"  # the next point of a filter schedule
 LOOKUPS = 100_000
 
 
@@ -60,7 +63,20 @@ def run_stoker(samples: int) -> dict[str, Any]:
     started = time.perf_counter()
     view.keys.take(wanted.tolist())  # type: ignore[attr-defined]
     lookup = (time.perf_counter() - started) / LOOKUPS
-    return {"kept": len(view), "seconds": filtered, "first_batch": first_batch, "mib": peak_mib() - before, "lookup_ns": lookup * 1e9}
+    memory = peak_mib() - before  # the filter's, before the schedule below adds its own
+    # A filter on a schedule (`set_filter_schedule`): the cost of an epoch that begins under a new point.
+    loader.set_filter_schedule({0: EXPRESSION, 1: SCHEDULED})
+    started = time.perf_counter()
+    loader.set_epoch(1)  # begins at step 1: the point at step 1 is in force
+    switch = time.perf_counter() - started
+    return {
+        "kept": len(view),
+        "seconds": filtered,
+        "first_batch": first_batch,
+        "mib": memory,
+        "lookup_ns": lookup * 1e9,
+        "switch": switch,
+    }
 
 
 def run_datasets(samples: int) -> dict[str, Any]:
@@ -102,6 +118,8 @@ def main() -> None:
     for peer, result in results.items():
         first = f"{result['first_batch']:.2f}" if result["first_batch"] is not None else "n/a"
         print(f"| {peer} | {result['kept']:,} | {result['seconds']:.2f} | {first} | {result['mib']:.0f} | {result['lookup_ns']:.0f} |")
+    if "stoker" in results:
+        print(f"an epoch beginning under a filter schedule's next point ({SCHEDULED!r}): {results['stoker']['switch']:.2f} s, once")
     if {"stoker", "datasets"} <= results.keys():
         ratio = results["datasets"]["seconds"] / results["stoker"]["seconds"]
         print(f"stoker's filter is {ratio:.1f}x as fast as datasets' (seconds, one process run)")

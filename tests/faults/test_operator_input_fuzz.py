@@ -1,5 +1,5 @@
 """The operator's inputs are input: any text as a filter (`Sampling(where=...)`), any value as a
-saved state's mixture schedule, exclusion digest or dataset-change record, either works or is a
+saved state's mixture schedule, filter schedule, exclusion digest or dataset-change record, either works or is a
 `ConfigurationError` that names it; any bytes as a key list (`load_state_dict(keys_before=...)`)
 are a `ProvenanceError` naming the file; any lines as an exclusions record read as the valid
 ones. Nothing else escapes, nothing hangs, nothing aborts."""
@@ -161,3 +161,52 @@ def test_any_bytes_as_a_cached_filter_column_read_back_as_a_column_or_not_at_all
         path.write_bytes({"numbers.npy": numbers, "codes.npy": codes, "values.json": values}[path.name.split(".", 1)[1]])
     column = load_column("digest", "json", "field", 7)
     assert column is None or (column.shape == (7,) and column.dtype in (np.float64, object))
+
+
+def _scored_storage() -> Any:
+    """A Parquet file with a ``score`` column, written once for the filter-schedule case."""
+    import tempfile
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from stoker.storage import ParquetStorage
+
+    path = Path(tempfile.mkdtemp(prefix="stoker-fuzz-")) / "scored.parquet"
+    pq.write_table(pa.table({"payload": [bytes([index]) for index in range(60)], "score": [index / 60 for index in range(60)]}), path)
+    return ParquetStorage(path)
+
+
+SCORED = _scored_storage()
+SCHEDULED = Loader(SCORED, batch_size=4, sampling=Sampling(seed=2))
+SCHEDULED.set_filter_schedule({0: "score < 0.5", 20: None})
+_STREAM = iter(SCHEDULED)
+next(_STREAM)
+SCHEDULED_STATE = SCHEDULED.state_dict()
+del _STREAM
+EXPRESSIONS = st.lists(ATOMS, min_size=1, max_size=6).map(" ".join) | st.none() | JSON
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    value=JSON
+    | st.fixed_dictionaries(
+        {
+            "points": st.lists(st.tuples(st.integers(-2, 50) | JSON, EXPRESSIONS).map(list), max_size=4),
+            "epoch_filter": EXPRESSIONS,
+        }
+    )
+)
+def test_any_value_as_a_saved_filter_schedule_loads_or_is_named(value: Any) -> None:
+    state = {**SCHEDULED_STATE, "filter_schedule": value}
+    resumed = Loader(SCORED, batch_size=4, sampling=Sampling(seed=2))
+    try:
+        resumed.load_state_dict(state)
+    except ConfigurationError as error:
+        assert "filter_schedule" in str(error)
+        return
+    except ProvenanceError as error:  # a schedule that loads, whose epoch holds other samples than the state's
+        assert "samples" in str(error)
+        return
+    keys = [key for batch in resumed for key, padding in zip(batch.keys, batch.padding) if not padding]
+    assert len(keys) == len(set(keys)), "each sample at most once"

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from stoker import Loader
-from stoker.errors import ConfigurationError
+from stoker.errors import ConfigurationError, ProvenanceError
 from stoker.loader import Reads, Sampling, replay
 from stoker.ops import ImageTransform, image_sizes
 from stoker.sampling import Buckets
@@ -193,3 +193,99 @@ def test_with_carried_leftovers_what_one_epoch_leaves_the_next_reads() -> None:
     left = set(storage.keys) - first
     assert len(left) == sum(counts["left_over"]) + counts["without_bucket"]
     assert left <= second, "every sample the first epoch left is read in the second"
+
+
+@pytest.mark.parametrize("leftovers", ["drop", "carry"])
+@pytest.mark.parametrize("world", [1, 3])
+def test_verify_epoch_proves_a_bucketed_epoch_and_counts_its_leftovers_apart(leftovers: str, world: int) -> None:
+    storage = images(150)
+    buckets = Buckets(BUCKETS.shapes, crop=BUCKETS.crop, leftovers=leftovers)
+    loaders = [
+        Loader(storage, batch_size=6, transform=ImageTransform(), sampling=Sampling(seed=3, rank=rank, world_size=world, buckets=buckets))
+        for rank in range(world)
+    ]
+    for epoch in range(2):  # with "carry", the second epoch's full batches differ from the first's
+        delivered = sum(len(batch.keys) for loader in loaders for batch in loader)
+        states = [loader.state_dict() for loader in loaders]
+        proof = loaders[0].verify_epoch(states)
+        assert proof["epoch"] == epoch and proof["delivered"] == proof["samples"] == delivered
+        assert proof["samples"] + proof["left_over"] == len(storage)
+        for loader in loaders:
+            loader.set_epoch(epoch + 1)
+    # Still a proof: a state that lost a batch is caught.
+    for loader in loaders:
+        loader.set_epoch(2)
+    streams = [iter(loader) for loader in loaders]
+    for stream in streams:
+        next(stream)
+    short = [loader.state_dict() for loader in loaders]
+    for stream in streams:
+        for _ in stream:
+            pass
+    with pytest.raises(ProvenanceError, match="missing"):
+        loaders[0].verify_epoch(short)
+    for loader in loaders:
+        loader.close()
+
+
+BUCKET_RUN = """
+import json, sys
+from stoker import Loader
+from stoker.loader import Sampling
+from stoker.ops import ImageTransform
+from stoker_testbed.resume_runs import run_in_lockstep
+from tests.loader.test_buckets import BUCKETS, images
+
+world, saved, out = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+storage = images(200)
+loaders = [
+    Loader(storage, batch_size=4, transform=ImageTransform(), sampling=Sampling(seed=7, in_order=True, rank=rank, world_size=world, buckets=BUCKETS))
+    for rank in range(world)
+]
+if saved == "-":  # the run that reached the spike: saves every rank's state after step 3, killed after step 7
+    run_in_lockstep(loaders, save_at=3, kill_at=7, out=out)
+for rank, loader in enumerate(loaders):
+    loader.load_state_dict(json.load(open(saved))["states"][rank])
+    loader.exclude(steps=range(5, 8))
+rest = [[list(batch.keys) for batch in loader] for loader in loaders]
+with open(out, "w") as file:
+    json.dump({"rest": rest, "proof": loaders[0].verify_epoch([loader.state_dict() for loader in loaders])}, file)
+"""
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_the_steps_of_a_spike_are_cut_out_of_a_bucketed_epoch_across_a_kill(tmp_path: Path, world: int) -> None:
+    import json
+    import signal
+    import subprocess
+    import sys
+
+    root = Path(__file__).parents[2]
+    saved, out = tmp_path / "saved.json", tmp_path / "out.json"
+    killed = subprocess.run(
+        [sys.executable, "-c", BUCKET_RUN, str(world), "-", str(saved)], capture_output=True, text=True, timeout=300, cwd=root
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    resumed = subprocess.run(
+        [sys.executable, "-c", BUCKET_RUN, str(world), str(saved), str(out)], capture_output=True, text=True, timeout=300, cwd=root
+    )
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    result = json.loads(out.read_text())
+    storage = images(200)
+    expected = _expected_bucket(storage)
+    for rank in range(world):
+        whole = Loader(
+            storage,
+            batch_size=4,
+            transform=ImageTransform(),
+            sampling=Sampling(seed=7, in_order=True, rank=rank, world_size=world, buckets=BUCKETS),
+        )
+        reference = [list(batch.keys) for batch in whole]
+        whole.close()
+        assert result["rest"][rank] == reference[4:5] + reference[8:], (
+            f"rank {rank}: steps 5 to 7 cut out, the rest as the run that went on"
+        )
+        assert all(len({expected[key] for key in keys}) == 1 for keys in result["rest"][rank]), "every batch still one bucket's"
+    proof = result["proof"]
+    assert proof["excluded"] == 3 * 4 * world
+    assert proof["delivered"] + proof["excluded"] == proof["samples"]

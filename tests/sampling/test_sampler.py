@@ -57,3 +57,19 @@ def test_position_sets_merge_ranges() -> None:
     assert positions.ranges() == [(1, 6), (9, 11)]
     assert len(positions) == 7
     assert positions.union(PositionSet([(6, 9)])).ranges() == [(1, 11)]
+    assert positions.intersection(PositionSet()).ranges() == [] and PositionSet().intersection(positions).ranges() == []
+    assert positions.difference(PositionSet()).ranges() == positions.ranges()
+
+
+def test_a_world_where_one_rank_delivered_nothing_continues_on_another() -> None:
+    """Rank 1 was stopped before its first batch, rank 0 after one: the merge of their records
+    (one of them empty) raised IndexError before."""
+    first = [Sampler(100, seed=2, rank=rank, world_size=2) for rank in range(2)]
+    done = first[0].plan_arrays().part(0, 8)
+    first[0].mark_delivered(done.positions, done.padding)
+    states = [sampler.state_dict() for sampler in first]
+    rest = [Sampler(100, seed=2, rank=rank, world_size=3) for rank in range(3)]
+    for sampler in rest:
+        sampler.load_state_dict(states)
+    later = [int(index) for sampler in rest for plan in [sampler.plan_arrays()] for index in plan.indices[~plan.padding]]
+    assert sorted(later + done.indices.tolist()) == list(range(100)), "each sample once over both worlds"

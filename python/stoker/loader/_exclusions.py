@@ -55,8 +55,6 @@ class Exclusions:
         """
         if not isinstance(steps, range) or steps.step != 1 or len(steps) == 0:
             raise ConfigurationError(f"exclude(steps=...) takes a range of consecutive steps, e.g. range(100, 120); got {steps!r}")
-        if self.sampler.buckets is not None:
-            raise ConfigurationError("exclude(steps=...) does not take a Loader with buckets yet: its batches are dealt by bucket")
         now = self.deliveries.next_step
         last = now + self.batch_count(self.sampler.plan_arrays().size) - 1
         if steps.start < now or steps.stop - 1 > last:

@@ -52,8 +52,8 @@ from ._records import LoaderRecords
 from ._sample_prefetch import SamplePrefetch
 from ._tuning import LoaderTuning, TuningHooks
 from .buckets import BucketShapes, bucket_numbers, bucket_report, check_buckets
+from .filters import ScheduledFilters, filter_storage, shuffle_quality
 from .filters import describe as describe_where
-from .filters import filter_storage, shuffle_quality
 from .state import Batching, Deliveries, LoaderState, MixtureSchedule, MixtureWeights
 
 __all__ = ["Loader"]
@@ -151,6 +151,7 @@ class Loader:
         throughput_options: Throughput = options["throughput"]
         self._source = os.fspath(storage) if isinstance(storage, (str, os.PathLike)) else getattr(storage, "url", None)
         storage = as_storage(storage)
+        unfiltered = storage
         where = sampling_options.where
         if where is not None:
             if isinstance(storage, EpochStorage):
@@ -286,6 +287,7 @@ class Loader:
         self._deliveries = Deliveries(self.sampler, self._assembler._augmentation_seed)
         batching = Batching(batch_size, drop_last, sampling_options, transform, decode, where=describe_where(where))
         self._mixture = MixtureWeights(storage, self.sampler, self._assembler) if isinstance(storage, MixedStorage) else None
+        self._filters = ScheduledFilters(storage, unfiltered, self.sampler, shuffle=shuffle, read_through=self._read_through)
         self._state = LoaderState(
             storage,
             self.sampler,
@@ -293,6 +295,7 @@ class Loader:
             self._deliveries,
             batching,
             mixture=self._mixture,
+            filters=self._filters,
             after_load=self._sync_storage_epoch,
             read_through=self._read_through,
         )
@@ -427,7 +430,8 @@ class Loader:
             ``delivered``, ``excluded`` (`exclude`) and ``removed`` (gone from a changed dataset
             before they were read, see `load_state_dict`) add up to ``samples``; ``added``
             counts the samples a changed dataset gained (in ``samples`` when they joined this
-            epoch).
+            epoch). With buckets, ``samples`` are the epoch's full batches' and ``left_over``
+            counts the rest (read in a later epoch, see `bucket_counts`).
 
         Raises:
             ProvenanceError: A sample was missed or delivered twice (the digests differ).
@@ -511,7 +515,8 @@ class Loader:
             ConfigurationError: Not a range of consecutive steps, a step already delivered or
                 past this epoch's last, a key the storage does not hold, keys while iterating or
                 after deliveries since a resume from one rank's state of a larger world, or a
-                Loader with buckets (whose batches are dealt by bucket).
+                Loader with buckets by key (whose batches are dealt whole by bucket: by step,
+                a bucketed Loader leaves out whole batches too, and takes it).
         """
         if (steps is None) == (keys is None):
             raise ConfigurationError("exclude takes steps= or keys=, one of them")
@@ -552,6 +557,48 @@ class Loader:
         if self._mixture.schedule is not None:
             schedule.applied_through = self._mixture.schedule.applied_through
         self._mixture.schedule = schedule
+
+    def set_filter_schedule(self, points: dict[int, str | None]) -> None:
+        """A curriculum of filters by step: from each of the given steps on, epochs read only
+        the samples that filter keeps (an expression as `Sampling(where=...)` takes, over the
+        storage's own columns; None for none beyond ``where=``, which always holds too).
+
+        Which samples an epoch holds is what every rank must agree on without talking to the
+        others, so a point takes effect at the first epoch that begins at or after its step
+        (`step`: batches delivered since the run began, carried across resumes); an epoch not
+        begun yet when the schedule is given reads under the point in force now. Each epoch is
+        then exact as any: equal steps per rank, exact resume, `verify_epoch` over the samples
+        it holds. To cut samples out within an epoch, use `exclude`. Every filter is worked out
+        when the schedule is given (a bad one is named with its step) and again, from the
+        column cache, when its epoch begins; never per read. The schedule, and the filter the
+        epoch reads under, are part of `state_dict`: a resume continues it without it being
+        given again; one given after a resume replaces it from the next epoch.
+
+        Example::
+
+            loader.set_filter_schedule({0: "length < 512", 40_000: "length < 2048", 90_000: None})
+
+        Args:
+            points: ``{step: expression or None}``.
+
+        Raises:
+            ConfigurationError: A mixture (filter its sources), buckets, an epoch continued over a
+                changed dataset, steps that are not whole numbers >= 0, or a filter that does
+                not parse, names a column the storage lacks or keeps nothing (named with its step).
+        """
+        refusal = (
+            "over a mixture (filter its sources)"
+            if isinstance(self.storage, EpochStorage)
+            else "with buckets"
+            if self.buckets is not None
+            else "in an epoch continued over a changed dataset (give it at the next epoch)"
+            if self._state.change is not None
+            else None
+        )
+        if refusal is not None:
+            raise ConfigurationError(f"set_filter_schedule does not take a Loader {refusal}")
+        begun = self._iterating is not None or self.sampler.delivered_count > 0 or self.sampler.done_everywhere > 0
+        self._filters.set(points, step=self._deliveries.next_step, begun=begun)
 
     def _scheduled_weights(self) -> dict[str, float] | None:
         """The schedule's weights due before the next batch, taken (None if none is due)."""
@@ -628,6 +675,7 @@ class Loader:
         """Start epoch ``epoch``: a new order from (seed, epoch), and a new draw of a mixture."""
         self.sampler.set_epoch(epoch)
         self._state.epoch_changed()
+        self._filters.begin_epoch(self._deliveries.next_step)
         self._sync_storage_epoch()
         self._deliveries.new_epoch(epoch)
 

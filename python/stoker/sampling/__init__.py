@@ -15,6 +15,7 @@ from ._prefetch import FetchedSample, OutOfOrderPrefetcher
 from ._ranges import PositionSet
 from ._sampler import SamplePlan, Sampler
 from ._split import SPLITS_FORMAT, k_folds, read_split, split_samples, write_splits
+from ._whole_batch_plan import WholeBatchPlan
 
 __all__ = [
     "BatchPlan",
@@ -35,6 +36,7 @@ __all__ = [
     "PositionSet",
     "SamplePlan",
     "Sampler",
+    "WholeBatchPlan",
     "block_order",
     "k_folds",
     "read_split",

@@ -62,6 +62,11 @@ class EpochPlan:
         per_rank = -(-self.remaining // world_size) if pad else self.remaining // world_size
         self.real_slots = min(per_rank, max(0, -(-(self.remaining - rank) // world_size)))
         self.padding_slots = per_rank - self.real_slots
+        self._start(delivered, padding_delivered)
+
+    def _start(self, delivered: PositionSet, padding_delivered: int) -> None:
+        """Skip what this rank delivered (its real and padding slots, once ``real_slots`` and
+        ``padding_slots`` are known): what every kind of plan does last when it is made."""
         starts, ends = delivered.arrays()
         self._delivered = PositionSet((np.minimum(starts, self.real_slots), np.minimum(ends, self.real_slots)))
         self._real_left = self.real_slots - len(self._delivered)

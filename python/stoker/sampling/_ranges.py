@@ -48,6 +48,8 @@ def _coalesced(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.nda
 
 def _covered(starts: np.ndarray, ends: np.ndarray, points: np.ndarray) -> np.ndarray:
     """Whether each of ``points`` lies inside one of the (sorted, disjoint) ranges."""
+    if starts.size == 0:
+        return np.zeros(len(points), dtype=bool)
     at = np.searchsorted(starts, points, side="right") - 1
     return (at >= 0) & (points < ends[np.maximum(at, 0)])
 

@@ -15,7 +15,8 @@ Exact resume: the sampler is told which positions were *delivered* to the traini
 merely fetched), possibly out of order. Its state is (seed, epoch, this rank's delivered plan
 slots as ranges). Continuing with the same world size needs this rank's state; continuing with
 another world size (elastic) needs every rank's state, merged: the remaining positions of the
-epoch, in the epoch's order, are dealt again over the new ranks.
+epoch, in the epoch's order, are dealt again over the new ranks (a bucketed epoch's a whole
+batch at a time, `WholeBatchPlan`, so that every batch stays one bucket's).
 
 At any scale: the order is a function of the position (`IndexPermutation`, `BlockOrder`), the
 plan is computed a chunk at a time (`EpochPlan`), and the delivery record is kept as slots of
@@ -41,6 +42,7 @@ from ._epoch_plan import EpochPlan
 from ._permutation import IndexPermutation
 from ._ranges import PositionSet, runs
 from ._sampler_state import SAMPLER_STATE_VERSION, check_seed, check_state, spans
+from ._whole_batch_plan import WholeBatchPlan, batches_of_positions, merged_whole_batches
 
 __all__ = ["Sampler", "SamplePlan"]
 
@@ -272,6 +274,16 @@ class Sampler:
         assert isinstance(order, BucketOrder)
         return order.length
 
+    def epoch_length_of(self, epoch: int) -> int:
+        """`epoch_length` of epoch ``epoch`` (with buckets, each epoch's full batches differ)."""
+        if self.buckets is None or epoch == self.epoch:
+            return self.epoch_length
+        bucket_of, count = self.buckets
+        order = BucketOrder(
+            bucket_of, count, batch_size=self.batch_size, seed=self.seed, epoch=epoch, ranks=self._order_ranks, leftovers=self.leftovers
+        )
+        return order.length
+
     def plan_arrays(self) -> EpochPlan:
         """This rank's samples for the rest of the epoch as an `EpochPlan` (positions, storage
         indices and padding flags computed a chunk at a time, `EpochPlan.part`), in order, equal
@@ -280,6 +292,19 @@ class Sampler:
             return self._plan_locked(self._delivered)
 
     def _plan_locked(self, delivered: PositionSet) -> EpochPlan:
+        if self.buckets is not None and (self.world_size != self._order_ranks or self._excluded is not None):
+            # Resumed on another world (or after one): the rest is dealt a whole batch at a time.
+            return WholeBatchPlan(
+                self.order_function(),
+                num_samples=self.epoch_length,
+                rank=self.rank,
+                world_size=self.world_size,
+                excluded=self._excluded,
+                delivered=delivered,
+                padding_delivered=self._padding_delivered,
+                batch_size=self.batch_size,
+                order_ranks=self._order_ranks,
+            )
         return EpochPlan(
             self.order_function(),
             num_samples=self.epoch_length,
@@ -469,11 +494,6 @@ class Sampler:
             raise ProvenanceError("the state comes from another block layout or window; resume with the same storage and window")
         if first["scheme"] == "bucket" and first["blocks_crc"] != self._blocks_digest():
             raise ProvenanceError("the state comes from other buckets or another batch size; resume with the same buckets and batch size")
-        if first["scheme"] == "bucket" and not isinstance(state, dict):
-            raise ConfigurationError(
-                "a bucketed epoch resumes with the world size it started with (its batches are dealt whole to ranks); "
-                "pass this rank's own state, or resume at the next epoch's start with the new world size"
-            )
         if isinstance(state, dict) and (state["world_size"] != self.world_size or state["rank"] != self.rank):
             raise ConfigurationError(
                 f"one state from rank {state['rank']} of {state['world_size']} cannot resume rank {self.rank} of "
@@ -488,17 +508,85 @@ class Sampler:
         for saved in states:
             delivered = spans(saved["delivered"], "delivered", self.num_samples)
             records.append(PositionSet((delivered[:, 0], delivered[:, 1])))
+        if first["scheme"] == "bucket":
+            for saved, record in zip(states, records):
+                starts, ends = record.arrays()
+                if ((starts % self.batch_size) | (ends % self.batch_size)).any():
+                    raise ConfigurationError(
+                        f"sampler state: rank {saved['rank']}'s record of a bucketed epoch holds part of a batch "
+                        "(its batches are delivered whole): the state is damaged"
+                    )
+        merged: tuple[BucketOrder, PositionSet | None] | None = None
+        if first["scheme"] == "bucket" and (old_excluded is not None or not isinstance(state, dict)):
+            # One rank's state: its record stays in its own plan's slots; what was done before it is checked.
+            merged = self._merged_batches(first, old_excluded, None if isinstance(state, dict) else records)
         self.shuffle, self.seed, self.epoch = first["shuffle"], first["seed"], first["epoch"]
         self._order_ranks = first["order_ranks"]
         self._layout = None
+        if merged is not None:  # the order is the one just built: not built again
+            self._order_cache = ((self.epoch, self._order_ranks, self.seed), merged[0])
         if isinstance(state, dict):
             self._excluded = old_excluded
             self._delivered = records[0]
             self._padding_delivered = first["padding_delivered"]
             return
-        self._excluded = _merged_excluded(old_excluded, records, first["world_size"], self.num_samples)
+        if merged is not None:
+            self._excluded = merged[1]
+        else:
+            self._excluded = _merged_excluded(old_excluded, records, first["world_size"], self.num_samples)
         self._delivered = PositionSet()
         self._padding_delivered = 0
+
+    def _bucket_order_of(self, saved: dict[str, Any]) -> BucketOrder:
+        """The bucketed order a saved state's positions refer to (its seed, epoch and layout)."""
+        assert self.buckets is not None
+        bucket_of, count = self.buckets
+        return BucketOrder(
+            bucket_of,
+            count,
+            batch_size=self.batch_size,
+            seed=saved["seed"],
+            epoch=saved["epoch"],
+            ranks=saved["order_ranks"],
+            leftovers=self.leftovers,
+        )
+
+    def _merged_batches(
+        self, saved: dict[str, Any], excluded: PositionSet | None, records: list[PositionSet] | None
+    ) -> tuple[BucketOrder, PositionSet | None]:
+        """The saved bucketed order, and what its world did before (``excluded``) and delivered
+        (each old rank's ``records`` read through the plan it had, see `WholeBatchPlan`; None: one
+        rank's own state, whose record stays as it is) as positions, all whole batches: worked out
+        before anything is changed (a state is untrusted input).
+
+        Raises:
+            ConfigurationError: Positions past the epoch's full batches, or part of a batch.
+        """
+        order = self._bucket_order_of(saved)
+        if excluded is not None and int(excluded.arrays()[1][-1]) > order.length:
+            raise ConfigurationError(
+                f"sampler state: 'excluded' reaches past the {order.length} positions of bucketed epoch {saved['epoch']}"
+            )
+        if records is None:
+            if excluded is not None:
+                batches_of_positions(excluded, order_ranks=saved["order_ranks"], batch_size=self.batch_size)
+            return order, excluded
+        plans = [
+            WholeBatchPlan(
+                order,
+                num_samples=order.length,
+                rank=rank,
+                world_size=saved["world_size"],
+                excluded=excluded,
+                delivered=PositionSet(),
+                padding_delivered=0,
+                batch_size=self.batch_size,
+                order_ranks=saved["order_ranks"],
+            )
+            for rank in range(saved["world_size"])
+        ]
+        merged = merged_whole_batches(plans, records)
+        return order, merged if len(merged) else None
 
 
 def _identity(positions: np.ndarray) -> np.ndarray:

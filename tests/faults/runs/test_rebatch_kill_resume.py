@@ -2,8 +2,9 @@
 ramp-up, a job moved to more or fewer GPUs): every sample of the epoch is delivered exactly once
 over the two runs, every rank of the resumed run takes the same number of steps, and
 `verify_epoch` proves it. For the plain shuffle, the block shuffle and a mixture, from 2 ranks to 3
-and from 3 to 2. A bucketed order deals whole batches of one size: there, another batch size is
-refused by name."""
+and from 3 to 2. A bucketed order (aspect-ratio buckets over JPEGs) moves to another world with its
+batch size: the rest of the epoch is dealt a whole batch of one bucket at a time, each sample of the
+uninterrupted epoch once; another per-rank batch size is refused there by name."""
 
 from __future__ import annotations
 
@@ -42,7 +43,12 @@ STORAGES = textwrap.dedent(
         def prefetch_blocks(self, blocks):
             pass
 
+    SHAPES = [(24, 16), (16, 24), (20, 20)]
+
     def samples(kind):
+        if kind == "buckets":  # JPEGs of three aspect ratios
+            from stoker_testbed.data.images import jpeg
+            return MemoryStorage({{f"k{{index:05d}}": jpeg(*SHAPES[index % 3], seed=index) for index in range({SAMPLES})}})
         data = {{f"k{{index:05d}}": index.to_bytes(4, "little") for index in range({SAMPLES})}}
         if kind == "blocks":
             return Blocks(data)
@@ -50,6 +56,17 @@ STORAGES = textwrap.dedent(
             other = MemoryStorage({{f"o{{index:05d}}": b"o" for index in range(400)}})
             return MixedStorage({{"main": MemoryStorage(data), "other": other}}, {{"main": 0.7, "other": 0.3}}, num_samples={SAMPLES}, seed=4)
         return MemoryStorage(data)
+
+    def loader(kind, rank, world, batch):
+        from stoker import Loader
+        from stoker.loader import Sampling
+        if kind == "buckets":
+            from stoker.ops import ImageTransform
+            from stoker.sampling import Buckets
+            sampling = Sampling(seed=9, rank=rank, world_size=world, buckets=Buckets(SHAPES))
+            return Loader(samples(kind), batch_size=batch, transform=ImageTransform(), sampling=sampling)
+        shuffle = "block" if kind == "blocks" else True
+        return Loader(samples(kind), batch_size=batch, sampling=Sampling(seed=9, shuffle=shuffle, rank=rank, world_size=world))
     """
 )
 
@@ -58,12 +75,9 @@ STORAGES = textwrap.dedent(
 RUN = STORAGES + textwrap.dedent(
     """
     import json, os, signal, sys
-    from stoker import Loader
-    from stoker.loader import Sampling
 
     kind, world, batch, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-    shuffle = "block" if kind == "blocks" else True
-    loaders = [Loader(samples(kind), batch_size=batch, sampling=Sampling(seed=9, shuffle=shuffle, rank=rank, world_size=world)) for rank in range(world)]
+    loaders = [loader(kind, rank, world, batch) for rank in range(world)]
     streams = [iter(loader) for loader in loaders]
     delivered = []
     for step in range(24):
@@ -79,24 +93,23 @@ RUN = STORAGES + textwrap.dedent(
 
 RESUME = STORAGES + textwrap.dedent(
     """
-    import json, sys
-    from stoker import Loader
-    from stoker.loader import Sampling
+    import json, logging, sys
 
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     kind, world, batch, saved = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), json.load(open(sys.argv[4]))
-    shuffle = "block" if kind == "blocks" else True
-    loaders = [Loader(samples(kind), batch_size=batch, sampling=Sampling(seed=9, shuffle=shuffle, rank=rank, world_size=world)) for rank in range(world)]
-    steps, delivered, sizes = [], [], set()
-    for loader in loaders:
-        loader.load_state_dict(saved["states"])
+    loaders = [loader(kind, rank, world, batch) for rank in range(world)]
+    steps, delivered, sizes, shapes = [], [], set(), []
+    for resumed in loaders:
+        resumed.load_state_dict(saved["states"])
         count = 0
-        for batch_now in loader:
+        for batch_now in resumed:
             count += 1
             sizes.add(len(batch_now.keys))
+            shapes.append(list(batch_now.data.shape) if kind == "buckets" else [])
             delivered += [key for key, padding in zip(batch_now.keys, batch_now.padding) if not padding]
         steps.append(count)
-    proof = loaders[0].verify_epoch([loader.state_dict() for loader in loaders])
-    print(json.dumps({"steps": steps, "delivered": delivered, "proof": proof, "sizes": sorted(sizes)}))
+    proof = loaders[0].verify_epoch([resumed.state_dict() for resumed in loaders])
+    print(json.dumps({"steps": steps, "delivered": delivered, "proof": proof, "sizes": sorted(sizes), "shapes": shapes}))
     """
 )
 
@@ -133,6 +146,38 @@ def test_a_killed_run_resumes_on_another_world_with_another_batch_size(
     assert result["proof"]["delivered"] == SAMPLES
 
 
+@pytest.mark.parametrize(("before", "after"), [(2, 3), (3, 2)])
+def test_a_killed_bucketed_run_resumes_on_another_world_in_whole_batches_of_one_bucket(tmp_path: Path, before: int, after: int) -> None:
+    saved = tmp_path / "saved.json"
+    killed = subprocess.run(
+        [sys.executable, "-c", RUN, "buckets", str(before), "8", str(saved)], capture_output=True, text=True, timeout=300
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    resumed = subprocess.run(
+        [sys.executable, "-c", RESUME, "buckets", str(after), "8", str(saved)], capture_output=True, text=True, timeout=300
+    )
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "dealt a whole batch at a time" in resumed.stderr, "the change of world is logged"
+    print(next(line for line in resumed.stderr.splitlines() if "bucketed epoch" in line))  # the closing note quotes it
+    result = json.loads(resumed.stdout.strip().splitlines()[-1])
+    delivered = Counter(json.loads(saved.read_text())["delivered"]) + Counter(result["delivered"])
+    # The truth: what the same epoch delivers on the world it began on, uninterrupted.
+    scripts: dict[str, object] = {}
+    exec(STORAGES, scripts)
+    truth: Counter[str] = Counter()
+    for rank in range(before):
+        uninterrupted = scripts["loader"]("buckets", rank, before, 8)  # type: ignore[operator]
+        for batch in uninterrupted:
+            truth.update(batch.keys)
+        uninterrupted.close()
+    assert delivered == truth, (
+        f"missing {sorted(truth - delivered)[:5]}, more than once {sorted(key for key, count in delivered.items() if count > 1)[:5]}"
+    )
+    assert len(set(result["steps"])) == 1, f"equal steps on every rank: {result['steps']}"
+    assert {tuple(shape) for shape in result["shapes"]} <= {(8, 24, 16, 3), (8, 16, 24, 3), (8, 20, 20, 3)}, "whole batches of one bucket"
+    assert result["proof"]["delivered"] == sum(truth.values()) and result["proof"]["left_over"] == SAMPLES - sum(truth.values())
+
+
 def test_another_batch_size_is_refused_by_name_with_buckets() -> None:
     sizes = [(96, 64), (64, 96), (80, 80)]
     data = MemoryStorage({f"k{index}.jpg": jpeg(*sizes[index % 3], seed=index) for index in range(60)})
@@ -146,5 +191,6 @@ def test_another_batch_size_is_refused_by_name_with_buckets() -> None:
     for _ in range(3):
         next(stream)
     state = first.state_dict()
-    with pytest.raises(ProvenanceError, match="batch_size: 4 then, 6 now"):
-        loader(6).load_state_dict(state)
+    for allow_changes in (False, True):
+        with pytest.raises(ProvenanceError, match=r"batch_size: 4 then, 6 now\. A bucketed epoch .* resumes with batch_size=4"):
+            loader(6).load_state_dict(state, allow_changes=allow_changes)

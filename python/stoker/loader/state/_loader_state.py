@@ -9,13 +9,13 @@ import hashlib
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ...errors import ConfigurationError, ProvenanceError
 from ...ops.batch import transform_description
-from ...sampling import Sampler
+from ...sampling import Sampler, WholeBatchPlan
 from ...storage import EpochStorage, FilteredStorage, MixedStorage, Storage
 from .._assembly import BatchAssembler, label_array
 from .._options import Sampling
@@ -25,6 +25,9 @@ from ._fingerprint import check_resume, check_state_parts, dataset_digest, finge
 from ._key_list import KeyList, key_list_name, write_key_list
 from ._mixture_schedule import MixtureSchedule
 from ._mixture_weights import MixtureWeights
+
+if TYPE_CHECKING:
+    from ..filters import ScheduledFilters
 
 __all__ = ["Batching", "LoaderState"]
 
@@ -72,6 +75,7 @@ class LoaderState:
         deliveries: Its delivery bookkeeping (the digest and step saved with the state).
         batching: Its batching (`Batching`).
         mixture: Its `MixtureWeights` when the storage is a mixture.
+        filters: Its `ScheduledFilters` (the filter schedule the epochs read under), if any.
         after_load: Called once a state is loaded (the Loader brings the storage to the
             sampler's epoch).
         read_through: Called with the storage the Loader's reads go through from now on and its
@@ -89,11 +93,13 @@ class LoaderState:
         batching: Batching,
         *,
         mixture: MixtureWeights | None,
+        filters: ScheduledFilters | None = None,
         after_load: Callable[[], None],
         read_through: Callable[[Storage, Any], None] = lambda storage, indices: None,
     ) -> None:
         self.storage, self.sampler, self.assembler, self.deliveries = storage, sampler, assembler, deliveries
         self.batching, self.mixture, self.after_load, self.read_through = batching, mixture, after_load, read_through
+        self.filters = filters
         self._dataset_digest: str | None = None  # worked out at the first state saved or loaded
         self._blocks = sampler.blocks  # the storage's own, restored after a continued epoch
         self.change: ChangeRecord | None = None  # while an epoch continues over a changed dataset
@@ -113,6 +119,7 @@ class LoaderState:
             **({"mixture": self.storage.state()} if isinstance(self.storage, MixedStorage) else {}),
             **({"mixture_schedule": self.mixture.schedule.state()} if self.mixture is not None and self.mixture.schedule else {}),
             **({"dataset_change": self.change.state()} if self.change is not None else {}),
+            **({"filter_schedule": scheduled} if (scheduled := self.filters.state() if self.filters else None) else {}),
         }
 
     def save_keys(self, path: Any) -> Any:
@@ -145,7 +152,14 @@ class LoaderState:
         indices, unknown = self.storage.indices_of(keys)
         if unknown:
             raise ConfigurationError(f"exclude(keys=...): {len(unknown)} keys are not in {self.storage.describe()}, e.g. {unknown[:3]}")
-        wanted = np.zeros(len(self.storage), dtype=bool)
+        view = self.filters.view if self.filters is not None else None
+        outside: list[str] = []
+        if view is not None:  # this epoch reads under a scheduled filter: its samples are the view's
+            found = np.minimum(np.searchsorted(view.kept, indices), len(view.kept) - 1)
+            inside = view.kept[found] == indices
+            outside = [self.storage.keys[int(index)] for index in np.asarray(indices)[~inside][:5]]
+            indices = found[inside]
+        wanted = np.zeros(self.sampler.num_samples, dtype=bool)
         wanted[indices] = True
         positions = positions_of(self.sampler, wanted, self.sampler.epoch_length)
         delivered = self.sampler.delivered_mask(positions)
@@ -156,7 +170,7 @@ class LoaderState:
         order = self.sampler.order_function()
         left_out = self.assembler.keys_of(order(unread).tolist()) if len(unread) else []
         already = self.assembler.keys_of(order(positions[delivered][:5]).tolist()) if delivered.any() else []
-        return left_out, already
+        return left_out, (already + outside)[:5]
 
     def epoch_changed(self) -> None:
         """A new epoch began: one continued over a changed dataset is over, and the Loader reads
@@ -214,6 +228,7 @@ class LoaderState:
                     f"Loader state version {saved['version']!r}: this stoker reads version 1; save the state again with it"
                 )
             check_state_parts(saved)
+        self._check_bucketed_batch_size(states)
         saved_change = _saved_change(states)
         by_key = self._by_key(states, keys_before, new_samples, saved_change, allow_changes=allow_changes)
         adjustable = self._adjustable() + (_DATASET_FIELDS if by_key is not None and saved_change is None else ())
@@ -238,7 +253,11 @@ class LoaderState:
                 self.change = None
                 self.sampler.set_domain(len(self.storage), self._blocks)
                 self.read_through(self.storage, None)
+            if self.filters is not None:  # the saved epoch's samples: under the filter it read under
+                self.filters.restore(states[0].get("filter_schedule"))
             self.sampler.load_state_dict(sampler_states[0] if isinstance(state, dict) else sampler_states)
+            if self.sampler.buckets is not None and not isinstance(state, dict):
+                self._log_whole_batches(int(sampler_states[0]["world_size"]))
         elif saved_change is not None:
             by_key.resume(self.sampler, saved_change, sampler_states[0] if isinstance(state, dict) else sampler_states)
             self.change = saved_change
@@ -264,6 +283,41 @@ class LoaderState:
         if unread is not None and carried:
             # Removed samples are accounted for once, by the rank that carries the world's record.
             self.deliveries.digest.add(unread)
+
+    def _check_bucketed_batch_size(self, states: Sequence[dict[str, Any]]) -> None:
+        """A bucketed epoch's positions are cut into whole batches at its batch size: another one
+        is refused here, with what does work, even with ``allow_changes`` (nothing could carry it).
+
+        Raises:
+            ProvenanceError: The states were saved with another batch size, with buckets.
+        """
+        prints = [saved["fingerprint"] for saved in states if isinstance(saved.get("fingerprint"), dict)]
+        then = prints[0].get("batch_size") if prints else None
+        if self.sampler.buckets is None or then is None or then == self.batching.batch_size:
+            return
+        raise ProvenanceError(
+            f"this state was saved over another dataset or configuration: batch_size: {then!r} then, {self.batching.batch_size} now. "
+            f"A bucketed epoch is cut into whole batches of one bucket at its batch size, so it resumes with batch_size={then!r} "
+            "(allow_changes=True cannot carry it); its global batch size changes with the number of ranks, which it takes "
+            "mid-epoch (pass every rank's state)"
+        )
+
+    def _log_whole_batches(self, saved_world: int) -> None:
+        """Say how the rest of a bucketed epoch is dealt over this world (see `WholeBatchPlan`)."""
+        plan = self.sampler.plan_arrays()
+        if isinstance(plan, WholeBatchPlan):
+            batch = self.batching.batch_size
+            _logger.info(
+                "resuming bucketed epoch %d from %d ranks on %d: the %d batches left are dealt a whole batch at a time, "
+                "%d steps on every rank (rank %d repeats %d batch(es) to keep up, flagged as padding)",
+                self.sampler.epoch,
+                saved_world,
+                self.sampler.world_size,
+                plan.remaining_batches,
+                plan.size // batch,
+                self.sampler.rank,
+                plan.padding_slots // batch,
+            )
 
     def _by_key(
         self,
@@ -314,6 +368,11 @@ class LoaderState:
             return None
         if isinstance(self.storage, EpochStorage) or self.sampler.buckets is not None:
             raise ConfigurationError("a resume by key over a changed dataset takes a plain storage: not a mixture, not buckets")
+        if any("filter_schedule" in saved for saved in states) or (self.filters is not None and self.filters.schedule is not None):
+            raise ConfigurationError(
+                "a resume by key over a changed dataset does not take a filter schedule yet: resume at the next epoch's start, "
+                "or without the schedule"
+            )
         return DatasetChange(self.storage, KeyList(where, dataset=digest, samples=samples), new_samples)
 
     def _adjustable(self) -> tuple[str, ...]:
@@ -325,11 +384,18 @@ class LoaderState:
     def verify_epoch(self, states: Sequence[dict[str, Any]] | None = None) -> dict[str, int]:
         """See `Loader.verify_epoch`."""
         states = [self.state_dict()] if states is None else list(states)
+        sampler = states[0].get("sampler")
+        epoch = sampler.get("epoch") if isinstance(sampler, dict) else None
+        # The epoch's own samples: with buckets, those of its full batches (its leftovers are
+        # read in a later epoch, not missing from this one).
+        length = (
+            self.sampler.epoch_length_of(epoch) if isinstance(epoch, int) and not isinstance(epoch, bool) else self.sampler.epoch_length
+        )
         proof = verify_deliveries(
             [saved["delivered_digest"] for saved in states],
-            samples=self.sampler.num_samples,
+            samples=length,
             world_size=int(states[0]["sampler"]["world_size"]),
-            pad=self.sampler.pad,
+            pad=self.sampler.pad or self.sampler.buckets is not None,  # a bucketed rest is always padded whole
             batch_size=self.batching.batch_size,
             drop_last=self.batching.drop_last,
         )
@@ -342,7 +408,15 @@ class LoaderState:
         change = _saved_change(states)
         removed = change.removed_unread if change is not None and change.epoch == proof["epoch"] else 0
         added = change.added if change is not None and change.epoch == proof["epoch"] else 0
-        return {**proof, "delivered": proof["delivered"] - excluded - removed, "excluded": excluded, "removed": removed, "added": added}
+        left_over = {"left_over": self.sampler.num_samples - length} if self.sampler.buckets is not None else {}
+        return {
+            **proof,
+            "delivered": proof["delivered"] - excluded - removed,
+            "excluded": excluded,
+            "removed": removed,
+            "added": added,
+            **left_over,
+        }
 
 
 def _saved_change(states: Sequence[dict[str, Any]]) -> ChangeRecord | None:
