@@ -97,10 +97,13 @@ def test_the_straggler_is_named_with_its_cause_for_a_slow_link_a_cpu_hog_and_a_s
     # h1's is shared with two busy loops.
     fast = tmp_path / "fast"
     write_files(fast)
+    # Decoding a batch takes 80% of a step on a core of its own (measured here, before the hogs
+    # start: a faster machine decodes faster and needs more rounds): h1's, with a quarter of a
+    # core, cannot keep up.
+    rounds = decode_rounds(fast, share=0.8, step_seconds=0.04)
     with hogs(network, "h1", core=1, count=3):
         pinned = {"h0": ["taskset", "-c", "0"], "h1": ["taskset", "-c", "1"]}
-        # Decoding a batch takes 80% of a step on a core of its own: h1's, with a quarter of a core, cannot keep up.
-        heavy = ["--files", str(fast), "--decode-work", "100", "--step-seconds", "0.04"]
+        heavy = ["--files", str(fast), "--decode-work", str(rounds), "--step-seconds", "0.04"]
         cpu = job(network, tmp_path, {host: heavy for host in direct}, prefix=pinned)
     verdict = cpu["verdicts"][-1]
     assert verdict and verdict.startswith("rank 1 (host h1) waits for data"), cpu
@@ -152,6 +155,15 @@ def slow_disk(mount: Path) -> Iterator[tuple[Path, Path]]:
         subprocess.run(["losetup", "-d", device], check=False)
         if cgroup.exists():
             cgroup.rmdir()
+
+
+def decode_rounds(folder: Path, *, share: float, step_seconds: float) -> int:
+    """The job's decode rounds that take ``share`` of a step per batch of 2 on a free core here."""
+    command = [sys.executable, str(JOB), "-", "--files", str(folder), "--calibrate", str(share)]
+    command += ["--step-seconds", str(step_seconds), "--batch-size", "2"]
+    rounds = int(subprocess.run(command, check=True, capture_output=True, text=True, cwd=ROOT).stdout.strip())
+    print(f"decode rounds for {share:.0%} of a {step_seconds} s step: {rounds}")
+    return rounds
 
 
 def write_files(root: Path) -> None:

@@ -354,10 +354,13 @@ class Tuner:
             return False
         if trial.raising:
             kept = window.rate >= before.rate * _GAIN or (before.wait > target and window.wait <= target)
-        elif before.wait <= target:
-            kept = window.wait <= target
+        elif window.wait <= target:
+            # The consumer is fed with fewer threads: the goal, whatever the rate did (a fed
+            # consumer sets the rate, and its own noise is no reason to restore idle threads).
+            kept = True
         else:
-            kept = window.rate >= before.rate * _LOSS
+            # Still short of the goal: kept only if it was short before too and the rate held.
+            kept = before.wait > target and window.rate >= before.rate * _LOSS
         if kept:
             _logger.debug("kept %s %d (rate %.1f/s -> %.1f/s)", trial.knob.name, trial.new, before.rate, window.rate)
             return True
