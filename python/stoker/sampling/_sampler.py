@@ -35,14 +35,16 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ConfigurationError, ProvenanceError
+from ..errors import ConfigurationError
+from ._appended_order import AppendedOrder, identity_order
 from ._block_order import BlockOrder, block_starts
 from ._bucket_order import BucketOrder, check_leftovers
 from ._epoch_plan import EpochPlan
 from ._permutation import IndexPermutation
 from ._ranges import PositionSet, runs
-from ._sampler_state import SAMPLER_STATE_VERSION, check_seed, check_state, spans
-from ._whole_batch_plan import WholeBatchPlan, batches_of_positions, merged_whole_batches
+from ._sampler_state import SAMPLER_STATE_VERSION, check_seed
+from ._saved_world import SamplerSettings, read_saved_world
+from ._whole_batch_plan import WholeBatchPlan
 
 __all__ = ["Sampler", "SamplePlan"]
 
@@ -233,24 +235,15 @@ class Sampler:
             return cached[1]
         function: Callable[[np.ndarray], np.ndarray]
         if self.buckets is not None:
-            bucket_of, count = self.buckets
-            function = BucketOrder(
-                bucket_of,
-                count,
-                batch_size=self.batch_size,
-                seed=self.seed,
-                epoch=self.epoch,
-                ranks=self._order_ranks,
-                leftovers=self.leftovers,
-            )
+            function = self._bucket_order(self.seed, self.epoch, self._order_ranks)
         elif not self.shuffle:
-            function = _identity
+            function = identity_order
         elif self.blocks is not None:
             function = BlockOrder(self.blocks, seed=self.seed, epoch=self.epoch, window=self.window, ranks=self._order_ranks)
         else:
             function = IndexPermutation(self.num_samples - self._appended, self.seed, self.epoch)
         if self._appended:
-            function = _Appended(function, self.num_samples - self._appended, self._appended, self.shuffle, self.seed, self.epoch)
+            function = AppendedOrder(function, self.num_samples - self._appended, self._appended, self.shuffle, self.seed, self.epoch)
         self._order_cache = (key, function)
         return function
 
@@ -278,11 +271,7 @@ class Sampler:
         """`epoch_length` of epoch ``epoch`` (with buckets, each epoch's full batches differ)."""
         if self.buckets is None or epoch == self.epoch:
             return self.epoch_length
-        bucket_of, count = self.buckets
-        order = BucketOrder(
-            bucket_of, count, batch_size=self.batch_size, seed=self.seed, epoch=epoch, ranks=self._order_ranks, leftovers=self.leftovers
-        )
-        return order.length
+        return self._bucket_order(self.seed, epoch, self._order_ranks).length
 
     def plan_arrays(self) -> EpochPlan:
         """This rank's samples for the rest of the epoch as an `EpochPlan` (positions, storage
@@ -474,160 +463,30 @@ class Sampler:
             self._load_locked(state)
 
     def _load_locked(self, state: dict[str, Any] | Sequence[dict[str, Any]]) -> None:
-        if not isinstance(state, (dict, list, tuple)):
-            raise ConfigurationError(f"sampler state: expected a state or a list of every rank's, got {type(state).__name__}")
-        states = [state] if isinstance(state, dict) else list(state)
-        if not states:
-            raise ConfigurationError("no state to load")
-        for saved in states:
-            check_state(saved)
-        first = states[0]
-        shared = ("num_samples", "shuffle", "seed", "epoch", "scheme", "window", "order_ranks", "blocks_crc", "world_size", "excluded")
-        for saved in states:
-            if any(saved[name] != first[name] for name in shared):
-                raise ProvenanceError("the states come from different epochs, datasets or worlds")
-        if first["num_samples"] != self.num_samples:
-            raise ProvenanceError(f"the state is for {first['num_samples']} samples, this storage has {self.num_samples}")
-        if first["shuffle"] and first["scheme"] != self.scheme:
-            raise ProvenanceError(f"the state comes from a {first['scheme']} shuffle; this sampler uses a {self.scheme} shuffle")
-        if first["scheme"] == "block" and (first["blocks_crc"], first["window"]) != (self._blocks_digest(), self.window):
-            raise ProvenanceError("the state comes from another block layout or window; resume with the same storage and window")
-        if first["scheme"] == "bucket" and first["blocks_crc"] != self._blocks_digest():
-            raise ProvenanceError("the state comes from other buckets or another batch size; resume with the same buckets and batch size")
-        if isinstance(state, dict) and (state["world_size"] != self.world_size or state["rank"] != self.rank):
-            raise ConfigurationError(
-                f"one state from rank {state['rank']} of {state['world_size']} cannot resume rank {self.rank} of "
-                f"{self.world_size}; pass every rank's state to change the world size"
-            )
-        ranks = sorted(saved["rank"] for saved in states)
-        if not isinstance(state, dict) and ranks != list(range(first["world_size"])):
-            raise ConfigurationError(f"expected the states of ranks 0..{first['world_size'] - 1}, got ranks {ranks}")
-        excluded = spans(first["excluded"], "excluded", self.num_samples)
-        old_excluded = PositionSet((excluded[:, 0], excluded[:, 1])) if len(excluded) else None
-        records = []
-        for saved in states:
-            delivered = spans(saved["delivered"], "delivered", self.num_samples)
-            records.append(PositionSet((delivered[:, 0], delivered[:, 1])))
-        if first["scheme"] == "bucket":
-            for saved, record in zip(states, records):
-                starts, ends = record.arrays()
-                if ((starts % self.batch_size) | (ends % self.batch_size)).any():
-                    raise ConfigurationError(
-                        f"sampler state: rank {saved['rank']}'s record of a bucketed epoch holds part of a batch "
-                        "(its batches are delivered whole): the state is damaged"
-                    )
-        merged: tuple[BucketOrder, PositionSet | None] | None = None
-        if first["scheme"] == "bucket" and (old_excluded is not None or not isinstance(state, dict)):
-            # One rank's state: its record stays in its own plan's slots; what was done before it is checked.
-            merged = self._merged_batches(first, old_excluded, None if isinstance(state, dict) else records)
-        self.shuffle, self.seed, self.epoch = first["shuffle"], first["seed"], first["epoch"]
-        self._order_ranks = first["order_ranks"]
+        settings = SamplerSettings(
+            num_samples=self.num_samples,
+            scheme=self.scheme,
+            blocks_digest=self._blocks_digest(),
+            window=self.window,
+            rank=self.rank,
+            world_size=self.world_size,
+            batch_size=self.batch_size,
+            bucket_order=self._bucket_order if self.buckets is not None else None,
+        )
+        saved = read_saved_world(state, settings)  # checked whole before anything changes
+        self.shuffle, self.seed, self.epoch = saved.shuffle, saved.seed, saved.epoch
+        self._order_ranks = saved.order_ranks
         self._layout = None
-        if merged is not None:  # the order is the one just built: not built again
-            self._order_cache = ((self.epoch, self._order_ranks, self.seed), merged[0])
-        if isinstance(state, dict):
-            self._excluded = old_excluded
-            self._delivered = records[0]
-            self._padding_delivered = first["padding_delivered"]
-            return
-        if merged is not None:
-            self._excluded = merged[1]
-        else:
-            self._excluded = _merged_excluded(old_excluded, records, first["world_size"], self.num_samples)
-        self._delivered = PositionSet()
-        self._padding_delivered = 0
+        if saved.order is not None:  # the order the merge just built: not built again
+            self._order_cache = ((self.epoch, self._order_ranks, self.seed), saved.order)
+        self._excluded = saved.excluded
+        self._delivered = saved.delivered
+        self._padding_delivered = saved.padding_delivered
 
-    def _bucket_order_of(self, saved: dict[str, Any]) -> BucketOrder:
-        """The bucketed order a saved state's positions refer to (its seed, epoch and layout)."""
+    def _bucket_order(self, seed: int, epoch: int, order_ranks: int) -> BucketOrder:
+        """The bucketed order of ``seed`` and ``epoch`` laid out for ``order_ranks`` ranks."""
         assert self.buckets is not None
         bucket_of, count = self.buckets
         return BucketOrder(
-            bucket_of,
-            count,
-            batch_size=self.batch_size,
-            seed=saved["seed"],
-            epoch=saved["epoch"],
-            ranks=saved["order_ranks"],
-            leftovers=self.leftovers,
+            bucket_of, count, batch_size=self.batch_size, seed=seed, epoch=epoch, ranks=order_ranks, leftovers=self.leftovers
         )
-
-    def _merged_batches(
-        self, saved: dict[str, Any], excluded: PositionSet | None, records: list[PositionSet] | None
-    ) -> tuple[BucketOrder, PositionSet | None]:
-        """The saved bucketed order, and what its world did before (``excluded``) and delivered
-        (each old rank's ``records`` read through the plan it had, see `WholeBatchPlan`; None: one
-        rank's own state, whose record stays as it is) as positions, all whole batches: worked out
-        before anything is changed (a state is untrusted input).
-
-        Raises:
-            ConfigurationError: Positions past the epoch's full batches, or part of a batch.
-        """
-        order = self._bucket_order_of(saved)
-        if excluded is not None and int(excluded.arrays()[1][-1]) > order.length:
-            raise ConfigurationError(
-                f"sampler state: 'excluded' reaches past the {order.length} positions of bucketed epoch {saved['epoch']}"
-            )
-        if records is None:
-            if excluded is not None:
-                batches_of_positions(excluded, order_ranks=saved["order_ranks"], batch_size=self.batch_size)
-            return order, excluded
-        plans = [
-            WholeBatchPlan(
-                order,
-                num_samples=order.length,
-                rank=rank,
-                world_size=saved["world_size"],
-                excluded=excluded,
-                delivered=PositionSet(),
-                padding_delivered=0,
-                batch_size=self.batch_size,
-                order_ranks=saved["order_ranks"],
-            )
-            for rank in range(saved["world_size"])
-        ]
-        merged = merged_whole_batches(plans, records)
-        return order, merged if len(merged) else None
-
-
-def _identity(positions: np.ndarray) -> np.ndarray:
-    return np.asarray(positions, np.int64)
-
-
-class _Appended:
-    """An order over ``base`` samples followed by ``appended`` more, those shuffled among
-    themselves (their own seeded permutation) when the order shuffles."""
-
-    def __init__(self, first: Callable[[np.ndarray], np.ndarray], base: int, appended: int, shuffle: bool, seed: int, epoch: int) -> None:
-        self.first, self.base = first, base
-        # Salted so the appended samples' order is not a prefix of the first part's.
-        self.rest: Callable[[np.ndarray], np.ndarray] = IndexPermutation(appended, seed ^ 0x5EED_A99E_0DED, epoch) if shuffle else _identity
-
-    def __call__(self, positions: np.ndarray) -> np.ndarray:
-        positions = np.asarray(positions, np.int64)
-        out = np.empty(positions.shape, np.int64)
-        early = positions < self.base
-        out[early] = self.first(positions[early])
-        out[~early] = self.base + self.rest(positions[~early] - self.base)
-        return out
-
-
-def _merged_excluded(excluded: PositionSet | None, records: list[PositionSet], world_size: int, num_samples: int) -> PositionSet:
-    """Every position the old world delivered, as ranges: its excluded positions and each old
-    rank's delivered slots mapped back to positions. Ranks deliver in near step, so a slot every
-    rank delivered covers a whole run of ``world_size`` positions, kept as one range; only the
-    slots some ranks delivered and others not (what was in flight) are listed one by one."""
-    common = records[0]
-    for record in records[1:]:
-        common = common.intersection(record)
-    starts, ends = common.arrays()
-    taken = PositionSet((starts * world_size, ends * world_size))  # ranks of the remaining order
-    for rank, record in enumerate(records):
-        taken.add_many(rank + record.difference(common).members(num_samples) * world_size)
-    ranks_start, ranks_end = taken.arrays()
-    if excluded is None:
-        return taken
-    # A run of remaining ranks [c, d) is the positions from the c-th to the (d-1)-th outside
-    # `excluded`: one range once the excluded positions are added back.
-    first = excluded.select_outside(ranks_start)
-    last = excluded.select_outside(ranks_end - 1) + 1
-    return excluded.union(PositionSet((first, last)))
