@@ -7,9 +7,12 @@ import os
 from typing import Any
 
 from ..errors import ConfigurationError
+from ..ops import media_backend
+from ..ops.batch import TRANSFORMS
+from ..ops.media import AudioTransform, VideoTransform
 from ..storage import Storage, open_storage
 
-__all__ = ["as_storage", "check_integer", "check_number"]
+__all__ = ["as_storage", "check_decoding", "check_integer", "check_number"]
 
 
 def check_integer(name: str, value: Any, *, minimum: int = 1, optional: bool = False) -> None:
@@ -52,3 +55,22 @@ def as_storage(storage: Any) -> Storage:
     if isinstance(storage, (str, os.PathLike)):
         return open_storage(storage)
     raise TypeError(f"storage must be a stoker Storage, or a path or URL to open (open_storage), got {type(storage).__name__}")
+
+
+def check_decoding(transform: Any, decode: Any) -> None:
+    """A transform of stoker's, or a function of a sample's bytes, or neither; for audio and video
+    an FFmpeg this stoker supports, found now, before any thread starts, not at the first batch.
+
+    Raises:
+        TypeError: A transform or decode of the wrong kind.
+        ConfigurationError: Both given.
+        MediaUnavailableError: An audio or video transform, and no FFmpeg.
+    """
+    if transform is not None and not isinstance(transform, TRANSFORMS):
+        raise TypeError(f"transform must be a stoker.ops ImageTransform, AudioTransform or VideoTransform, got {type(transform).__name__}")
+    if decode is not None and not callable(decode):
+        raise TypeError(f"decode must be a function of a sample's bytes, got {type(decode).__name__}")
+    if transform is not None and decode is not None:
+        raise ConfigurationError("give transform or decode, not both")
+    if isinstance(transform, (AudioTransform, VideoTransform)):
+        media_backend()

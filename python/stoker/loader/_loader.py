@@ -35,13 +35,12 @@ from ..distributed import discover_world
 from ..errors import ConfigurationError
 from ..failures import Failure
 from ..observe import CpuLimits, LiveSnapshot, ProvenanceLedger, RunTotals
-from ..ops import Captions, media_backend
-from ..ops.batch import TRANSFORMS, Transform, allocate_batch
-from ..ops.media import AudioTransform, VideoTransform
+from ..ops import Captions
+from ..ops.batch import Transform, allocate_batch
 from ..pipeline import Pipeline, PipelineBuilder, PipelineStats
 from ..sampling import BatchPlan, EpochPlan, EpochWarmup, OutOfOrderPrefetcher, Sampler
 from ..storage import EpochStorage, FilteredStorage, MixedStorage, RemoteStorage, Storage
-from ._arguments import as_storage, check_integer
+from ._arguments import as_storage, check_decoding, check_integer
 from ._assembly import BatchAssembler
 from ._batch import Batch
 from ._capabilities import block_window, check_extra, shuffle_blocks
@@ -50,7 +49,7 @@ from ._failure_policy import BadSampleHandler
 from ._options import FailurePolicy, Reads, Sampling, Throughput, from_keywords
 from ._records import LoaderRecords
 from ._sample_prefetch import SamplePrefetch
-from ._tuning import LoaderTuning, TuningHooks
+from ._tuning import TuningHooks, loader_tuning
 from .buckets import BucketShapes, bucket_numbers, bucket_report, check_buckets
 from .filters import ScheduledFilters, filter_storage, shuffle_quality
 from .filters import describe as describe_where
@@ -161,16 +160,7 @@ class Loader:
         rank, world_size, _ = discover_world(sampling_options.rank, sampling_options.world_size)
         check_integer("world_size", world_size)
         check_integer("rank", rank, minimum=0)
-        if transform is not None and not isinstance(transform, TRANSFORMS):
-            raise TypeError(
-                f"transform must be a stoker.ops ImageTransform, AudioTransform or VideoTransform, got {type(transform).__name__}"
-            )
-        if decode is not None and not callable(decode):
-            raise TypeError(f"decode must be a function of a sample's bytes, got {type(decode).__name__}")
-        if transform is not None and decode is not None:
-            raise ConfigurationError("give transform or decode, not both")
-        if isinstance(transform, (AudioTransform, VideoTransform)):
-            media_backend()  # no FFmpeg here: say so now, before any thread starts, not at the first batch
+        check_decoding(transform, decode)
         self._policy = BadSampleHandler(failure_options, source=storage.describe())
         self.storage = storage
         self.batch_size = batch_size
@@ -257,33 +247,15 @@ class Loader:
             in_order=self.in_order,
             warmup=self._warmup,
         )
-        self._tuning: LoaderTuning | None = None
-        if throughput_options.autotune:
-            pinned = {
-                name
-                for name, value in (
-                    ("decode", throughput_options.decode_concurrency),
-                    ("fetch", read_options.fetch_concurrency),
-                    ("prefetch", throughput_options.prefetch),
-                )
-                if value is not None
-            }
-            assembler, sample_prefetch = self._assembler, self._sample_prefetch
-            hooks = TuningHooks(
-                settle=self._settle_tuned,
-                fetched_batch_bytes=lambda: assembler.bytes_fetched / assembler.batches_fetched if assembler.batches_fetched else 0.0,
-                requests=lambda: sample_prefetch if self.sample_prefetch else None,
-            )
-            self._tuning = LoaderTuning(
-                hooks,
-                pinned=pinned,
-                wait_target=throughput_options.wait_target,
-                memory_budget=throughput_options.memory_budget,
-                # With buckets, the largest bucket's batch: what the memory budget must allow.
-                batch_bytes=_batch_bytes(transform, batch_size)
-                if self._shapes is None
-                else max(_batch_bytes(shaped, batch_size) or 0 for shaped in self._shapes.transforms),
-            )
+        assembler, sample_prefetch = self._assembler, self._sample_prefetch
+        hooks = TuningHooks(
+            settle=self._settle_tuned,
+            fetched_batch_bytes=lambda: assembler.bytes_fetched / assembler.batches_fetched if assembler.batches_fetched else 0.0,
+            requests=lambda: sample_prefetch if self.sample_prefetch else None,
+        )
+        # With buckets, the largest bucket's batch: what the memory budget must allow.
+        shaped = [transform] if self._shapes is None else list(self._shapes.transforms)
+        self._tuning = loader_tuning(throughput_options, read_options, hooks, transforms=shaped, batch_size=batch_size)
         self._deliveries = Deliveries(self.sampler, self._assembler._augmentation_seed)
         batching = Batching(batch_size, drop_last, sampling_options, transform, decode, where=describe_where(where))
         self._mixture = MixtureWeights(storage, self.sampler, self._assembler) if isinstance(storage, MixedStorage) else None
@@ -824,11 +796,3 @@ class Loader:
             self._pool.capacity = self.decode_concurrency + self.prefetch + 4
         if self._shapes is not None:
             self._shapes.capacity = self.decode_concurrency + self.prefetch + 4
-
-
-def _batch_bytes(transform: Transform | None, batch_size: int) -> int | None:
-    """Bytes of one decoded batch, from the shape of an empty one (nothing allocated), or None."""
-    if transform is None:
-        return None
-    empty = allocate_batch(transform, 0)
-    return empty.itemsize * int(np.prod(empty.shape[1:])) * batch_size

@@ -11,15 +11,19 @@ from __future__ import annotations
 
 import os
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from ..observe import CpuLimits, CpuMeter
+from ..ops.batch import Transform, allocate_batch
 from ..pipeline import Knob, Pipeline, Tuner, TuningDecision
+from ._options import Reads, Throughput
 from ._sample_prefetch import SamplePrefetch
 
-__all__ = ["LoaderTuning", "TuningHooks"]
+__all__ = ["LoaderTuning", "TuningHooks", "loader_tuning"]
 
 # Threads a stage of work that waits (I/O, a sleep) may reach; CPU-bound work stops at the cores.
 _MAX_WAITING_THREADS = 64
@@ -192,3 +196,31 @@ class LoaderTuning:
                 )
             )
         return knobs
+
+
+def loader_tuning(
+    throughput: Throughput, reads: Reads, hooks: TuningHooks, *, transforms: Sequence[Transform | None], batch_size: int
+) -> LoaderTuning | None:
+    """The Loader's live tuning as its options ask (None without ``autotune``): the knobs the
+    user set are pinned, and the memory budget is charged the largest batch of ``transforms``
+    (one, or each bucket's)."""
+    if not throughput.autotune:
+        return None
+    given = (("decode", throughput.decode_concurrency), ("fetch", reads.fetch_concurrency), ("prefetch", throughput.prefetch))
+    sizes = [_batch_bytes(transform, batch_size) for transform in transforms]
+    known = [size for size in sizes if size is not None]
+    return LoaderTuning(
+        hooks,
+        pinned={name for name, value in given if value is not None},
+        wait_target=throughput.wait_target,
+        memory_budget=throughput.memory_budget,
+        batch_bytes=max(known) if known else None,
+    )
+
+
+def _batch_bytes(transform: Transform | None, batch_size: int) -> int | None:
+    """Bytes of one decoded batch, from the shape of an empty one (nothing allocated), or None."""
+    if transform is None:
+        return None
+    empty = allocate_batch(transform, 0)
+    return empty.itemsize * int(np.prod(empty.shape[1:])) * batch_size
