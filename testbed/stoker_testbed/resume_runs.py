@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["assert_resumed_exactly", "job_records", "run_in_lockstep", "run_in_session"]
+__all__ = ["assert_resumed_exactly", "finished_everywhere", "job_records", "mark_finished", "run_in_lockstep", "run_in_session"]
 
 
 def run_in_session(command: Sequence[str], timeout: float = 300) -> tuple[int, str]:
@@ -56,6 +56,23 @@ def run_in_lockstep(loaders: Sequence[Any], *, save_at: int, kill_at: int, out: 
             os.kill(os.getpid(), signal.SIGKILL)
     record["proof"] = loaders[0].verify_epoch([loader.state_dict() for loader in loaders])
     return record
+
+
+def mark_finished(work: Path, attempt: int, rank: int) -> None:
+    """Called by a job's process when its training returned: see `finished_everywhere`."""
+    (work / f"finished-{attempt}-{rank}").touch()
+
+
+def finished_everywhere(work: Path, attempt: int, ranks: int) -> bool:
+    """Whether every one of ``ranks`` processes of run ``attempt`` returned from its training.
+
+    A job whose every process trained to the end and then failed on its way out is one the
+    trainers' tests take as done, saying so: gloo's teardown at exit aborts a process now and
+    then (pytorch/pytorch issue 190489, "terminate called without an active exception"), and
+    destroying the process group first only narrows the race. What the tests check, every
+    step's samples, is in the records either way.
+    """
+    return all((work / f"finished-{attempt}-{rank}").exists() for rank in range(ranks))
 
 
 def job_records(work: Path, attempt: int) -> list[dict[str, Any]]:

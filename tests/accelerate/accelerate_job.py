@@ -25,6 +25,7 @@ from stoker import Loader
 from stoker.accelerate import AcceleratedLoader
 from stoker.loader import Sampling
 from stoker.storage import MemoryStorage
+from stoker_testbed.resume_runs import mark_finished
 
 SAMPLES = 203
 
@@ -58,6 +59,7 @@ def main() -> None:
         loader.set_epoch(epoch)  # a resumed epoch goes on where it was
         for batch in loader:
             if step == args.kill_at and rank == 0:
+                (args.work / f"killed-{args.attempt}").touch()  # the test knows the kill for its own
                 os.kill(os.getpid(), signal.SIGKILL)
             keys = [key for key, padding in zip(batch["keys"], batch["padding"].tolist()) if not padding]
             with open(log, "a") as file:
@@ -74,6 +76,7 @@ def main() -> None:
                 if accelerator.is_main_process:
                     (folder / "step.json").write_text(json.dumps({"step": step}))
                 accelerator.wait_for_everyone()
+    mark_finished(args.work, args.attempt, rank)
     # Gloo's threads end before the interpreter does: a process group left to the exit's
     # destructors aborts a rank now and then ("terminate called without an active exception",
     # pytorch/pytorch issue 190489), which a test would take for the job failing.

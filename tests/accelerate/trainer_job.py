@@ -24,6 +24,7 @@ from transformers import TrainerCallback, TrainingArguments
 from stoker.accelerate import StokerTrainer
 from stoker.loader import Sampling
 from stoker.storage import MemoryStorage
+from stoker_testbed.resume_runs import mark_finished
 
 SAMPLES = 203
 
@@ -54,12 +55,13 @@ class Model(torch.nn.Module):
 class Steps(TrainerCallback):
     """Tells the model its step; rank 0 dies at ``kill_at``."""
 
-    def __init__(self, model: Model, kill_at: int) -> None:
-        self.model, self.kill_at = model, kill_at
+    def __init__(self, model: Model, kill_at: int, attempt: int) -> None:
+        self.model, self.kill_at, self.attempt = model, kill_at, attempt
 
     def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self.model.step = state.global_step
         if state.global_step == self.kill_at and args.process_index == 0:
+            (self.model.log.parent / f"killed-{self.attempt}").touch()  # the test knows the kill for its own
             os.kill(os.getpid(), signal.SIGKILL)
 
 
@@ -91,9 +93,10 @@ def main() -> None:
         sampling=Sampling(shuffle="uniform", seed=5, in_order=True),
         loader_options={"decode": decode_value},
         inputs=model_inputs,
-        callbacks=[Steps(model, args.kill_at)],
+        callbacks=[Steps(model, args.kill_at, args.attempt)],
     )
     trainer.train(resume_from_checkpoint=args.resume)
+    mark_finished(args.work, args.attempt, int(os.environ.get("RANK", 0)))
     # Gloo's threads end before the interpreter does: a process group left to the exit's
     # destructors aborts a rank now and then ("terminate called without an active exception",
     # pytorch/pytorch issue 190489), which a test would take for the job failing.

@@ -27,6 +27,7 @@ from stoker.lightning import StokerDataModule
 from stoker.loader import Sampling
 from stoker.storage import MemoryStorage
 from stoker.torch import DataLoader
+from stoker_testbed.resume_runs import mark_finished
 
 SAMPLES = 203  # not a multiple of the ranks or the batch
 
@@ -107,6 +108,7 @@ def main() -> None:
         callbacks=[ModelCheckpoint(dirpath=args.work / "checkpoints", every_n_train_steps=4, save_top_k=-1)],
     )
     trainer.fit(Model(args.work, args.run, args.kill_at), datamodule=data, ckpt_path=args.resume)
+    mark_finished(args.work, args.run, trainer.global_rank)
     # Gloo's threads end before the interpreter does: a process group left to the exit's
     # destructors aborts a rank now and then ("terminate called without an active exception",
     # pytorch/pytorch issue 190489), which a test would take for the job failing.
