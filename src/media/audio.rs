@@ -103,7 +103,7 @@ fn write_window(interleaved: &[f32], offset: i64, spec: &AudioSpec, slot: AudioS
 ///
 /// `samples` is the buffer to decode into (emptied first), returned as the decoded samples.
 fn decode_window(bytes: &[u8], spec: &AudioSpec, seed: u64, mut samples: Vec<f32>) -> MediaResult<(Vec<f32>, i64)> {
-    check_wav_length(bytes)?;
+    super::riff::check_wav_length(bytes)?;
     super::riff::check(bytes)?;
     let mut container = input::open(bytes)?;
     let stream = input::best_stream(&container, Type::Audio)?;
@@ -185,28 +185,6 @@ fn decode_window(bytes: &[u8], spec: &AudioSpec, seed: u64, mut samples: Vec<f32
         }
     }
     Ok((decoded.samples, start - first))
-}
-
-/// A WAV file cut short: FFmpeg takes a WAV's duration from the file's size, so a truncated one
-/// would read as a shorter, valid file. Its `data` chunk's declared size says otherwise.
-pub fn check_wav_length(bytes: &[u8]) -> MediaResult<()> {
-    if bytes.len() < 12 || &bytes[0..4] != b"RIFF" || &bytes[8..12] != b"WAVE" {
-        return Ok(());
-    }
-    let mut position = 12;
-    while position + 8 <= bytes.len() {
-        let size = u32::from_le_bytes(bytes[position + 4..position + 8].try_into().expect("4 bytes")) as usize;
-        if &bytes[position..position + 4] == b"data" {
-            // 0 and 0xFFFFFFFF mean "unknown" (a stream written without seeking back).
-            let available = bytes.len() - position - 8;
-            if size != 0 && size != u32::MAX as usize && size > available {
-                return Err(MediaError::Corrupt(format!("the WAV header declares {size} bytes of audio; the file holds {available}")));
-            }
-            return Ok(());
-        }
-        position += 8 + size + (size & 1);
-    }
-    Ok(())
 }
 
 /// What has been decoded so far: resampled, interleaved, starting at output sample `first`.

@@ -52,7 +52,7 @@ pub fn probe(bytes: &[u8], kind: Type, out: &mut [f64]) -> MediaResult<()> {
     super::riff::check(bytes)?;
     if kind == Type::Audio {
         // A WAV cut short reads as a shorter, valid file to FFmpeg; its header says otherwise.
-        super::audio::check_wav_length(bytes)?;
+        super::riff::check_wav_length(bytes)?;
     }
     let container = input::open(bytes)?;
     let stream = input::best_stream(&container, kind)?;

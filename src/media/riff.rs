@@ -1,7 +1,8 @@
 //! A check of RIFF files (WAV, AVI) before FFmpeg reads them: every chunk's declared size must fit
 //! in the bytes there are. FFmpeg's WAV demuxer trusts a LIST/INFO entry's size and allocates it
 //! before reading (a 2 GB allocation for a 100-byte file); the sample's bytes are all in memory
-//! here, so the sizes can be checked against them first.
+//! here, so the sizes can be checked against them first. And a WAV cut short, which FFmpeg would
+//! read as a shorter, valid file (`check_wav_length`), for the decoder and the probe alike.
 
 use super::error::{MediaError, MediaResult};
 
@@ -16,6 +17,28 @@ pub fn check(bytes: &[u8]) -> MediaResult<()> {
         return Ok(());
     }
     walk(bytes, 12, bytes.len(), 0)
+}
+
+/// A WAV file cut short: FFmpeg takes a WAV's duration from the file's size, so a truncated one
+/// would read as a shorter, valid file. Its `data` chunk's declared size says otherwise.
+pub fn check_wav_length(bytes: &[u8]) -> MediaResult<()> {
+    if bytes.len() < 12 || &bytes[0..4] != b"RIFF" || &bytes[8..12] != b"WAVE" {
+        return Ok(());
+    }
+    let mut position = 12;
+    while position + 8 <= bytes.len() {
+        let size = u32::from_le_bytes(bytes[position + 4..position + 8].try_into().expect("4 bytes")) as usize;
+        if &bytes[position..position + 4] == b"data" {
+            // 0 and 0xFFFFFFFF mean "unknown" (a stream written without seeking back).
+            let available = bytes.len() - position - 8;
+            if size != 0 && size != u32::MAX as usize && size > available {
+                return Err(MediaError::Corrupt(format!("the WAV header declares {size} bytes of audio; the file holds {available}")));
+            }
+            return Ok(());
+        }
+        position += 8 + size + (size & 1);
+    }
+    Ok(())
 }
 
 fn walk(bytes: &[u8], start: usize, end: usize, depth: usize) -> MediaResult<()> {

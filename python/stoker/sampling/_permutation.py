@@ -12,16 +12,19 @@ shuffles do; six rounds make the order look uniform to every statistic tests loo
 tests/sampling/test_permutation.py).
 
 All work is vectorized over a chunk of positions with NumPy's uint64 arithmetic (wrapping, as the
-hash needs).
+hash needs). Beside it, the two other orders a Sampler composes from it: storage order
+(`identity_order`), and the order of a storage that gained samples mid-epoch (`AppendedOrder`).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 
 from ..errors import ConfigurationError
 
-__all__ = ["IndexPermutation"]
+__all__ = ["AppendedOrder", "IndexPermutation", "identity_order"]
 
 _ROUNDS = 6
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -74,3 +77,28 @@ class IndexPermutation:
             values[outside] = self._network(values[outside])
             outside = outside[values[outside] >= np.uint64(self.size)]
         return values.astype(np.int64)
+
+
+def identity_order(positions: np.ndarray) -> np.ndarray:
+    """Storage order: position p is sample p."""
+    return np.asarray(positions, np.int64)
+
+
+class AppendedOrder:
+    """An order over ``base`` samples followed by ``appended`` more, those shuffled among
+    themselves (their own seeded permutation) when the order shuffles."""
+
+    def __init__(self, first: Callable[[np.ndarray], np.ndarray], base: int, appended: int, shuffle: bool, seed: int, epoch: int) -> None:
+        self.first, self.base = first, base
+        # Salted so the appended samples' order is not a prefix of the first part's.
+        self.rest: Callable[[np.ndarray], np.ndarray] = (
+            IndexPermutation(appended, seed ^ 0x5EED_A99E_0DED, epoch) if shuffle else identity_order
+        )
+
+    def __call__(self, positions: np.ndarray) -> np.ndarray:
+        positions = np.asarray(positions, np.int64)
+        out = np.empty(positions.shape, np.int64)
+        early = positions < self.base
+        out[early] = self.first(positions[early])
+        out[~early] = self.base + self.rest(positions[~early] - self.base)
+        return out

@@ -36,14 +36,12 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigurationError
-from ._appended_order import AppendedOrder, identity_order
 from ._block_order import BlockOrder, block_starts
 from ._bucket_order import BucketOrder, check_leftovers
 from ._epoch_plan import EpochPlan
-from ._permutation import IndexPermutation
+from ._permutation import AppendedOrder, IndexPermutation, identity_order
 from ._ranges import PositionSet, runs
-from ._sampler_state import SAMPLER_STATE_VERSION, check_seed
-from ._saved_world import SamplerSettings, read_saved_world
+from ._sampler_state import SAMPLER_STATE_VERSION, SamplerSettings, check_seed, read_saved_world
 from ._whole_batch_plan import WholeBatchPlan
 
 __all__ = ["Sampler", "SamplePlan"]
