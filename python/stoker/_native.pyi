@@ -16,6 +16,8 @@ __all__ = [
     "encode_jpeg",
     "read_ranges",
     "crc32",
+    "lock_bytes",
+    "unlock_bytes",
     "list_tree",
     "TokenPacker",
     "TextTokenizer",
@@ -171,6 +173,13 @@ def read_ranges(
 
 def crc32(data: bytes) -> int:
     """zlib's CRC-32 of data (what zlib.crc32 returns), several times faster; GIL released for large buffers."""
+
+def lock_bytes(handle: int, offsets: Sequence[int]) -> list[bool]:
+    """Exclusive locks on the bytes at offsets of an open file, never waiting (POSIX only):
+    whether each is now this process's. Holds the GIL. Raises OSError (none left taken)."""
+
+def unlock_bytes(handle: int, offsets: Sequence[int]) -> None:
+    """Let go of this process's locks on the bytes at offsets (POSIX only). Raises OSError."""
 
 def list_tree(
     folders: Sequence[str | os.PathLike[str]], base: str | os.PathLike[str], extensions: Sequence[str], threads: int = 8

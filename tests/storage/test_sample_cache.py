@@ -97,7 +97,7 @@ def test_a_cache_that_cannot_be_written_or_read_is_a_warning_not_a_failure(tmp_p
         raise OSError(28, "No space left on device")
 
     cache._entries.put = full
-    cache._entries.get = full
+    cache._entries.get_many = full  # every read goes through it
     cache.put("s0", payload(0))
     cache.put("s1", payload(1))
     assert cache.get("s0") is None and cache.misses == 1
@@ -225,3 +225,73 @@ def test_names_longer_than_a_key_are_kept_too(tmp_path: Path) -> None:
     for index, name in enumerate(long_names):
         cache.put(name, payload(index))
     assert [cache.get(name) for name in long_names] == [payload(index) for index in range(3)]
+
+
+def test_one_turns_requests_are_looked_up_together_and_each_name_claimed_once(tmp_path: Path) -> None:
+    cache = SampleCache(tmp_path, max_bytes=4 << 20)
+    cache.put("cached", payload(9))
+
+    async def scenario() -> list[tuple[bytes | None, str | None]]:
+        # A batch's requests arrive in one loop turn; "s1" twice (a hedged copy, say).
+        looks = [asyncio.ensure_future(cache.get_or_claim(name)) for name in ("s0", "s1", "s1", "cached", "s2")]
+        await asyncio.sleep(0.05)
+        assert looks[2].done() is False, "the second request for s1 waits for the first's entry"
+        _, first_claim = looks[1].result()
+        cache.put("s1", payload(1), first_claim)
+        await asyncio.wait_for(looks[2], 10)
+        return [look.result() for look in looks]
+
+    outcomes = asyncio.run(scenario())
+    assert [data for data, _ in outcomes] == [None, None, payload(1), payload(9), None]
+    claims = [claim for _, claim in outcomes]
+    assert None not in (claims[0], claims[1], claims[4]) and len({claims[0], claims[1], claims[4]}) == 3
+    assert claims[2] is None and claims[3] is None
+    assert (cache.hits, cache.misses) == (1, 4), "one hit or miss counted per request, however long it waited"
+
+
+def test_a_request_cancelled_before_its_look_leaves_no_claim_behind(tmp_path: Path) -> None:
+    cache = SampleCache(tmp_path, max_bytes=4 << 20)
+
+    async def scenario() -> tuple[bytes | None, str | None]:
+        look = asyncio.ensure_future(cache.get_or_claim("s1"))
+        await asyncio.sleep(0)  # its name is queued for this turn's look
+        look.cancel()
+        await asyncio.sleep(0.01)
+        return await asyncio.wait_for(cache.get_or_claim("s1"), 1)
+
+    data, claim = asyncio.run(scenario())
+    assert data is None and claim is not None, "nobody holds the cancelled request's claim: the next one gets it"
+
+
+HOLD_CLAIM = """
+import asyncio, sys, time
+from stoker.storage import SampleCache
+cache = SampleCache(sys.argv[1], max_bytes=4 << 20)
+data, claim = asyncio.run(cache.get_or_claim("s1"))
+print("claimed", flush=True)
+sys.stdin.readline()
+cache.put("s1", b"from the other rank", claim)
+print("stored", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_a_claim_held_by_another_live_process_is_waited_for(tmp_path: Path) -> None:
+    rank = subprocess.Popen([sys.executable, "-c", HOLD_CLAIM, str(tmp_path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert rank.stdin is not None and rank.stdout is not None
+    try:
+        assert rank.stdout.readline().strip() == "claimed"
+        cache = SampleCache(tmp_path, max_bytes=4 << 20)
+
+        async def scenario() -> tuple[bytes | None, str | None]:
+            waiter = asyncio.ensure_future(cache.get_or_claim("s1", poll=0.01))
+            await asyncio.sleep(0.1)
+            assert not waiter.done(), "the other process's claim holds this request back"
+            rank.stdin.write("\n")  # type: ignore[union-attr]
+            rank.stdin.flush()  # type: ignore[union-attr]
+            return await asyncio.wait_for(waiter, 10)
+
+        assert asyncio.run(scenario()) == (b"from the other rank", None)
+    finally:
+        rank.kill()
+        rank.wait(timeout=10)

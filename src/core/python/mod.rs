@@ -35,6 +35,10 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(image::encode_jpeg, module)?)?;
     module.add_function(wrap_pyfunction!(storage::read_ranges, module)?)?;
     module.add_function(wrap_pyfunction!(storage::crc32, module)?)?;
+    #[cfg(unix)]
+    module.add_function(wrap_pyfunction!(storage::lock_bytes, module)?)?;
+    #[cfg(unix)]
+    module.add_function(wrap_pyfunction!(storage::unlock_bytes, module)?)?;
     module.add_function(wrap_pyfunction!(storage::list_tree, module)?)?;
     module.add_class::<packing::TokenPacker>()?;
     module.add_class::<text::TextTokenizer>()?;

@@ -9,7 +9,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use crate::storage::coalesce::Request;
-use crate::storage::{checksum, listing, read};
+use crate::storage::{byte_locks, checksum, listing, read};
 
 /// Buffers at least this large are checksummed without the GIL; below it, releasing and taking
 /// the GIL back costs more than the work.
@@ -31,6 +31,24 @@ fn to_python_error(error: std::io::Error) -> PyErr {
         std::io::ErrorKind::PermissionDenied => pyo3::exceptions::PyPermissionError::new_err(error.to_string()),
         _ => PyOSError::new_err(error.to_string()),
     }
+}
+
+/// Take an exclusive lock on the byte at each of `offsets` of the open file `handle`, never
+/// waiting: whether each is now this process's (false: another process holds it). Holds the GIL
+/// (a call of microseconds; letting go of the GIL and waiting for it back costs more). On an
+/// error other than a holder, the locks this call took are let go of.
+#[cfg(unix)]
+#[pyfunction]
+pub fn lock_bytes(handle: i32, offsets: Vec<u64>) -> PyResult<Vec<bool>> {
+    byte_locks::try_lock_bytes(handle, &offsets).map_err(to_python_error)
+}
+
+/// Let go of this process's locks on the bytes at `offsets` of the open file `handle` (each
+/// tried; the first error raised). Holds the GIL, as `lock_bytes` does.
+#[cfg(unix)]
+#[pyfunction]
+pub fn unlock_bytes(handle: i32, offsets: Vec<u64>) -> PyResult<()> {
+    byte_locks::unlock_bytes(handle, &offsets).map_err(to_python_error)
 }
 
 /// Walk each folder of `folders` (in parallel, GIL released) for files whose lower-cased names

@@ -1,5 +1,6 @@
 //! Explicit I/O for storage backends: coalesced positional reads (LMDBIO's coalescing).
 
+pub mod byte_locks;
 pub mod checksum;
 pub mod coalesce;
 pub mod listing;

@@ -4,7 +4,10 @@ wait for its entry instead of fetching the same object again.
 A claim is an advisory lock on one byte of the cache's ``claims`` file, at an offset drawn from
 the entry's name (62 bits of a hash: two names sharing one is never seen in practice, and would
 only make one request wait for the other's fetch). Taking or giving one back is one system call
-(about a microsecond) and takes no lock shared by the node. They were rows of the cache's SQLite
+(about a microsecond) and takes no lock shared by the node. The calls are native
+(`stoker._native.lock_bytes`) and keep the GIL: `fcntl.lockf` lets go of it, and taking it back
+on the event loop's thread waits out any busy Python thread's switch interval (5 ms); a loop
+turn's claims are taken, and its stored entries' claims given back, in one call. They were rows of the cache's SQLite
 index before: a write transaction per miss, for which the node's ranks queued on SQLite's one
 write lock (its busy handler sleeps whole milliseconds), and a cold epoch through the node cache
 ran at about half the speed of one without it.
@@ -20,12 +23,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import hashlib
 import itertools
 import os
 import threading
+from collections.abc import Sequence
 from pathlib import Path
+
+from ... import _native
 
 __all__ = ["NodeClaims"]
 
@@ -82,17 +87,32 @@ class NodeClaims:
         Raises:
             OSError: The lock cannot be taken for another reason than a holder.
         """
-        offset = _offset(name)
+        return self.take_many([(name, claim)])[0]
+
+    def take_many(self, wanted: Sequence[tuple[str, str]]) -> list[bool]:
+        """`take` for each ``(name, claim)`` of ``wanted``, under one hold of the process's lock
+        (a loop turn's misses claimed together).
+
+        Raises:
+            OSError: A lock cannot be taken for another reason than a holder (the claims taken
+                before it are let go of).
+        """
         claims = self._process_claims()
+        offsets = [_offset(name) for name, _ in wanted]
         with claims.lock:
-            if offset in claims.held:
-                return False
-            try:
-                fcntl.lockf(claims.handle, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, offset)
-            except (BlockingIOError, PermissionError):  # another process holds it
-                return False
-            claims.held[offset] = claim
-        return True
+            # Held by a request of this process, or wanted twice in this call: not the later one
+            # (a process taking its own lock again succeeds, so the kernel cannot tell).
+            asked: dict[int, int] = {}
+            for number, offset in enumerate(offsets):
+                if offset not in claims.held and offset not in asked:
+                    asked[offset] = number
+            locked = _native.lock_bytes(claims.handle, list(asked))
+            taken = [False] * len(wanted)
+            for (offset, number), held in zip(asked.items(), locked):
+                if held:
+                    taken[number] = True
+                    claims.held[offset] = wanted[number][1]
+        return taken
 
     def release(self, name: str, claim: str) -> None:
         """Let go of ``claim`` on ``name`` (its entry is stored, or its fetch failed); nothing if
@@ -101,14 +121,31 @@ class NodeClaims:
         Raises:
             OSError: The lock cannot be given back.
         """
-        offset = _offset(name)
+        self.release_many([(name, claim)])
+
+    def release_many(self, held: Sequence[tuple[str, str]]) -> None:
+        """`release` for each ``(name, claim)`` of ``held``, under one hold of the process's lock.
+
+        Raises:
+            OSError: A lock cannot be given back (the others still are).
+        """
         claims = self._process_claims()
+        waiting: list[asyncio.Future[None]] = []
         with claims.lock:
-            if claims.held.get(offset) != claim:
-                return
-            del claims.held[offset]
-            fcntl.lockf(claims.handle, fcntl.LOCK_UN, 1, offset)
-            waiting = claims.waiting.pop(offset, [])
+            offsets = []
+            for name, claim in held:
+                offset = _offset(name)
+                if claims.held.get(offset) == claim:
+                    del claims.held[offset]
+                    waiting.extend(claims.waiting.pop(offset, []))
+                    offsets.append(offset)
+            try:
+                _native.unlock_bytes(claims.handle, offsets)
+            finally:
+                self._wake_all(waiting)
+
+    @staticmethod
+    def _wake_all(waiting: list[asyncio.Future[None]]) -> None:
         for waiter in waiting:
             with contextlib.suppress(RuntimeError):  # its loop has closed: nobody waits any more
                 waiter.get_loop().call_soon_threadsafe(_wake, waiter)
