@@ -12,7 +12,7 @@ rank dies. A loop turn's requests look together: one read transaction for all th
 call taking the misses' claims (see `get_or_claim`), as their stores are one write transaction.
 Eviction is oldest-stored first: an epoch reads each sample once, so that is the
 order least recently used would give, without the write that recording each read would cost on
-the hot path. A miss costs a read, a claim and a store on top of the fetch, about 30 us of CPU
+the hot path. A miss costs a read, a claim and a store on top of the fetch, about 21 us of CPU
 for a 20 KB sample here (it was ten times that on SQLite): a cold epoch through the cache runs
 close to one without it (docs/benchmarks.md, "Several hosts").
 """
