@@ -295,3 +295,25 @@ def test_a_claim_held_by_another_live_process_is_waited_for(tmp_path: Path) -> N
     finally:
         rank.kill()
         rank.wait(timeout=10)
+
+
+@pytest.mark.parametrize("in_thread", [False, True], ids=["on the loop", "in a thread"])
+def test_a_request_cancelled_once_its_look_claimed_leaves_no_claim_behind(tmp_path: Path, in_thread: bool) -> None:
+    # A hedged read's loser is cancelled: here after its look took the claim but before the
+    # request resumed to receive it. Nobody would fetch the sample, and every other request for
+    # it would wait out CLAIM_SECONDS (the node then fetched it twice).
+    cache = SampleCache(tmp_path, max_bytes=4 << 20)
+
+    async def scenario() -> tuple[bytes | None, str | None]:
+        look = asyncio.ensure_future(cache.get_or_claim("s1", in_thread=in_thread))
+        await asyncio.sleep(0)  # the request has asked: its look is queued, or running in a thread
+        if in_thread:
+            look.cancel()  # the thread's look goes on and claims
+        else:
+            asyncio.get_running_loop().call_soon(look.cancel)  # after the turn's look, before the request resumes
+        with pytest.raises(asyncio.CancelledError):
+            await look
+        return await asyncio.wait_for(cache.get_or_claim("s1"), 2)
+
+    data, claim = asyncio.run(scenario())
+    assert data is None and claim is not None, "the cancelled request's claim was let go of"

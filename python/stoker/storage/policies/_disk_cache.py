@@ -106,10 +106,7 @@ class SampleCache:
         pass over the claims (see `_look_up`).
         """
         lapses = time.monotonic() + CLAIM_SECONDS
-        if in_thread:
-            first = (await asyncio.to_thread(self._look, [name], counted=True))[0]
-        else:
-            first = await self._look_up(name)
+        first = await self._received(name, self._in_thread(name, counted=True) if in_thread else self._look_up(name))
         if first[0] is not _HELD:
             return first[0], first[1]
         claims = self._claims
@@ -124,9 +121,31 @@ class SampleCache:
             else:
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(released, left)
-            again = await asyncio.to_thread(self._look, [name], counted=False) if in_thread else self._look([name], counted=False)
-            if again[0][0] is not _HELD:
-                return again[0][0], again[0][1]
+            if in_thread:
+                again = await self._received(name, self._in_thread(name, counted=False))
+            else:
+                again = self._look([name], counted=False)[0]
+            if again[0] is not _HELD:
+                return again[0], again[1]
+
+    def _in_thread(self, name: str, *, counted: bool) -> asyncio.Future[tuple[Any, str | None]]:
+        """`_look` at ``name`` in a worker thread."""
+        return asyncio.get_running_loop().run_in_executor(None, lambda: self._look([name], counted=counted)[0])
+
+    async def _received(self, name: str, look: asyncio.Future[tuple[Any, str | None]]) -> tuple[Any, str | None]:
+        """What ``look`` found. A request cancelled while it waits (a hedged read's loser) can be
+        cancelled after its look took the claim: the look is left to finish, and its claim let
+        go of, or nobody would fetch the sample and every other request for it would wait out
+        ``CLAIM_SECONDS``."""
+        try:
+            return await asyncio.shield(look)
+        except asyncio.CancelledError:
+            look.add_done_callback(lambda done: self._abandoned(name, done))
+            raise
+
+    def _abandoned(self, name: str, look: asyncio.Future[tuple[Any, str | None]]) -> None:
+        if not look.cancelled() and look.exception() is None:
+            self.release(name, look.result()[1])
 
     def _look_up(self, name: str) -> asyncio.Future[tuple[Any, str | None]]:
         """`_look` at ``name`` with the other requests of this loop turn (their names gathered
@@ -145,11 +164,11 @@ class SampleCache:
             pending, self._lookups = self._lookups, []
             self._lookup_scheduled = False
         outcomes = self._look([name for name, _ in pending], counted=True)
-        for (name, future), (data, claim) in zip(pending, outcomes):
-            if future.done():  # its request was cancelled meanwhile: nobody fetches it
-                self.release(name, claim)
+        for (name, future), outcome in zip(pending, outcomes):
+            if future.done():  # shielded (see `_received`), so only a loop shutting down: let go
+                self.release(name, outcome[1])
             else:
-                future.set_result((data, claim))
+                future.set_result(outcome)
 
     def _look(self, names: list[str], *, counted: bool) -> list[tuple[Any, str | None]]:
         """For each of ``names``: ``(bytes, None)`` when cached, ``(None, claim)`` when now
