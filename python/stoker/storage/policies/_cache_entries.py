@@ -100,15 +100,6 @@ class CacheEntries:
         value = -(-(length + 16) // self._page) * self._page if length > self._page // 2 else length
         return value + len(name) + _BOOKKEEPING
 
-    def get(self, name: str) -> bytes | None:
-        """The bytes of ``name``, or None.
-
-        Raises:
-            lmdb.Error: The cache cannot be read.
-        """
-        with self._environment().begin(db=self._entries) as transaction:
-            return transaction.get(_key(name))
-
     def get_many(self, names: Sequence[str]) -> list[bytes | None]:
         """The bytes of each of ``names`` (None where missing), read in one transaction: a loop
         turn's lookups pay for one transaction, not one each.

@@ -81,17 +81,10 @@ class NodeClaims:
         """A claim no other request holds: ``"<process id>:<number>"``."""
         return f"{os.getpid()}:{next(_NUMBERS)}"
 
-    def take(self, name: str, claim: str) -> bool:
-        """Whether ``claim`` now holds ``name`` (False: another request on the node does).
-
-        Raises:
-            OSError: The lock cannot be taken for another reason than a holder.
-        """
-        return self.take_many([(name, claim)])[0]
-
     def take_many(self, wanted: Sequence[tuple[str, str]]) -> list[bool]:
-        """`take` for each ``(name, claim)`` of ``wanted``, under one hold of the process's lock
-        (a loop turn's misses claimed together).
+        """For each ``(name, claim)`` of ``wanted``, whether ``claim`` now holds ``name`` (False:
+        another request on the node does), under one hold of the process's lock (a loop turn's
+        misses claimed together).
 
         Raises:
             OSError: A lock cannot be taken for another reason than a holder (the claims taken
@@ -114,17 +107,9 @@ class NodeClaims:
                     claims.held[offset] = wanted[number][1]
         return taken
 
-    def release(self, name: str, claim: str) -> None:
-        """Let go of ``claim`` on ``name`` (its entry is stored, or its fetch failed); nothing if
-        ``claim`` does not hold it.
-
-        Raises:
-            OSError: The lock cannot be given back.
-        """
-        self.release_many([(name, claim)])
-
     def release_many(self, held: Sequence[tuple[str, str]]) -> None:
-        """`release` for each ``(name, claim)`` of ``held``, under one hold of the process's lock.
+        """Let go of each ``(name, claim)`` of ``held`` (its entry is stored, or its fetch failed;
+        nothing where ``claim`` does not hold ``name``), under one hold of the process's lock.
 
         Raises:
             OSError: A lock cannot be given back (the others still are).
