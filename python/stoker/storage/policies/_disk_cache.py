@@ -30,6 +30,7 @@ from typing import Any
 
 from ...errors import ConfigurationError
 from ._cache_entries import CacheEntries
+from ._loop_turns import LoopTurns, complete
 from ._node_claims import NodeClaims
 
 __all__ = ["SampleCache"]
@@ -41,6 +42,9 @@ CLAIM_SECONDS = 60.0
 _STORE_IN_PLACE = 1 << 20
 # A look's answer where another request on the node holds the entry's claim.
 _HELD: Any = object()
+# A request's name and what its look will find; a store's name, bytes, claim and completion.
+_Lookup = tuple[str, "asyncio.Future[tuple[Any, str | None]]"]
+_Store = tuple[str, bytes | memoryview, str | None, "asyncio.Future[None]"]
 
 _logger = logging.getLogger("stoker.storage")
 
@@ -69,10 +73,8 @@ class SampleCache:
         self.misses = 0
         self._lock = threading.Lock()
         self._warned: set[str] = set()
-        self._pending: list[tuple[str, bytes | memoryview, str | None]] = []
-        self._flush_scheduled = False
-        self._lookups: list[tuple[str, asyncio.Future[tuple[Any, str | None]]]] = []
-        self._lookup_scheduled = False
+        self._lookups: LoopTurns[_Lookup] = LoopTurns(self._look_up_turn)
+        self._stores: LoopTurns[_Store] = LoopTurns(self._store_turn)
         self._claims: NodeClaims | None = None
         try:
             self._claims = NodeClaims(self.folder)
@@ -148,21 +150,14 @@ class SampleCache:
             self.release(name, look.result()[1])
 
     def _look_up(self, name: str) -> asyncio.Future[tuple[Any, str | None]]:
-        """`_look` at ``name`` with the other requests of this loop turn (their names gathered
-        until the turn's callbacks have run, as `store` does)."""
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[tuple[Any, str | None]] = loop.create_future()
-        with self._lock:
-            self._lookups.append((name, future))
-            schedule, self._lookup_scheduled = not self._lookup_scheduled, True
-        if schedule:
-            loop.call_soon(self._look_up_pending)
+        """`_look` at ``name`` with the other requests of this loop turn (see `LoopTurns`)."""
+        future: asyncio.Future[tuple[Any, str | None]] = asyncio.get_running_loop().create_future()
+        self._lookups.add((name, future))
         return future
 
-    def _look_up_pending(self) -> None:
-        with self._lock:
-            pending, self._lookups = self._lookups, []
-            self._lookup_scheduled = False
+    def _look_up_turn(self, loop: asyncio.AbstractEventLoop, pending: list[_Lookup]) -> None:
+        if loop.is_closed():  # stopped before its turn came: its requests wait no more
+            return
         outcomes = self._look([name for name, _ in pending], counted=True)
         for (name, future), outcome in zip(pending, outcomes):
             if future.done():  # shielded (see `_received`), so only a loop shutting down: let go
@@ -230,32 +225,38 @@ class SampleCache:
             self.release(name, claim)
 
     async def store(self, name: str, data: bytes | memoryview, claim: str | None = None) -> None:
-        """`put`, from an event loop. A larger entry (a block of megabytes) is stored off the
-        loop. Samples are stored together once the loop's callbacks of this turn have run: the
-        responses that arrived together, in one write transaction, one turn of the node's
-        write lock instead of one each (its holder's rank waits for it; ``claim`` is let go of
-        once the entry is stored, so nothing on the node fetches it meanwhile)."""
+        """`put`, from an event loop; returns once ``data`` is stored and ``claim`` let go of. A
+        larger entry (a block of megabytes) is stored off the loop. Samples are stored together
+        once the loop's callbacks of this turn have run: the responses that arrived together, in
+        one write transaction, one turn of the node's write lock instead of one each (its
+        holder's rank waits for it; ``claim`` is let go of once the entry is stored, so nothing
+        on the node fetches it meanwhile). A request cancelled while it waits (its loop shutting
+        down) stores its turn's entries at once: a claim is never left held."""
         if len(data) > _STORE_IN_PLACE:
             await asyncio.to_thread(self.put, name, data, claim)
             return
-        with self._lock:
-            self._pending.append((name, data, claim))
-            schedule, self._flush_scheduled = not self._flush_scheduled, True
-        if schedule:
-            asyncio.get_running_loop().call_soon(self.flush)
-
-    def flush(self) -> None:
-        """Store what `store` holds back now (also called by `close`)."""
-        with self._lock:
-            pending, self._pending = self._pending, []
-            self._flush_scheduled = False
-        if not pending:
-            return
+        loop = asyncio.get_running_loop()
+        stored: asyncio.Future[None] = loop.create_future()
+        self._stores.add((name, data, claim, stored))
         try:
-            self._entries.put_many([(name, data) for name, data, _ in pending])
+            await stored
+        except asyncio.CancelledError:
+            self._stores.run_now(loop)
+            raise
+
+    def _store_turn(self, loop: asyncio.AbstractEventLoop, pending: list[_Store]) -> None:
+        try:
+            self._entries.put_many([(name, data) for name, data, _, _ in pending])
         except Exception as error:  # a full disk must not fail a sample that was read fine
             self._warn_once("write", error)
-        self._release_many([(name, claim) for name, _, claim in pending if claim is not None])
+        self._release_many([(name, claim) for name, _, claim, _ in pending if claim is not None])
+        if not loop.is_closed():
+            for *_, stored in pending:
+                complete(stored, None)
+
+    def flush(self) -> None:
+        """Store what `store` holds back now, for every event loop (also called by `close`)."""
+        self._stores.run_all()
 
     def release(self, name: str, claim: str | None) -> None:
         """Let go of ``claim`` on ``name`` (its fetch failed): another request may fetch it."""
