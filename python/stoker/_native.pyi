@@ -19,6 +19,7 @@ __all__ = [
     "lock_bytes",
     "unlock_bytes",
     "list_tree",
+    "CacheEntries",
     "TokenPacker",
     "TextTokenizer",
     "AudioTransform",
@@ -185,6 +186,25 @@ def list_tree(
     folders: Sequence[str | os.PathLike[str]], base: str | os.PathLike[str], extensions: Sequence[str], threads: int = 8
 ) -> list[tuple[list[str], list[tuple[str, int]]]]:
     """Per folder: (sorted files relative to base with a matching extension, [(folder, mtime_ns)])."""
+
+@final
+class CacheEntries:
+    """The node cache's entries in one LMDB environment (one handle per process and folder)."""
+
+    def __new__(cls, folder: str | os.PathLike[str], map_bytes: int, max_readers: int, sync: bool) -> CacheEntries: ...
+    def get_many(self, keys: Sequence[bytes]) -> list[bytes | None]:
+        """Each key's bytes (None where missing), in one read transaction; holds the GIL."""
+
+    def put_many(self, items: Sequence[tuple[bytes, bytes | memoryview]], max_bytes: int) -> int:
+        """Keep each (key, data) in one write transaction, oldest evicted to stay within max_bytes;
+        how many were kept."""
+
+    def size(self) -> int:
+        """Bytes charged to the entries held now."""
+
+    def __len__(self) -> int: ...
+    def close(self) -> None:
+        """Let go of this process's handle; later calls raise OSError."""
 
 @final
 class TextTokenizer:

@@ -13,8 +13,6 @@ import pytest
 
 from stoker.storage import SampleCache
 
-pytest.importorskip("lmdb")
-
 ENTRY = 100 << 10  # large entries live in files of their own, as samples do
 
 
@@ -317,3 +315,38 @@ def test_a_request_cancelled_once_its_look_claimed_leaves_no_claim_behind(tmp_pa
 
     data, claim = asyncio.run(scenario())
     assert data is None and claim is not None, "the cancelled request's claim was let go of"
+
+
+def test_any_buffer_is_stored_and_read_back_as_bytes(tmp_path: Path) -> None:
+    cache = SampleCache(tmp_path, max_bytes=4 << 20)
+    block = bytearray(payload(7) * 3)
+    cache.put("view", memoryview(block)[5:40_005])
+    cache.put("array", block)
+    cache.put("bytes", payload(8))
+    assert cache.get("view") == bytes(block[5:40_005])
+    assert cache.get("array") == bytes(block)
+    assert cache.get("bytes") == payload(8)
+
+
+def test_a_cache_written_through_py_lmdb_is_read_and_kept(tmp_path: Path) -> None:
+    # stoker wrote the node cache through py-lmdb before it was bound natively: a folder a job
+    # left then is read as it is (same tables, same stamps), not refused or emptied.
+    lmdb = pytest.importorskip("lmdb")
+    folder = tmp_path / "entries"
+    environment = lmdb.open(str(folder), map_size=1 << 30, max_dbs=4)
+    tables = {name: environment.open_db(name.encode()) for name in ("entries", "stamps", "order", "totals")}
+    with environment.begin(write=True) as transaction:
+        stamp = (0).to_bytes(8, "big")
+        transaction.put(b"s1", payload(1), db=tables["entries"])
+        transaction.put(b"s1", stamp, db=tables["stamps"])
+        transaction.put(stamp, b"s1", db=tables["order"])
+        transaction.put(b"bytes", (len(payload(1)) + 4096).to_bytes(8, "big"), db=tables["totals"])
+        transaction.put(b"next", (1).to_bytes(8, "big"), db=tables["totals"])
+    environment.close()
+    boot = Path("/proc/sys/kernel/random/boot_id")
+    if boot.exists():  # written this boot (one from an earlier boot is emptied, as any is)
+        (folder / "boot").write_text(boot.read_text().strip())
+    cache = SampleCache(tmp_path, max_bytes=4 << 20)
+    assert cache.get("s1") == payload(1)
+    cache.put("s2", payload(2))
+    assert len(cache) == 2 and cache.get("s2") == payload(2)

@@ -5,6 +5,7 @@ use pyo3::prelude::*;
 
 use crate::build_info;
 
+mod cache;
 mod image;
 mod media_transforms;
 mod packing;
@@ -40,6 +41,7 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     #[cfg(unix)]
     module.add_function(wrap_pyfunction!(storage::unlock_bytes, module)?)?;
     module.add_function(wrap_pyfunction!(storage::list_tree, module)?)?;
+    module.add_class::<cache::CacheEntries>()?;
     module.add_class::<packing::TokenPacker>()?;
     module.add_class::<text::TextTokenizer>()?;
     module.add_class::<media_transforms::AudioTransform>()?;

@@ -1,6 +1,7 @@
 //! Explicit I/O for storage backends: coalesced positional reads (LMDBIO's coalescing).
 
 pub mod byte_locks;
+pub mod cache_entries;
 pub mod checksum;
 pub mod coalesce;
 pub mod listing;

@@ -10,11 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from stoker.storage import SampleCache
-
-pytest.importorskip("lmdb")
 
 CLAIM_AND_DIE = """
 import asyncio, os, signal, sys

@@ -18,6 +18,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from ... import _native
 from ...errors import StorageError
 
 __all__ = ["close_environment", "open_environment"]
@@ -68,7 +69,12 @@ _ENVIRONMENTS: dict[tuple[int, str], list[Any]] = {}  # -> [environment, users]
 _ENVIRONMENTS_LOCK = threading.Lock()
 
 
-def open_environment(lmdb: Any, folder: Path, map_bytes: int) -> Any:
+def open_environment(folder: Path, map_bytes: int) -> _native.CacheEntries:
+    """This process's handle on the entries in ``folder`` (opened, or the one already open).
+
+    Raises:
+        StorageError: The folder cannot hold the environment.
+    """
     key = (os.getpid(), str(folder.resolve()))
     with _ENVIRONMENTS_LOCK:
         held = _ENVIRONMENTS.get(key)
@@ -76,30 +82,22 @@ def open_environment(lmdb: Any, folder: Path, map_bytes: int) -> Any:
             held[1] += 1
             return held[0]
         for inherited in [other for other in _ENVIRONMENTS if other[1] == key[1]]:
-            # A forked child's copy of its parent's handle: lmdb opens a folder once per
+            # A forked child's copy of its parent's handle: a folder is opened once per
             # process, so it is closed first. That touches only this process: LMDB clears the
             # read slots of the calling process id, and the parent's file lock is its own.
             _ENVIRONMENTS.pop(inherited)[0].close()
         boot = boot_id()
         try:
             _trusted(folder, boot)
-            environment = lmdb.open(
-                str(folder),
-                map_size=map_bytes,
-                max_dbs=4,
-                max_readers=_MAX_READERS,
-                sync=boot is None,  # see the module's notes
-                metasync=boot is None,
-                readahead=False,  # reads are random: the kernel's readahead would read pages never used
-            )
-        except (lmdb.Error, OSError) as error:
+            environment = _native.CacheEntries(folder, map_bytes, _MAX_READERS, boot is None)  # sync: see the module's notes
+        except OSError as error:
             raise StorageError(f"sample cache {folder}: cannot open it ({type(error).__name__}: {error})") from error
-        environment.reader_check()  # read slots left by killed processes would keep freed pages from reuse
         _ENVIRONMENTS[key] = [environment, 1]
         return environment
 
 
 def close_environment(folder: Path) -> None:
+    """Let go of one user of this process's handle on ``folder``; the last closes it."""
     key = (os.getpid(), str(folder.resolve()))
     with _ENVIRONMENTS_LOCK:
         held = _ENVIRONMENTS.get(key)

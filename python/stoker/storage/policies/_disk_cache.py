@@ -59,8 +59,7 @@ class SampleCache:
 
     Raises:
         ValueError: A limit that is not positive.
-        StorageError: ``lmdb`` is not installed (it comes with the ``s3`` extra), or the folder
-            cannot hold the cache.
+        StorageError: The folder cannot hold the cache.
     """
 
     def __init__(self, folder: str | os.PathLike[str], max_bytes: int) -> None:
