@@ -19,6 +19,7 @@ __all__ = [
     "lock_bytes",
     "unlock_bytes",
     "list_tree",
+    "key_hashes",
     "CacheEntries",
     "TokenPacker",
     "TextTokenizer",
@@ -186,6 +187,10 @@ def list_tree(
     folders: Sequence[str | os.PathLike[str]], base: str | os.PathLike[str], extensions: Sequence[str], threads: int = 8
 ) -> list[tuple[list[str], list[tuple[str, int]]]]:
     """Per folder: (sorted files relative to base with a matching extension, [(folder, mtime_ns)])."""
+
+def key_hashes(offsets: np.ndarray, data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each key's 128-bit hash as two uint64 arrays; key i is data[offsets[i]:offsets[i + 1]]
+    (an Arrow large string array's buffers). GIL released. Raises ValueError on a bad offset."""
 
 @final
 class CacheEntries:

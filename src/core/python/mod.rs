@@ -41,6 +41,7 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     #[cfg(unix)]
     module.add_function(wrap_pyfunction!(storage::unlock_bytes, module)?)?;
     module.add_function(wrap_pyfunction!(storage::list_tree, module)?)?;
+    module.add_function(wrap_pyfunction!(storage::key_hashes, module)?)?;
     module.add_class::<cache::CacheEntries>()?;
     module.add_class::<packing::TokenPacker>()?;
     module.add_class::<text::TextTokenizer>()?;

@@ -1,5 +1,5 @@
 //! Python bindings of explicit I/O and listing: `read_ranges` (coalesced positional reads),
-//! `crc32`, `list_tree` (a parallel folder walk).
+//! `crc32`, `list_tree` (a parallel folder walk), `key_hashes` (sample keys' 128-bit hashes).
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -9,7 +9,9 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use crate::storage::coalesce::Request;
-use crate::storage::{byte_locks, checksum, listing, read};
+use numpy::{PyArray1, PyReadonlyArray1};
+
+use crate::storage::{byte_locks, checksum, key_hash, listing, read};
 
 /// Buffers at least this large are checksummed without the GIL; below it, releasing and taking
 /// the GIL back costs more than the work.
@@ -88,4 +90,22 @@ pub fn read_ranges<'py>(
     let requests: Vec<Request> = ranges.into_iter().map(|(offset, length)| Request { offset, length }).collect();
     let buffers = py.detach(|| read::read_ranges(&path, &requests, max_gap, max_read)).map_err(to_python_error)?;
     Ok(buffers.iter().map(|buffer| PyBytes::new(py, buffer)).collect())
+}
+
+/// Each key's two hash halves, as Python receives them.
+type KeyHashHalves<'py> = (Bound<'py, PyArray1<u64>>, Bound<'py, PyArray1<u64>>);
+
+/// The 128-bit hashes (two uint64 arrays, a pair a key) of the keys laid out as an Arrow large
+/// string array lays them out: key i is `data[offsets[i]:offsets[i + 1]]`. In parallel, without
+/// the GIL. Raises ValueError naming the first offset outside `data` or below the one before it.
+#[pyfunction]
+pub fn key_hashes<'py>(
+    py: Python<'py>,
+    offsets: PyReadonlyArray1<'py, i64>,
+    data: PyReadonlyArray1<'py, u8>,
+) -> PyResult<KeyHashHalves<'py>> {
+    let offsets = offsets.as_slice()?;
+    let data = data.as_slice()?;
+    let (first, second) = py.detach(|| key_hash::hash_keys(offsets, data)).map_err(|error| PyValueError::new_err(error.to_string()))?;
+    Ok((PyArray1::from_vec(py, first), PyArray1::from_vec(py, second)))
 }

@@ -4,5 +4,6 @@ pub mod byte_locks;
 pub mod cache_entries;
 pub mod checksum;
 pub mod coalesce;
+pub mod key_hash;
 pub mod listing;
 pub mod read;

@@ -26,6 +26,7 @@ import numpy as np
 from ...errors import ConfigurationError, ProvenanceError
 from ...sampling import Sampler
 from ...storage import FilteredStorage, Storage
+from ._key_join import KeyHashes, match_keys
 from ._key_list import KeyList, key_array
 
 __all__ = ["ChangeRecord", "DatasetChange", "NEW_SAMPLES", "positions_of"]
@@ -95,22 +96,35 @@ class DatasetChange:
     def __init__(self, storage: Storage, before: KeyList, new_samples: Literal["next_epoch", "this_epoch"] | str) -> None:
         if new_samples not in NEW_SAMPLES:
             raise ConfigurationError(f"new_samples must be one of {NEW_SAMPLES}, got {new_samples!r}")
-        import pyarrow.compute
-
         self.before, self.new_samples = before, new_samples
-        current = key_array(storage.keys)
-        found = pyarrow.compute.index_in(before.keys, value_set=current)
-        self.old_to_new = found.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+        self.old_to_new = self._match(storage, before)
         seen = np.zeros(len(storage), dtype=bool)
         seen[self.old_to_new[self.old_to_new >= 0]] = True
         self.added = np.flatnonzero(~seen)
         appended = self.added if new_samples == "this_epoch" else self.added[:0]
         self.appended = len(appended)
-        description = f"epoch continued by key over a changed dataset ({len(before.keys):,} samples then, {len(storage):,} now)"
+        description = f"epoch continued by key over a changed dataset ({before.samples:,} samples then, {len(storage):,} now)"
         self.indices = np.concatenate([self.old_to_new, appended])  # the view's samples in ``storage`` (-1: gone)
         self.view = FilteredStorage.remapped(storage, self.indices, description)
         self.storage = storage
         self.changed = self._changed(storage)
+
+    @staticmethod
+    def _match(storage: Storage, before: KeyList) -> np.ndarray:
+        """Each saved key's index in ``storage`` now (-1: gone): by hash (`_key_join`), or by the
+        exact join over the strings where the storage's keys do not hash apart."""
+        try:
+            matched = match_keys(KeyHashes.of_chunks(before.key_chunks(), before.samples), KeyHashes.of_sequence(storage.keys))
+        except ValueError as error:
+            raise ProvenanceError(f"{before.path}: {error}") from error
+        if matched is not None:
+            return matched
+        import pyarrow
+        import pyarrow.compute
+
+        saved = pyarrow.concat_arrays(list(before.key_chunks())) if before.samples else pyarrow.array([], pyarrow.large_string())
+        found = pyarrow.compute.index_in(saved, value_set=key_array(storage.keys))
+        return found.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
 
     def _changed(self, storage: Storage) -> np.ndarray:
         """The old indices of samples still there under the same key whose bytes changed, where
@@ -155,7 +169,7 @@ class DatasetChange:
         record = ChangeRecord(
             epoch=epoch,
             before=self.before.dataset,
-            samples_before=len(self.before.keys),
+            samples_before=self.before.samples,
             added=len(self.added),
             new_samples=self.new_samples,
             removed_delivered=int(delivered_mask.sum()),
@@ -168,10 +182,10 @@ class DatasetChange:
     def resume(self, sampler: Sampler, record: ChangeRecord, states: dict[str, Any] | Sequence[dict[str, Any]]) -> None:
         """A later resume in the same epoch: the sampler onto the same view, the states loaded
         as they are (the removed positions are among those they left out)."""
-        if record.samples_before != len(self.before.keys) or record.added != len(self.added):
+        if record.samples_before != self.before.samples or record.added != len(self.added):
             raise ProvenanceError(
                 f"the state continues epoch {record.epoch} over {record.samples_before} samples then and {record.added} added; "
-                f"the key list and this storage give {len(self.before.keys)} and {len(self.added)}: the dataset changed again"
+                f"the key list and this storage give {self.before.samples} and {len(self.added)}: the dataset changed again"
             )
         sampler.set_domain(len(self.view), self.before.blocks, appended=self.appended)
         sampler.load_state_dict(states if isinstance(states, dict) else list(states))
@@ -181,16 +195,15 @@ class DatasetChange:
         gone = self.gone
         if not gone.any():
             return np.zeros(0, bool), np.zeros(0, np.int64)
-        positions = positions_of(sampler, gone, len(self.before.keys))
+        positions = positions_of(sampler, gone, self.before.samples)
         return sampler.delivered_mask(positions), positions
 
     def _log(self, sampler: Sampler, record: ChangeRecord, delivered: int, removed_delivered: np.ndarray, unread: np.ndarray) -> None:
         order = sampler.order_function()
-        keys = self.before.keys
 
         def named(positions: np.ndarray) -> str:
             picked = order(positions[:_NAMED]) if len(positions) else positions
-            listed = ", ".join(str(keys[int(index)]) for index in picked)
+            listed = ", ".join(self.before.keys_at(picked))
             return f" ({listed}{', ...' if len(positions) > _NAMED else ''})" if len(positions) else ""
 
         added = ", ".join(str(self.storage.keys[int(index)]) for index in self.added[:_NAMED])
@@ -212,8 +225,7 @@ class DatasetChange:
             f" ({added}{', ...' if record.added > _NAMED else ''})" if record.added else "",
             "at the end of this epoch" if record.new_samples == "this_epoch" else "from the next epoch",
             record.changed,
-            f" ({', '.join(str(keys[int(index)]) for index in self.changed[:_NAMED])}{', ...' if record.changed > _NAMED else ''}: "
-            "read as they are now)"
+            f" ({', '.join(self.before.keys_at(self.changed[:_NAMED]))}{', ...' if record.changed > _NAMED else ''}: read as they are now)"
             if record.changed
             else "",
             sampler.world_size,

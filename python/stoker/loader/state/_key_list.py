@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -81,8 +81,9 @@ def write_key_list(
 
 
 class KeyList:
-    """A key list read back: ``keys`` (a pyarrow string array, in storage order), the
-    ``dataset`` digest, ``blocks`` (or None).
+    """A key list read back: the ``dataset`` digest, its ``samples``, ``blocks`` (or None) and
+    ``checksums`` (or None). The keys stay in the file, read a chunk at a time
+    (`key_chunks`) or a few by index (`keys_at`): at 10^8 keys the whole column is gigabytes.
 
     Args:
         where: The file, or a directory holding ``keys-<dataset>.parquet`` (a ledger's).
@@ -124,16 +125,57 @@ class KeyList:
             and sum(blocks) == samples
         ):
             raise ProvenanceError(f"{path}: its block sizes do not cover its {samples} keys")
+        key_type = file.schema_arrow.field("key").type
+        if not (pyarrow.types.is_large_string(key_type) or pyarrow.types.is_string(key_type)):
+            raise ProvenanceError(f"{path}: its 'key' column holds {key_type}, not text")
         try:
-            table = file.read(columns=names)
-            column = table.column("key")
-            checksums = table.column("checksum").to_numpy().astype(np.int64) if "checksum" in names else None
+            checksums = file.read(columns=["checksum"]).column("checksum").to_numpy().astype(np.int64) if "checksum" in names else None
         except (OSError, ValueError, pyarrow.ArrowException) as error:
             raise ProvenanceError(f"{path} cannot be read: {error}") from error
-        if not (pyarrow.types.is_large_string(column.type) or pyarrow.types.is_string(column.type)):
-            raise ProvenanceError(f"{path}: its 'key' column holds {column.type}, not text")
         self.path = path
         self.dataset: str = dataset
+        self.samples = samples
         self.blocks: list[int] | None = blocks
-        self.keys = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+        self._file = file
         self.checksums: np.ndarray | None = checksums  # each sample's CRC-32 (-1: unknown), or None
+
+    def key_chunks(self) -> Iterator[Any]:
+        """The keys in storage order, as pyarrow large string arrays of at most a million.
+
+        Raises:
+            ProvenanceError: The file cannot be read, or holds another number of keys than it said.
+        """
+        pyarrow = _pyarrow()
+        read = 0
+        try:
+            for batch in self._file.iter_batches(batch_size=_CHUNK, columns=["key"]):
+                column = batch.column(0)
+                yield column if pyarrow.types.is_large_string(column.type) else column.cast(pyarrow.large_string())
+                read += len(column)
+        except (OSError, ValueError, pyarrow.ArrowException) as error:
+            raise ProvenanceError(f"{self.path} cannot be read: {error}") from error
+        if read != self.samples:
+            raise ProvenanceError(f"{self.path} holds {read} keys, its header says {self.samples}")
+
+    def keys_at(self, indices: Sequence[int] | np.ndarray) -> list[str]:
+        """The keys at storage ``indices`` (a few: for naming samples), reading only the row
+        groups that hold them.
+
+        Raises:
+            ProvenanceError: The file cannot be read.
+        """
+        pyarrow = _pyarrow()
+        metadata = self._file.metadata
+        starts = np.cumsum([0] + [metadata.row_group(group).num_rows for group in range(metadata.num_row_groups)])
+        wanted = np.asarray(indices, dtype=np.int64)
+        groups = np.searchsorted(starts, wanted, side="right") - 1
+        found: dict[int, str] = {}
+        try:
+            for group in sorted({int(group) for group in groups if 0 <= group < metadata.num_row_groups}):
+                column = self._file.read_row_group(group, columns=["key"]).column(0)
+                for index in wanted[groups == group]:
+                    if int(index) - int(starts[group]) < len(column):
+                        found[int(index)] = str(column[int(index) - int(starts[group])].as_py())
+        except (OSError, ValueError, pyarrow.ArrowException) as error:
+            raise ProvenanceError(f"{self.path} cannot be read: {error}") from error
+        return [found.get(int(index), f"#{int(index)}") for index in indices]
