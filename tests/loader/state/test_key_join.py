@@ -16,7 +16,7 @@ from stoker._native import key_hashes
 from stoker.errors import ProvenanceError
 from stoker.loader.state import KeyList, write_key_list
 from stoker.loader.state._dataset_change import DatasetChange
-from stoker.loader.state._key_join import KeyHashes, match_keys
+from stoker.loader.state._key_join import KeyHashes, RepeatedKeyError, SortedKeyHashes, match_keys
 from stoker.storage import MemoryStorage
 
 keys = st.text(max_size=12)
@@ -42,8 +42,8 @@ def by_strings(before: list[str], now: list[str]) -> list[int]:
 @settings(max_examples=200, deadline=None)
 @given(before=st.lists(keys, max_size=60), now=st.lists(keys, max_size=60, unique=True))
 def test_matching_by_hash_finds_what_comparing_the_strings_finds(before: list[str], now: list[str]) -> None:
-    matched = match_keys(KeyHashes.of_sequence(before), KeyHashes.of_sequence(now))
-    assert matched is not None
+    chunks = [pyarrow.array(before[start : start + 7], pyarrow.large_string()) for start in range(0, len(before), 7)]
+    matched = match_keys(chunks, len(before), KeyHashes.of_sequence(now))
     assert matched.tolist() == by_strings(before, now)
 
 
@@ -56,7 +56,8 @@ def test_a_slice_of_an_arrow_array_hashes_as_its_keys_do_alone() -> None:
 
 
 def test_a_repeated_key_in_the_storage_leaves_the_match_to_the_strings() -> None:
-    assert match_keys(KeyHashes.of_sequence(["a", "b"]), KeyHashes.of_sequence(["b", "x", "b"])) is None
+    with pytest.raises(RepeatedKeyError):
+        SortedKeyHashes(KeyHashes.of_sequence(["b", "x", "b"]))
 
 
 def test_offsets_outside_the_bytes_are_refused_by_name() -> None:
@@ -83,3 +84,11 @@ def test_a_key_list_names_keys_by_index_across_its_row_groups(tmp_path: Path) ->
     assert [str(key) for chunk in listed.key_chunks() for key in chunk.to_pylist()] == saved
     with pytest.raises(ProvenanceError, match="of 10 keys"):
         KeyList(path, dataset="d1", samples=11)
+
+
+def test_saved_keys_of_another_count_than_said_are_refused() -> None:
+    chunk = pyarrow.array(["a", "b", "c"], pyarrow.large_string())
+    with pytest.raises(ValueError, match="more than the 2 keys"):
+        match_keys([chunk], 2, KeyHashes.of_sequence(["a"]))
+    with pytest.raises(ValueError, match="3 keys where 4"):
+        match_keys([chunk], 4, KeyHashes.of_sequence(["a"]))

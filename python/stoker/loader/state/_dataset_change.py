@@ -26,7 +26,7 @@ import numpy as np
 from ...errors import ConfigurationError, ProvenanceError
 from ...sampling import Sampler
 from ...storage import FilteredStorage, Storage
-from ._key_join import KeyHashes, match_keys
+from ._key_join import KeyHashes, RepeatedKeyError, match_keys
 from ._key_list import KeyList, key_array
 
 __all__ = ["ChangeRecord", "DatasetChange", "NEW_SAMPLES", "positions_of"]
@@ -114,11 +114,11 @@ class DatasetChange:
         """Each saved key's index in ``storage`` now (-1: gone): by hash (`_key_join`), or by the
         exact join over the strings where the storage's keys do not hash apart."""
         try:
-            matched = match_keys(KeyHashes.of_chunks(before.key_chunks(), before.samples), KeyHashes.of_sequence(storage.keys))
+            return match_keys(before.key_chunks(), before.samples, KeyHashes.of_sequence(storage.keys))
+        except RepeatedKeyError:
+            pass
         except ValueError as error:
             raise ProvenanceError(f"{before.path}: {error}") from error
-        if matched is not None:
-            return matched
         import pyarrow
         import pyarrow.compute
 

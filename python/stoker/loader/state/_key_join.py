@@ -1,10 +1,10 @@
 """Matching a saved dataset's keys with the storage's, by 128-bit hash, for a resume after the
-dataset changed: 24-32 bytes a sample at the peak, where a hash table of the key strings (the
-pyarrow join this replaces) took about 140 (14 GB at 10^8 keys).
+dataset changed: about 32 bytes a storage key at the peak, where a hash table of the key strings
+(the pyarrow join this replaced) took about 140 (14 GB at 10^8 keys).
 
 Each key is hashed natively (`stoker._native.key_hashes`, two SipHash values) a million at a
-time, from Arrow string arrays; the storage's hashes are sorted once and each saved key's looked
-up by binary search. Two different keys agree on both halves with probability about 2^-128. Where
+time, from Arrow string arrays; the storage's hashes are sorted once, and the saved keys are
+hashed and looked up by binary search a chunk at a time, as they are read from the key list. Two different keys agree on both halves with probability about 2^-128. Where
 two of the storage's keys agree on the first half (a repeated key, or a 2^-64 coincidence), the
 match falls back to the exact join over the strings, so the result is always that of comparing
 the keys themselves.
@@ -19,7 +19,7 @@ import numpy as np
 
 from ..._native import key_hashes
 
-__all__ = ["KeyHashes", "match_keys"]
+__all__ = ["KeyHashes", "RepeatedKeyError", "SortedKeyHashes", "match_keys"]
 
 _CHUNK = 1 << 20  # keys hashed, or looked up, at once
 
@@ -68,20 +68,56 @@ def _hash_array(array: Any) -> tuple[np.ndarray, np.ndarray]:
     return key_hashes(np.ascontiguousarray(offsets), data)
 
 
-def match_keys(before: KeyHashes, now: KeyHashes) -> np.ndarray | None:
-    """Each saved key's index among the storage's (-1: not there), as int64; None where two of
-    the storage's keys share a first hash half, and only the exact join can tell."""
-    order = np.argsort(now.first, kind="stable")
-    sorted_first = now.first[order]
-    if len(sorted_first) > 1 and bool((sorted_first[1:] == sorted_first[:-1]).any()):
-        return None
-    result = np.full(len(before), -1, dtype=np.int64)
-    if not len(sorted_first):
-        return result
-    for start in range(0, len(before), _CHUNK):
-        first = before.first[start : start + _CHUNK]
-        places = np.minimum(np.searchsorted(sorted_first, first), len(sorted_first) - 1)
-        candidates = order[places]
-        hit = (sorted_first[places] == first) & (now.second[candidates] == before.second[start : start + _CHUNK])
-        result[start : start + len(first)] = np.where(hit, candidates, -1)
+class SortedKeyHashes:
+    """A storage's key hashes sorted by their first half, to look keys up in: 24 bytes a key
+    (the halves in sorted order and each one's storage index).
+
+    Args:
+        hashes: Every key's hash, in storage order (its arrays are let go of as they are sorted).
+
+    Raises:
+        RepeatedKeyError: Two keys share a first half (a repeated key, or a 2^-64 coincidence).
+    """
+
+    def __init__(self, hashes: KeyHashes) -> None:
+        self.order = np.argsort(hashes.first, kind="stable")
+        self.first = hashes.first[self.order]
+        hashes.first = self.first  # the unsorted half is garbage from here on
+        self.second = hashes.second[self.order]
+        hashes.second = self.second
+        if len(self.first) > 1 and bool((self.first[1:] == self.first[:-1]).any()):
+            raise RepeatedKeyError("two of the storage's keys share a hash")
+
+    def indices_of(self, hashes: KeyHashes) -> np.ndarray:
+        """Each of ``hashes``' keys' storage index (-1: not there), as int64."""
+        if not len(self.first):
+            return np.full(len(hashes), -1, dtype=np.int64)
+        places = np.minimum(np.searchsorted(self.first, hashes.first), len(self.first) - 1)
+        hit = (self.first[places] == hashes.first) & (self.second[places] == hashes.second)
+        return np.where(hit, self.order[places], -1)
+
+
+class RepeatedKeyError(ValueError):
+    """A storage's keys do not hash apart: only comparing the strings can match them."""
+
+
+def match_keys(before: Iterable[Any], count: int, now: KeyHashes) -> np.ndarray:
+    """Each of the ``count`` saved keys' index among the storage's (-1: not there), as int64; the
+    saved keys given as pyarrow large string arrays in order, hashed and looked up a chunk at a
+    time, so that only the storage's hashes are held whole.
+
+    Raises:
+        RepeatedKeyError: Two of the storage's keys share a first hash half.
+        ValueError: The chunks hold another number of keys than ``count``.
+    """
+    table = SortedKeyHashes(now)
+    result = np.empty(count, dtype=np.int64)
+    done = 0
+    for chunk in before:
+        if done + len(chunk) > count:
+            raise ValueError(f"more than the {count} keys expected")
+        result[done : done + len(chunk)] = table.indices_of(KeyHashes.of_chunks([chunk], len(chunk)))
+        done += len(chunk)
+    if done != count:
+        raise ValueError(f"{done} keys where {count} were expected")
     return result
