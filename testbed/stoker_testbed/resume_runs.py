@@ -30,11 +30,15 @@ def run_in_session(command: Sequence[str], timeout: float = 300) -> tuple[int, s
     return job.returncode, output
 
 
-def run_in_lockstep(loaders: Sequence[Any], *, save_at: int, kill_at: int, out: str | os.PathLike[str]) -> dict[str, Any]:
+def run_in_lockstep(
+    loaders: Sequence[Any], *, save_at: int, kill_at: int, out: str | os.PathLike[str], between: Callable[[int], None] | None = None
+) -> dict[str, Any]:
     """Iterate every rank's Loader (``loaders``, rank by rank) one step at a time, to the end of
     the epoch: each rank's steps and ``[step, key]`` of every real sample delivered; after step
     ``save_at`` every rank's state is saved with that record to ``out`` (JSON), and after step
-    ``kill_at`` the process SIGKILLs itself. Returns the record, with ``proof`` (`verify_epoch`).
+    ``kill_at`` the process SIGKILLs itself; ``between(step)`` is called after each step, while
+    every rank's loop runs (what a training loop does between two batches). Returns the record,
+    with ``proof`` (`verify_epoch`).
 
     Raises:
         AssertionError: A rank ran out of batches before the others.
@@ -49,6 +53,8 @@ def run_in_lockstep(loaders: Sequence[Any], *, save_at: int, kill_at: int, out: 
         for rank, batch in enumerate(batches):
             record["steps"][rank] += 1
             record["delivered"] += [[loaders[rank].step - 1, key] for key, padding in zip(batch.keys, batch.padding) if not padding]
+        if between is not None:
+            between(loaders[0].step - 1)
         if loaders[0].step - 1 == save_at:
             record["states"] = [loader.state_dict() for loader in loaders]
             Path(out).write_text(json.dumps(record))

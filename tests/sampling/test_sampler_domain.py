@@ -38,12 +38,20 @@ def test_positions_left_out_are_dealt_to_no_rank_and_the_rest_stays_equal(size: 
     assert sorted(real.tolist()) == sorted(set(range(size)) - set(gone.tolist())), "each sample left once, none left out"
 
 
-def test_leave_out_only_before_this_rank_delivers_and_domains_keep_their_scheme() -> None:
-    sampler = Sampler(100, seed=1, rank=0, world_size=2)
-    part = sampler.plan_arrays().part(0, 10)
-    sampler.mark_delivered(part.positions, part.padding)
-    with pytest.raises(ConfigurationError, match="before this rank delivers"):
-        sampler.leave_out(np.array([50]))
+def test_leave_out_after_deliveries_in_step_and_domains_keep_their_scheme() -> None:
+    # Ranks in step: what both delivered is done for the world, told from one rank's record.
+    ranks = [Sampler(100, seed=1, rank=rank, world_size=2) for rank in range(2)]
+    for sampler in ranks:
+        part = sampler.plan_arrays().part(0, 10)
+        sampler.mark_delivered(part.positions, part.padding)
+    both = set(ranks[0].delivered_positions().tolist()) | set(ranks[1].delivered_positions().tolist())
+    ranks[0].leave_out(np.array([50]))
+    assert set(ranks[0].delivered_positions().tolist()) == both | {50}
+    out_of_step = Sampler(100, seed=1, rank=0, world_size=2)
+    later = out_of_step.plan_arrays().part(10, 20)
+    out_of_step.mark_delivered(later.positions, later.padding)
+    with pytest.raises(ConfigurationError, match="not its first ones in order"):
+        out_of_step.leave_out(np.array([50]))
     # With one rank, its record is the world's: what it delivered stays delivered, the rest is dealt.
     alone = Sampler(100, seed=1)
     first = alone.plan_arrays().part(0, 10)

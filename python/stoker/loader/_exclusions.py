@@ -1,5 +1,6 @@
 """Leaving samples out of an epoch on purpose (`Loader.exclude`): the batches of some steps on
-this rank, or the samples of some keys for every rank; recorded in the state (a resume keeps
+this rank, or the samples of some keys for every rank (while the loop runs too, every rank at
+the same step); recorded in the state (a resume keeps
 them out), counted apart by `verify_epoch`, logged, and written beside the provenance ledger
 when one is kept. A part of the Loader, given what it reads; the Loader decides when (between
 two batches, or between runs of the loop)."""
@@ -87,10 +88,7 @@ class Exclusions:
             ConfigurationError: Not a list of keys, an unknown key, or a Loader that takes no
                 exclusion by key (each named).
         """
-        if isinstance(keys, str) or not all(isinstance(key, str) for key in keys):
-            raise ConfigurationError(f"exclude(keys=...) takes a list of keys (str), got {type(keys).__name__}")
-        if self.refusal is not None:
-            raise ConfigurationError(f"exclude(keys=...) does not take a Loader {self.refusal} yet")
+        self._check_keys(keys)
         left_out, already = self.state.exclude_keys(list(keys))
         self._record(None, left_out)
         _logger.info(
@@ -102,6 +100,28 @@ class Exclusions:
             if already
             else "",
         )
+
+    def check_keys(self, keys: Sequence[str]) -> None:
+        """``keys`` can be left out (`by_keys`, later: between the next two batches).
+
+        Raises:
+            ConfigurationError: As `by_keys` does.
+        """
+        self._check_keys(keys)
+        self.state.exclusion_indices(keys)
+
+    def _check_keys(self, keys: Sequence[str]) -> None:
+        if isinstance(keys, str) or not all(isinstance(key, str) for key in keys):
+            raise ConfigurationError(f"exclude(keys=...) takes a list of keys (str), got {type(keys).__name__}")
+        if self.refusal is not None:
+            raise ConfigurationError(f"exclude(keys=...) does not take a Loader {self.refusal} yet")
+        if self.deliveries.held:
+            # A held batch is yielded but may yet be taken back (its wrapper closing without
+            # handing it on): leaving keys out now would take it as read by every rank.
+            raise ConfigurationError(
+                f"exclude(keys=...) while a read-ahead wrapper holds {self.deliveries.held} batch(es) (hold_deliveries, "
+                "as stoker.device.to_device does): give the keys between runs of the loop, or leave steps out (exclude(steps=...))"
+            )
 
     def _record(self, steps: range | None, keys: list[str]) -> None:
         """Beside the provenance ledger, if one is kept: what was left out, when (see

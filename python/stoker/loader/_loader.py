@@ -286,6 +286,7 @@ class Loader:
         self._view_indices: np.ndarray | None = None  # while reading through a view (see _read_through)
         self._pending_weights: dict[str, float] | None = None  # set_mixture_weights, between steps
         self._pending_exclusion: range | None = None  # exclude, between steps
+        self._pending_keys: list[str] | None = None  # exclude by key, between steps
         self._iteration_lock = threading.Lock()
         self._iterating: str | None = None  # the thread iterating now
 
@@ -459,8 +460,10 @@ class Loader:
         rank calls it with the same keys) and the rest is dealt again, equal steps on each: a
         list from the ledger (`stoker.observe.ledger_keys`: every sample of the steps around a
         spike, as the run that reached them had them), or samples found bad. Called right after
-        `load_state_dict` with every rank's states (or with one rank, at any time, not while
-        iterating); keys already delivered in this epoch are named in the log and stay delivered.
+        `load_state_dict` with every rank's states, or while the loop runs, from the next batch:
+        then every rank calls it at the same step (between the same two batches), so each can
+        tell from its own deliveries what the world delivered (`Sampler.settle_deliveries`).
+        Keys already delivered in this epoch are named in the log and stay delivered.
 
         By step, the batches of ``steps`` are left out on this rank (every rank calls it
         with the same steps, so all take the same number of steps after): to cut out the batches
@@ -485,17 +488,19 @@ class Loader:
 
         Raises:
             ConfigurationError: Not a range of consecutive steps, a step already delivered or
-                past this epoch's last, a key the storage does not hold, keys while iterating or
-                after deliveries since a resume from one rank's state of a larger world, or a
+                past this epoch's last, a key the storage does not hold, keys while a read-ahead
+                wrapper holds batches (`hold_deliveries`: give them between runs of the loop), or a
                 Loader with buckets by key (whose batches are dealt whole by bucket: by step,
                 a bucketed Loader leaves out whole batches too, and takes it).
         """
         if (steps is None) == (keys is None):
             raise ConfigurationError("exclude takes steps= or keys=, one of them")
         if keys is not None:
-            if self._iterating is not None:
-                raise ConfigurationError("exclude(keys=...) is called between runs of the loop (after a resume), not while iterating")
-            self._exclusions.by_keys(keys)
+            if self._iterating is None:
+                self._exclusions.by_keys(keys)
+            else:
+                self._exclusions.check_keys(keys)
+                self._pending_keys = [*(self._pending_keys or []), *keys]
             return
         assert steps is not None
         self._exclusions.check_steps(steps)
@@ -742,7 +747,7 @@ class Loader:
                 scheduled = self._scheduled_weights()
                 if scheduled is not None:
                     self._pending_weights = scheduled
-                if self._pending_weights is not None or self._pending_exclusion is not None:
+                if self._pending_weights is not None or self._pending_exclusion is not None or self._pending_keys is not None:
                     pipeline = self._replan(pipeline)
                 try:
                     batch = pipeline.get()
@@ -768,6 +773,7 @@ class Loader:
         rest."""
         weights, self._pending_weights = self._pending_weights, None
         exclusion, self._pending_exclusion = self._pending_exclusion, None
+        keys, self._pending_keys = self._pending_keys, None
         pipeline.stop(timeout=_QUICK_STOP)
         if self._tuning is not None:
             self._tuning.detach()
@@ -776,6 +782,8 @@ class Loader:
             self._mixture.apply(weights)
         if exclusion is not None:
             self._exclusions.by_steps(exclusion)
+        if keys is not None:
+            self._exclusions.by_keys(keys)
         rebuilt = self._build(self.sampler.plan_arrays())
         self._records.pipeline_replaced(pipeline, rebuilt)
         if self._tuning is not None:

@@ -156,6 +156,8 @@ class PositionSet:
         """How many members are smaller than each of ``values``."""
         starts, ends = self.arrays()
         values = np.asarray(values, np.int64)
+        if starts.size == 0:  # an empty set (a leave_out of nothing): nothing below anything
+            return np.zeros(values.shape, np.int64)
         before = np.concatenate([[0], np.cumsum(ends - starts)])
         at = np.searchsorted(starts, values, side="right")  # ranges starting at or before each value
         partial = np.where(at > 0, np.minimum(values, ends[np.maximum(at - 1, 0)]) - starts[np.maximum(at - 1, 0)], 0)

@@ -191,32 +191,61 @@ class Sampler:
 
     def leave_out(self, positions: np.ndarray) -> None:
         """Leave ``positions`` out of this epoch for every rank (samples gone from the storage, or
-        cut out by key), the rest dealt again: in a world of one rank at any time, else only
-        before this rank delivered anything since it was loaded from every rank's states (the
-        positions join those the saved world delivered, see `load_state_dict`).
+        cut out by key), the rest dealt again: what was delivered so far is first taken as done
+        for the world (`settle_deliveries`).
 
         Raises:
-            ValueError: This rank has delivered samples since the state was loaded.
+            ConfigurationError: This rank's deliveries cannot tell the world's (see
+                `settle_deliveries`).
         """
         with self._lock:
-            if (len(self._delivered) or self._padding_delivered) and self.world_size == 1:
-                # One rank's record is the world's: kept as positions, it stays valid as the
-                # layout changes.
-                done = self._my_delivered_locked()
-                starts, ends = runs(done)
-                self._excluded = (
-                    PositionSet((starts, ends)) if self._excluded is None else self._excluded.union(PositionSet((starts, ends)))
-                )
-                self._delivered = PositionSet()
-            if len(self._delivered) or self._padding_delivered:
-                raise ConfigurationError(
-                    "positions are left out for every rank only before this rank delivers anything since it was loaded "
-                    "from every rank's states (or in a world of one rank)"
-                )
+            self._settle_locked()
             starts, ends = runs(np.asarray(positions, np.int64))
             gone = PositionSet((starts, ends))
             self._excluded = gone if self._excluded is None else self._excluded.union(gone)
             self._layout = None
+
+    def settle_deliveries(self) -> None:
+        """Take what every rank delivered so far in this epoch as done for the world (positions
+        no rank reads again, as after a resume from every rank's states), so the rest can be
+        dealt again. In a world of one rank, its record is the world's. In a world of several,
+        the ranks go in step (each delivers a batch a step), so when this rank has delivered the
+        first t slots of its plan, every rank has delivered its first t, and those are the first
+        t x world_size positions of the plan's order: a range, whatever t is. Every rank must call
+        this at the same step (`stoker.loader.Loader.exclude` does, between the same two batches).
+
+        Raises:
+            ConfigurationError: This rank delivered other than its plan's first slots in order.
+        """
+        with self._lock:
+            self._settle_locked()
+
+    def _settle_locked(self) -> None:
+        if not len(self._delivered) and not self._padding_delivered:
+            return
+        if self.world_size == 1:
+            # One rank's record is the world's: kept as positions, it stays valid as the layout changes.
+            done = self._my_delivered_locked()
+            starts, ends = runs(done)
+            settled = PositionSet((starts, ends))
+        else:
+            if self.buckets is not None and (self.world_size != self._order_ranks or self._excluded is not None):
+                raise ConfigurationError("a bucketed epoch dealt again a whole batch at a time cannot leave positions out while it runs")
+            slots = self._delivered.ranges()
+            if len(slots) > 1 or (slots and slots[0][0] != 0):
+                raise ConfigurationError(
+                    f"positions are left out for every rank while the ranks go in step: this rank delivered slots {slots[:3]} "
+                    "of its plan, not its first ones in order"
+                )
+            taken = (slots[0][1] if slots else 0) + self._padding_delivered
+            excluded = self._excluded if self._excluded is not None else PositionSet()
+            count = min(taken * self.world_size, self.epoch_length - len(excluded))
+            end = int(excluded.select_outside(np.array([count - 1], np.int64))[0]) + 1 if count > 0 else 0
+            settled = PositionSet([(0, end)]) if end else PositionSet()
+        self._excluded = settled if self._excluded is None else self._excluded.union(settled)
+        self._delivered = PositionSet()
+        self._padding_delivered = 0
+        self._layout = None
 
     @property
     def scheme(self) -> str:

@@ -51,6 +51,12 @@ class Deliveries:
         with self.lock:
             return self.step + len(self._held)
 
+    @property
+    def held(self) -> int:
+        """Batches a read-ahead wrapper holds (yielded, not handed on yet)."""
+        with self.lock:
+            return len(self._held)
+
     def new_epoch(self, epoch: int) -> None:
         with self.lock:
             self.digest = DeliveryDigest(epoch=epoch)

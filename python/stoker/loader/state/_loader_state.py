@@ -137,13 +137,12 @@ class LoaderState:
             target, self.storage.keys, dataset=dataset, blocks=self._blocks, checksums=checksums() if callable(checksums) else None
         )
 
-    def exclude_keys(self, keys: Sequence[str]) -> tuple[list[str], list[str]]:
-        """See `Loader.exclude`: the samples of ``keys`` not delivered yet in this epoch left out
-        for every rank. Returns the keys left out and (the first few of) those already delivered.
+    def exclusion_indices(self, keys: Sequence[str]) -> np.ndarray:
+        """The storage indices of ``keys`` to leave out (`exclude_keys`), checked.
 
         Raises:
-            ConfigurationError: A key the storage does not hold (the first few named), or
-                deliveries since a resume from one rank's state of a larger world.
+            ConfigurationError: A key the storage does not hold (the first few named), or an
+                epoch continued over a changed dataset.
         """
         if self.change is not None:
             raise ConfigurationError(
@@ -152,6 +151,17 @@ class LoaderState:
         indices, unknown = self.storage.indices_of(keys)
         if unknown:
             raise ConfigurationError(f"exclude(keys=...): {len(unknown)} keys are not in {self.storage.describe()}, e.g. {unknown[:3]}")
+        return indices
+
+    def exclude_keys(self, keys: Sequence[str]) -> tuple[list[str], list[str]]:
+        """See `Loader.exclude`: the samples of ``keys`` not delivered yet in this epoch left out
+        for every rank. Returns the keys left out and (the first few of) those already delivered.
+
+        Raises:
+            ConfigurationError: A key the storage does not hold (the first few named), or
+                this rank's deliveries cannot tell the world's (`Sampler.settle_deliveries`).
+        """
+        indices = self.exclusion_indices(keys)
         view = self.filters.view if self.filters is not None else None
         outside: list[str] = []
         if view is not None:  # this epoch reads under a scheduled filter: its samples are the view's
@@ -159,6 +169,9 @@ class LoaderState:
             inside = view.kept[found] == indices
             outside = [self.storage.keys[int(index)] for index in np.asarray(indices)[~inside][:5]]
             indices = found[inside]
+        # What every rank delivered so far is done for the world before the rest is dealt again:
+        # a key another rank delivered is as delivered as one this rank did.
+        self.sampler.settle_deliveries()
         wanted = np.zeros(self.sampler.num_samples, dtype=bool)
         wanted[indices] = True
         positions = positions_of(self.sampler, wanted, self.sampler.epoch_length)
