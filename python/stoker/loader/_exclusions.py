@@ -32,6 +32,7 @@ class Exclusions:
         batch_size: Samples per batch.
         batch_count: Batches a number of samples makes (with the Loader's ``drop_last``).
         refusal: Why this Loader takes no exclusion (buckets, a mixture), or None.
+        in_order: Whether the Loader delivers its batches in the plan's order.
     """
 
     def __init__(
@@ -44,9 +45,10 @@ class Exclusions:
         batch_size: int,
         batch_count: Callable[[int], int],
         refusal: str | None,
+        in_order: bool = True,
     ) -> None:
         self.sampler, self.deliveries, self.assembler, self.state = sampler, deliveries, assembler, state
-        self.batch_size, self.batch_count, self.refusal = batch_size, batch_count, refusal
+        self.batch_size, self.batch_count, self.refusal, self.in_order = batch_size, batch_count, refusal, in_order
 
     def check_steps(self, steps: range) -> None:
         """``steps`` are consecutive steps of this epoch not delivered yet.
@@ -102,12 +104,20 @@ class Exclusions:
         )
 
     def check_keys(self, keys: Sequence[str]) -> None:
-        """``keys`` can be left out (`by_keys`, later: between the next two batches).
+        """``keys`` can be left out while the loop runs (`by_keys`, between the next two batches).
 
         Raises:
-            ConfigurationError: As `by_keys` does.
+            ConfigurationError: As `by_keys` does, or several ranks delivering out of order.
         """
         self._check_keys(keys)
+        if self.sampler.world_size > 1 and not self.in_order:
+            # Out of order, a rank's batches so far are not its plan's first ones, and another
+            # rank's differ: no rank can tell what the world delivered without asking.
+            raise ConfigurationError(
+                "exclude(keys=...) while the loop runs, with several ranks, needs batches in order (Sampling(in_order=True)), "
+                "so that each rank knows what the others delivered; otherwise give the keys between runs of the loop, "
+                "after a resume from every rank's states"
+            )
         self.state.exclusion_indices(keys)
 
     def _check_keys(self, keys: Sequence[str]) -> None:

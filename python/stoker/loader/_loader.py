@@ -279,6 +279,7 @@ class Loader:
             batch_size=batch_size,
             batch_count=self._batch_count,
             refusal="with buckets" if buckets is not None else "over a mixture" if self._mixture is not None else None,
+            in_order=self.in_order,
         )
         self._records = LoaderRecords(
             storage, self.sampler, self._assembler, self._deliveries, self._policy, self._tuning, read_options, batching, self._source
@@ -461,8 +462,9 @@ class Loader:
         list from the ledger (`stoker.observe.ledger_keys`: every sample of the steps around a
         spike, as the run that reached them had them), or samples found bad. Called right after
         `load_state_dict` with every rank's states, or while the loop runs, from the next batch:
-        then every rank calls it at the same step (between the same two batches), so each can
-        tell from its own deliveries what the world delivered (`Sampler.settle_deliveries`).
+        then every rank calls it at the same step (between the same two batches), and with
+        several ranks the batches come in order (``Sampling(in_order=True)``), so each can tell
+        from its own deliveries what the world delivered (`Sampler.settle_deliveries`).
         Keys already delivered in this epoch are named in the log and stay delivered.
 
         By step, the batches of ``steps`` are left out on this rank (every rank calls it
@@ -488,8 +490,9 @@ class Loader:
 
         Raises:
             ConfigurationError: Not a range of consecutive steps, a step already delivered or
-                past this epoch's last, a key the storage does not hold, keys while a read-ahead
-                wrapper holds batches (`hold_deliveries`: give them between runs of the loop), or a
+                past this epoch's last, a key the storage does not hold, keys while the loop runs
+                with several ranks delivering out of order or while a read-ahead wrapper holds
+                batches (`hold_deliveries`; give them between runs of the loop there), or a
                 Loader with buckets by key (whose batches are dealt whole by bucket: by step,
                 a bucketed Loader leaves out whole batches too, and takes it).
         """

@@ -256,6 +256,16 @@ def test_keys_unknown_or_at_the_wrong_moment_are_refused_by_name() -> None:
         with pytest.raises(ConfigurationError, match=r"holds 1 batch\(es\) \(hold_deliveries"):
             made.exclude(keys=["k1"])
         stream.close()
+    data = MemoryStorage({f"k{index}": bytes([index % 256]) for index in range(300)})
+    unordered = Loader(data, batch_size=10, sampling=Sampling(seed=1, rank=0, world_size=2))  # in_order=False, the default
+    for _ in unordered:
+        with pytest.raises(ConfigurationError, match=r"needs batches in order \(Sampling\(in_order=True\)\)"):
+            unordered.exclude(keys=["k1"])
+        break
+    alone = Loader(data, batch_size=10, sampling=Sampling(seed=1))  # one rank: its own record is the world's, in any order
+    for _ in alone:
+        alone.exclude(keys=["k299"])
+    assert alone.verify_epoch()["excluded"] == 1
 
 
 def test_exclusions_are_recorded_beside_the_ledger_and_replay_lists_them(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
