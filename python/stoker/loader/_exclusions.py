@@ -45,7 +45,7 @@ class Exclusions:
         batch_size: int,
         batch_count: Callable[[int], int],
         refusal: str | None,
-        in_order: bool = True,
+        in_order: bool,
     ) -> None:
         self.sampler, self.deliveries, self.assembler, self.state = sampler, deliveries, assembler, state
         self.batch_size, self.batch_count, self.refusal, self.in_order = batch_size, batch_count, refusal, in_order

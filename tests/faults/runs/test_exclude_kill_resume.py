@@ -87,6 +87,25 @@ def run(
     return json.loads(out.read_text())
 
 
+def assert_the_rest_delivered_once(kept: list[str], left_out: set[str], cut: dict, rest: dict) -> None:
+    """Over the runs, ``kept`` (every sample delivered) holds each sample but ``left_out`` once,
+    every rank took the same steps in the run that cut and the run after it, and `verify_epoch`
+    counts the left-out samples as excluded."""
+    delivered = Counter(kept)
+    assert not left_out & set(delivered), "the samples left out are never read after"
+    truth = Counter({f"k{index:05d}": 1 for index in range(SAMPLES)}) - Counter({key: 1 for key in left_out})
+    assert delivered == truth, f"missing {sorted(truth - delivered)[:5]}, repeated {sorted(k for k, c in delivered.items() if c > 1)[:5]}"
+    assert len(set(cut["steps"])) == 1 and len(set(rest["steps"])) == 1, "every rank takes the same steps"
+    assert rest["proof"] == {
+        "epoch": 0,
+        "samples": SAMPLES,
+        "delivered": SAMPLES - len(left_out),
+        "excluded": len(left_out),
+        "removed": 0,
+        "added": 0,
+    }
+
+
 @pytest.mark.parametrize(("world", "by"), [(2, "steps"), (3, "steps"), (2, "keys"), (3, "keys")])
 def test_the_batches_of_a_spike_are_cut_out_across_kills_and_the_rest_is_proven(tmp_path: Path, world: int, by: str) -> None:
     # The run as it would have gone, with its ledger: which samples each step held.
@@ -107,19 +126,7 @@ def test_the_batches_of_a_spike_are_cut_out_across_kills_and_the_rest_is_proven(
     kept = [key for step, key in before["delivered"] if step <= 9]
     kept += [key for step, key in cut["delivered"] if step <= 33]
     kept += [key for _, key in rest["delivered"]]
-    delivered = Counter(kept)
-    assert not spike & set(delivered), "the spike's samples are never read again"
-    truth = Counter({f"k{index:05d}": 1 for index in range(SAMPLES)}) - Counter({key: 1 for key in spike})
-    assert delivered == truth, f"missing {sorted(truth - delivered)[:5]}, repeated {sorted(k for k, c in delivered.items() if c > 1)[:5]}"
-    assert len(set(cut["steps"])) == 1 and len(set(rest["steps"])) == 1, "every rank takes the same steps"
-    assert rest["proof"] == {
-        "epoch": 0,
-        "samples": SAMPLES,
-        "delivered": SAMPLES - len(spike),
-        "excluded": len(spike),
-        "removed": 0,
-        "added": 0,
-    }
+    assert_the_rest_delivered_once(kept, spike, cut, rest)
 
 
 @pytest.mark.parametrize("world", [2, 3])
@@ -137,20 +144,7 @@ def test_keys_left_out_while_every_rank_iterates_stay_out_across_a_kill(tmp_path
     rest = run(tmp_path, "rest.json", world, resume=str(tmp_path / "live.json"))
     kept = [key for step, key in live["delivered"] if step <= 20] + [key for _, key in rest["delivered"]]
     assert [key for step, key in live["delivered"] if step <= 12] == [key for step, key in went_on["delivered"] if step <= 12]
-    delivered = Counter(kept)
-    left_out = set(bad) - {at_step[2][0]}
-    assert not left_out & set(delivered), "the keys left out are never read after"
-    truth = Counter({f"k{index:05d}": 1 for index in range(SAMPLES)}) - Counter({key: 1 for key in left_out})
-    assert delivered == truth, f"missing {sorted(truth - delivered)[:5]}, repeated {sorted(k for k, c in delivered.items() if c > 1)[:5]}"
-    assert len(set(live["steps"])) == 1 and len(set(rest["steps"])) == 1, "every rank takes the same steps"
-    assert rest["proof"] == {
-        "epoch": 0,
-        "samples": SAMPLES,
-        "delivered": SAMPLES - len(left_out),
-        "excluded": len(left_out),
-        "removed": 0,
-        "added": 0,
-    }
+    assert_the_rest_delivered_once(kept, set(bad) - {at_step[2][0]}, live, rest)
 
 
 def loader(rank: int = 0, world: int = 1) -> Loader:

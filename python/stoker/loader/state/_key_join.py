@@ -18,10 +18,9 @@ from typing import Any
 import numpy as np
 
 from ..._native import key_hashes
+from ._key_list import key_chunks_of
 
 __all__ = ["KeyHashes", "RepeatedKeyError", "SortedKeyHashes", "match_keys"]
-
-_CHUNK = 1 << 20  # keys hashed, or looked up, at once
 
 
 class KeyHashes:
@@ -54,10 +53,7 @@ class KeyHashes:
     @classmethod
     def of_sequence(cls, keys: Sequence[str]) -> KeyHashes:
         """The hashes of a storage's ``keys``, converted a million at a time."""
-        import pyarrow
-
-        chunks = (pyarrow.array(list(keys[start : start + _CHUNK]), pyarrow.large_string()) for start in range(0, len(keys), _CHUNK))
-        return cls.of_chunks(chunks, len(keys))
+        return cls.of_chunks(key_chunks_of(keys), len(keys))
 
 
 def _hash_array(array: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -80,7 +76,7 @@ class SortedKeyHashes:
     """
 
     def __init__(self, hashes: KeyHashes) -> None:
-        self.order = np.argsort(hashes.first, kind="stable")
+        self.order = np.argsort(hashes.first)  # first halves found unique below: no tie to keep in order
         self.first = hashes.first[self.order]
         hashes.first = self.first  # the unsorted half is garbage from here on
         self.second = hashes.second[self.order]

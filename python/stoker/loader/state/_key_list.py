@@ -46,10 +46,17 @@ def key_list_name(dataset: str) -> str:
     return f"keys-{safe.replace(':', '_')[:200]}.parquet"
 
 
+def key_chunks_of(keys: Sequence[str]) -> Iterator[Any]:
+    """``keys`` as pyarrow large string arrays of at most a million, in order."""
+    pyarrow = _pyarrow()
+    for start in range(0, len(keys), _CHUNK):
+        yield pyarrow.array(list(keys[start : start + _CHUNK]), pyarrow.large_string())
+
+
 def key_array(keys: Sequence[str]) -> Any:
     """``keys`` as one pyarrow string array, built a chunk at a time."""
     pyarrow = _pyarrow()
-    chunks = [pyarrow.array(list(keys[start : start + _CHUNK]), pyarrow.large_string()) for start in range(0, len(keys), _CHUNK)]
+    chunks = list(key_chunks_of(keys))
     return pyarrow.concat_arrays(chunks) if chunks else pyarrow.array([], pyarrow.large_string())
 
 
@@ -71,8 +78,8 @@ def write_key_list(
     schema = pyarrow.schema(fields, metadata={_METADATA: json.dumps(metadata).encode()})
     partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
     with pyarrow.parquet.ParquetWriter(partial, schema) as writer:
-        for start in range(0, len(keys), _CHUNK):
-            chunk = [pyarrow.array(list(keys[start : start + _CHUNK]), pyarrow.large_string())]
+        for start, keys_chunk in zip(range(0, len(keys), _CHUNK), key_chunks_of(keys)):
+            chunk = [keys_chunk]
             if checksums is not None:
                 chunk.append(pyarrow.array(checksums[start : start + _CHUNK], pyarrow.int64()))
             writer.write_table(pyarrow.Table.from_arrays(chunk, schema=schema))
