@@ -11,11 +11,19 @@ import json
 import os
 import signal
 import subprocess
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["assert_resumed_exactly", "finished_everywhere", "job_records", "mark_finished", "run_in_lockstep", "run_in_session"]
+__all__ = [
+    "assert_resumed_exactly",
+    "finished_everywhere",
+    "job_records",
+    "mark_finished",
+    "read_ahead",
+    "run_in_lockstep",
+    "run_in_session",
+]
 
 
 def run_in_session(command: Sequence[str], timeout: float = 300) -> tuple[int, str]:
@@ -30,21 +38,45 @@ def run_in_session(command: Sequence[str], timeout: float = 300) -> tuple[int, s
     return job.returncode, output
 
 
+def read_ahead(loader: Any, ahead: int) -> Iterator[Any]:
+    """``loader``'s batches read ``ahead`` batches ahead of the loop, held until handed on (what
+    `stoker.device.to_jax` does, without a device; `Loader.hold_deliveries`)."""
+    pending: collections.deque[Any] = collections.deque()
+    with loader.hold_deliveries(ahead=ahead):
+        for batch in loader:
+            pending.append(batch)
+            if len(pending) > ahead:
+                handed = pending.popleft()
+                loader.release(handed)
+                yield handed
+        while pending:
+            handed = pending.popleft()
+            loader.release(handed)
+            yield handed
+
+
 def run_in_lockstep(
-    loaders: Sequence[Any], *, save_at: int, kill_at: int, out: str | os.PathLike[str], between: Callable[[int], None] | None = None
+    loaders: Sequence[Any],
+    *,
+    save_at: int,
+    kill_at: int,
+    out: str | os.PathLike[str],
+    between: Callable[[int], None] | None = None,
+    ahead: int = 0,
 ) -> dict[str, Any]:
     """Iterate every rank's Loader (``loaders``, rank by rank) one step at a time, to the end of
     the epoch: each rank's steps and ``[step, key]`` of every real sample delivered; after step
     ``save_at`` every rank's state is saved with that record to ``out`` (JSON), and after step
     ``kill_at`` the process SIGKILLs itself; ``between(step)`` is called after each step, while
-    every rank's loop runs (what a training loop does between two batches). Returns the record,
-    with ``proof`` (`verify_epoch`).
+    every rank's loop runs (what a training loop does between two batches); ``ahead``: batches
+    each rank's loop is fed through `read_ahead`. Returns the record, with ``proof``
+    (`verify_epoch`).
 
     Raises:
         AssertionError: A rank ran out of batches before the others.
     """
     record: dict[str, Any] = {"delivered": [], "steps": [0] * len(loaders)}
-    streams = [iter(loader) for loader in loaders]
+    streams = [read_ahead(loader, ahead) if ahead else iter(loader) for loader in loaders]
     while True:
         batches = [next(stream, None) for stream in streams]
         if all(batch is None for batch in batches):

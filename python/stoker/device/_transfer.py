@@ -83,7 +83,7 @@ def to_device(batches: Iterable[HostBatch], device: str = "cuda", *, non_blockin
             done.record(stream)
         return moved, done
 
-    with _held(batches) as release:
+    with _held(batches, ahead=1) as release:
         for batch in batches:
             pending.append(issue(batch))
             if len(pending) < 2:
@@ -98,15 +98,16 @@ def to_device(batches: Iterable[HostBatch], device: str = "cuda", *, non_blockin
 
 
 @contextlib.contextmanager
-def _held(batches: Iterable[HostBatch]) -> Iterator[Callable[[HostBatch], None]]:
+def _held(batches: Iterable[HostBatch], *, ahead: int) -> Iterator[Callable[[HostBatch], None]]:
     """While a wrapper reads ahead of the training loop, a `Loader` counts the batches it holds
     as not delivered (`Loader.hold_deliveries`): a checkpoint taken meanwhile resumes exactly.
-    Gives the function that hands one on (a no-op for other iterables)."""
+    ``ahead``: the batches the wrapper holds while the loop runs a step. Gives the function that
+    hands one on (a no-op for other iterables)."""
     hold = getattr(batches, "hold_deliveries", None)
     if hold is None:
         yield lambda batch: None
         return
-    with hold():
+    with hold(ahead=ahead):
         yield batches.release  # type: ignore[attr-defined]
 
 
@@ -131,7 +132,7 @@ def to_jax(batches: Iterable[HostBatch], device: Any = None, *, ahead: int = 2) 
 
     target = device or jax.devices()[0]
     pending: deque[tuple[Any, Any, HostBatch]] = deque()
-    with _held(batches) as release:
+    with _held(batches, ahead=ahead) as release:
         for batch in batches:
             pending.append((jax.device_put(batch.data, target), jax.device_put(batch.labels, target), batch))
             if len(pending) > ahead:

@@ -83,31 +83,43 @@ class Exclusions:
             ", ".join(named),
         )
 
-    def by_keys(self, keys: Sequence[str]) -> None:
-        """Leave the samples of ``keys`` not delivered yet out, for every rank.
+    def by_keys(self, keys: Sequence[str], *, from_slot: int | None = None) -> None:
+        """Leave the samples of ``keys`` not delivered yet out, for every rank (from slot
+        ``from_slot`` of each rank's plan on, when `check_keys` gave one).
 
         Raises:
             ConfigurationError: Not a list of keys, an unknown key, or a Loader that takes no
                 exclusion by key (each named).
         """
         self._check_keys(keys)
-        left_out, already = self.state.exclude_keys(list(keys))
+        held = self.deliveries.holding
+        if from_slot is None and held and self.sampler.world_size > 1:
+            from_slot = self._slot_beyond_reach()
+        left_out, already = self.state.exclude_keys(list(keys), from_slot=from_slot)
         self._record(None, left_out)
+        reached = "delivered, read ahead" if held else "delivered"
         _logger.info(
             "%d samples left out of epoch %d by key on rank %d (recorded as left out)%s",
             len(left_out),
             self.sampler.epoch,
             self.sampler.rank,
-            f"; already delivered or left out this epoch, so not: {', '.join(already)}{', ...' if len(already) == 5 else ''}"
+            f"; already {reached} or left out this epoch, so not: {', '.join(already)}{', ...' if len(already) == 5 else ''}"
             if already
             else "",
         )
 
-    def check_keys(self, keys: Sequence[str]) -> None:
+    def check_keys(self, keys: Sequence[str]) -> int | None:
         """``keys`` can be left out while the loop runs (`by_keys`, between the next two batches).
 
+        Returns:
+            With several ranks whose batches a read-ahead wrapper holds: the slot of each
+            rank's plan from which they go, the same on every rank at the same step (the
+            slots the training loop has, and those the wrapper may read ahead of it). None:
+            from wherever the loop is when they apply.
+
         Raises:
-            ConfigurationError: As `by_keys` does, or several ranks delivering out of order.
+            ConfigurationError: As `by_keys` does, several ranks delivering out of order, or
+                several ranks behind a wrapper that holds batches without saying how many.
         """
         self._check_keys(keys)
         if self.sampler.world_size > 1 and not self.in_order:
@@ -119,19 +131,32 @@ class Exclusions:
                 "after a resume from every rank's states"
             )
         self.state.exclusion_indices(keys)
+        if self.sampler.world_size == 1 or not self.deliveries.holding:
+            return None
+        return self._slot_beyond_reach()
 
     def _check_keys(self, keys: Sequence[str]) -> None:
         if isinstance(keys, str) or not all(isinstance(key, str) for key in keys):
             raise ConfigurationError(f"exclude(keys=...) takes a list of keys (str), got {type(keys).__name__}")
         if self.refusal is not None:
             raise ConfigurationError(f"exclude(keys=...) does not take a Loader {self.refusal} yet")
-        if self.deliveries.held:
-            # A held batch is yielded but may yet be taken back (its wrapper closing without
-            # handing it on): leaving keys out now would take it as read by every rank.
+
+    def _slot_beyond_reach(self) -> int:
+        """`Deliveries.slot_beyond_reach`, with several ranks behind a read-ahead wrapper.
+
+        Raises:
+            ConfigurationError: The wrapper did not say how far it reads ahead.
+        """
+        slot = self.deliveries.slot_beyond_reach(self.batch_size)
+        if slot is None:
+            # Each rank's wrapper may have read a different number of batches ahead: no slot
+            # is past every rank's reach unless the wrapper says how far it reads.
             raise ConfigurationError(
-                f"exclude(keys=...) while a read-ahead wrapper holds {self.deliveries.held} batch(es) (hold_deliveries, "
-                "as stoker.device.to_device does): give the keys between runs of the loop, or leave steps out (exclude(steps=...))"
+                "exclude(keys=...) with several ranks while a read-ahead wrapper holds batches without saying how far it reads "
+                f"ahead (hold_deliveries(ahead=...), as stoker.device.to_device does; {self.deliveries.held} batch(es) held now): "
+                "give the keys between runs of the loop, or leave steps out (exclude(steps=...))"
             )
+        return slot
 
     def _record(self, steps: range | None, keys: list[str]) -> None:
         """Beside the provenance ledger, if one is kept: what was left out, when (see

@@ -287,7 +287,7 @@ class Loader:
         self._view_indices: np.ndarray | None = None  # while reading through a view (see _read_through)
         self._pending_weights: dict[str, float] | None = None  # set_mixture_weights, between steps
         self._pending_exclusion: range | None = None  # exclude, between steps
-        self._pending_keys: list[str] | None = None  # exclude by key, between steps
+        self._pending_keys: list[tuple[list[str], int | None]] | None = None  # exclude by key, between steps (keys, slot)
         self._iteration_lock = threading.Lock()
         self._iterating: str | None = None  # the thread iterating now
 
@@ -413,11 +413,17 @@ class Loader:
         return self._state.verify_epoch(states)
 
     @contextlib.contextmanager
-    def hold_deliveries(self) -> Iterator[None]:
+    def hold_deliveries(self, ahead: int | None = None) -> Iterator[None]:
         """For wrappers that read batches ahead of the training loop (`stoker.device.to_device`,
         `to_jax`, your own prefetcher): while this is open, each batch this Loader yields is held
         (left out of `state_dict`) until the wrapper hands it on and calls `release`. Batches
         still held when it closes were never delivered: a continued epoch reads them again.
+
+        Args:
+            ahead: The most batches the wrapper holds while the training loop runs a step, and
+                reads before it hands the loop its next one (`to_device`: 1). Said, it lets
+                several ranks leave keys out while their loops run (`exclude`): every rank
+                then leaves them out from the same batch. None: not said.
 
         Example::
 
@@ -426,7 +432,9 @@ class Loader:
                     loader.release(batch)
                     yield batch
         """
-        with self._deliveries.hold():
+        if ahead is not None and (isinstance(ahead, bool) or not isinstance(ahead, int) or ahead < 0):
+            raise ConfigurationError(f"hold_deliveries(ahead=...) takes a whole number of batches >= 0, got {ahead!r}")
+        with self._deliveries.hold(ahead):
             yield
 
     def release(self, batch: Batch) -> None:
@@ -465,7 +473,11 @@ class Loader:
         then every rank calls it at the same step (between the same two batches), and with
         several ranks the batches come in order (``Sampling(in_order=True)``), so each can tell
         from its own deliveries what the world delivered (`Sampler.settle_deliveries`).
-        Keys already delivered in this epoch are named in the log and stay delivered.
+        Through a wrapper that reads ahead (`stoker.device.to_device`, `to_jax`), the batches it
+        holds already stay as they are (they may yet be handed back, and are then read again),
+        and with several ranks every rank leaves the keys out from the same batch, the first
+        past what its wrapper may have read (`hold_deliveries(ahead=...)`).
+        Keys already delivered (or read ahead) in this epoch are named in the log and stay.
 
         By step, the batches of ``steps`` are left out on this rank (every rank calls it
         with the same steps, so all take the same number of steps after): to cut out the batches
@@ -491,8 +503,9 @@ class Loader:
         Raises:
             ConfigurationError: Not a range of consecutive steps, a step already delivered or
                 past this epoch's last, a key the storage does not hold, keys while the loop runs
-                with several ranks delivering out of order or while a read-ahead wrapper holds
-                batches (`hold_deliveries`; give them between runs of the loop there), or a
+                with several ranks delivering out of order or behind a read-ahead wrapper that
+                does not say how far it reads (`hold_deliveries(ahead=...)`; give them between
+                runs of the loop there), or a
                 Loader with buckets by key (whose batches are dealt whole by bucket: by step,
                 a bucketed Loader leaves out whole batches too, and takes it).
         """
@@ -502,8 +515,8 @@ class Loader:
             if self._iterating is None:
                 self._exclusions.by_keys(keys)
             else:
-                self._exclusions.check_keys(keys)
-                self._pending_keys = [*(self._pending_keys or []), *keys]
+                slot = self._exclusions.check_keys(keys)
+                self._pending_keys = [*(self._pending_keys or []), (list(keys), slot)]
             return
         assert steps is not None
         self._exclusions.check_steps(steps)
@@ -785,8 +798,8 @@ class Loader:
             self._mixture.apply(weights)
         if exclusion is not None:
             self._exclusions.by_steps(exclusion)
-        if keys is not None:
-            self._exclusions.by_keys(keys)
+        for listed, slot in keys or []:
+            self._exclusions.by_keys(listed, from_slot=slot)
         rebuilt = self._build(self.sampler.plan_arrays())
         self._records.pipeline_replaced(pipeline, rebuilt)
         if self._tuning is not None:

@@ -205,6 +205,60 @@ class Sampler:
             self._excluded = gone if self._excluded is None else self._excluded.union(gone)
             self._layout = None
 
+    def leave_out_beyond(self, positions: np.ndarray, *, slot: int | None) -> np.ndarray:
+        """Leave out of this epoch, for every rank, those of ``positions`` that no rank is dealt
+        among its first ``slot`` slots; the rest of each rank's plan from ``slot`` on is dealt
+        again without them. Unlike `leave_out`, nothing delivered is settled: the first ``slot``
+        slots of every rank keep their positions (the plan deals the positions no earlier world
+        took in order, and only later ones go), so this rank's record stays as it is, and a batch
+        a read-ahead wrapper holds can still be handed back (`unmark_delivered`).
+
+        Every rank must pass the same ``slot``, at or past each rank's last slot delivered or
+        held (`stoker.loader.Loader.exclude` takes it from the step the training loop is at and
+        how far its wrapper reads ahead).
+
+        Args:
+            positions: Positions of this epoch to leave out.
+            slot: The first slot of each rank's plan dealt again; None: the end of this rank's
+                record (one rank only: its record is the world's).
+
+        Returns:
+            A mask of ``positions``: True where left out (False: dealt before ``slot`` on some
+            rank, or not in this epoch's rest).
+
+        Raises:
+            ConfigurationError: This rank delivered a slot at or past ``slot``; None with
+                several ranks; a bucketed epoch (its batches are dealt whole).
+        """
+        positions = np.asarray(positions, np.int64)
+        with self._lock:
+            if self.buckets is not None:
+                raise ConfigurationError("a bucketed epoch deals whole batches of one bucket: leave batches out by step instead")
+            plan = self._plan_locked(PositionSet())
+            reached = int(self._delivered.arrays()[1][-1]) if len(self._delivered) else 0
+            if self._padding_delivered:  # padding comes after every real slot
+                reached = plan.real_slots + self._padding_delivered
+            if slot is None:
+                if self.world_size != 1:
+                    raise ConfigurationError("with several ranks, positions are left out from a slot every rank agrees on")
+                slot = reached
+            if reached > slot:
+                raise ConfigurationError(
+                    f"rank {self.rank} delivered slot {reached - 1} of its plan, past slot {slot} from which positions are left out "
+                    "for every rank: its batches were read further ahead than the exclusion allowed for"
+                )
+            excluded = self._excluded if self._excluded is not None else PositionSet()
+            dealt = min(slot * self.world_size, plan.remaining)  # positions outside `excluded` dealt before `slot`
+            inside = excluded.contains(positions) if len(excluded) else np.zeros(positions.shape, bool)
+            ranks = positions - excluded.count_below(positions) if len(excluded) else positions
+            going = ~inside & (ranks >= dealt) & (positions < self.epoch_length)
+            if going.any():
+                starts, ends = runs(np.unique(positions[going]))
+                gone = PositionSet((starts, ends))
+                self._excluded = gone if self._excluded is None else self._excluded.union(gone)
+                self._layout = None
+            return going
+
     def settle_deliveries(self) -> None:
         """Take what every rank delivered so far in this epoch as done for the world (positions
         no rank reads again, as after a resume from every rank's states), so the rest can be

@@ -30,7 +30,7 @@ SAMPLES = 1009
 # the steps to leave out ("-" for none; "keys:FILE" for the keys a JSON file lists, after a
 # resume from every rank's states; "live:STEP:FILE" for those keys after STEP, while iterating), the step after which to save every rank's state, the step
 # after which the job is killed (-1: run to the end), where to write, the ledger's directory
-# ("-" for none).
+# ("-" for none), and how many batches a read-ahead wrapper holds ahead of each rank's loop (0: none).
 RUN = textwrap.dedent(
     f"""
     import json, sys
@@ -64,7 +64,7 @@ RUN = textwrap.dedent(
         start, stop = map(int, cut.split(":"))
         for loader in loaders:
             loader.exclude(steps=range(start, stop))
-    record = run_in_lockstep(loaders, save_at=save_at, kill_at=kill_at, out=out, between=between)
+    record = run_in_lockstep(loaders, save_at=save_at, kill_at=kill_at, out=out, between=between, ahead=int(sys.argv[8]))
     for loader in loaders:
         loader.close()
     with open(out, "w") as file:
@@ -74,11 +74,20 @@ RUN = textwrap.dedent(
 
 
 def run(
-    tmp_path: Path, name: str, world: int, *, resume: str = "-", cut: str = "-", save_at: int = -1, kill_at: int = -1, ledger: str = "-"
+    tmp_path: Path,
+    name: str,
+    world: int,
+    *,
+    resume: str = "-",
+    cut: str = "-",
+    save_at: int = -1,
+    kill_at: int = -1,
+    ledger: str = "-",
+    ahead: int = 0,
 ) -> dict:
     out = tmp_path / name
     done = subprocess.run(
-        [sys.executable, "-c", RUN, str(world), resume, cut, str(save_at), str(kill_at), str(out), ledger],
+        [sys.executable, "-c", RUN, str(world), resume, cut, str(save_at), str(kill_at), str(out), ledger, str(ahead)],
         capture_output=True,
         text=True,
         timeout=300,
@@ -145,6 +154,27 @@ def test_keys_left_out_while_every_rank_iterates_stay_out_across_a_kill(tmp_path
     kept = [key for step, key in live["delivered"] if step <= 20] + [key for _, key in rest["delivered"]]
     assert [key for step, key in live["delivered"] if step <= 12] == [key for step, key in went_on["delivered"] if step <= 12]
     assert_the_rest_delivered_once(kept, set(bad) - {at_step[2][0]}, live, rest)
+
+
+@pytest.mark.parametrize(("world", "ahead"), [(2, 1), (3, 2)])
+def test_keys_left_out_while_ranks_read_ahead_stay_out_across_a_kill(tmp_path: Path, world: int, ahead: int) -> None:
+    # The same, each rank's loop fed through a wrapper holding `ahead` batches (as to_device
+    # holds one): the batches read ahead when the keys are given are delivered as they were, a
+    # checkpoint and the kill come while batches are held, and the resume reads those again.
+    went_on = run(tmp_path, "went_on.json", world)
+    at_step: dict[int, list[str]] = {}
+    for step, key in went_on["delivered"]:
+        at_step.setdefault(step, []).append(key)
+    read_already = {at_step[2][0], at_step[12 + ahead][0]}  # delivered, and read ahead, at step 12
+    bad = sorted(set().union(*(at_step[step] for step in range(28, 33))) | read_already)
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+
+    live = run(tmp_path, "live.json", world, cut=f"live:12:{tmp_path / 'bad.json'}", save_at=20, kill_at=24, ahead=ahead)
+    rest = run(tmp_path, "rest.json", world, resume=str(tmp_path / "live.json"), ahead=ahead)
+    kept = [key for step, key in live["delivered"] if step <= 20] + [key for _, key in rest["delivered"]]
+    unchanged = [key for step, key in went_on["delivered"] if step <= 12 + ahead]
+    assert [key for step, key in live["delivered"] if step <= 12 + ahead] == unchanged, "what was read ahead is delivered as it was"
+    assert_the_rest_delivered_once(kept, set(bad) - read_already, live, rest)
 
 
 def loader(rank: int = 0, world: int = 1) -> Loader:
@@ -243,11 +273,13 @@ def test_keys_unknown_or_at_the_wrong_moment_are_refused_by_name() -> None:
         loader().exclude(keys=["k1", "nope"])
     with pytest.raises(ConfigurationError, match="steps= or keys=, one of them"):
         loader().exclude(steps=range(1, 2), keys=["k1"])
-    made = loader()
-    with made.hold_deliveries():  # a read-ahead wrapper's: a held batch may yet be taken back
+    made = loader(rank=0, world=2)
+    with made.hold_deliveries():  # a read-ahead wrapper that does not say how far it reads ahead
         stream = iter(made)
         next(stream)
-        with pytest.raises(ConfigurationError, match=r"holds 1 batch\(es\) \(hold_deliveries"):
+        with pytest.raises(
+            ConfigurationError, match=r"without saying how far it reads ahead \(hold_deliveries\(ahead=...\).*1 batch\(es\) held"
+        ):
             made.exclude(keys=["k1"])
         stream.close()
     data = MemoryStorage({f"k{index}": bytes([index % 256]) for index in range(300)})

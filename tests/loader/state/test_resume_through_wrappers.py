@@ -145,3 +145,49 @@ def test_a_bucketed_epoch_resumes_exactly_through_a_wrapper(wrapper: str) -> Non
     resumed.close()
     assert seen == expected, "every sample of the bucketed epoch once, across the resume"
     assert len(shapes) > 1
+
+
+def _ranked(rank: int, world: int) -> Loader:
+    return Loader(
+        _storage(),
+        batch_size=10,
+        decode=lambda data: np.frombuffer(data, np.int32),
+        sampling=Sampling(seed=3, in_order=True, rank=rank, world_size=world),
+    )
+
+
+@pytest.mark.parametrize("wrapper", sorted(WRAPPERS))
+@pytest.mark.parametrize(("world", "resume_on"), [(1, 2), (2, 3), (3, 1)])
+def test_keys_left_out_while_the_wrappers_read_ahead_stay_out_and_the_rest_is_read_once(wrapper: str, world: int, resume_on: int) -> None:
+    # Every rank's loop through the wrapper, in step; the keys are given at step 4 (the batches
+    # the wrappers read ahead stay as they are), the loop stops at step 9 with batches still
+    # held (handed back), and every rank's states resume the epoch on another world.
+    pytest.importorskip("jax" if wrapper == "to_jax" else "torch")
+    loaders = [_ranked(rank, world) for rank in range(world)]
+    streams = [WRAPPERS[wrapper](loader) for loader in loaders]
+    bad = [f"k{index:03d}" for index in range(0, COUNT, 7)]
+    seen: Counter[str] = Counter()
+    for step in range(10):
+        for stream in streams:
+            seen.update(_keys_of(next(stream)))
+        if step == 4:
+            for loader in loaders:
+                loader.exclude(keys=bad)
+    states = [loader.state_dict() for loader in loaders]
+    for stream in streams:
+        stream.close()
+    assert all(loader.step == 10 for loader in loaders)
+    resumed = [_ranked(rank, resume_on) for rank in range(resume_on)]
+    steps = []
+    for loader in resumed:
+        loader.load_state_dict(states)
+        batches = list(loader)
+        steps.append(len(batches))
+        seen.update(key for batch in batches for key, padding in zip(batch.keys, batch.padding.tolist()) if not padding)
+    proof = resumed[0].verify_epoch([loader.state_dict() for loader in resumed])
+    left_out = set(bad) - set(seen)
+    assert set(seen.values()) == {1}, f"delivered twice: {[key for key, count in seen.items() if count > 1][:5]}"
+    assert sorted(set(seen) | left_out) == sorted(f"k{index:03d}" for index in range(COUNT)), "a sample was lost"
+    assert 0 < len(left_out) < len(bad), "the keys read by step 4 (and those read ahead) stay; the rest go"
+    assert len(set(steps)) == 1, "every rank takes the same steps"
+    assert proof == {"epoch": 0, "samples": COUNT, "delivered": COUNT - len(left_out), "excluded": len(left_out), "removed": 0, "added": 0}

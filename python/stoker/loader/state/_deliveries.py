@@ -41,7 +41,7 @@ class Deliveries:
         # accounts for them, and here, so it can say how many were left out.
         self.excluded = DeliveryDigest(epoch=sampler.epoch)
         self.ledger: ProvenanceLedger | None = None
-        self._holders = 0
+        self._holders: list[int | None] = []  # each holder's declared read-ahead (see `hold`)
         self._held: dict[int, tuple[Batch, int]] = {}  # id(batch) -> (batch, epoch)
 
     @property
@@ -56,6 +56,25 @@ class Deliveries:
         """Batches a read-ahead wrapper holds (yielded, not handed on yet)."""
         with self.lock:
             return len(self._held)
+
+    @property
+    def holding(self) -> bool:
+        """Whether a read-ahead wrapper holds deliveries now (`hold`)."""
+        with self.lock:
+            return bool(self._holders)
+
+    def slot_beyond_reach(self, batch_size: int) -> int | None:
+        """The first slot of this rank's plan that no batch yielded so far, nor any a read-ahead
+        wrapper yields before the training loop's next step, can hold: the slots the loop has
+        (its steps of this epoch, batches delivered in order) and ``batch_size`` more for each
+        batch the wrapper may read ahead. The same on every rank at the same step of the loop.
+        None: a wrapper holds deliveries without saying how far it reads ahead."""
+        with self.lock:
+            if any(ahead is None for ahead in self._holders):
+                return None
+            ahead = max((ahead for ahead in self._holders if ahead is not None), default=0)
+            held = sum(len(batch.positions) for batch, _ in self._held.values())
+            return self.sampler.delivered_count - held + ahead * batch_size
 
     def new_epoch(self, epoch: int) -> None:
         with self.lock:
@@ -91,16 +110,16 @@ class Deliveries:
                 self._held[id(batch)] = (batch, self.sampler.epoch)
 
     @contextlib.contextmanager
-    def hold(self) -> Iterator[None]:
+    def hold(self, ahead: int | None = None) -> Iterator[None]:
         """See `Loader.hold_deliveries`."""
         with self.lock:
-            self._holders += 1
+            self._holders.append(ahead)
         try:
             yield
         finally:
             with self.lock:
-                self._holders -= 1
-                if self._holders == 0:
+                self._holders.remove(ahead)
+                if not self._holders:
                     for batch, _ in self._held.values():
                         self.sampler.unmark_delivered(batch.positions, batch.padding)
                         self.digest.remove(batch.positions[~batch.padding])

@@ -153,9 +153,16 @@ class LoaderState:
             raise ConfigurationError(f"exclude(keys=...): {len(unknown)} keys are not in {self.storage.describe()}, e.g. {unknown[:3]}")
         return indices
 
-    def exclude_keys(self, keys: Sequence[str]) -> tuple[list[str], list[str]]:
+    def exclude_keys(self, keys: Sequence[str], *, from_slot: int | None = None) -> tuple[list[str], list[str]]:
         """See `Loader.exclude`: the samples of ``keys`` not delivered yet in this epoch left out
-        for every rank. Returns the keys left out and (the first few of) those already delivered.
+        for every rank. Returns the keys left out and (the first few of) those not left out.
+
+        Args:
+            keys: The samples' keys.
+            from_slot: The slot of each rank's plan from which they are left out (every rank's
+                the same: `Sampler.leave_out_beyond`), or None: from where this rank's record
+                is, what every rank delivered so far taken as done (`Sampler.settle_deliveries`),
+                or with one rank whose batches a wrapper holds, from the end of its record.
 
         Raises:
             ConfigurationError: A key the storage does not hold (the first few named), or
@@ -169,20 +176,26 @@ class LoaderState:
             inside = view.kept[found] == indices
             outside = [self.storage.keys[int(index)] for index in np.asarray(indices)[~inside][:5]]
             indices = found[inside]
-        # What every rank delivered so far is done for the world before the rest is dealt again:
-        # a key another rank delivered is as delivered as one this rank did.
-        self.sampler.settle_deliveries()
         wanted = np.zeros(self.sampler.num_samples, dtype=bool)
         wanted[indices] = True
-        positions = positions_of(self.sampler, wanted, self.sampler.epoch_length)
-        delivered = self.sampler.delivered_mask(positions)
-        unread = positions[~delivered]
-        self.sampler.leave_out(unread)
+        if from_slot is None and not self.deliveries.holding:
+            # What every rank delivered so far is done for the world before the rest is dealt
+            # again: a key another rank delivered is as delivered as one this rank did.
+            self.sampler.settle_deliveries()
+            positions = positions_of(self.sampler, wanted, self.sampler.epoch_length)
+            kept = self.sampler.delivered_mask(positions)
+            self.sampler.leave_out(positions[~kept])
+        else:
+            # A batch a wrapper holds may yet be handed back: nothing delivered is settled, and
+            # only what no rank is dealt before the slot goes (the slots before it keep theirs).
+            positions = positions_of(self.sampler, wanted, self.sampler.epoch_length)
+            kept = ~self.sampler.leave_out_beyond(positions, slot=from_slot)
+        unread = positions[~kept]
         if self.sampler.rank == 0:  # every rank leaves out the same; one accounts for them
             self.deliveries.left_out(unread)
         order = self.sampler.order_function()
         left_out = self.assembler.keys_of(order(unread).tolist()) if len(unread) else []
-        already = self.assembler.keys_of(order(positions[delivered][:5]).tolist()) if delivered.any() else []
+        already = self.assembler.keys_of(order(positions[kept][:5]).tolist()) if kept.any() else []
         return left_out, (already + outside)[:5]
 
     def epoch_changed(self) -> None:
