@@ -611,7 +611,10 @@ class Loader:
         its share of the batches past a multiple of the ranks: read in a later epoch), the
         samples ``without_bucket`` (no readable size), and the shuffle's mixing as numbers: the
         share of consecutive batches (in the dealing) from the same bucket, ``same_bucket_next``,
-        against ``same_bucket_expected`` for batches drawn independently. None without buckets."""
+        against ``same_bucket_expected`` for batches drawn independently; for an epoch resumed
+        with another batch size, ``cut``: the ``batch_size_before``, and the rest's ``batches``
+        and samples ``left_over`` (the figures before it are the epoch's first order's). None
+        without buckets."""
         return bucket_report(self.sampler, self.buckets) if self.buckets is not None else None
 
     def stats(self) -> PipelineStats | None:

@@ -15,7 +15,7 @@ from ._prefetch import FetchedSample, OutOfOrderPrefetcher
 from ._ranges import PositionSet
 from ._sampler import SamplePlan, Sampler
 from ._split import SPLITS_FORMAT, k_folds, read_split, split_samples, write_splits
-from ._whole_batch_plan import WholeBatchPlan
+from ._whole_batch_plan import RecutOrder, WholeBatchPlan
 
 __all__ = [
     "BatchPlan",
@@ -34,6 +34,7 @@ __all__ = [
     "PlanRequests",
     "PlannedSample",
     "PositionSet",
+    "RecutOrder",
     "SamplePlan",
     "Sampler",
     "WholeBatchPlan",

@@ -41,8 +41,8 @@ from ._bucket_order import BucketOrder, check_leftovers
 from ._epoch_plan import EpochPlan
 from ._permutation import AppendedOrder, IndexPermutation, identity_order
 from ._ranges import PositionSet, runs
-from ._sampler_state import SAMPLER_STATE_VERSION, SamplerSettings, check_seed, read_saved_world
-from ._whole_batch_plan import WholeBatchPlan
+from ._sampler_state import SAMPLER_STATE_VERSION, SamplerSettings, check_seed, cut_state, read_cut, read_saved_world
+from ._whole_batch_plan import RecutOrder, WholeBatchPlan
 
 __all__ = ["Sampler", "SamplePlan"]
 
@@ -123,14 +123,9 @@ class Sampler:
         self.batch_size = batch_size
         self.leftovers = check_leftovers(leftovers)
         # What the bucketed order is drawn from, digested once: a checkpoint costs the same at any scale.
-        self._buckets_crc = (
-            None
-            if self.buckets is None
-            else zlib.crc32(
-                self.buckets[0].tobytes()
-                + np.array([self.buckets[1], batch_size, *([1] if leftovers == "carry" else [])], np.int64).tobytes()
-            )
-        )
+        self._buckets_crc = self._buckets_digest(batch_size)
+        # A bucketed epoch resumed with another batch size: its rest, cut again (see `RecutOrder`).
+        self._cut: RecutOrder | None = None
         # The world size the block order is laid out for: this one, or the saved run's after an
         # elastic resume (the positions in the states refer to that run's order).
         self._order_ranks = world_size
@@ -159,6 +154,7 @@ class Sampler:
             self._excluded = None
             self._order_ranks = self.world_size
             self._layout = None
+            self._cut = None
 
     def set_domain(self, num_samples: int, blocks: Sequence[int] | None, *, appended: int = 0) -> None:
         """Draw the orders over another number of samples from now on: the storage behind the
@@ -310,6 +306,8 @@ class Sampler:
 
     def order_function(self) -> Callable[[np.ndarray], np.ndarray]:
         """The epoch's order as a function: storage indices of an array of positions."""
+        if self._cut is not None:
+            return self._cut
         key = (self.epoch, self._order_ranks, self.seed)
         cached = self._order_cache
         if cached is not None and cached[0] == key:
@@ -333,6 +331,13 @@ class Sampler:
         inspection and small epochs; the Loader never builds it)."""
         return self.order_function()(np.arange(self.num_samples, dtype=np.int64))
 
+    def _buckets_digest(self, batch_size: int) -> int | None:
+        """What a bucketed order of ``batch_size`` is drawn from, digested (None: no buckets)."""
+        if self.buckets is None:
+            return None
+        policy = [1] if self.leftovers == "carry" else []
+        return zlib.crc32(self.buckets[0].tobytes() + np.array([self.buckets[1], batch_size, *policy], np.int64).tobytes())
+
     def _blocks_digest(self) -> int | None:
         if self.buckets is not None:
             return self._buckets_crc
@@ -345,7 +350,7 @@ class Sampler:
         if self.buckets is None:
             return self.num_samples
         order = self.order_function()
-        assert isinstance(order, BucketOrder)
+        assert isinstance(order, (BucketOrder, RecutOrder))
         return order.length
 
     def epoch_length_of(self, epoch: int) -> int:
@@ -482,6 +487,13 @@ class Sampler:
         return len(self._delivered)
 
     @property
+    def cut(self) -> tuple[dict[str, Any], PositionSet | None] | None:
+        """How this epoch was cut again for another batch size (see `RecutOrder`): its part of
+        `state_dict` and the positions of the first order done before the cut; None: not cut."""
+        with self._lock:
+            return (cut_state(self._cut), self._cut.done) if self._cut is not None else None
+
+    @property
     def delivered_count(self) -> int:
         """Samples delivered by this rank in this epoch, padding included."""
         with self._lock:
@@ -526,48 +538,102 @@ class Sampler:
                 "window": self.window,
                 "order_ranks": self._order_ranks,
                 "blocks_crc": self._blocks_digest(),
+                **({"cut": cut_state(self._cut)} if self._cut is not None else {}),
             }
 
-    def load_state_dict(self, state: dict[str, Any] | Sequence[dict[str, Any]]) -> None:
+    def load_state_dict(self, state: dict[str, Any] | Sequence[dict[str, Any]], *, batch_size_before: int | None = None) -> None:
         """Continue an epoch.
 
         Args:
             state: This rank's `state_dict` (same world size), or the list of every rank's
                 states (any world size: the remaining samples are dealt over the new ranks).
+            batch_size_before: With buckets, the batch size the states were saved with, where
+                it is not this sampler's: the rest of the epoch is cut again for this one
+                (`RecutOrder`; every rank's states are needed, and ``leftovers="drop"``).
 
         Raises:
             ValueError: A state that is not one (a part missing, of the wrong kind or out of
                 range: named, before anything is built from it), states from another dataset
-                size, seed or epoch, or one state for a different world size.
+                size, seed or epoch, or one state for a different world size; another batch
+                size where it cannot be taken (named).
         """
         with self._lock:
-            self._load_locked(state)
+            if batch_size_before is not None and self.buckets is not None and batch_size_before != self.batch_size:
+                self._recut_locked(state, batch_size_before)
+            else:
+                self._load_locked(state)
 
-    def _load_locked(self, state: dict[str, Any] | Sequence[dict[str, Any]]) -> None:
-        settings = SamplerSettings(
+    def _settings(self, batch_size: int, bucket_order: Callable[[int, int, int], Any] | None) -> SamplerSettings:
+        return SamplerSettings(
             num_samples=self.num_samples,
             scheme=self.scheme,
-            blocks_digest=self._blocks_digest(),
+            blocks_digest=self._buckets_digest(batch_size) if self.buckets is not None else self._blocks_digest(),
             window=self.window,
             rank=self.rank,
             world_size=self.world_size,
-            batch_size=self.batch_size,
-            bucket_order=self._bucket_order if self.buckets is not None else None,
+            batch_size=batch_size,
+            bucket_order=bucket_order,
         )
-        saved = read_saved_world(state, settings)  # checked whole before anything changes
+
+    def _load_locked(self, state: dict[str, Any] | Sequence[dict[str, Any]]) -> None:
+        listed = isinstance(state, (list, tuple)) and len(state) > 0 and isinstance(state[0], dict)
+        first: Any = state if isinstance(state, dict) else state[0] if listed else {}
+        cut: RecutOrder | None = None
+        order: Callable[[int, int, int], BucketOrder | RecutOrder] | None = self._bucket_order if self.buckets is not None else None
+        if self.buckets is not None and "cut" in first:
+            # The epoch was cut again for this batch size by an earlier resume: its rest's order.
+            began, done = read_cut(
+                first, self.num_samples, lambda before, ranks: self._bucket_order(first["seed"], first["epoch"], ranks, before)
+            )
+            cut = RecutOrder(began, done, batch_size=self.batch_size)
+            order = lambda seed, epoch, ranks: cut  # noqa: E731 (the states' positions are the cut's)
+        saved = read_saved_world(state, self._settings(self.batch_size, order))  # checked whole before anything changes
         self.shuffle, self.seed, self.epoch = saved.shuffle, saved.seed, saved.epoch
         self._order_ranks = saved.order_ranks
         self._layout = None
-        if saved.order is not None:  # the order the merge just built: not built again
+        self._cut = cut
+        if saved.order is not None and cut is None:  # the order the merge just built: not built again
             self._order_cache = ((self.epoch, self._order_ranks, self.seed), saved.order)
         self._excluded = saved.excluded
         self._delivered = saved.delivered
         self._padding_delivered = saved.padding_delivered
 
-    def _bucket_order(self, seed: int, epoch: int, order_ranks: int) -> BucketOrder:
-        """The bucketed order of ``seed`` and ``epoch`` laid out for ``order_ranks`` ranks."""
+    def _recut_locked(self, state: dict[str, Any] | Sequence[dict[str, Any]], before: int) -> None:
+        """Load every rank's states of a bucketed epoch cut for batch size ``before``, and cut
+        its rest again for this sampler's (see `RecutOrder`)."""
+        if isinstance(state, dict):
+            raise ConfigurationError(
+                f"a bucketed epoch resumes with another batch size ({before} then, {self.batch_size} now) from every rank's "
+                "states (its rest is cut again from what the whole world delivered): pass the list of them"
+            )
+        if self.leftovers != "drop":
+            raise ConfigurationError(
+                f"a bucketed epoch with leftovers='carry' resumes with its batch size ({before}): where each later epoch's "
+                "stream starts depends on every epoch's batch size; begin the next epoch with the new one"
+            )
+        if any(isinstance(saved, dict) and "cut" in saved for saved in state):
+            raise ConfigurationError(
+                "this bucketed epoch was cut again for another batch size once already: resume it with that batch size, "
+                "and change it again at the next epoch"
+            )
+        saved = read_saved_world(state, self._settings(before, lambda seed, epoch, ranks: self._bucket_order(seed, epoch, ranks, before)))
+        first = self._bucket_order(saved.seed, saved.epoch, saved.order_ranks, before)
+        cut = RecutOrder(first, saved.excluded, batch_size=self.batch_size)
+        self.shuffle, self.seed, self.epoch = saved.shuffle, saved.seed, saved.epoch
+        self._cut, self._order_ranks, self._layout = cut, 1, None
+        self._excluded, self._delivered, self._padding_delivered = None, PositionSet(), 0
+
+    def _bucket_order(self, seed: int, epoch: int, order_ranks: int, batch_size: int | None = None) -> BucketOrder:
+        """The bucketed order of ``seed`` and ``epoch`` laid out for ``order_ranks`` ranks (cut
+        for ``batch_size``, default this sampler's)."""
         assert self.buckets is not None
         bucket_of, count = self.buckets
         return BucketOrder(
-            bucket_of, count, batch_size=self.batch_size, seed=seed, epoch=epoch, ranks=order_ranks, leftovers=self.leftovers
+            bucket_of,
+            count,
+            batch_size=self.batch_size if batch_size is None else batch_size,
+            seed=seed,
+            epoch=epoch,
+            ranks=order_ranks,
+            leftovers=self.leftovers,
         )

@@ -26,7 +26,7 @@ import numpy as np
 from ..errors import ConfigurationError, ProvenanceError
 from ._bucket_order import BucketOrder
 from ._ranges import PositionSet
-from ._whole_batch_plan import WholeBatchPlan, batches_of_positions, merged_whole_batches
+from ._whole_batch_plan import RecutOrder, WholeBatchPlan, batches_of_positions, merged_whole_batches
 
 __all__ = [
     "MAX_SPANS",
@@ -35,6 +35,8 @@ __all__ = [
     "SavedWorld",
     "check_seed",
     "check_state",
+    "cut_state",
+    "read_cut",
     "read_saved_world",
     "spans",
 ]
@@ -173,7 +175,7 @@ class SamplerSettings:
     world_size: int
     batch_size: int
     # The bucketed order a saved state's positions refer to, from its seed, epoch and order ranks.
-    bucket_order: Callable[[int, int, int], BucketOrder] | None
+    bucket_order: Callable[[int, int, int], BucketOrder | RecutOrder] | None
 
 
 @dataclass(frozen=True)
@@ -188,7 +190,7 @@ class SavedWorld:
     excluded: PositionSet | None
     delivered: PositionSet
     padding_delivered: int
-    order: BucketOrder | None  # the bucketed order just built for the merge, to keep
+    order: BucketOrder | RecutOrder | None  # the bucketed order just built for the merge, to keep
 
 
 def read_saved_world(state: dict[str, Any] | Sequence[dict[str, Any]], settings: SamplerSettings) -> SavedWorld:
@@ -211,6 +213,8 @@ def read_saved_world(state: dict[str, Any] | Sequence[dict[str, Any]], settings:
     for saved in states:
         if any(saved[name] != first[name] for name in _SHARED):
             raise ProvenanceError("the states come from different epochs, datasets or worlds")
+    if any(saved.get("cut") != first.get("cut") for saved in states):
+        raise ProvenanceError("the states come from different cuts of one bucketed epoch (resumes with other batch sizes)")
     _check_matches(first, settings)
     if isinstance(state, dict) and (state["world_size"] != settings.world_size or state["rank"] != settings.rank):
         raise ConfigurationError(
@@ -235,7 +239,7 @@ def read_saved_world(state: dict[str, Any] | Sequence[dict[str, Any]], settings:
                     f"sampler state: rank {saved['rank']}'s record of a bucketed epoch holds part of a batch "
                     "(its batches are delivered whole): the state is damaged"
                 )
-    order: BucketOrder | None = None
+    order: BucketOrder | RecutOrder | None = None
     merged: PositionSet | None = old_excluded
     if bucketed and (old_excluded is not None or not isinstance(state, dict)):
         # One rank's state: its record stays in its own plan's slots; what was done before it is checked.
@@ -269,7 +273,7 @@ def _check_matches(first: dict[str, Any], settings: SamplerSettings) -> None:
 
 def _merged_batches(
     saved: dict[str, Any], excluded: PositionSet | None, records: list[PositionSet] | None, settings: SamplerSettings
-) -> tuple[BucketOrder, PositionSet | None]:
+) -> tuple[BucketOrder | RecutOrder, PositionSet | None]:
     """The saved bucketed order, and what its world did before (``excluded``) and delivered
     (each old rank's ``records`` read through the plan it had, see `WholeBatchPlan`; None: one
     rank's own state, whose record stays as it is) as positions, all whole batches.
@@ -323,3 +327,33 @@ def _merged_excluded(excluded: PositionSet | None, records: list[PositionSet], w
     first = excluded.select_outside(ranks_start)
     last = excluded.select_outside(ranks_end - 1) + 1
     return excluded.union(PositionSet((first, last)))
+
+
+def cut_state(cut: RecutOrder) -> dict[str, Any]:
+    """How a bucketed epoch was cut again for another batch size, as plain data (in the state of
+    every rank until the epoch ends): the batch size and layout it began with, and the positions
+    of that order done before the cut."""
+    done = cut.done.ranges() if cut.done is not None else []
+    return {"batch_size": cut.batch_size_before, "order_ranks": cut.ranks_before, "done": [list(span) for span in done]}
+
+
+def read_cut(state: Any, num_samples: int, bucket_order: Callable[[int, int], BucketOrder]) -> tuple[BucketOrder, PositionSet | None]:
+    """The order a cut bucketed epoch began with and the positions done in it before the cut,
+    from a state's ``cut`` (see `cut_state`), checked: ``bucket_order(batch_size, order_ranks)``
+    builds that order for the state's seed and epoch.
+
+    Raises:
+        ValueError: The state, or its ``cut``, is not one (named).
+    """
+    check_state(state)
+    cut = state["cut"]
+    if not isinstance(cut, dict) or set(cut) != {"batch_size", "order_ranks", "done"}:
+        raise _fail("cut", cut, "a dict of batch_size, order_ranks and done")
+    for field, high in (("batch_size", 1 << 30), ("order_ranks", 1 << 24)):
+        if not _whole(cut[field]) or not 1 <= cut[field] <= high:
+            raise _fail(f"cut.{field}", cut[field], f"a whole number from 1 to {high:,}")
+    done = spans(cut["done"], "cut.done", num_samples)
+    order = bucket_order(cut["batch_size"], cut["order_ranks"])
+    if len(done) and int(done[-1, 1]) > order.length:
+        raise ConfigurationError(f"sampler state: 'cut.done' reaches past the {order.length} positions of bucketed epoch {state['epoch']}")
+    return order, PositionSet((done[:, 0], done[:, 1])) if len(done) else None

@@ -11,7 +11,11 @@ padding, as a plain epoch's short ranks repeat samples), so every rank takes the
 each sample is read once.
 
 Everything here is arithmetic over range sets (the batches delivered, in batch numbers), as
-`EpochPlan`'s is over positions: nothing is kept per sample. With W == W0 and nothing delivered
+`EpochPlan`'s is over positions: nothing is kept per sample.
+
+A resume with another per-rank batch size cuts the rest again (`RecutOrder`): the batches no
+world delivered, bucket by bucket, cut into batches of the new size, laid out one after another;
+`WholeBatchPlan` then deals those (with ``order_ranks=1``) as it deals any. With W == W0 and nothing delivered
 before, the dealing is `EpochPlan`'s own (rank r's slot s is position r + s * W).
 """
 
@@ -22,10 +26,11 @@ from collections.abc import Callable
 import numpy as np
 
 from ..errors import ConfigurationError
+from ._bucket_order import BucketOrder
 from ._epoch_plan import EpochPlan
 from ._ranges import PositionSet, runs
 
-__all__ = ["WholeBatchPlan", "batches_of_positions", "merged_whole_batches", "positions_of_batches"]
+__all__ = ["RecutOrder", "WholeBatchPlan", "batches_of_positions", "merged_whole_batches", "positions_of_batches"]
 
 
 def positions_of_batches(batches: PositionSet, *, order_ranks: int, batch_size: int) -> PositionSet:
@@ -212,3 +217,86 @@ def merged_whole_batches(plans: list[WholeBatchPlan], records: list[PositionSet]
         taken = taken.union(plan.delivered_batches(record.difference(common)))
     batches = taken if done is None else taken.union(done)
     return positions_of_batches(batches, order_ranks=first.order_ranks, batch_size=first.batch_size)
+
+
+class RecutOrder:
+    """The rest of a bucketed epoch cut again for another batch size (a resume with another
+    per-rank batch size): the batches of ``order`` no earlier world delivered or left out
+    (whole batches of ``order.batch_size``) are taken bucket by bucket in the epoch's order, and
+    each bucket's samples cut into batches of ``batch_size``; a bucket's last partial batch is
+    left over (read in a later epoch, as a bucketed epoch's leftovers are). The new batches keep
+    the epoch's order (each where its first sample was) and are laid out one after another
+    (batch q is positions ``q * batch_size`` on), so `WholeBatchPlan` deals them over any world
+    with ``order_ranks=1``.
+
+    Arrays of one entry per batch are kept (a few MB at 10^7 samples), none per sample.
+
+    The epoch's first order is `first`; `batches`, `length` and `left_over` are the rest's.
+
+    Args:
+        order: The epoch's bucketed order, cut for the batch size it began with.
+        done: Positions of ``order`` delivered or left out (whole batches), or None.
+        batch_size: The batch size the rest is cut for.
+
+    Raises:
+        ConfigurationError: ``done`` holds part of a batch (a damaged state), or no bucket's
+            rest holds a full batch of the new size.
+    """
+
+    ranks = 1  # the new batches' layout: one after another
+
+    def __init__(self, order: BucketOrder, done: PositionSet | None, *, batch_size: int) -> None:
+        before, ranks_before = order.batch_size, order.ranks
+        self.first, self.batch_size_before, self.ranks_before, self.batch_size = order, before, ranks_before, batch_size
+        self.done = done
+        batches = order.batches
+        taken = PositionSet() if done is None else batches_of_positions(done, order_ranks=ranks_before, batch_size=before)
+        remaining = PositionSet([(0, batches)]).difference(taken).members(batches) if batches else np.zeros(0, np.int64)
+        bucket = order.bucket_of_batch(remaining)
+        grouped = np.argsort(bucket, kind="stable")
+        self._old_batches = remaining[grouped]  # the rest's batches, bucket by bucket, each in the epoch's order
+        numbers, first, counts = np.unique(bucket[grouped], return_index=True, return_counts=True)
+        samples = counts * before
+        full = samples // batch_size
+        # Each new batch: its bucket's first old batch (an index into _old_batches) and its start
+        # in that bucket's samples; ordered by the old batch its first sample is in.
+        group = np.repeat(np.arange(len(numbers)), full)
+        start = (np.arange(int(full.sum())) - np.repeat(np.cumsum(full) - full, full)) * batch_size
+        where = self._old_batches[first[group] + start // before] if len(group) else np.zeros(0, np.int64)
+        ordered = np.lexsort((start % before, where))
+        self._group_first, self._start = first[group][ordered], start[ordered]
+        self.batches = len(ordered)
+        self.length = self.batches * batch_size
+        self.left_over = int((samples - full * batch_size).sum())
+        self._tails = [(int(index), int(used), int(total)) for index, used, total in zip(first, full * batch_size, samples)]
+        if self.batches == 0:
+            raise ConfigurationError(
+                f"no bucket's rest holds a full batch of {batch_size}: continue with batch size {before}, or begin the next epoch"
+            )
+
+    def old_positions(self, positions: np.ndarray) -> np.ndarray:
+        """The position in the epoch's first order of each of ``positions`` (in [0, length))."""
+        batch, within = np.divmod(np.asarray(positions, np.int64), self.batch_size)
+        return self._old_position(self._group_first[batch], self._start[batch] + within)
+
+    def left_over_positions(self) -> np.ndarray:
+        """The positions, in the epoch's first order, of the samples the cut leaves over (each
+        bucket's last partial batch of the new size: fewer than a batch a bucket)."""
+        parts = [
+            self._old_position(np.full(total - used, first), np.arange(used, total, dtype=np.int64)) for first, used, total in self._tails
+        ]
+        return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+    def _old_position(self, first: np.ndarray, element: np.ndarray) -> np.ndarray:
+        """The position in the epoch's first order of sample ``element`` of the rest of the
+        bucket whose first old batch is ``_old_batches[first]``."""
+        old_batch = self._old_batches[first + element // self.batch_size_before]
+        ranks, before = self.ranks_before, self.batch_size_before
+        return (old_batch // ranks) * ranks * before + (element % before) * ranks + old_batch % ranks
+
+    def __call__(self, positions: np.ndarray) -> np.ndarray:
+        """The storage index at each of ``positions`` (in [0, length))."""
+        positions = np.asarray(positions, np.int64)
+        if len(positions) and (int(positions.min()) < 0 or int(positions.max()) >= self.length):
+            raise ConfigurationError(f"a position outside the {self.length} of an epoch cut again for batch size {self.batch_size}")
+        return np.asarray(self.first(self.old_positions(positions)), np.int64)

@@ -6,6 +6,7 @@ a bucketed state is taken only as whole batches (fuzzed)."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import resource
@@ -141,6 +142,55 @@ def test_one_ranks_bucketed_record_holding_part_of_a_batch_is_refused() -> None:
         with pytest.raises(ValueError, match="rank 0's record of a bucketed epoch holds part of a batch"):
             target.load_state_dict(state)
         assert target.state_dict() == before
+
+
+def cut_states() -> list[dict[str, Any]]:
+    """Every rank's state of a bucketed epoch begun with batches of 5 and cut again for 3 (its
+    states carry the cut), a few batches delivered since."""
+    later = [Sampler(SAMPLES, seed=4, rank=rank, world_size=2, buckets=(BUCKET_OF, 4), batch_size=3) for rank in range(2)]
+    for sampler in later:
+        sampler.load_state_dict(bucketed_states(), batch_size_before=5)
+        part = sampler.plan_arrays().part(0, 6)
+        sampler.mark_delivered(part.positions, part.padding)
+    return [sampler.state_dict() for sampler in later]
+
+
+_ANY = st.one_of(st.none(), st.booleans(), st.integers(-5, 1 << 40), st.text(max_size=3), st.lists(st.integers(), max_size=3))
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    batch_size=st.one_of(st.integers(-2, 12), _ANY),
+    order_ranks=st.one_of(st.integers(-2, 5), _ANY),
+    done=st.one_of(_SPANS, _ANY),
+    drop=st.sampled_from([None, "batch_size", "order_ranks", "done"]),
+    world=st.integers(1, 3),
+)
+def test_a_hostile_cut_is_taken_whole_or_refused_by_name(
+    batch_size: Any, order_ranks: Any, done: Any, drop: str | None, world: int
+) -> None:
+    """Any ``cut`` in the states of a bucketed epoch cut again for another batch size: the
+    states load (one rank's, or every rank's on another world) and the plan deals full batches
+    of one bucket, or they are refused with a ValueError, the sampler as it was."""
+    cut = {"batch_size": batch_size, "order_ranks": order_ranks, "done": done}
+    if drop is not None:
+        cut.pop(drop)
+    states = [changed(state, cut=cut) for state in cut_states()]
+    for target, given_state in ((Sampler(SAMPLES, seed=4, rank=0, world_size=2, buckets=(BUCKET_OF, 4), batch_size=3), states[0]),):
+        before = target.state_dict()
+        try:
+            target.load_state_dict(given_state)
+        except ValueError:
+            assert target.state_dict() == before, "a refused state changes nothing"
+            continue
+        plan = target.plan_arrays()
+        indices = plan.part(0, plan.size).indices.reshape(-1, 3)
+        assert all(len(set(BUCKET_OF[batch].tolist())) == 1 for batch in indices), "whole batches of one bucket"
+    target = Sampler(SAMPLES, seed=4, rank=0, world_size=world, buckets=(BUCKET_OF, 4), batch_size=3)
+    with contextlib.suppress(ValueError):
+        target.load_state_dict(states)
+        plan = target.plan_arrays()
+        assert plan.size % 3 == 0
 
 
 @pytest.mark.parametrize("state", [None, "x", 5, [], [None], {}, {"version": 2}])

@@ -4,7 +4,8 @@ over the two runs, every rank of the resumed run takes the same number of steps,
 `verify_epoch` proves it. For the plain shuffle, the block shuffle and a mixture, from 2 ranks to 3
 and from 3 to 2. A bucketed order (aspect-ratio buckets over JPEGs) moves to another world with its
 batch size: the rest of the epoch is dealt a whole batch of one bucket at a time, each sample of the
-uninterrupted epoch once; another per-rank batch size is refused there by name."""
+uninterrupted epoch once; with another per-rank batch size, what no rank delivered is cut again
+by bucket for the new size (each bucket's last partial batch of it left over for a later epoch)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from stoker import Loader
-from stoker.errors import ProvenanceError
+from stoker.errors import ConfigurationError, ProvenanceError
 from stoker.loader import Sampling
 from stoker.ops import ImageTransform
 from stoker.sampling import Buckets
@@ -178,19 +179,67 @@ def test_a_killed_bucketed_run_resumes_on_another_world_in_whole_batches_of_one_
     assert result["proof"]["delivered"] == sum(truth.values()) and result["proof"]["left_over"] == SAMPLES - sum(truth.values())
 
 
-def test_another_batch_size_is_refused_by_name_with_buckets() -> None:
+@pytest.mark.parametrize(("before", "after"), [((2, 8), (3, 6)), ((3, 8), (2, 12))])
+def test_a_killed_bucketed_run_resumes_with_another_batch_size_in_whole_batches_of_one_bucket(
+    tmp_path: Path, before: tuple[int, int], after: tuple[int, int]
+) -> None:
+    saved = tmp_path / "saved.json"
+    killed = subprocess.run(
+        [sys.executable, "-c", RUN, "buckets", *map(str, before), str(saved)], capture_output=True, text=True, timeout=300
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    resumed = subprocess.run(
+        [sys.executable, "-c", RESUME, "buckets", *map(str, after), str(saved)], capture_output=True, text=True, timeout=300
+    )
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    print(next(line for line in resumed.stderr.splitlines() if "cut again by bucket" in line))  # the closing note quotes it
+    result = json.loads(resumed.stdout.strip().splitlines()[-1])
+    delivered = Counter(json.loads(saved.read_text())["delivered"]) + Counter(result["delivered"])
+    scripts: dict[str, object] = {}
+    exec(STORAGES, scripts)
+    truth: Counter[str] = Counter()
+    for rank in range(before[0]):
+        uninterrupted = scripts["loader"]("buckets", rank, *before)  # type: ignore[operator]
+        for batch in uninterrupted:
+            truth.update(batch.keys)
+        uninterrupted.close()
+    assert max(delivered.values()) == 1, f"more than once: {sorted(key for key, count in delivered.items() if count > 1)[:5]}"
+    assert not set(delivered) - set(truth), "only samples of the epoch"
+    # Each bucket's last partial batch of the new size waits for a later epoch: fewer than a batch a bucket.
+    assert 0 <= sum(truth.values()) - sum(delivered.values()) < 3 * after[1]
+    assert len(set(result["steps"])) == 1, f"equal steps on every rank: {result['steps']}"
+    assert {tuple(shape) for shape in result["shapes"]} <= {(after[1], 24, 16, 3), (after[1], 16, 24, 3), (after[1], 20, 20, 3)}, (
+        "whole batches of one bucket, of the new size"
+    )
+    proof = result["proof"]
+    assert proof["delivered"] == sum(delivered.values()) and proof["delivered"] + proof["left_over"] == SAMPLES
+
+
+def test_another_batch_size_with_buckets_is_refused_by_name_where_it_cannot_be_taken() -> None:
     sizes = [(96, 64), (64, 96), (80, 80)]
     data = MemoryStorage({f"k{index}.jpg": jpeg(*sizes[index % 3], seed=index) for index in range(60)})
 
-    def loader(batch: int) -> Loader:
-        buckets = Buckets([(48, 64), (64, 48), (56, 56)])
-        return Loader(data, batch_size=batch, transform=ImageTransform(), sampling=Sampling(seed=1, buckets=buckets))
+    def loader(batch: int, leftovers: str = "drop") -> Loader:
+        buckets = Buckets([(48, 64), (64, 48), (56, 56)], leftovers=leftovers)
+        sampling = Sampling(seed=1, buckets=buckets)
+        return Loader(data, batch_size=batch, transform=ImageTransform(), sampling=sampling)
 
     first = loader(4)
     stream = iter(first)
     for _ in range(3):
         next(stream)
     state = first.state_dict()
+    with pytest.raises(ConfigurationError, match=r"another batch size \(4 then, 6 now\) from every rank's states"):
+        loader(6).load_state_dict(state)
+    resumed = loader(6)
+    resumed.load_state_dict([state])  # every rank's states (one rank here): the rest is cut again
+    counts = resumed.bucket_counts()
+    assert counts is not None and counts["cut"]["batch_size_before"] == 4 and counts["batches"] * 4 == first.sampler.epoch_length
+    assert {len(batch.keys) for batch in resumed} == {6}
+    proof = resumed.verify_epoch()
+    assert proof["delivered"] == 12 + counts["cut"]["batches"] * 6 and proof["delivered"] + proof["left_over"] == 60
+    carried = loader(4, "carry")
+    carried_state = carried.state_dict()
     for allow_changes in (False, True):
-        with pytest.raises(ProvenanceError, match=r"batch_size: 4 then, 6 now\. A bucketed epoch .* resumes with batch_size=4"):
-            loader(6).load_state_dict(state, allow_changes=allow_changes)
+        with pytest.raises(ProvenanceError, match=r"whose leftovers are carried resumes with its batch size"):
+            loader(6, "carry").load_state_dict([carried_state], allow_changes=allow_changes)

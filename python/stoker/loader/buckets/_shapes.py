@@ -15,7 +15,7 @@ from ...device import BufferPool, pinned_allocator
 from ...errors import ConfigurationError
 from ...ops import AudioTransform, ImageTransform, VideoTransform, seconds_to_samples
 from ...ops.batch import Transform, allocate_batch
-from ...sampling import BucketOrder, Buckets, LengthBuckets, Sampler
+from ...sampling import BucketOrder, Buckets, LengthBuckets, RecutOrder, Sampler
 from .._options import Reads, Sampling
 from ._sizes import AnyBuckets, assign_payloads
 
@@ -119,6 +119,8 @@ def check_buckets(buckets: AnyBuckets, transform: Transform | None, sampling: Sa
 def bucket_report(sampler: Sampler, buckets: AnyBuckets) -> dict[str, Any]:
     """`Loader.bucket_counts` for the sampler's epoch."""
     order = sampler.order_function()
+    cut = order if isinstance(order, RecutOrder) else None  # resumed with another batch size
+    order = cut.first if cut is not None else order
     assert isinstance(order, BucketOrder) and sampler.buckets is not None
     bucket_of, _ = sampler.buckets
     dealt = order.bucket_of_batch(np.arange(order.batches, dtype=np.int64))
@@ -132,6 +134,11 @@ def bucket_report(sampler: Sampler, buckets: AnyBuckets) -> dict[str, Any]:
         "without_bucket": int((bucket_of < 0).sum()),
         "same_bucket_next": float(np.mean(dealt[1:] == dealt[:-1])) if len(dealt) > 1 else float("nan"),
         "same_bucket_expected": float((shares**2).sum()),
+        **(
+            {"cut": {"batch_size_before": cut.batch_size_before, "batches": cut.batches, "left_over": cut.left_over}}
+            if cut is not None
+            else {}
+        ),
     }
 
 

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import ConfigurationError, ProvenanceError
+from ...sampling import PositionSet
 
 __all__ = ["DeliveryDigest", "check_resume", "check_state_parts", "differences", "fingerprint", "mix_positions", "verify_deliveries"]
 
@@ -128,11 +129,21 @@ def check_resume(
 
 
 def verify_deliveries(
-    digests: Sequence[dict[str, int]], *, samples: int, world_size: int, pad: bool, batch_size: int, drop_last: bool
+    digests: Sequence[dict[str, int]],
+    *,
+    samples: int,
+    world_size: int,
+    pad: bool,
+    batch_size: int,
+    drop_last: bool,
+    before: PositionSet | None = None,
 ) -> dict[str, int]:
     """Check that the ranks' digests add up to the epoch's samples, each once, as a world of
     ``world_size`` ranks is dealt them (see `Sampler`): rank r takes positions r, r + W, ...,
     padded or with the uneven tail left out; ``drop_last`` leaves out each rank's short last batch.
+    ``before``: positions of the epoch's first order done before its rest was cut again for
+    another batch size (a bucketed epoch, `stoker.sampling.RecutOrder`; ``samples`` then counts
+    the rest's), each delivered or left out once too.
 
     Raises:
         ProvenanceError: A sample was missed or delivered more than once.
@@ -141,6 +152,9 @@ def verify_deliveries(
     per_rank = -(-samples // world_size) if pad else samples // world_size
     kept = (per_rank // batch_size) * batch_size if drop_last else per_rank
     truth = DeliveryDigest(world.epoch)
+    for start, end in before.ranges() if before is not None else []:
+        for first in range(start, end, _CHUNK):
+            truth.add(np.arange(first, min(end, first + _CHUNK), dtype=np.int64))
     for rank in range(world_size):
         mine = min(kept, len(range(rank, samples, world_size)))  # padding is never counted
         for start in range(0, mine, _CHUNK):  # a chunk at a time: memory bounded at any epoch size

@@ -254,7 +254,7 @@ class LoaderState:
                     f"Loader state version {saved['version']!r}: this stoker reads version 1; save the state again with it"
                 )
             check_state_parts(saved)
-        self._check_bucketed_batch_size(states)
+        batch_size_before = self._bucketed_batch_size(states)
         saved_change = _saved_change(states)
         by_key = self._by_key(states, keys_before, new_samples, saved_change, allow_changes=allow_changes)
         adjustable = self._adjustable() + (_DATASET_FIELDS if by_key is not None and saved_change is None else ())
@@ -262,6 +262,7 @@ class LoaderState:
         rebatched = [change for change in changed if change.startswith("batch_size:")]
         if rebatched and "batch_size" in self._adjustable():
             changed.remove(rebatched[0])
+        if rebatched and "batch_size" in self._adjustable() and batch_size_before is None:
             _logger.info(
                 "resuming epoch %s with another batch size (%s): the rest of the epoch is dealt in batches of %d over %d ranks",
                 states[0]["sampler"].get("epoch"),
@@ -281,8 +282,12 @@ class LoaderState:
                 self.read_through(self.storage, None)
             if self.filters is not None:  # the saved epoch's samples: under the filter it read under
                 self.filters.restore(states[0].get("filter_schedule"))
-            self.sampler.load_state_dict(sampler_states[0] if isinstance(state, dict) else sampler_states)
-            if self.sampler.buckets is not None and not isinstance(state, dict):
+            self.sampler.load_state_dict(
+                sampler_states[0] if isinstance(state, dict) else sampler_states, batch_size_before=batch_size_before
+            )
+            if batch_size_before is not None:
+                self._log_cut(batch_size_before, int(sampler_states[0]["world_size"]))
+            elif self.sampler.buckets is not None and not isinstance(state, dict):
                 self._log_whole_batches(int(sampler_states[0]["world_size"]))
         elif saved_change is not None:
             by_key.resume(self.sampler, saved_change, sampler_states[0] if isinstance(state, dict) else sampler_states)
@@ -310,22 +315,44 @@ class LoaderState:
             # Removed samples are accounted for once, by the rank that carries the world's record.
             self.deliveries.digest.add(unread)
 
-    def _check_bucketed_batch_size(self, states: Sequence[dict[str, Any]]) -> None:
-        """A bucketed epoch's positions are cut into whole batches at its batch size: another one
-        is refused here, with what does work, even with ``allow_changes`` (nothing could carry it).
-
-        Raises:
-            ProvenanceError: The states were saved with another batch size, with buckets.
-        """
+    def _bucketed_batch_size(self, states: Sequence[dict[str, Any]]) -> int | None:
+        """The batch size a bucketed epoch's states were saved with, where it is not this
+        Loader's: its rest is then cut again for this one (`stoker.sampling.RecutOrder`). None:
+        the same, no buckets, or states that do not say."""
         prints = [saved["fingerprint"] for saved in states if isinstance(saved.get("fingerprint"), dict)]
         then = prints[0].get("batch_size") if prints else None
-        if self.sampler.buckets is None or then is None or then == self.batching.batch_size:
-            return
-        raise ProvenanceError(
-            f"this state was saved over another dataset or configuration: batch_size: {then!r} then, {self.batching.batch_size} now. "
-            f"A bucketed epoch is cut into whole batches of one bucket at its batch size, so it resumes with batch_size={then!r} "
-            "(allow_changes=True cannot carry it); its global batch size changes with the number of ranks, which it takes "
-            "mid-epoch (pass every rank's state)"
+        if self.sampler.buckets is None or then == self.batching.batch_size or not isinstance(then, int) or isinstance(then, bool):
+            return None
+        if not 1 <= then <= 1 << 30:
+            raise ConfigurationError(f"Loader state: its fingerprint's batch_size must be a whole number from 1 to 2**30, got {then!r}")
+        if self.sampler.leftovers == "carry":
+            raise ProvenanceError(
+                f"this state was saved with batch_size {then}, and this Loader's is {self.batching.batch_size}: a bucketed epoch "
+                "whose leftovers are carried resumes with its batch size (where each later epoch begins depends on every "
+                "epoch's), or changes it at the next epoch; its global batch size changes with the number of ranks mid-epoch"
+            )
+        return then
+
+    def _log_cut(self, before: int, saved_world: int) -> None:
+        """Say how the rest of a bucketed epoch was cut again for this batch size."""
+        cut = self.sampler.order_function()
+        plan = self.sampler.plan_arrays()
+        batch = self.batching.batch_size
+        _logger.info(
+            "resuming bucketed epoch %d with batch size %d (%d before), from %d ranks on %d: the batches no rank delivered are "
+            "cut again by bucket into %d batches of %d (%d samples, less than a batch a bucket, left over for a later epoch), "
+            "%d steps on every rank (rank %d repeats %d batch(es) to keep up, flagged as padding)",
+            self.sampler.epoch,
+            batch,
+            before,
+            saved_world,
+            self.sampler.world_size,
+            getattr(cut, "batches", 0),
+            batch,
+            getattr(cut, "left_over", 0),
+            plan.size // batch,
+            self.sampler.rank,
+            getattr(plan, "padding_slots", 0) // batch,
         )
 
     def _log_whole_batches(self, saved_world: int) -> None:
@@ -403,9 +430,11 @@ class LoaderState:
 
     def _adjustable(self) -> tuple[str, ...]:
         """What a resume may change without ``allow_changes``: the batch size, where positions do
-        not depend on it. Not with buckets (a bucketed order deals whole batches of one size) nor
+        not depend on it, or a bucketed epoch's rest can be cut again (`RecutOrder`). Not with
+        carried leftovers (where each later epoch begins depends on every epoch's batch size) nor
         with ``drop_last`` (which samples an epoch leaves out depends on the batch size)."""
-        return () if self.sampler.buckets is not None or self.batching.drop_last else ("batch_size",)
+        carried = self.sampler.buckets is not None and self.sampler.leftovers == "carry"
+        return () if carried or self.batching.drop_last else ("batch_size",)
 
     def verify_epoch(self, states: Sequence[dict[str, Any]] | None = None) -> dict[str, int]:
         """See `Loader.verify_epoch`."""
@@ -417,6 +446,16 @@ class LoaderState:
         length = (
             self.sampler.epoch_length_of(epoch) if isinstance(epoch, int) and not isinstance(epoch, bool) else self.sampler.epoch_length
         )
+        before = None
+        if isinstance(sampler, dict) and "cut" in sampler:
+            # Cut again for another batch size: its rest is this sampler's epoch, if it is the same cut.
+            cut = self.sampler.cut
+            if cut is None or cut[0] != sampler["cut"] or epoch != self.sampler.epoch:
+                raise ConfigurationError(
+                    f"verify_epoch: epoch {epoch} was cut again for another batch size; verify it with a Loader resumed "
+                    "from those states (in that epoch)"
+                )
+            before = cut[1]
         proof = verify_deliveries(
             [saved["delivered_digest"] for saved in states],
             samples=length,
@@ -424,6 +463,7 @@ class LoaderState:
             pad=self.sampler.pad or self.sampler.buckets is not None,  # a bucketed rest is always padded whole
             batch_size=self.batching.batch_size,
             drop_last=self.batching.drop_last,
+            before=before,
         )
         # Left out on purpose (`Loader.exclude`): accounted for by the proof, not delivered.
         excluded = sum(
@@ -434,7 +474,7 @@ class LoaderState:
         change = _saved_change(states)
         removed = change.removed_unread if change is not None and change.epoch == proof["epoch"] else 0
         added = change.added if change is not None and change.epoch == proof["epoch"] else 0
-        left_over = {"left_over": self.sampler.num_samples - length} if self.sampler.buckets is not None else {}
+        left_over = {"left_over": self.sampler.num_samples - proof["samples"]} if self.sampler.buckets is not None else {}
         return {
             **proof,
             "delivered": proof["delivered"] - excluded - removed,
