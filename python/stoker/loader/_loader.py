@@ -382,6 +382,8 @@ class Loader:
         ``indices`` of it) while an epoch continues over a changed dataset (see
         `load_state_dict`), the storage itself (and None) again after."""
         self._view_indices = indices
+        if self._shapes is not None and self.sampler.buckets is not None:
+            self._shapes.bucket_of = self.sampler.buckets[0]  # the view's samples' (a filter's epoch), as the sampler's
         self._assembler.storage = storage
         self._assembler.set_samples(storage.keys, storage.labels)
         self._sample_prefetch.storage = storage
@@ -575,15 +577,13 @@ class Loader:
             points: ``{step: expression or None}``.
 
         Raises:
-            ConfigurationError: A mixture (filter its sources), buckets, an epoch continued over a
+            ConfigurationError: A mixture (filter its sources), an epoch continued over a
                 changed dataset, steps that are not whole numbers >= 0, or a filter that does
                 not parse, names a column the storage lacks or keeps nothing (named with its step).
         """
         refusal = (
             "over a mixture (filter its sources)"
             if isinstance(self.storage, EpochStorage)
-            else "with buckets"
-            if self.buckets is not None
             else "in an epoch continued over a changed dataset (give it at the next epoch)"
             if self._state.change is not None
             else None

@@ -156,10 +156,11 @@ class Sampler:
             self._layout = None
             self._cut = None
 
-    def set_domain(self, num_samples: int, blocks: Sequence[int] | None, *, appended: int = 0) -> None:
+    def set_domain(self, num_samples: int, blocks: Sequence[int] | None, *, appended: int = 0, bucket_of: np.ndarray | None = None) -> None:
         """Draw the orders over another number of samples from now on: the storage behind the
         sampler changed (a dataset that gained or lost samples, continued by key, see
-        `stoker.loader.Loader.load_state_dict`). Forgets what was delivered, as `set_epoch`.
+        `stoker.loader.Loader.load_state_dict`; the samples a scheduled filter keeps this
+        epoch). Forgets what was delivered, as `set_epoch`.
 
         Args:
             num_samples: Samples in the order.
@@ -168,19 +169,27 @@ class Sampler:
             appended: Samples after the blocks' (or after the first ``num_samples - appended``),
                 placed at the end of each order, shuffled among themselves: samples that joined
                 an epoch after it began.
+            bucket_of: With buckets, each of the samples' bucket number (needed then; no
+                appended samples).
 
         Raises:
-            ValueError: Bad sizes, or blocks that do not cover the samples.
+            ValueError: Bad sizes, blocks that do not cover the samples, or buckets for other
+                samples.
         """
         if not 0 <= appended < num_samples:
             raise ConfigurationError(f"{appended} appended samples of {num_samples}")
         if (blocks is None) != (self.blocks is None) or (blocks is not None and int(block_starts(blocks)[-1]) != num_samples - appended):
             raise ConfigurationError(f"blocks for {num_samples - appended} samples are needed with the block shuffle")
-        if self.buckets is not None:
-            raise ConfigurationError("a bucketed order is drawn over its storage's buckets: its samples cannot change")
+        if (self.buckets is not None) != (bucket_of is not None) or (bucket_of is not None and (appended or len(bucket_of) != num_samples)):
+            raise ConfigurationError(
+                f"a bucketed order is drawn over its samples' buckets: give the bucket of each of the {num_samples} samples, none appended"
+            )
         with self._lock:
             self.num_samples = num_samples
             self.blocks = None if blocks is None else [int(size) for size in blocks]
+            if self.buckets is not None and bucket_of is not None:
+                self.buckets = (np.asarray(bucket_of, dtype=np.int16), self.buckets[1])
+                self._buckets_crc = self._buckets_digest(self.batch_size)
             self._appended = appended
             self._order_cache = None
             self.set_epoch(self.epoch)

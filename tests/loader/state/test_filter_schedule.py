@@ -182,10 +182,114 @@ def test_a_bad_schedule_is_named_with_its_step_when_given(parquet: Path, points:
     assert len(epoch_keys(loader)) == ROWS, "a refused schedule changes nothing"
 
 
-def test_a_mixture_or_buckets_refuse_a_filter_schedule() -> None:
+def test_a_mixture_refuses_a_filter_schedule() -> None:
     mixture = MixedStorage({"a": MemoryStorage({"x": b"1"}), "b": MemoryStorage({"y": b"2"})}, {"a": 1.0, "b": 1.0}, num_samples=4)
     with pytest.raises(ConfigurationError, match="mixture"):
         Loader(mixture, batch_size=2).set_filter_schedule({0: "score < 1"})
+
+
+SHAPES = [(24, 16), (16, 24), (20, 20)]
+
+# A bucketed Loader (JPEGs of three aspect ratios) in lockstep over a schedule: every rank's
+# states saved after step 4, the job killed after step 6; or resumed from those states.
+RUN_BUCKETS = textwrap.dedent(
+    """
+    import json, sys
+    from stoker import Loader
+    from stoker.loader import Sampling
+    from stoker.ops import ImageTransform
+    from stoker.sampling import Buckets
+    from stoker.storage import ParquetStorage
+    from stoker_testbed.resume_runs import run_in_lockstep
+
+    path, world, out, resume = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+    sampling = lambda rank: Sampling(seed=4, rank=rank, world_size=world, buckets=Buckets([(24, 16), (16, 24), (20, 20)]))
+    loaders = [Loader(ParquetStorage(path), batch_size=4, transform=ImageTransform(), sampling=sampling(rank)) for rank in range(world)]
+    if resume == "-":
+        for loader in loaders:
+            loader.set_filter_schedule({0: "score < 5", 8: "score >= 5"})
+    else:
+        for loader in loaders:
+            loader.load_state_dict(json.load(open(resume))["states"])
+    record = {"epochs": []}
+    for epoch in range(2):
+        first = resume == "-" and epoch == 0
+        ran = run_in_lockstep(loaders, save_at=4 if first else -1, kill_at=6 if first else -1, out=out)
+        record["epochs"].append({"delivered": ran["delivered"], "proof": ran["proof"], "steps": ran["steps"]})
+    with open(out, "w") as file:
+        json.dump(record, file)
+    """
+)
+
+
+@pytest.fixture
+def jpeg_parquet(tmp_path: Path) -> Path:
+    from stoker_testbed.data.images import jpeg
+
+    path = tmp_path / "images.parquet"
+    images = [jpeg(*SHAPES[index % 3], seed=index) for index in range(240)]
+    pq.write_table(pa.table({"payload": images, "score": SCORES[:240]}), path, row_group_size=40)
+    return path
+
+
+def test_a_bucketed_epoch_under_a_filter_reads_each_batch_in_its_own_bucket_s_shape(jpeg_parquet: Path) -> None:
+    from stoker.ops import ImageTransform
+    from stoker.sampling import Buckets
+
+    loader = Loader(
+        ParquetStorage(jpeg_parquet), batch_size=4, transform=ImageTransform(), sampling=Sampling(seed=4, buckets=Buckets(SHAPES))
+    )
+    loader.set_filter_schedule({0: "score < 5", 8: None})
+    shape_of = {f"images.parquet#{index}": SHAPES[index % 3] for index in range(240)}
+    shaped: dict[tuple[int, int], set[tuple[int, ...]]] = {}
+    for rule in (lambda score: score < 5, lambda score: True):  # the second epoch begins past step 8: no filter
+        seen = []
+        for batch in loader:
+            (source,) = {shape_of[key] for key in batch.keys}  # one bucket's images
+            shaped.setdefault(source, set()).add(tuple(batch.data.shape[1:3]))
+            seen += batch.keys
+        kept = {key for key in shape_of if rule(SCORES[int(key.split("#")[1])])}
+        counts = loader.bucket_counts()
+        assert counts is not None and set(seen) <= kept and len(seen) == counts["batches"] * 4
+        assert sum(counts["samples"]) == len(kept), "the buckets counted over the epoch's samples"
+    assert len(shaped) == 3 and all(len(shapes) == 1 for shapes in shaped.values()), f"each bucket's batches in its own shape: {shaped}"
+
+
+@pytest.mark.parametrize(("before", "after"), [(2, 2), (2, 3)])
+def test_a_bucketed_run_killed_mid_epoch_resumes_under_its_filter_in_whole_batches_of_one_bucket(
+    jpeg_parquet: Path, tmp_path: Path, before: int, after: int
+) -> None:
+    saved, resumed_out = tmp_path / "saved.json", tmp_path / "resumed.json"
+    killed = subprocess.run(
+        [sys.executable, "-c", RUN_BUCKETS, str(jpeg_parquet), str(before), str(saved), "-"], capture_output=True, text=True, timeout=300
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    resumed = subprocess.run(
+        [sys.executable, "-c", RUN_BUCKETS, str(jpeg_parquet), str(after), str(resumed_out), str(saved)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    first, second = json.loads(resumed_out.read_text())["epochs"]
+    before_kill = json.loads(saved.read_text())["delivered"]
+    shape_of = {f"images.parquet#{index}": SHAPES[index % 3] for index in range(240)}
+    for epoch, rule, records in (
+        (first, lambda score: score < 5, before_kill + first["delivered"]),
+        (second, lambda score: score >= 5, second["delivered"]),
+    ):
+        delivered = [key for _, key in records]
+        kept = {f"images.parquet#{index}" for index in range(240) if rule(SCORES[index])}
+        assert max(Counter(delivered).values()) == 1 and set(delivered) <= kept, "each sample the filter keeps, once"
+        assert epoch["proof"]["delivered"] == len(delivered) and epoch["proof"]["delivered"] + epoch["proof"]["left_over"] == len(kept)
+        assert len(set(epoch["steps"])) == 1, "every rank the same steps"
+        by_step: dict[int, list[str]] = {}
+        for step, key in records:
+            by_step.setdefault(step, []).append(key)
+        whole = [keys for keys in by_step.values() if len(keys) % 4 == 0]  # steps without padding: rank by rank, 4 each
+        assert whole and all(
+            len({shape_of[key] for key in keys[start : start + 4]}) == 1 for keys in whole for start in range(0, len(keys), 4)
+        )
 
 
 @pytest.mark.parametrize(

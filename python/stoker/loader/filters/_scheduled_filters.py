@@ -53,6 +53,7 @@ class ScheduledFilters:
         self.storage, self.unfiltered, self.sampler, self.shuffle = storage, unfiltered, sampler, shuffle
         self.read_through = read_through
         self.blocks = sampler.blocks  # the storage's own, for epochs under no scheduled filter
+        self.bucket_of = sampler.buckets[0] if sampler.buckets is not None else None  # the storage's samples' buckets
         self.schedule: FilterSchedule | None = None
         # The filter this epoch reads under and its view (None: none): kept apart from the
         # schedule, which a new one replaces mid-epoch without changing the epoch's samples.
@@ -150,12 +151,13 @@ class ScheduledFilters:
         kept from the last epoch when it is the same filter), or the storage itself (None)."""
         if expression is None:
             view = None
-            self.sampler.set_domain(len(self.storage), self.blocks)
+            self.sampler.set_domain(len(self.storage), self.blocks, bucket_of=self.bucket_of)
             self.read_through(self.storage, None)
         else:
             if view is None:
                 view = self.view if expression == self.expression and self.view is not None else self._view_for(expression)
-            self.sampler.set_domain(len(view), shuffle_blocks(view, self.shuffle))
+            buckets = self.bucket_of[view.kept] if self.bucket_of is not None else None  # a bucketed epoch's: the view's own
+            self.sampler.set_domain(len(view), shuffle_blocks(view, self.shuffle) if buckets is None else None, bucket_of=buckets)
             self.read_through(view, view.kept)
         self.expression, self.view = expression, view
         _logger.info(
