@@ -6,7 +6,6 @@ a bucketed state is taken only as whole batches (fuzzed)."""
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import json
 import resource
@@ -119,16 +118,22 @@ def test_a_bucketed_state_with_any_record_is_taken_whole_or_refused_by_name(
         changed(state, excluded=excluded, delivered=delivered if state["rank"] == 0 else state["delivered"]) for state in bucketed_states()
     ]
     for target, given_state in ((bucketed(0, 3), states[0]), (bucketed(0, world), states)):
-        before = target.state_dict()
-        try:
-            target.load_state_dict(given_state)
-        except ValueError:
-            assert target.state_dict() == before, "a refused state changes nothing"
-            continue
-        plan = target.plan_arrays()
-        assert plan.size % 5 == 0
-        indices = plan.part(0, plan.size).indices.reshape(-1, 5)
-        assert all(len(set(BUCKET_OF[batch].tolist())) == 1 for batch in indices), "whole batches of one bucket"
+        assert_whole_batches_or_refused(target, given_state, 5)
+
+
+def assert_whole_batches_or_refused(target: Sampler, state: Any, batch: int) -> None:
+    """``state`` loads into ``target`` and its plan deals full batches of one bucket, or it is
+    refused with a ValueError and ``target`` is as it was."""
+    before = target.state_dict()
+    try:
+        target.load_state_dict(state)
+    except ValueError:
+        assert target.state_dict() == before, "a refused state changes nothing"
+        return
+    plan = target.plan_arrays()
+    assert plan.size % batch == 0
+    indices = plan.part(0, plan.size).indices.reshape(-1, batch)
+    assert all(len(set(BUCKET_OF[chosen].tolist())) == 1 for chosen in indices), "whole batches of one bucket"
 
 
 def test_one_ranks_bucketed_record_holding_part_of_a_batch_is_refused() -> None:
@@ -176,21 +181,9 @@ def test_a_hostile_cut_is_taken_whole_or_refused_by_name(
     if drop is not None:
         cut.pop(drop)
     states = [changed(state, cut=cut) for state in cut_states()]
-    for target, given_state in ((Sampler(SAMPLES, seed=4, rank=0, world_size=2, buckets=(BUCKET_OF, 4), batch_size=3), states[0]),):
-        before = target.state_dict()
-        try:
-            target.load_state_dict(given_state)
-        except ValueError:
-            assert target.state_dict() == before, "a refused state changes nothing"
-            continue
-        plan = target.plan_arrays()
-        indices = plan.part(0, plan.size).indices.reshape(-1, 3)
-        assert all(len(set(BUCKET_OF[batch].tolist())) == 1 for batch in indices), "whole batches of one bucket"
-    target = Sampler(SAMPLES, seed=4, rank=0, world_size=world, buckets=(BUCKET_OF, 4), batch_size=3)
-    with contextlib.suppress(ValueError):
-        target.load_state_dict(states)
-        plan = target.plan_arrays()
-        assert plan.size % 3 == 0
+    for ranks, given_state in ((2, states[0]), (world, states)):
+        target = Sampler(SAMPLES, seed=4, rank=0, world_size=ranks, buckets=(BUCKET_OF, 4), batch_size=3)
+        assert_whole_batches_or_refused(target, given_state, 3)
 
 
 @pytest.mark.parametrize("state", [None, "x", 5, [], [None], {}, {"version": 2}])

@@ -147,6 +147,19 @@ def test_a_killed_run_resumes_on_another_world_with_another_batch_size(
     assert result["proof"]["delivered"] == SAMPLES
 
 
+def uninterrupted_bucketed(world: int, batch: int) -> Counter[str]:
+    """The truth: what the bucketed epoch delivers on the world it began on, uninterrupted."""
+    scripts: dict[str, object] = {}
+    exec(STORAGES, scripts)
+    truth: Counter[str] = Counter()
+    for rank in range(world):
+        uninterrupted = scripts["loader"]("buckets", rank, world, batch)  # type: ignore[operator]
+        for each in uninterrupted:
+            truth.update(each.keys)
+        uninterrupted.close()
+    return truth
+
+
 @pytest.mark.parametrize(("before", "after"), [(2, 3), (3, 2)])
 def test_a_killed_bucketed_run_resumes_on_another_world_in_whole_batches_of_one_bucket(tmp_path: Path, before: int, after: int) -> None:
     saved = tmp_path / "saved.json"
@@ -162,15 +175,7 @@ def test_a_killed_bucketed_run_resumes_on_another_world_in_whole_batches_of_one_
     print(next(line for line in resumed.stderr.splitlines() if "bucketed epoch" in line))  # the closing note quotes it
     result = json.loads(resumed.stdout.strip().splitlines()[-1])
     delivered = Counter(json.loads(saved.read_text())["delivered"]) + Counter(result["delivered"])
-    # The truth: what the same epoch delivers on the world it began on, uninterrupted.
-    scripts: dict[str, object] = {}
-    exec(STORAGES, scripts)
-    truth: Counter[str] = Counter()
-    for rank in range(before):
-        uninterrupted = scripts["loader"]("buckets", rank, before, 8)  # type: ignore[operator]
-        for batch in uninterrupted:
-            truth.update(batch.keys)
-        uninterrupted.close()
+    truth = uninterrupted_bucketed(before, 8)
     assert delivered == truth, (
         f"missing {sorted(truth - delivered)[:5]}, more than once {sorted(key for key, count in delivered.items() if count > 1)[:5]}"
     )
@@ -195,14 +200,7 @@ def test_a_killed_bucketed_run_resumes_with_another_batch_size_in_whole_batches_
     print(next(line for line in resumed.stderr.splitlines() if "cut again by bucket" in line))  # the closing note quotes it
     result = json.loads(resumed.stdout.strip().splitlines()[-1])
     delivered = Counter(json.loads(saved.read_text())["delivered"]) + Counter(result["delivered"])
-    scripts: dict[str, object] = {}
-    exec(STORAGES, scripts)
-    truth: Counter[str] = Counter()
-    for rank in range(before[0]):
-        uninterrupted = scripts["loader"]("buckets", rank, *before)  # type: ignore[operator]
-        for batch in uninterrupted:
-            truth.update(batch.keys)
-        uninterrupted.close()
+    truth = uninterrupted_bucketed(*before)
     assert max(delivered.values()) == 1, f"more than once: {sorted(key for key, count in delivered.items() if count > 1)[:5]}"
     assert not set(delivered) - set(truth), "only samples of the epoch"
     # Each bucket's last partial batch of the new size waits for a later epoch: fewer than a batch a bucket.
