@@ -107,7 +107,7 @@ class SampleCache:
         pass over the claims (see `_look_up`).
         """
         lapses = time.monotonic() + CLAIM_SECONDS
-        first = await self._received(name, self._in_thread(name, counted=True) if in_thread else self._look_up(name))
+        first = await self._received(name, self._in_thread(name, counted=True) if in_thread else self._look_up(name), shielded=in_thread)
         if first[0] is not _HELD:
             return first[0], first[1]
         claims = self._claims
@@ -123,7 +123,7 @@ class SampleCache:
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(released, left)
             if in_thread:
-                again = await self._received(name, self._in_thread(name, counted=False))
+                again = await self._received(name, self._in_thread(name, counted=False), shielded=True)
             else:
                 again = self._look([name], counted=False)[0]
             if again[0] is not _HELD:
@@ -133,15 +133,19 @@ class SampleCache:
         """`_look` at ``name`` in a worker thread."""
         return asyncio.get_running_loop().run_in_executor(None, lambda: self._look([name], counted=counted)[0])
 
-    async def _received(self, name: str, look: asyncio.Future[tuple[Any, str | None]]) -> tuple[Any, str | None]:
+    async def _received(self, name: str, look: asyncio.Future[tuple[Any, str | None]], *, shielded: bool) -> tuple[Any, str | None]:
         """What ``look`` found. A request cancelled while it waits (a hedged read's loser) can be
-        cancelled after its look took the claim: the look is left to finish, and its claim let
-        go of, or nobody would fetch the sample and every other request for it would wait out
-        ``CLAIM_SECONDS``."""
+        cancelled after its look took the claim: its claim is let go of, or nobody would fetch
+        the sample and every other request for it would wait out ``CLAIM_SECONDS``. A look in a
+        worker thread (``shielded``) is left to finish and its claim let go of then. A look of
+        the loop's turn is not shielded (a future and two callbacks fewer for every request):
+        cancelled before its turn, the turn lets go of the claim it takes (`_look_up_turn`);
+        cancelled after, the claim is let go of here."""
         try:
-            return await asyncio.shield(look)
+            return await (asyncio.shield(look) if shielded else look)
         except asyncio.CancelledError:
-            look.add_done_callback(lambda done: self._abandoned(name, done))
+            if shielded or look.done():
+                look.add_done_callback(lambda done: self._abandoned(name, done))
             raise
 
     def _abandoned(self, name: str, look: asyncio.Future[tuple[Any, str | None]]) -> None:
@@ -159,7 +163,7 @@ class SampleCache:
             return
         outcomes = self._look([name for name, _ in pending], counted=True)
         for (name, future), outcome in zip(pending, outcomes):
-            if future.done():  # shielded (see `_received`), so only a loop shutting down: let go
+            if future.done():  # its request was cancelled before this turn (see `_received`): let go
                 self.release(name, outcome[1])
             else:
                 future.set_result(outcome)
