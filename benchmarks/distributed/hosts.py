@@ -44,6 +44,12 @@ epochs = []
 with S3Storage("s3://bench/d", cache_dir=cache or None, cache_bytes=1 << 30, **options) as storage:
     loader = Loader(storage, batch_size=32, sampling=Sampling(seed=1, rank=rank, world_size=world))
     for epoch in range(2 if not signal else 1):
+        # Every rank starts an epoch together, as a synchronous job's ranks do: ranks are started
+        # one after another, and here all hosts share this machine's cores, so a rank that began
+        # alone, or ran on into the next epoch, would take them from the others' epoch.
+        open(f"{barrier}/epoch{epoch}-{rank}", "w").close()
+        while sum(name.startswith(f"epoch{epoch}-") for name in os.listdir(barrier)) < world:
+            time.sleep(0.01)
         loader.set_epoch(epoch)
         before, started, cpu, samples = storage.stats()["bytes"], time.perf_counter(), time.process_time(), 0
         for step, batch in enumerate(loader):
@@ -51,8 +57,8 @@ with S3Storage("s3://bench/d", cache_dir=cache or None, cache_bytes=1 << 30, **o
             if signal and step == 2:
                 open(f"{signal}-{rank}", "w").close()
         epochs.append({"samples": samples, "seconds": time.perf_counter() - started, "cpu": time.process_time() - cpu, "bytes": storage.stats()["bytes"] - before})
-    open(f"{barrier}/{rank}", "w").close()  # close only once every rank is done (see tests/hosts)
-    while len(os.listdir(barrier)) < world:
+    open(f"{barrier}/done-{rank}", "w").close()  # close only once every rank is done (see tests/hosts)
+    while sum(name.startswith("done-") for name in os.listdir(barrier)) < world:
         time.sleep(0.05)
 print(json.dumps(epochs))
 """

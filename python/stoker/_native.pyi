@@ -176,12 +176,14 @@ def read_ranges(
 def crc32(data: bytes) -> int:
     """zlib's CRC-32 of data (what zlib.crc32 returns), several times faster; GIL released for large buffers."""
 
-def lock_bytes(handle: int, offsets: Sequence[int]) -> list[bool]:
-    """Exclusive locks on the bytes at offsets of an open file, never waiting (POSIX only):
-    whether each is now this process's. Holds the GIL. Raises OSError (none left taken)."""
+def lock_bytes(handles: Sequence[int], offsets: Sequence[int]) -> list[bool]:
+    """Exclusive locks on the byte at each offset, in the open file of the same place in handles,
+    never waiting (POSIX only): whether each is now this process's. Holds the GIL. Raises
+    OSError (none left taken), ValueError where the lengths differ."""
 
-def unlock_bytes(handle: int, offsets: Sequence[int]) -> None:
-    """Let go of this process's locks on the bytes at offsets (POSIX only). Raises OSError."""
+def unlock_bytes(handles: Sequence[int], offsets: Sequence[int]) -> None:
+    """Let go of this process's lock on the byte at each offset, in the open file of the same
+    place in handles (POSIX only). Raises OSError, ValueError where the lengths differ."""
 
 def list_tree(
     folders: Sequence[str | os.PathLike[str]], base: str | os.PathLike[str], extensions: Sequence[str], threads: int = 8
@@ -200,9 +202,9 @@ class CacheEntries:
     def get_many(self, keys: Sequence[bytes]) -> list[bytes | None]:
         """Each key's bytes (None where missing), in one read transaction; holds the GIL."""
 
-    def put_many(self, items: Sequence[tuple[bytes, bytes | memoryview]], max_bytes: int) -> int:
+    def put_many(self, items: Sequence[tuple[bytes, bytes | memoryview]], max_bytes: int, detach: bool = False) -> int:
         """Keep each (key, data) in one write transaction, oldest evicted to stay within max_bytes;
-        how many were kept."""
+        how many were kept. detach: let go of the GIL whatever the size (else from 1 MB)."""
 
     def size(self) -> int:
         """Bytes charged to the entries held now."""

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from stoker.storage import SampleCache
+from stoker.storage import SampleCache, hedged_copy
 
 ENTRY = 100 << 10  # large entries live in files of their own, as samples do
 
@@ -94,7 +94,7 @@ def test_a_cache_that_cannot_be_written_or_read_is_a_warning_not_a_failure(tmp_p
     def full(*_arguments: object, **_options: object) -> None:
         raise OSError(28, "No space left on device")
 
-    cache._entries.put = full
+    cache._entries.put_many = full  # every store goes through it
     cache._entries.get_many = full  # every read goes through it
     cache.put("s0", payload(0))
     cache.put("s1", payload(1))
@@ -350,3 +350,55 @@ def test_a_cache_written_through_py_lmdb_is_read_and_kept(tmp_path: Path) -> Non
     assert cache.get("s1") == payload(1)
     cache.put("s2", payload(2))
     assert len(cache) == 2 and cache.get("s2") == payload(2)
+
+
+def test_a_hedged_copy_fetches_rather_than_wait_for_the_claim_it_hedges(tmp_path: Path) -> None:
+    # A hedged copy is sent because the request holding the claim has not answered (a stuck
+    # connection can hold it to the client's timeout): waiting for that claim would gain nothing.
+    cache = SampleCache(tmp_path, max_bytes=4 << 20)
+
+    async def scenario() -> tuple[tuple[bytes | None, str | None], bool]:
+        _, claim = await cache.get_or_claim("s1")
+        assert claim is not None
+        with hedged_copy():
+            copy = await asyncio.wait_for(cache.get_or_claim("s1"), 5)
+        plain = asyncio.ensure_future(cache.get_or_claim("s1"))
+        await asyncio.sleep(0.05)
+        waits = not plain.done()
+        await cache.store("s1", payload(1), claim)
+        assert await asyncio.wait_for(plain, 5) == (payload(1), None)
+        return copy, waits
+
+    copy, waits = asyncio.run(scenario())
+    assert copy == (None, None), "the copy fetches it itself, holding no claim"
+    assert waits, "a request that is not a copy still waits for the claim's holder"
+    cache.close()
+
+
+def test_a_stored_entry_is_read_at_once_and_kept_once_flushed(tmp_path: Path) -> None:
+    cache = SampleCache(tmp_path, max_bytes=4 << 20)
+
+    async def scenario() -> None:
+        for number in range(20):
+            await cache.store(f"s{number}", payload(number))
+        assert [cache.get(f"s{number}") for number in range(20)] == [payload(number) for number in range(20)]
+
+    asyncio.run(scenario())
+    cache.flush()
+    cache.close()
+    reopened = SampleCache(tmp_path, max_bytes=4 << 20)
+    assert len(reopened) == 20 and reopened.get("s7") == payload(7), "every entry handed over is on disk"
+    reopened.close()
+
+
+def test_stores_past_the_writers_bound_wait_for_it_and_none_is_lost(tmp_path: Path) -> None:
+    cache = SampleCache(tmp_path, max_bytes=16 << 20)
+    cache._writer.max_bytes = 50_000  # less than one entry: every store waits for the writer
+
+    async def scenario() -> None:
+        await asyncio.gather(*(cache.store(f"s{number}", payload(number)) for number in range(60)))
+
+    asyncio.run(scenario())
+    cache.flush()
+    assert len(cache) == 60 and all(cache.get(f"s{number}") == payload(number) for number in range(60))
+    cache.close()

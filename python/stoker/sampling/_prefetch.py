@@ -24,6 +24,7 @@ records which positions it delivered, for the sampler's exact resume.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import statistics
 import time
@@ -33,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ConfigurationError
+from ..storage import hedged_copy
 
 __all__ = ["FetchedSample", "OutOfOrderPrefetcher"]
 
@@ -158,11 +160,15 @@ class OutOfOrderPrefetcher:
             return max(self.stall_patience, 1.0)
         return max(self.stall_patience, 2 * statistics.median(self._latencies))
 
-    async def _copy(self, request: _Request) -> None:
+    async def _copy(self, request: _Request, number: int) -> None:
         position, what, context = request.sample
         started = time.monotonic()
         try:
-            outcome = FetchedSample(position, what, context, await self.fetch(what))
+            # A second copy is marked, so that it does not wait on what the first holds (the
+            # node cache's claim on the sample).
+            with hedged_copy() if number else contextlib.nullcontext():
+                data = await self.fetch(what)
+            outcome = FetchedSample(position, what, context, data)
             self._latencies.append(time.monotonic() - started)
         except asyncio.CancelledError:
             raise
@@ -177,7 +183,7 @@ class OutOfOrderPrefetcher:
                         copy.cancel()
 
     def _send(self, request: _Request) -> None:
-        request.copies.append(asyncio.ensure_future(self._copy(request)))
+        request.copies.append(asyncio.ensure_future(self._copy(request, len(request.copies))))
 
     def _hedge(self, requests: Sequence[_Request]) -> None:
         """Send once more every request that has waited past the patience (once each), within a

@@ -10,7 +10,7 @@
 - `remote`: `S3Storage`, `GCSStorage`, `AzureStorage` (object stores, by ranged GETs), `HTTPStorage` (web servers, by URL) and `CassandraStorage`
   (Cassandra/ScyllaDB rows), on `RemoteStorage`: retries, many requests in flight, async
   per-sample fetches for out-of-order prefetch.
-- `policies`: `RetryPolicy`, `SampleCache`.
+- `policies`: `RetryPolicy`, `SampleCache`, `hedged_copy` (marks a request as a hedged copy).
 - `views`: `SubsetStorage`, `FilteredStorage`, `MixedStorage`.
 
 `open_storage` picks the backend from a path or URL. Writing datasets (convert, upload,
@@ -44,7 +44,7 @@ from .local import (
     TokenShards,
     open_tokens,
 )
-from .policies import PRICE_TABLES, PriceTable, RetryPolicy, SampleCache, StoreTraffic
+from .policies import PRICE_TABLES, PriceTable, RetryPolicy, SampleCache, StoreTraffic, hedged_copy
 from .remote import AzureStorage, CassandraConnection, CassandraStorage, GCSStorage, HTTPStorage, ObjectStorage, RemoteStorage, S3Storage
 from .views import FilteredStorage, MixedStorage, SubsetStorage
 
@@ -93,6 +93,7 @@ __all__ = [
     "VIDEO_EXTENSIONS",
     "cache_dir",
     "has_blocks",
+    "hedged_copy",
     "label_array",
     "member_fields",
     "open_storage",

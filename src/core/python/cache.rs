@@ -68,13 +68,21 @@ impl CacheEntries {
     }
 
     /// Keep each `(key, data)` in one write transaction (oldest entries evicted to stay within
-    /// `max_bytes`; one larger than that not kept). Returns how many were kept.
-    fn put_many(&self, py: Python<'_>, items: Vec<(PyBackedBytes, Bound<'_, PyAny>)>, max_bytes: u64) -> PyResult<usize> {
+    /// `max_bytes`; one larger than that not kept). Returns how many were kept. `detach`: let go
+    /// of the GIL for the transaction whatever its size (the cache's writer thread, which no
+    /// event loop waits on).
+    #[pyo3(signature = (items, max_bytes, detach=false))]
+    fn put_many(&self, py: Python<'_>, items: Vec<(PyBackedBytes, Bound<'_, PyAny>)>, max_bytes: u64, detach: bool) -> PyResult<usize> {
         let handle = self.handle()?;
         let values = items.into_iter().map(|(key, data)| Ok((key, value(py, &data)?))).collect::<PyResult<Vec<_>>>()?;
         let total: usize = values.iter().map(|(_, data)| data.len()).sum();
-        let kept =
-            if total >= DETACH_BYTES { py.detach(|| handle.put_many(&values, max_bytes)) } else { handle.put_many(&values, max_bytes) };
+        // The values are `bytes` objects, immutable and kept alive by `values`: read without the
+        // GIL safely.
+        let kept = if detach || total >= DETACH_BYTES {
+            py.detach(|| handle.put_many(&values, max_bytes))
+        } else {
+            handle.put_many(&values, max_bytes)
+        };
         kept.map_err(|error| self.error(error))
     }
 

@@ -35,22 +35,36 @@ fn to_python_error(error: std::io::Error) -> PyErr {
     }
 }
 
-/// Take an exclusive lock on the byte at each of `offsets` of the open file `handle`, never
-/// waiting: whether each is now this process's (false: another process holds it). Holds the GIL
-/// (a call of microseconds; letting go of the GIL and waiting for it back costs more). On an
-/// error other than a holder, the locks this call took are let go of.
+/// Take an exclusive lock on the byte at each of `offsets`, each in the open file of the same
+/// place in `handles`, never waiting: whether each is now this process's (false: another
+/// process holds it). Holds the GIL (a call of microseconds; letting go of the GIL and waiting
+/// for it back costs more). On an error other than a holder, the locks this call took are let
+/// go of.
 #[cfg(unix)]
 #[pyfunction]
-pub fn lock_bytes(handle: i32, offsets: Vec<u64>) -> PyResult<Vec<bool>> {
-    byte_locks::try_lock_bytes(handle, &offsets).map_err(to_python_error)
+pub fn lock_bytes(handles: Vec<i32>, offsets: Vec<u64>) -> PyResult<Vec<bool>> {
+    byte_locks::try_lock_bytes(&byte_pairs(handles, offsets)?).map_err(to_python_error)
 }
 
-/// Let go of this process's locks on the bytes at `offsets` of the open file `handle` (each
-/// tried; the first error raised). Holds the GIL, as `lock_bytes` does.
+/// Let go of this process's locks on the byte at each of `offsets`, each in the open file of
+/// the same place in `handles` (each tried; the first error raised). Holds the GIL, as
+/// `lock_bytes` does.
 #[cfg(unix)]
 #[pyfunction]
-pub fn unlock_bytes(handle: i32, offsets: Vec<u64>) -> PyResult<()> {
-    byte_locks::unlock_bytes(handle, &offsets).map_err(to_python_error)
+pub fn unlock_bytes(handles: Vec<i32>, offsets: Vec<u64>) -> PyResult<()> {
+    byte_locks::unlock_bytes(&byte_pairs(handles, offsets)?).map_err(to_python_error)
+}
+
+#[cfg(unix)]
+fn byte_pairs(handles: Vec<i32>, offsets: Vec<u64>) -> PyResult<Vec<(i32, u64)>> {
+    if handles.len() != offsets.len() {
+        return Err(pyo3::exceptions::PyValueError::new_err(format!(
+            "{} handles for {} offsets: one handle per offset",
+            handles.len(),
+            offsets.len()
+        )));
+    }
+    Ok(handles.into_iter().zip(offsets).collect())
 }
 
 /// Walk each folder of `folders` (in parallel, GIL released) for files whose lower-cased names

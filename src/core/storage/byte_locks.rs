@@ -53,15 +53,17 @@ pub fn unlock_byte(handle: RawFd, offset: u64) -> io::Result<()> {
     set(handle, &record(offset, libc::F_UNLCK as libc::c_short)?)
 }
 
-/// `try_lock_byte` for each of `offsets`, in order; on an error other than a holder, the locks
-/// this call took are let go of and the error returned.
-pub fn try_lock_bytes(handle: RawFd, offsets: &[u64]) -> io::Result<Vec<bool>> {
-    let mut taken = Vec::with_capacity(offsets.len());
-    for &offset in offsets {
+/// `try_lock_byte` for each `(handle, offset)` of `bytes`, in order; on an error other than a
+/// holder, the locks this call took are let go of and the error returned. Each byte names its
+/// file: a cache spreads its claims over several, as the kernel walks all of one file's locks
+/// at every lock and unlock.
+pub fn try_lock_bytes(bytes: &[(RawFd, u64)]) -> io::Result<Vec<bool>> {
+    let mut taken = Vec::with_capacity(bytes.len());
+    for &(handle, offset) in bytes {
         match try_lock_byte(handle, offset) {
             Ok(held) => taken.push(held),
             Err(error) => {
-                for (&offset, _) in offsets.iter().zip(&taken).filter(|(_, held)| **held) {
+                for (&(handle, offset), _) in bytes.iter().zip(&taken).filter(|(_, held)| **held) {
                     let _ = unlock_byte(handle, offset); // the error to report is the first one
                 }
                 return Err(error);
@@ -71,10 +73,11 @@ pub fn try_lock_bytes(handle: RawFd, offsets: &[u64]) -> io::Result<Vec<bool>> {
     Ok(taken)
 }
 
-/// `unlock_byte` for each of `offsets`; every one is tried, the first error returned.
-pub fn unlock_bytes(handle: RawFd, offsets: &[u64]) -> io::Result<()> {
+/// `unlock_byte` for each `(handle, offset)` of `bytes`; every one is tried, the first error
+/// returned.
+pub fn unlock_bytes(bytes: &[(RawFd, u64)]) -> io::Result<()> {
     let mut first = Ok(());
-    for &offset in offsets {
+    for &(handle, offset) in bytes {
         if let Err(error) = unlock_byte(handle, offset) {
             if first.is_ok() {
                 first = Err(error);
@@ -95,15 +98,15 @@ mod tests {
         let file = std::fs::File::options().read(true).write(true).create(true).truncate(false).open(&path).unwrap();
         let handle = file.as_raw_fd();
         // POSIX record locks are per process: this process taking its own byte again succeeds.
-        assert_eq!(try_lock_bytes(handle, &[7, 1 << 40]).unwrap(), vec![true, true]);
-        assert_eq!(try_lock_bytes(handle, &[7]).unwrap(), vec![true]);
-        unlock_bytes(handle, &[7, 1 << 40, 9]).unwrap();
+        assert_eq!(try_lock_bytes(&[(handle, 7), (handle, 1 << 40)]).unwrap(), vec![true, true]);
+        assert_eq!(try_lock_bytes(&[(handle, 7)]).unwrap(), vec![true]);
+        unlock_bytes(&[(handle, 7), (handle, 1 << 40), (handle, 9)]).unwrap();
         std::fs::remove_file(path).unwrap();
     }
 
     #[test]
     fn a_bad_handle_is_an_error_not_a_holder() {
-        assert!(try_lock_bytes(-1, &[1]).is_err());
-        assert!(unlock_bytes(-1, &[1]).is_err());
+        assert!(try_lock_bytes(&[(-1, 1)]).is_err());
+        assert!(unlock_bytes(&[(-1, 1)]).is_err());
     }
 }

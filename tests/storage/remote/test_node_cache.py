@@ -1,5 +1,6 @@
 """One cache per node: three local ranks, each its own process, share one `cache_dir`; over three
-epochs the node fetches each sample from the server once, on each object store (S3, GCS, Azure)."""
+epochs the node fetches each sample from the server once (a hedged copy of a stalled request
+aside), on each object store (S3, GCS, Azure)."""
 
 from __future__ import annotations
 
@@ -33,7 +34,8 @@ with open_storage(url, cache_dir=cache, cache_bytes=64 << 20, **options) as stor
         loader.set_epoch(epoch)
         keys = [key for batch in loader for key, padding in zip(batch.keys, batch.padding) if not padding]
         after = storage.stats()
-        epochs.append({"keys": keys, "fetched": after["requests"] - before["requests"], "hits": after["cache_hits"] - before["cache_hits"]})
+        epochs.append({"keys": keys, "fetched": after["requests"] - before["requests"], "hits": after["cache_hits"] - before["cache_hits"],
+                       "hedged": loader.prefetcher.hedged})
         before = after
 print(json.dumps(epochs))
 """
@@ -66,5 +68,8 @@ def test_local_ranks_share_one_cache_and_never_fetch_a_sample_twice(object_bucke
     # fetch or hitting its entry.
     fetched = sum(epoch["fetched"] for rank in epochs for epoch in rank)
     hits = sum(epoch["hits"] for rank in epochs for epoch in rank)
-    assert fetched == len(source), f"the node fetched {fetched} samples for {len(source)}"
+    # A hedged copy (a request sent again because it stalled) fetches on its own, as it would
+    # without a cache: the only fetches beyond one per sample.
+    hedged = sum(epoch["hedged"] for rank in epochs for epoch in rank)
+    assert len(source) <= fetched <= len(source) + hedged, f"the node fetched {fetched} samples for {len(source)} ({hedged} hedged copies)"
     assert hits >= len(source), "every second read of a sample is a hit"

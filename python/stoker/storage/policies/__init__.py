@@ -6,7 +6,7 @@ cache."""
 from ._block_cache import BlockCache
 from ._block_reads import BlockReader
 from ._disk_cache import SampleCache
-from ._hedged import HedgedCalls
+from ._hedged import HedgedCalls, hedged_copy, is_hedged_copy
 from ._retry import ErrorKind, RetryCounters, RetryPolicy, call_with_retries, first_line
 from ._traffic import PRICE_TABLES, PriceTable, StoreTraffic, add_traffic, describe_traffic, epoch_traffic
 
@@ -26,4 +26,6 @@ __all__ = [
     "describe_traffic",
     "epoch_traffic",
     "first_line",
+    "hedged_copy",
+    "is_hedged_copy",
 ]

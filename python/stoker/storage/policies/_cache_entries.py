@@ -89,14 +89,16 @@ class CacheEntries:
         """
         return self.put_many([(name, data)]) == 1
 
-    def put_many(self, entries: Sequence[tuple[str, bytes | memoryview]]) -> int:
+    def put_many(self, entries: Sequence[tuple[str, bytes | memoryview]], *, detach: bool = False) -> int:
         """Keep each ``(name, data)`` of ``entries`` in one write transaction (see `put`): one
-        turn of the node's write lock for all of them. Returns how many were kept.
+        turn of the node's write lock for all of them. Returns how many were kept. ``detach``:
+        let go of the GIL while storing (a thread no event loop waits on; otherwise only for a
+        megabyte or more).
 
         Raises:
             OSError: The cache cannot be written.
         """
-        return self._environment().put_many([(_key(name), data) for name, data in entries], self.max_bytes)
+        return self._environment().put_many([(_key(name), data) for name, data in entries], self.max_bytes, detach)
 
     @property
     def size(self) -> int:

@@ -21,16 +21,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ...errors import ConfigurationError
 from ._cache_entries import CacheEntries
-from ._loop_turns import LoopTurns, complete
+from ._cache_writer import CacheWriter
+from ._hedged import is_hedged_copy
+from ._loop_turns import LoopTurns
 from ._node_claims import NodeClaims
 
 __all__ = ["SampleCache"]
@@ -38,13 +42,14 @@ __all__ = ["SampleCache"]
 # How long a request waits for another's claim on an entry before fetching it itself (the
 # holder's fetch may be stuck in an outage, retrying to its deadline).
 CLAIM_SECONDS = 60.0
-# Entries up to this size are stored on the calling event loop (see `SampleCache.store`).
-_STORE_IN_PLACE = 1 << 20
+# A request waiting for another process's claim tries it again after ``poll``, then twice as
+# long each time up to this: each try is CPU on the rank's event loop, and a claim can be held
+# for a slow request's whole round trip (a rank's next-epoch warm-up waits for many).
+_LONGEST_POLL = 0.04
 # A look's answer where another request on the node holds the entry's claim.
 _HELD: Any = object()
-# A request's name and what its look will find; a store's name, bytes, claim and completion.
+# A request's name and what its look will find.
 _Lookup = tuple[str, "asyncio.Future[tuple[Any, str | None]]"]
-_Store = tuple[str, bytes | memoryview, str | None, "asyncio.Future[None]"]
 
 _logger = logging.getLogger("stoker.storage")
 
@@ -73,7 +78,7 @@ class SampleCache:
         self._lock = threading.Lock()
         self._warned: set[str] = set()
         self._lookups: LoopTurns[_Lookup] = LoopTurns(self._look_up_turn)
-        self._stores: LoopTurns[_Store] = LoopTurns(self._store_turn)
+        self._writer = CacheWriter(self._entries, self._release_many, lambda error: self._warn_once("write", error))
         self._claims: NodeClaims | None = None
         try:
             self._claims = NodeClaims(self.folder)
@@ -99,9 +104,15 @@ class SampleCache:
         fetch fails). ``claim`` is None where claims cannot be recorded (then just fetch).
 
         While another request on the node holds the claim (its fetch is on its way, in another
-        rank or this one), this waits for its entry rather than fetching the same object again.
-        A rank that dies lets go of its claims at once (see `NodeClaims`); after ``CLAIM_SECONDS``
-        of waiting, this request fetches the entry itself.
+        rank or this one), this waits for its entry rather than fetching the same object again:
+        for a request of this process, until it lets go; for another process's, trying the
+        claim again after ``poll`` seconds, then twice as long each time up to 40 ms (the
+        kernel tells nothing when another process lets go). A rank that dies lets go of its claims at once (see `NodeClaims`); after ``CLAIM_SECONDS``
+        of waiting, this request fetches the entry itself. A hedged copy (`hedged_copy`) does
+        not wait: it is sent because a request for the same entry, usually the claim's holder,
+        has not answered in time (a stuck connection can hold it to the client's timeout), so it
+        fetches the entry itself (``(None, None)``), as it would with no cache; its entry is
+        stored without a claim, and whichever copy answers first is used.
         ``in_thread``: read off the calling event loop (entries of megabytes). Otherwise the
         first look of every request made in one loop turn is one read transaction and one
         pass over the claims (see `_look_up`).
@@ -110,24 +121,50 @@ class SampleCache:
         first = await self._received(name, self._in_thread(name, counted=True) if in_thread else self._look_up(name), shielded=in_thread)
         if first[0] is not _HELD:
             return first[0], first[1]
+        if is_hedged_copy():  # sent because the claim's holder is slow: waiting for it gains nothing
+            return None, None
         claims = self._claims
         assert claims is not None  # only a claim can be held
+        pause = poll
         while True:
             left = lapses - time.monotonic()
             if left <= 0:  # its holder's fetch is stuck (an outage): fetch it too
                 return None, None
             released = claims.released(name)
-            if released is None:  # held by another process (or let go just now): look again soon
-                await asyncio.sleep(poll)
+            if released is None:  # held by another process (or let go just now): try again later
+                await asyncio.sleep(min(pause, left))
+                pause = min(2 * pause, _LONGEST_POLL)
+                try_again = functools.partial(self._retry_claim, name)
             else:
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(released, left)
+                try_again = functools.partial(self._look, [name], counted=False)
             if in_thread:
-                again = await self._received(name, self._in_thread(name, counted=False), shielded=True)
+                again = await self._received(name, asyncio.get_running_loop().run_in_executor(None, _first, try_again), shielded=True)
             else:
-                again = self._look([name], counted=False)[0]
+                again = try_again()[0]
             if again[0] is not _HELD:
                 return again[0], again[1]
+
+    def _retry_claim(self, name: str) -> list[tuple[Any, str | None]]:
+        """`_look` at ``name`` once another process held its claim: the claim first, the entry
+        only once the claim is taken (the holder stores its entry before letting go). A try
+        that finds it still held costs one lock call, not a read transaction as well."""
+        claims = self._claims
+        assert claims is not None
+        claim = claims.new_claim()
+        try:
+            taken = claims.take_many([(name, claim)])[0]
+        except OSError as error:
+            self._warn_once("write", error)
+            return [(None, None)]
+        if not taken:
+            return [(_HELD, None)]
+        data = self._get_many([name], counted=False)[0]
+        if data is None:
+            return [(None, claim)]
+        self.release(name, claim)
+        return [(data, None)]
 
     def _in_thread(self, name: str, *, counted: bool) -> asyncio.Future[tuple[Any, str | None]]:
         """`_look` at ``name`` in a worker thread."""
@@ -204,12 +241,18 @@ class SampleCache:
         said once in a warning when ``counted``); ``counted``: one hit or miss each."""
         if not names:
             return []
+        # What waits for the writer first: it leaves `pending` only once stored, so an entry
+        # missing from both was not stored before this look began.
+        waiting = [self._writer.pending(name) for name in names]
+        wanted = [name for name, data in zip(names, waiting) if data is None]
         try:
-            found = self._entries.get_many(names)
+            read = self._entries.get_many(wanted) if wanted else []
         except Exception as error:  # a damaged file, a vanished folder
             if counted:
                 self._warn_once("read", error)
-            found = [None] * len(names)
+            read = [None] * len(wanted)
+        stored = iter(read)
+        found = [next(stored) if data is None else bytes(data) for data in waiting]
         if counted:
             hits = sum(1 for data in found if data is not None)
             with self._lock:
@@ -219,47 +262,23 @@ class SampleCache:
 
     def put(self, name: str, data: bytes | memoryview, claim: str | None = None) -> None:
         """Keep ``data`` as ``name`` (larger than the whole limit: not kept), and let go of
-        ``claim`` (from `get_or_claim`)."""
-        try:
-            self._entries.put(name, data)
-        except Exception as error:  # a full disk must not fail a sample that was read fine
-            self._warn_once("write", error)
-        if claim is not None:
-            self.release(name, claim)
+        ``claim`` (from `get_or_claim`); returns once it is stored."""
+        if self._writer.add(name, data, claim, wait=False) is None:
+            self._writer.flush()
 
     async def store(self, name: str, data: bytes | memoryview, claim: str | None = None) -> None:
-        """`put`, from an event loop; returns once ``data`` is stored and ``claim`` let go of. A
-        larger entry (a block of megabytes) is stored off the loop. Samples are stored together
-        once the loop's callbacks of this turn have run: the responses that arrived together, in
-        one write transaction, one turn of the node's write lock instead of one each (its
-        holder's rank waits for it; ``claim`` is let go of once the entry is stored, so nothing
-        on the node fetches it meanwhile). A request cancelled while it waits (its loop shutting
-        down) stores its turn's entries at once: a claim is never left held."""
-        if len(data) > _STORE_IN_PLACE:
-            await asyncio.to_thread(self.put, name, data, claim)
-            return
-        loop = asyncio.get_running_loop()
-        stored: asyncio.Future[None] = loop.create_future()
-        self._stores.add((name, data, claim, stored))
-        try:
-            await stored
-        except asyncio.CancelledError:
-            self._stores.run_now(loop)
-            raise
-
-    def _store_turn(self, loop: asyncio.AbstractEventLoop, pending: list[_Store]) -> None:
-        try:
-            self._entries.put_many([(name, data) for name, data, _, _ in pending])
-        except Exception as error:  # a full disk must not fail a sample that was read fine
-            self._warn_once("write", error)
-        self._release_many([(name, claim) for name, _, claim, _ in pending if claim is not None])
-        if not loop.is_closed():
-            for *_, stored in pending:
-                complete(stored, None)
+        """`put`, from an event loop, handed to the cache's writer thread (`CacheWriter`): the
+        entry is stored with others waiting, in one write transaction without the GIL, and
+        ``claim`` let go of then. Returns at once (this process reads the entry meanwhile from
+        what waits), unless more than the writer's bound waits to be stored: then once the
+        writer has caught up."""
+        room = self._writer.add(name, data, claim)
+        if room is not None:
+            await room
 
     def flush(self) -> None:
-        """Store what `store` holds back now, for every event loop (also called by `close`)."""
-        self._stores.run_all()
+        """Return once every entry handed to `store` so far is stored (also called by `close`)."""
+        self._writer.flush()
 
     def release(self, name: str, claim: str | None) -> None:
         """Let go of ``claim`` on ``name`` (its fetch failed): another request may fetch it."""
@@ -283,6 +302,11 @@ class SampleCache:
         _logger.warning("sample cache %s: cannot %s it (%s: %s); %s", self.folder, what, type(error).__name__, error, outcome)
 
     def close(self) -> None:
-        """Release this process's handle (the entries stay)."""
-        self.flush()
+        """Store what waits, and release this process's handle (the entries stay)."""
+        self._writer.close()
         self._entries.close()
+
+
+def _first(look: Callable[[], list[tuple[Any, str | None]]]) -> tuple[Any, str | None]:
+    """What ``look`` found for its one name (run in a worker thread)."""
+    return look()[0]

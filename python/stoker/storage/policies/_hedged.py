@@ -7,18 +7,45 @@ request for a sample joins the same block fetch. Copies are budgeted (a tenth of
 a few for the start, when nothing is known yet), so a store that is slow for everyone is not
 sent twice the load. The copy that loses is left to finish and its bytes dropped: a request cut
 off mid-flight gains little and is the riskiest path through a client library.
+
+A request made as a hedged copy (a sample prefetcher's second copy of a stalled request) runs
+inside `hedged_copy`, so the layers below can tell: the node cache does not make it wait for the
+claim it exists to get around (see `SampleCache.get_or_claim`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import statistics
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextvars import ContextVar
 from typing import TypeVar
 
-__all__ = ["HedgedCalls"]
+__all__ = ["HedgedCalls", "hedged_copy", "is_hedged_copy"]
+
+# Set in the task of a hedged copy only: a task's context is its own, so the request it hedges,
+# running in another task, is not marked.
+_HEDGED_COPY: ContextVar[bool] = ContextVar("stoker_hedged_copy", default=False)
+
+
+@contextlib.contextmanager
+def hedged_copy() -> Iterator[None]:
+    """Marks the requests made within it (in this task) as hedged copies: sent because another
+    request for the same thing has not answered in time, so they must not wait for that one."""
+    token = _HEDGED_COPY.set(True)
+    try:
+        yield
+    finally:
+        _HEDGED_COPY.reset(token)
+
+
+def is_hedged_copy() -> bool:
+    """Whether the running request is a hedged copy (made within `hedged_copy`)."""
+    return _HEDGED_COPY.get()
+
 
 T = TypeVar("T")
 

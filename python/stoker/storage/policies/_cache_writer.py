@@ -1,0 +1,155 @@
+"""The node cache's stores, made by a thread of their own: many entries to a write transaction,
+without the GIL, while the event loops go on reading.
+
+A cold epoch through the node cache stores every sample it reads. Stored on the event loop's
+thread, a loop turn's responses at a time, a rank's stores came one or two to a transaction
+(responses trickle in): measured in the hosts harness (2 hosts x 2 ranks, 50 ms to the store),
+55-89 us of the loop thread's CPU per sample in LMDB's commits and 90-210 us of wall time with
+the GIL held, which every other thread of the rank (the pipeline's Python, the training loop)
+waited out; the cache's cold epoch ran at 0.85-0.91 of the samples/s of no cache. Here a request
+hands its entry over and goes on: the writer takes whatever is waiting, stores it in one
+transaction with the GIL let go of, and only then lets go of the entries' claims, so nothing on
+the node fetches an entry while it waits. Until then this process reads it from `pending`.
+
+Entries waiting are bounded (``max_bytes``): a request that hands one over past the bound waits
+for the writer to catch up (a disk slower than the store), so memory stays bounded and no entry
+is dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import threading
+from collections.abc import Callable, Sequence
+
+from ._cache_entries import CacheEntries
+from ._loop_turns import complete
+
+__all__ = ["CacheWriter"]
+
+# The writer's thread ends after this long with nothing to store (a cache no longer read, or
+# dropped unclosed, keeps no thread); the next entry starts another.
+_IDLE_SECONDS = 1.0
+# An entry waiting: its name, bytes and claim (None: none to let go of).
+_Entry = tuple[str, bytes | memoryview, str | None]
+
+
+class CacheWriter:
+    """Stores entries handed over from any thread, from a thread of its own.
+
+    Args:
+        entries: Where they are stored.
+        release: Lets go of ``[(name, claim), ...]`` once those entries are stored (or failed).
+        failed: Told of an error storing (a full disk): the entries are not kept, their claims
+            let go of all the same.
+        max_bytes: Bytes of entries waiting at most before a request that hands one over waits.
+    """
+
+    def __init__(
+        self,
+        entries: CacheEntries,
+        release: Callable[[list[tuple[str, str]]], None],
+        failed: Callable[[Exception], None],
+        max_bytes: int = 64 << 20,
+    ) -> None:
+        self._entries = entries
+        self._release = release
+        self._failed = failed
+        self.max_bytes = max_bytes
+        self._condition = threading.Condition()
+        self._queue: list[_Entry] = []
+        self._pending: dict[str, bytes | memoryview] = {}  # name -> bytes, until stored
+        self._pending_bytes = 0
+        self._storing = False
+        self._room: list[asyncio.Future[None]] = []  # requests waiting for the pending bytes to drop
+        self._thread: threading.Thread | None = None
+        self._process = os.getpid()
+        self._closed = False
+
+    def pending(self, name: str) -> bytes | memoryview | None:
+        """The bytes of ``name`` if handed over and not stored yet."""
+        return self._pending.get(name)
+
+    def add(self, name: str, data: bytes | memoryview, claim: str | None, *, wait: bool = True) -> asyncio.Future[None] | None:
+        """Hand ``name`` over to be stored (``claim`` let go of once it is). Returns None, or,
+        past the bound and with ``wait``, a future of the calling event loop to await before
+        handing over more. After `close`, nothing is stored: ``claim`` is let go of at once.
+        """
+        with self._condition:
+            self._forked()
+            closed = self._closed
+            if not closed:
+                self._queue.append((name, data, claim))
+                self._pending[name] = data
+                self._pending_bytes += len(data)
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._run, name="stoker-cache-writer", daemon=True)
+                    self._thread.start()
+                self._condition.notify_all()
+                if not wait or self._pending_bytes <= self.max_bytes:
+                    return None
+                room: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+                self._room.append(room)
+                return room
+        self._failed(RuntimeError("the cache is closed in this process"))
+        if claim is not None:
+            self._release([(name, claim)])
+        return None
+
+    def flush(self) -> None:
+        """Return once every entry handed over so far is stored (from any thread but the
+        writer's)."""
+        with self._condition:
+            self._forked()
+            self._condition.wait_for(lambda: not self._queue and not self._storing)
+
+    def close(self) -> None:
+        """Store what waits, then stop the thread (idempotent)."""
+        with self._condition:
+            self._forked()
+            self._closed = True
+            self._condition.notify_all()
+            thread = self._thread
+        if thread is not None:
+            thread.join()
+
+    def _forked(self) -> None:
+        """In a forked child, start over: the parent stores its own entries, and the child
+        holds none of their claims (called holding the condition)."""
+        if self._process == os.getpid():
+            return
+        self._process = os.getpid()
+        self._queue, self._pending, self._pending_bytes, self._storing, self._room = [], {}, 0, False, []
+        self._thread, self._closed = None, False
+
+    def _run(self) -> None:
+        while True:
+            with self._condition:
+                self._condition.wait_for(lambda: self._queue or self._closed, timeout=_IDLE_SECONDS)
+                if not self._queue:  # closed, or idle: `add` starts another when needed
+                    self._thread = None
+                    return
+                batch, self._queue, self._storing = self._queue, [], True
+            self._store(batch)
+            with self._condition:
+                for name, data, _ in batch:
+                    if self._pending.get(name) is data:  # not handed over again meanwhile
+                        del self._pending[name]
+                    self._pending_bytes -= len(data)
+                self._storing = False
+                waiting = self._room if self._pending_bytes <= self.max_bytes else []
+                if waiting:
+                    self._room = []
+                self._condition.notify_all()
+            for room in waiting:
+                complete(room, None)
+
+    def _store(self, batch: Sequence[_Entry]) -> None:
+        try:
+            self._entries.put_many([(name, data) for name, data, _ in batch], detach=True)
+        except Exception as error:  # a full disk must not fail a sample that was read fine
+            self._failed(error)
+        with contextlib.suppress(Exception):  # said by `release` itself
+            self._release([(name, claim) for name, _, claim in batch if claim is not None])
