@@ -9,12 +9,12 @@ The entries are in LMDB (`CacheEntries`): a store is one write transaction, so a
 process never sees a partial entry, and a rank killed mid-write never breaks the cache. Claims
 (`NodeClaims`) keep two ranks from fetching one object at once: locks the kernel drops when a
 rank dies. A loop turn's requests look together: one read transaction for all their names, one
-call taking the misses' claims (see `get_or_claim`), as their stores are one write transaction.
-Eviction is oldest-stored first: an epoch reads each sample once, so that is the
-order least recently used would give, without the write that recording each read would cost on
-the hot path. A miss costs a read, a claim and a store on top of the fetch, about 21 us of CPU
-for a 20 KB sample here (it was ten times that on SQLite): a cold epoch through the cache runs
-close to one without it (docs/benchmarks.md, "Several hosts").
+call taking the misses' claims (see `get_or_claim`); their entries are stored by a writer thread,
+many to a write transaction without the GIL (`CacheWriter`). Eviction is oldest-stored first: an
+epoch reads each sample once, so that is the order least recently used would give, without the
+write that recording each read would cost on the hot path. A miss costs the event loop a read, a
+claim and a hand-over on top of the fetch, about 16 us of CPU for a 20 KB sample here, and the
+writer about 9 us more (docs/benchmarks.md, "Several hosts", for what a cold epoch costs).
 """
 
 from __future__ import annotations
@@ -107,8 +107,9 @@ class SampleCache:
         rank or this one), this waits for its entry rather than fetching the same object again:
         for a request of this process, until it lets go; for another process's, trying the
         claim again after ``poll`` seconds, then twice as long each time up to 40 ms (the
-        kernel tells nothing when another process lets go). A rank that dies lets go of its claims at once (see `NodeClaims`); after ``CLAIM_SECONDS``
-        of waiting, this request fetches the entry itself. A hedged copy (`hedged_copy`) does
+        kernel tells nothing when another process lets go). A rank that dies lets go of its
+        claims at once (see `NodeClaims`); after ``CLAIM_SECONDS`` of waiting, this request
+        fetches the entry itself. A hedged copy (`hedged_copy`) does
         not wait: it is sent because a request for the same entry, usually the claim's holder,
         has not answered in time (a stuck connection can hold it to the client's timeout), so it
         fetches the entry itself (``(None, None)``), as it would with no cache; its entry is
@@ -118,7 +119,8 @@ class SampleCache:
         pass over the claims (see `_look_up`).
         """
         lapses = time.monotonic() + CLAIM_SECONDS
-        first = await self._received(name, self._in_thread(name, counted=True) if in_thread else self._look_up(name), shielded=in_thread)
+        look = functools.partial(self._look, [name], counted=True)
+        first = await self._received(name, self._in_thread(look) if in_thread else self._look_up(name), shielded=in_thread)
         if first[0] is not _HELD:
             return first[0], first[1]
         if is_hedged_copy():  # sent because the claim's holder is slow: waiting for it gains nothing
@@ -140,7 +142,7 @@ class SampleCache:
                     await asyncio.wait_for(released, left)
                 try_again = functools.partial(self._look, [name], counted=False)
             if in_thread:
-                again = await self._received(name, asyncio.get_running_loop().run_in_executor(None, _first, try_again), shielded=True)
+                again = await self._received(name, self._in_thread(try_again), shielded=True)
             else:
                 again = try_again()[0]
             if again[0] is not _HELD:
@@ -166,9 +168,10 @@ class SampleCache:
         self.release(name, claim)
         return [(data, None)]
 
-    def _in_thread(self, name: str, *, counted: bool) -> asyncio.Future[tuple[Any, str | None]]:
-        """`_look` at ``name`` in a worker thread."""
-        return asyncio.get_running_loop().run_in_executor(None, lambda: self._look([name], counted=counted)[0])
+    @staticmethod
+    def _in_thread(look: Callable[[], list[tuple[Any, str | None]]]) -> asyncio.Future[tuple[Any, str | None]]:
+        """What ``look`` finds for its one name, looked for in a worker thread."""
+        return asyncio.get_running_loop().run_in_executor(None, _first, look)
 
     async def _received(self, name: str, look: asyncio.Future[tuple[Any, str | None]], *, shielded: bool) -> tuple[Any, str | None]:
         """What ``look`` found. A request cancelled while it waits (a hedged read's loser) can be

@@ -11,7 +11,7 @@ flight and the next epoch's warm-up) in one file, a claim taken and given back c
 CPU instead of 2 (2,000 claims: 29 us). The calls are native
 (`stoker._native.lock_bytes`) and keep the GIL: `fcntl.lockf` lets go of it, and taking it back
 on the event loop's thread waits out any busy Python thread's switch interval (5 ms); a loop
-turn's claims are taken, and its stored entries' claims given back, in one call. They were rows of the cache's SQLite
+turn's claims are taken, and a stored batch's claims given back, in one call. They were rows of the cache's SQLite
 index before: a write transaction per miss, for which the node's ranks queued on SQLite's one
 write lock (its busy handler sleeps whole milliseconds), and a cold epoch through the node cache
 ran at about half the speed of one without it.
