@@ -54,3 +54,35 @@ def test_a_rank_killed_mid_write_leaves_whole_entries(tmp_path: Path) -> None:
     assert all(missing_or_whole) and len(found) >= 40
     cache.put("after", b"x" * 100)
     assert cache.get("after") == b"x" * 100, "the cache is writable after the crash"
+
+
+HAND_OVER_AND_DIE = """
+import asyncio, os, signal, sys
+from stoker.storage import SampleCache
+cache = SampleCache(sys.argv[1], max_bytes=64 << 20)
+
+async def main():
+    looks = await asyncio.gather(*(cache.get_or_claim(f"s{index}") for index in range(100)))
+    for index, (_, claim) in enumerate(looks):
+        await cache.store(f"s{index}", bytes([index]) * (64 << 10), claim)  # handed to the writer thread
+
+asyncio.run(main())
+print("handed", flush=True)
+os.kill(os.getpid(), signal.SIGKILL)  # entries may still be waiting for the writer, their claims held
+"""
+
+
+def test_a_rank_killed_with_entries_waiting_for_its_writer_leaves_no_claim_and_whole_entries(tmp_path: Path) -> None:
+    rank = subprocess.run([sys.executable, "-c", HAND_OVER_AND_DIE, str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert rank.returncode == -signal.SIGKILL and "handed" in rank.stdout, rank.stderr
+    cache = SampleCache(tmp_path, max_bytes=64 << 20)
+
+    async def look_all() -> list[tuple[bytes | None, str | None]]:
+        return await asyncio.gather(*(cache.get_or_claim(f"s{index}") for index in range(100)))
+
+    # Every entry is whole or missing, and a missing one is this process's to fetch at once: the
+    # dead rank's claims went with it.
+    looks = asyncio.run(asyncio.wait_for(look_all(), 10))
+    for index, (data, claim) in enumerate(looks):
+        assert (data == bytes([index]) * (64 << 10) and claim is None) or (data is None and claim is not None), index
+    cache.close()
