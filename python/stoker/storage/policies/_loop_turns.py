@@ -1,6 +1,6 @@
 """Work that an event loop's requests hand in during one turn of the loop, done together once
-that turn's callbacks have run: the node cache's lookups (one read transaction for them all)
-and stores (one write transaction).
+that turn's callbacks have run: the node cache's lookups (one read transaction for them all;
+its stores go to a writer thread instead, `CacheWriter`).
 
 Kept per loop: a process reads one storage from several loops (the storage's own, which runs
 the next epoch's early requests, and each pipeline's), and a batch must be done on the loop
@@ -29,7 +29,7 @@ class LoopTurns(Generic[Item]):
 
     A loop closed with a batch not yet done (stopped before its turn came) hands it to ``handle``
     when the next batch of any loop begins, or at `run_all`: ``handle`` sees ``loop.is_closed()``
-    and does what needs no loop (a store still stores; nobody waits for a lookup any more).
+    and does what needs no loop (nobody waits for a lookup any more).
 
     Args:
         handle: Does one loop's batch, on that loop's thread (or the caller's of `run_now` or
