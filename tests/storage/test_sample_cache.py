@@ -402,3 +402,35 @@ def test_stores_past_the_writers_bound_wait_for_it_and_none_is_lost(tmp_path: Pa
     cache.flush()
     assert len(cache) == 60 and all(cache.get(f"s{number}") == payload(number) for number in range(60))
     cache.close()
+
+
+def test_a_claim_let_go_of_while_a_copy_of_its_entry_waits_to_be_stored_is_let_go_of_after_it(tmp_path: Path) -> None:
+    # A hedged copy stores its entry without the claim; its original, cancelled, lets go of the
+    # claim. Let go of before the entry is on disk, another rank would take the claim, find
+    # nothing and fetch the object again.
+    cache = SampleCache(tmp_path, max_bytes=64 << 20)
+    other = SampleCache(tmp_path, max_bytes=64 << 20)  # another process's view: only the disk
+
+    async def scenario() -> None:
+        _, claim = await cache.get_or_claim("s1")
+        assert claim is not None
+        commits = threading.Event()
+        put_many = cache._entries.put_many
+
+        def slow_put_many(*arguments: object, **options: object) -> int:
+            commits.wait(5)  # the writer is busy storing
+            return put_many(*arguments, **options)  # type: ignore[arg-type]
+
+        cache._entries.put_many = slow_put_many  # type: ignore[method-assign]
+        with hedged_copy():
+            assert await cache.get_or_claim("s1") == (None, None)
+            await cache.store("s1", payload(1))  # the copy's entry, no claim
+        cache.release("s1", claim)  # the original, cancelled
+        assert not cache._claims.take_many([("s1", "probe")])[0], "the claim is held while the entry waits"
+        commits.set()
+        cache.flush()
+        assert other.get("s1") == payload(1)
+
+    asyncio.run(scenario())
+    cache.close()
+    other.close()

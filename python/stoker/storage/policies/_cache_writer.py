@@ -32,8 +32,9 @@ __all__ = ["CacheWriter"]
 # The writer's thread ends after this long with nothing to store (a cache no longer read, or
 # dropped unclosed, keeps no thread); the next entry starts another.
 _IDLE_SECONDS = 1.0
-# An entry waiting: its name, bytes and claim (None: none to let go of).
-_Entry = tuple[str, bytes | memoryview, str | None]
+# An entry waiting: its name, bytes and claim (None: none to let go of); bytes None: only a
+# claim to let go of once what waits before it is stored (see `release_after`).
+_Entry = tuple[str, bytes | memoryview | None, str | None]
 
 
 class CacheWriter:
@@ -98,6 +99,19 @@ class CacheWriter:
             self._release([(name, claim)])
         return None
 
+    def release_after(self, name: str, claim: str) -> bool:
+        """Let go of ``claim`` only once ``name``'s entry, waiting here, is stored; False (nothing
+        done) when none waits. A hedged copy stores its entry without the claim, which its
+        original lets go of when cancelled: let go of at once, another rank would find neither
+        the claim nor the entry on disk, and fetch it again."""
+        with self._condition:
+            self._forked()
+            if self._closed or name not in self._pending:
+                return False
+            self._queue.append((name, None, claim))
+            self._condition.notify_all()
+            return True
+
     def flush(self) -> None:
         """Return once every entry handed over so far is stored (from any thread but the
         writer's)."""
@@ -135,6 +149,8 @@ class CacheWriter:
             self._store(batch)
             with self._condition:
                 for name, data, _ in batch:
+                    if data is None:
+                        continue
                     if self._pending.get(name) is data:  # not handed over again meanwhile
                         del self._pending[name]
                     self._pending_bytes -= len(data)
@@ -147,8 +163,10 @@ class CacheWriter:
                 complete(room, None)
 
     def _store(self, batch: Sequence[_Entry]) -> None:
+        entries = [(name, data) for name, data, _ in batch if data is not None]
         try:
-            self._entries.put_many([(name, data) for name, data, _ in batch], detach=True)
+            if entries:
+                self._entries.put_many(entries, detach=True)
         except Exception as error:  # a full disk must not fail a sample that was read fine
             self._failed(error)
         with contextlib.suppress(Exception):  # said by `release` itself

@@ -284,8 +284,10 @@ class SampleCache:
         self._writer.flush()
 
     def release(self, name: str, claim: str | None) -> None:
-        """Let go of ``claim`` on ``name`` (its fetch failed): another request may fetch it."""
-        if claim is not None:
+        """Let go of ``claim`` on ``name`` (its fetch failed, or a hedged copy won): another
+        request may fetch it. Where ``name``'s entry waits for the writer (the copy's), only
+        once it is stored (`CacheWriter.release_after`)."""
+        if claim is not None and not self._writer.release_after(name, claim):
             self._release_many([(name, claim)])
 
     def _release_many(self, held: list[tuple[str, str]]) -> None:
