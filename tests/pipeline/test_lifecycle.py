@@ -86,6 +86,19 @@ def test_next_after_a_stop_mid_pass_is_an_error() -> None:
         next(pipeline)
 
 
+def test_items_waiting_in_the_sink_are_not_handed_out_after_a_stop() -> None:
+    pipeline = PipelineBuilder().add_source(range(100)).add_sink(2).build()
+    next(pipeline)
+    waited = 0
+    while pipeline.stats().stages[-1].queue_length == 0 and waited < 3000:  # the sink refills
+        time.sleep(0.01)
+        waited += 1
+    assert pipeline.stats().stages[-1].queue_length > 0
+    pipeline.stop()
+    with pytest.raises(PipelineStoppedError, match="stopped"):
+        next(pipeline)
+
+
 def test_stop_before_start_never_starts() -> None:
     pipeline = _endless_pipeline()
     pipeline.stop()

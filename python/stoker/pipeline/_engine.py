@@ -462,6 +462,8 @@ class _Engine:
                 if self.error is not None:
                     raise self.error
                 sink = self.sink
+                if self.stopped and sink.items:  # dropped with the pass, not handed out
+                    raise PipelineStoppedError(f"pipeline {self.name} was stopped")
                 if sink.items:
                     item = sink.pop()
                     self.items_consumed += 1
