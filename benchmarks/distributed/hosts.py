@@ -3,7 +3,8 @@ of its own 50 ms away (a latency proxy on each host's loopback: this kernel has 
 ``--hosts`` hosts of ``--ranks-per-host`` ranks each reading two epochs of ``--samples`` samples:
 
 1. samples/s per host, epoch 0 (cold) and epoch 1, with one node cache per host (shared by its
-   ranks, on the host's own disk) and without any cache;
+   ranks, on the host's own disk) and without any cache; and each round's cold epoch with the
+   cache as a share of the one without it run next to it;
 2. bytes fetched from the store per host per epoch (the ranks' own counts of what they fetched);
 3. the epoch-time cost of a partition: h1 cut from the store for ``--partition`` seconds from its
    third batch, against the same epoch without it (caches empty in both).
@@ -175,6 +176,12 @@ def main() -> None:
                 f"{figure(cache, 0, host, 'cpu') * 1e6:,.0f} us | {figure(cache, 1, host, 'cpu') * 1e6:,.0f} us | "
                 f"{figure(cache, 0, host, 'bytes') / 1e6:.1f} | {figure(cache, 1, host, 'bytes') / 1e6:.1f} |"
             )
+    # The machine's load drifts over a run by more than the cache's cost: each round's cache job
+    # against the job without it run next to it cancels the drift the medians above keep.
+    print("\neach round's job with the cache against the one without it next to it (epoch 0; median, lowest-highest):")
+    for host in hosts:
+        ratios = sorted(with_[0][host]["rate"] / without[0][host]["rate"] for with_, without in zip(rows[True], rows[False], strict=True))
+        print(f"  {host}: {median(ratios):.2f} ({ratios[0]:.2f}-{ratios[-1]:.2f})")
     if args.partition and len(hosts) > 1:
         print(f"\npartition of h1 from the store for {args.partition:.0f} s from its third batch (epoch 0, caches cold):")
         for host in hosts:

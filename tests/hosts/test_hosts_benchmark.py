@@ -3,6 +3,7 @@ and the partition's cost."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -25,6 +26,8 @@ def test_the_hosts_benchmark_reports_its_table(hosts: type[HostNetwork]) -> None
         ["| h1", "none"],
     ]
     assert all(float(row.split(" | ")[2].replace(",", "")) > 0 for row in rows)
+    paired = dict(re.findall(r"^  (h[01]): (\d+\.\d\d) \(", run.stdout, flags=re.MULTILINE))
+    assert sorted(paired) == ["h0", "h1"] and all(float(ratio) > 0 for ratio in paired.values()), run.stdout
     cut = next(line for line in run.stdout.splitlines() if line.strip().startswith("h1: epoch"))
     assert "with" in cut
 
