@@ -404,6 +404,31 @@ def test_stores_past_the_writers_bound_wait_for_it_and_none_is_lost(tmp_path: Pa
     cache.close()
 
 
+def test_entries_handed_over_one_at_a_time_are_stored_several_to_a_transaction(tmp_path: Path) -> None:
+    # A cold epoch hands the writer one response at a time, milliseconds apart: a write
+    # transaction each cost the writer more CPU than storing the entry in it.
+    cache = SampleCache(tmp_path, max_bytes=16 << 20)
+    transactions: list[int] = []
+    put_many = cache._entries.put_many
+
+    def counted(entries: list[tuple[str, bytes]], **options: bool) -> int:
+        transactions.append(len(entries))
+        return put_many(entries, **options)
+
+    cache._entries.put_many = counted  # type: ignore[assignment]
+
+    async def scenario() -> None:
+        for number in range(10):
+            await cache.store(f"s{number}", payload(number))
+            await asyncio.sleep(0.001)
+
+    asyncio.run(scenario())
+    cache.flush()
+    assert sum(transactions) == 10 and len(transactions) <= 5, f"entries a transaction: {transactions}"
+    assert all(cache.get(f"s{number}") == payload(number) for number in range(10))
+    cache.close()
+
+
 def test_a_claim_let_go_of_while_a_copy_of_its_entry_waits_to_be_stored_is_let_go_of_after_it(tmp_path: Path) -> None:
     # A hedged copy stores its entry without the claim; its original, cancelled, lets go of the
     # claim. Let go of before the entry is on disk, another rank would take the claim, find
