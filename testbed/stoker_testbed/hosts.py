@@ -33,6 +33,8 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -352,15 +354,40 @@ def start_python(network: HostNetwork, host: str, code: str, arguments: Sequence
 def rank_reports(processes: Sequence[subprocess.Popen[str]], timeout: float) -> list[Any]:
     """Each process's last output line as JSON, in order, once all have ended.
 
+    Every process's output is read as it comes (one read after another, a rank that wrote more
+    than a pipe holds would block, and the ranks waiting for it at a barrier with it). Once one
+    fails, the others are killed: they would wait for it at the job's next barrier.
+
     Raises:
-        SystemExit: A process failed (the end of its standard error in the message).
+        SystemExit: A process failed (the first to fail, the end of its standard error in the
+            message), or they ran past ``timeout`` seconds (all killed).
     """
     import json
 
-    reports = []
+    outputs: list[tuple[str, str]] = [("", "")] * len(processes)
+
+    def read(number: int) -> None:
+        outputs[number] = processes[number].communicate()
+
+    readers = [threading.Thread(target=read, args=(number,), daemon=True) for number in range(len(processes))]
+    for reader in readers:
+        reader.start()
+    deadline, failed = time.monotonic() + timeout, None
+    while failed is None and any(process.poll() is None for process in processes):
+        failed = next((number for number, process in enumerate(processes) if process.poll() not in (None, 0)), None)
+        if failed is None and time.monotonic() > deadline:
+            failed = -1
+        time.sleep(0.05)
+    failed = next((number for number, process in enumerate(processes) if process.poll() not in (None, 0)), failed)
     for process in processes:
-        out, err = process.communicate(timeout=timeout)
-        if process.returncode != 0:
-            raise SystemExit(f"rank {len(reports)} failed (exit status {process.returncode}):\n{err[-3000:]}\n{out[-1000:]}")
-        reports.append(json.loads(out.strip().splitlines()[-1]))
-    return reports
+        if process.poll() is None:
+            process.kill()
+    for reader in readers:
+        reader.join()
+    if failed == -1:
+        raise SystemExit(f"the ranks ran past {timeout:.0f} s: all killed")
+    if failed is not None:
+        out, err = outputs[failed]
+        status = processes[failed].returncode
+        raise SystemExit(f"rank {failed} failed (exit status {status}):\n{err[-3000:]}\n{out[-1000:]}")
+    return [json.loads(out.strip().splitlines()[-1]) for out, _ in outputs]
