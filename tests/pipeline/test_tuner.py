@@ -4,6 +4,7 @@ target (raise what waits on I/O, trim what the consumer does not need, back off 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import threading
 import time
 from collections.abc import Iterator
@@ -181,16 +182,23 @@ def test_a_consumer_waiting_for_data_on_a_busy_machine_gets_more_threads_not_few
 
 
 def test_a_raise_that_does_not_help_is_undone_and_not_retried_at_once() -> None:
-    # The op holds one lock while it waits: a second task only queues behind the first.
+    # The op waits for its turn at a rate limit (a throttled store): 400 items/s however many
+    # tasks wait. The turns are counted from before the pipeline starts, so a late start (or a
+    # stall) is caught up at once and no window reads slower than the limit. A lock held across
+    # a sleep was no such op: a second task covered the scheduler's hand-over between items,
+    # and on a loaded machine that was more than the 5% a raise must bring.
     lock = threading.Lock()
+    turns = itertools.count()
+    began = time.monotonic()
 
-    def serialized(item: int) -> int:
+    def rate_limited(item: int) -> int:
         with lock:
-            time.sleep(0.004)
+            turn = began + next(turns) / 400
+        time.sleep(max(0.0, turn - time.monotonic()))
         return item
 
     pipeline = (
-        PipelineBuilder().add_source(range(100_000)).pipe(serialized, concurrency=1, name="wait").add_sink(2).build(stats_interval=0.02)
+        PipelineBuilder().add_source(range(100_000)).pipe(rate_limited, concurrency=1, name="wait").add_sink(2).build(stats_interval=0.02)
     )
     tuner = Tuner(pipeline, [concurrency_knob(pipeline, "wait")], window=0.25)
     list(run_tuned(pipeline, tuner, 3.0))
