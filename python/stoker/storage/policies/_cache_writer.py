@@ -12,10 +12,12 @@ transaction with the GIL let go of, and only then lets go of the entries' claims
 the node fetches an entry while it waits. Until then this process reads it from `pending`.
 
 Responses trickle in (a rank at 200 samples/s hands one over every 5 ms), and a transaction
-for each entry cost the writer more than storing the entry: 200-300 us of its CPU a 20 KB sample
-in the hosts harness (its pages cold by the next commit, a wake-up and a turn of the GIL for
-each) against 15-30 us a sample in transactions of several. So once an entry waits, the writer
-gathers others for up to 20 ms (or 2 MB of them) before it stores them all in one transaction;
+for each entry cost the writer 110 us of its CPU a 20 KB sample in the hosts harness (205-240 us
+beside a running CI): LMDB writes 60 KB of pages for an entry stored alone (26-33 KB an entry
+four to sixteen to a transaction), mostly the kernel copying them into new pages of the file,
+plus a wake-up and a turn of the GIL for each. So once an entry waits, the writer gathers others
+for up to 20 ms (or 2 MB of them) before it stores them all in one transaction: 40-55 us a
+sample there since (docs/benchmarks.md, "Several hosts").
 `flush` and `close` do not wait for that. Another rank wanting one of them waits on its claim
 that much longer at most; this process reads it from `pending` meanwhile.
 
