@@ -372,19 +372,21 @@ def rank_reports(processes: Sequence[subprocess.Popen[str]], timeout: float) -> 
     readers = [threading.Thread(target=read, args=(number,), daemon=True) for number in range(len(processes))]
     for reader in readers:
         reader.start()
-    deadline, failed = time.monotonic() + timeout, None
-    while failed is None and any(process.poll() is None for process in processes):
-        failed = next((number for number, process in enumerate(processes) if process.poll() not in (None, 0)), None)
-        if failed is None and time.monotonic() > deadline:
-            failed = -1
+
+    def first_failed() -> int | None:
+        return next((number for number, process in enumerate(processes) if process.poll() not in (None, 0)), None)
+
+    deadline = time.monotonic() + timeout
+    while first_failed() is None and any(process.poll() is None for process in processes) and time.monotonic() < deadline:
         time.sleep(0.05)
-    failed = next((number for number, process in enumerate(processes) if process.poll() not in (None, 0)), failed)
+    failed = first_failed()
+    timed_out = failed is None and any(process.poll() is None for process in processes)
     for process in processes:
         if process.poll() is None:
             process.kill()
     for reader in readers:
         reader.join()
-    if failed == -1:
+    if timed_out:
         raise SystemExit(f"the ranks ran past {timeout:.0f} s: all killed")
     if failed is not None:
         out, err = outputs[failed]
