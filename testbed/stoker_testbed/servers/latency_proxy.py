@@ -105,8 +105,10 @@ class LatencyProxy:
         return self._cuts_left
 
     def stop(self) -> None:
-        """Close the listener and every connection, and end the thread."""
+        """Close the listener and every connection, end the thread and close its event loop
+        (idempotent; a proxy never started only closes the loop)."""
         if not self._thread.is_alive():
+            self._close_loop()
             return
 
         async def close() -> None:
@@ -126,6 +128,13 @@ class LatencyProxy:
         asyncio.run_coroutine_threadsafe(close(), self._loop).result()
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(5)
+        self._close_loop()
+
+    def _close_loop(self) -> None:
+        """Close the event loop once its thread has ended (a loop left open is a ResourceWarning
+        when collected, which a later test recording warnings sees as its own)."""
+        if not self._thread.is_alive() and not self._loop.is_closed():
+            self._loop.close()
 
     def __enter__(self) -> LatencyProxy:
         self.start()
