@@ -7,10 +7,12 @@ of its own 50 ms away (a latency proxy on each host's loopback: this kernel has 
    cache as a share of the one without it run next to it;
 2. bytes fetched from the store per host per epoch (the ranks' own counts of what they fetched);
 3. the epoch-time cost of a partition: h1 cut from the store for ``--partition`` seconds from its
-   third batch, against the same epoch without it (caches empty in both).
+   third batch, against the same epoch without it (caches empty in both);
+4. with ``--threads``, each rank's CPU per sample over epoch 0 thread by thread (from
+   ``/proc/self/task``), with the cache and without: where a cache's cost goes.
 
 Run as root:  python benchmarks/distributed/hosts.py [--hosts 2] [--ranks-per-host 2] [--samples 2000] [--size-kb 20]
-[--delay-ms 25] [--rounds 1] [--partition 5]
+[--delay-ms 25] [--rounds 1] [--partition 5] [--threads]
 (``python benchmarks/distributed/beyond_one_machine.py --hosts 2`` runs the same.)
 
 What it cannot show: a datacenter's bandwidth and its switches' queues (every byte here crosses
@@ -39,7 +41,20 @@ RANK = """
 import json, os, sys, time
 from stoker import Loader, Sampling
 from stoker.storage import S3Storage
-endpoint, cache, rank, world, barrier, signal = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], sys.argv[6]
+endpoint, cache, rank, world, barrier, signal, per_thread = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], sys.argv[6], sys.argv[7]
+
+def thread_seconds():  # CPU seconds of each live thread, by id: (its name without a number, seconds)
+    import re, threading
+    names = {thread.native_id: thread.name for thread in threading.enumerate()}
+    seconds = {}
+    for task in os.listdir("/proc/self/task"):
+        try:
+            fields = open(f"/proc/self/task/{task}/stat").read().rsplit(")", 1)[1].split()
+            name = names.get(int(task)) or open(f"/proc/self/task/{task}/comm").read().strip()
+        except OSError:  # ended just now
+            continue
+        seconds[int(task)] = (re.sub("[-_][0-9]+$", "", name), (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"))
+    return seconds
 options = dict(endpoint=endpoint, access_key_id="stoker-test", secret_access_key="stoker-secret", region="us-east-1")
 epochs = []
 with S3Storage("s3://bench/d", cache_dir=cache or None, cache_bytes=1 << 30, **options) as storage:
@@ -52,12 +67,24 @@ with S3Storage("s3://bench/d", cache_dir=cache or None, cache_bytes=1 << 30, **o
         while sum(name.startswith(f"epoch{epoch}-") for name in os.listdir(barrier)) < world:
             time.sleep(0.01)
         loader.set_epoch(epoch)
+        timing_threads = per_thread and epoch == 0
+        first = thread_seconds() if timing_threads else {}
+        seen = dict(first)  # each thread's seconds when last seen: some end before the epoch does
         before, started, cpu, samples = storage.stats()["bytes"], time.perf_counter(), time.process_time(), 0
         for step, batch in enumerate(loader):
             samples += sum(1 for padding in batch.padding if not padding)
             if signal and step == 2:
                 open(f"{signal}-{rank}", "w").close()
+            if timing_threads and step % 8 == 0:  # the pipeline's threads end with the epoch
+                seen.update(thread_seconds())
         epochs.append({"samples": samples, "seconds": time.perf_counter() - started, "cpu": time.process_time() - cpu, "bytes": storage.stats()["bytes"] - before})
+        if timing_threads:
+            threads = {}
+            seen.update(thread_seconds())
+            for task, (name, seconds) in seen.items():
+                threads[name] = threads.get(name, 0.0) + seconds - first.get(task, (name, 0.0))[1]
+            threads["threads that ended"] = epochs[-1]["cpu"] - sum(threads.values())  # since last seen
+            epochs[-1]["threads"] = threads
     open(f"{barrier}/done-{rank}", "w").close()  # close only once every rank is done (see tests/hosts)
     while sum(name.startswith("done-") for name in os.listdir(barrier)) < world:
         time.sleep(0.05)
@@ -66,10 +93,18 @@ print(json.dumps(epochs))
 
 
 def run_job(
-    network: HostNetwork, endpoints: dict[str, str], hosts: list[str], *, cache: bool, partition: float = 0.0, ranks_per_host: int = 2
+    network: HostNetwork,
+    endpoints: dict[str, str],
+    hosts: list[str],
+    *,
+    cache: bool,
+    partition: float = 0.0,
+    ranks_per_host: int = 2,
+    threads: bool = False,
 ) -> list[Any]:
     """Every host's ranks, to the end; with ``partition``, h1 is cut from the store for that
-    long from its first rank's third batch. Returns each rank's epochs, in rank order."""
+    long from its first rank's third batch; with ``threads``, epoch 0's CPU of each thread is
+    in the rank's report. Returns each rank's epochs, in rank order."""
     for host in hosts:  # empty caches: every job starts cold
         subprocess.run([*network[host].prefix(), "rm", "-rf", str(HOST_DISK / "cache")], check=True)
     barrier = Path(tempfile.mkdtemp(prefix="stoker-bench-barrier-"))
@@ -78,7 +113,15 @@ def run_job(
     processes = []
     for rank in range(world):
         host = hosts[rank // ranks_per_host]
-        arguments = [endpoints[host], str(HOST_DISK / "cache") if cache else "", str(rank), str(world), str(barrier), signal]
+        arguments = [
+            endpoints[host],
+            str(HOST_DISK / "cache") if cache else "",
+            str(rank),
+            str(world),
+            str(barrier),
+            signal,
+            "1" if threads else "",
+        ]
         processes.append(start_python(network, host, RANK, arguments, ROOT))
     if partition:
         while not Path(f"{signal}-{ranks_per_host}").exists() and processes[ranks_per_host].poll() is None:
@@ -109,6 +152,22 @@ def median(values: list[float]) -> float:
     return ordered[len(ordered) // 2] if len(ordered) % 2 else (ordered[len(ordered) // 2 - 1] + ordered[len(ordered) // 2]) / 2
 
 
+def print_threads(raw: list[dict[str, Any]]) -> None:
+    """Each thread's CPU per sample over epoch 0, median over the ranks of every round."""
+    figures: dict[bool, dict[str, list[float]]] = {True: {}, False: {}}
+    for job in raw:
+        for epochs in job["ranks"]:
+            for name, seconds in epochs[0]["threads"].items():
+                figures[job["cache"]].setdefault(name, []).append(seconds / epochs[0]["samples"] * 1e6)
+    names = sorted(set(figures[True]) | set(figures[False]), key=lambda name: -median(figures[True].get(name, [0.0])))
+    print("\neach rank's CPU per sample over epoch 0, thread by thread (median over ranks and rounds):")
+    print("| thread | node cache | none |")
+    print("| --- | ---: | ---: |")
+    for name in names:
+        cells = [f"{median(figures[cache][name]):,.0f} us" if name in figures[cache] else "-" for cache in (True, False)]
+        print(f"| {name} | {cells[0]} | {cells[1]} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hosts", type=int, default=2)
@@ -119,6 +178,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1, help="jobs with and without the cache, alternating; medians shown")
     parser.add_argument("--partition", type=float, default=5.0, help="seconds h1 is cut from the store (0: not measured)")
     parser.add_argument("--raw", help="write every job's per-rank epochs to this JSON file")
+    parser.add_argument("--threads", action="store_true", help="each rank's CPU per sample over epoch 0, thread by thread")
     args = parser.parse_args()
     reason = unavailable()
     if reason is not None:
@@ -144,7 +204,7 @@ def main() -> None:
                 run_job(network, endpoints, hosts, cache=cache, ranks_per_host=per)
             for round_ in range(args.rounds):
                 for cache in (True, False) if round_ % 2 else (False, True):  # neither always first
-                    results = run_job(network, endpoints, hosts, cache=cache, ranks_per_host=per)
+                    results = run_job(network, endpoints, hosts, cache=cache, ranks_per_host=per, threads=args.threads)
                     raw.append({"cache": cache, "ranks": results})
                     rows[cache].append((per_host(results, hosts, 0, per), per_host(results, hosts, 1, per)))
             if args.partition and len(hosts) > 1:
@@ -182,6 +242,8 @@ def main() -> None:
     for host in hosts:
         ratios = sorted(with_[0][host]["rate"] / without[0][host]["rate"] for with_, without in zip(rows[True], rows[False], strict=True))
         print(f"  {host}: {median(ratios):.2f} ({ratios[0]:.2f}-{ratios[-1]:.2f})")
+    if args.threads:
+        print_threads(raw)
     if args.partition and len(hosts) > 1:
         print(f"\npartition of h1 from the store for {args.partition:.0f} s from its third batch (epoch 0, caches cold):")
         for host in hosts:

@@ -1,5 +1,5 @@
 """benchmarks/distributed/hosts.py runs on a small job and reports each host with and without its node cache,
-and the partition's cost."""
+the partition's cost, and each rank's threads' CPU."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "distributed" /
 
 def test_the_hosts_benchmark_reports_its_table(hosts: type[HostNetwork]) -> None:
     run = subprocess.run(
-        [sys.executable, str(BENCHMARK), "--samples", "160", "--partition", "2"], capture_output=True, text=True, timeout=600
+        [sys.executable, str(BENCHMARK), "--samples", "160", "--partition", "2", "--threads"], capture_output=True, text=True, timeout=600
     )
     assert run.returncode == 0, run.stderr[-3000:]
     rows = [line for line in run.stdout.splitlines() if line.startswith(("| h0 ", "| h1 "))]
@@ -30,6 +30,10 @@ def test_the_hosts_benchmark_reports_its_table(hosts: type[HostNetwork]) -> None
     assert sorted(paired) == ["h0", "h1"] and all(float(ratio) > 0 for ratio in paired.values()), run.stdout
     cut = next(line for line in run.stdout.splitlines() if line.strip().startswith("h1: epoch"))
     assert "with" in cut
+    # --threads: the cache's writer thread only in the jobs with a cache; the scheduler in both.
+    threads = {line.split(" | ")[0][2:]: line.split(" | ")[1:] for line in run.stdout.splitlines() if line.startswith("| stoker-")}
+    assert threads["stoker-cache-writer"][1].startswith("-"), run.stdout
+    assert threads["stoker-cache-writer"][0].endswith("us") and threads["stoker-loader-scheduler"][1].endswith("us |"), run.stdout
 
 
 SCALE = BENCHMARK.parent / "scale.py"
