@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .._files import open_regular
+from .._bounded import open_regular
 from ..errors import StorageError
 
 __all__ = ["read_exclusions", "write_exclusion"]

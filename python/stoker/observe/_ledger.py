@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._files import open_regular, require_regular
+from .._bounded import open_regular, require_regular
 from ..errors import ConfigurationError, StorageError
 from ..storage import Storage, sample_locations
 

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .._files import read_regular
+from .._bounded import read_regular
 from ..errors import ConfigurationError
 
 __all__ = ["write_report"]

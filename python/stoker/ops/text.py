@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from .._files import require_regular
+from .._bounded import require_regular
 from ..errors import ConfigurationError, CorruptSampleError
 from ._native_tokenizer import NativeTokenizer
 

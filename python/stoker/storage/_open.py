@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .._files import require_regular
+from .._bounded import require_regular
 from ..errors import StorageError
 from ._protocol import Storage
 from .formats import ARRAY_RECORD_SUFFIX, ArrayRecordStorage, LanceStorage, PeerFormatStorage, is_lance_path, is_tfrecord_name, peer_format

@@ -9,7 +9,7 @@ import json
 import os
 from pathlib import Path
 
-from ..._files import require_regular
+from ..._bounded import require_regular
 from ...errors import StorageError
 from ._array_record import ARRAY_RECORD_SUFFIX
 from ._dataset import PeerDataset, hf_dataset, indexed_dataset, tfrecord_dataset

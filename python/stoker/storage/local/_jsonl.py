@@ -33,7 +33,7 @@ from typing import IO, Any
 import numpy as np
 
 from ... import _native
-from ..._files import open_regular, require_regular
+from ..._bounded import open_regular, require_regular
 from ...errors import ConfigurationError, CorruptSampleError, StorageError
 from .._protocol import Storage
 from ..policies import BlockCache

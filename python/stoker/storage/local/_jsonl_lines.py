@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from ..._files import open_regular
+from ..._bounded import open_regular
 
 __all__ = ["LINES_SUFFIX", "FileLines", "LinesHeader", "block_bounds", "cache_path", "read_cached", "stamp", "write_cache"]
 

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from .... import _native
-from ...._files import require_regular
+from ...._bounded import require_regular
 from ....errors import CorruptSampleError, ShardError
 
 __all__ = [

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from ...._files import open_regular
+from ...._bounded import open_regular
 from ....errors import ShardError, StaleIndexError
 from ._index import NO_CHECKSUM, ShardIndex, index_path
 from ._index_json import parse_json_index

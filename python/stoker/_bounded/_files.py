@@ -14,7 +14,7 @@ import stat
 from pathlib import Path
 from typing import BinaryIO
 
-from .errors import StorageError
+from ..errors import StorageError
 
 __all__ = ["file_kind", "open_regular", "read_regular", "require_regular"]
 
