@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ... import _native
-from ..._files import open_regular
+from ..._bounded import open_regular
 from ...errors import StorageError
 from .._cache import cache_dir
 from .._protocol import Storage
