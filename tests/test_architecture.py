@@ -38,3 +38,23 @@ def test_the_only_import_of_the_root_package_from_inside_it_is_the_compiled_core
                 others.append(f"{module}, line {detail['line_number']}: {detail['line_contents']}")
     assert graph.find_modules_that_directly_import("stoker"), "the graph sees the core's imports (the check reads something)"
     assert not others, "import what you need from its own package, not from `stoker`:\n" + "\n".join(others)
+
+
+def _lines_with(pattern: str, *, outside: str) -> list[str]:
+    """``file:line`` of every line of python/stoker matching ``pattern``, but in package ``outside``."""
+    found = []
+    for path in sorted((ROOT / "python" / "stoker").rglob("*.py")):
+        if outside in path.parts:
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), start=1):
+            if re.search(pattern, line):
+                found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+    return found
+
+
+def test_every_logger_shows_outside_text_escaped() -> None:
+    # A record's arguments carry keys, file names and servers' messages: a logger taken any other
+    # way than stoker._bounded.shown_logger would print their ESC and newlines raw.
+    assert _lines_with(r"shown_logger\(", outside="_bounded"), "the check reads the loggers (it sees something)"
+    loggers = _lines_with(r"logging\.getLogger\(", outside="_bounded")
+    assert not loggers, "take a logger with stoker._bounded.shown_logger:\n" + "\n".join(loggers)

@@ -21,10 +21,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from ._bounded import shown
 from .errors import ConfigurationError
 from .ingest import convert_storage, format_report, inspect_storage
 from .loader import SHUFFLES
-from .storage import StorageError, open_storage
+from .storage import open_storage
 from .storage.local import build_index, index_path, load_index, write_index
 
 # Sizes are binary, as `du -h` and most storage tools mean them: 1 MB = 1 MiB = 2**20 bytes.
@@ -37,6 +38,8 @@ _UNITS = {
 }
 
 
+# Characters of an error message shown: a listing of ten failed samples fits.
+_MESSAGE_LIMIT = 8_000
 # The largest size an option takes: past a petabyte a size is a typing slip, not a plan.
 _MAX_SIZE = 1 << 50
 
@@ -172,7 +175,7 @@ def _print_skipped(skipped: list[tuple[str, str]]) -> None:
         return
     print(f"left out {len(skipped)} samples that cannot be used:")
     for key, why in skipped[:20]:
-        print(f"  - {key}: {why}")
+        print(f"  - {shown(key)}: {shown(why)}")
     if len(skipped) > 20:
         print(f"  ... and {len(skipped) - 20} more")
 
@@ -433,7 +436,7 @@ def _print_bad_samples(bad_samples: list[dict[str, Any]]) -> None:
     for (key, stage), times in list(by_sample.items())[:10]:
         reasons = " / ".join(dict.fromkeys(bad["reason"] for bad in times))
         actions = "/".join(dict.fromkeys(bad["action"].split(" ")[0] for bad in times))
-        print(f"  - {key} ({stage}): {reasons} -> {actions}{f', {len(times)} times' if len(times) > 1 else ''}")
+        print(f"  - {shown(key)} ({shown(stage)}): {shown(reasons)} -> {shown(actions)}{f', {len(times)} times' if len(times) > 1 else ''}")
     if len(by_sample) > 10:
         print(f"  ... and {len(by_sample) - 10} more (all in --json's run file)")
 
@@ -459,7 +462,7 @@ def _show_exclusions(exclusions: list[dict[str, Any]]) -> int:
         return 0
     for made in exclusions:
         what = f"steps {made['steps'][0]} to {made['steps'][1]}" if made["steps"] is not None else "by key"
-        keys = ", ".join(made["keys"][:5]) + (", ..." if made["samples"] > 5 else "")
+        keys = ", ".join(shown(key) for key in made["keys"][:5]) + (", ..." if made["samples"] > 5 else "")
         print(f"rank {made['rank']}, epoch {made['epoch']}, at step {made['step']}: {what}, {made['samples']} samples left out ({keys})")
     return 0
 
@@ -491,9 +494,9 @@ def _replay(arguments: argparse.Namespace) -> int:
         flags = [name for name, on in (("padding", batch.padding[slot]), ("replaced", batch.replaced[slot])) if on]
         if not batch.valid[slot] and not batch.padding[slot]:
             flags.append("zero-filled")
-        where = rows["location"][slot] + (f" @ {rows['offset'][slot]}" if rows["offset"][slot] >= 0 else "")
+        where = shown(rows["location"][slot]) + (f" @ {rows['offset'][slot]}" if rows["offset"][slot] >= 0 else "")
         print(
-            f"  {slot:>4} {key}  {where}  {rows['length'][slot]} bytes  crc {rows['checksum'][slot]:08x}  seed {rows['seed'][slot]}"
+            f"  {slot:>4} {shown(key)}  {where}  {rows['length'][slot]} bytes  crc {rows['checksum'][slot]:08x}  seed {rows['seed'][slot]}"
             + (f"  ({', '.join(flags)})" if flags else "")
         )
     print("every sample's bytes match the ledger" if not arguments.no_verify else "not verified (--no-verify)")
@@ -651,8 +654,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
-    except (StorageError, FileNotFoundError, PermissionError, ValueError, ImportError) as error:
-        print(f"stoker {arguments.command}: {error}", file=sys.stderr)
+    except (OSError, ValueError, ImportError) as error:  # StorageError is an OSError
+        # The message names files, samples and servers' answers: outside text, shown escaped.
+        print(f"stoker {arguments.command}: {shown(error, _MESSAGE_LIMIT, lines=True)}", file=sys.stderr)
         return 1
     except (MemoryError, RecursionError) as error:
         # A last line of defence: each input is bounded where it is read, and a case that still

@@ -26,9 +26,12 @@ those still catches them. Errors that list samples carry `stoker.failures.Failur
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .failures import Failure, OnError
+if TYPE_CHECKING:
+    # For annotations only: at run time errors imports nothing of stoker's, so that the bounded
+    # parts can raise its types while a failure record shows its text through them.
+    from .failures import Failure, OnError
 
 __all__ = [
     "BatchDecodeError",

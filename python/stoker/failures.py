@@ -12,9 +12,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from ._bounded import shown
 from ._deprecation import warn_deprecated
 
 __all__ = ["Failure", "OnError"]
+
+# Characters of a sample's name and of an error in a failure's line: any real one fits.
+_NAME_LIMIT = 300
+_ERROR_LIMIT = 1_000
 
 OnError = Literal["raise", "skip", "zero"]
 """What to do with a sample that cannot be read or decoded: ``"raise"`` stops with an error
@@ -91,9 +96,15 @@ class Failure:
         return self.position
 
     def describe(self) -> str:
-        """One line: the sample, where and why it failed, and what was done."""
-        where = f"stage {self.stage!r}" + (f", item #{self.position}" if self.position is not None else "")
-        return f"{self.sample!r} ({where}): {self.error} -> {self.action}"
+        """One line: the sample, where and why it failed, and what was done. The sample's name
+        and the error come from outside (a file, a server's answer): shown escaped and bounded
+        (`stoker._bounded.shown`), so a log line, an exception's message or a terminal shows them
+        as text."""
+        where = f"stage {shown(repr(self.stage), _NAME_LIMIT)}" + (f", item #{self.position}" if self.position is not None else "")
+        return f"{shown(repr(self.sample), _NAME_LIMIT)} ({where}): {shown(self.error, _ERROR_LIMIT)} -> {shown(self.action, _NAME_LIMIT)}"
+
+    def __str__(self) -> str:
+        return self.describe()
 
     def to_json(self) -> dict[str, object]:
         """The record as a quarantine file's line holds it (key, stage, reason, epoch, position,

@@ -6,6 +6,9 @@ manifests, tokenizer files, caches in shared folders), server responses, pages, 
 here bounds one kind of it, and names what it refused:
 
 - files: a path opened only if it is a regular file, never blocking on a FIFO, read up to a limit.
+- shown text: text from outside shown to a person (terminal, HTML, logs) with its control
+  characters escaped and its length bounded (`shown`, `shown_html`); stoker's loggers show their
+  records' arguments so (`shown_logger`, `Lines`).
 
 New code that reads outside input uses these parts (docs/contributing.md, "Reading outside
 input"), and lands with a fuzz target in ``tests/faults/``. This package imports nothing of
@@ -13,5 +16,18 @@ stoker's but ``errors``: every layer may use it.
 """
 
 from ._files import file_kind, open_regular, read_regular, require_regular
+from ._shown_log import LOG_LIMIT, Lines, shown_logger
+from ._shown_text import SHOWN_LIMIT, shown, shown_html
 
-__all__ = ["file_kind", "open_regular", "read_regular", "require_regular"]
+__all__ = [
+    "LOG_LIMIT",
+    "Lines",
+    "SHOWN_LIMIT",
+    "file_kind",
+    "open_regular",
+    "read_regular",
+    "require_regular",
+    "shown",
+    "shown_html",
+    "shown_logger",
+]

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,7 @@ from typing import Any
 from transformers import Trainer, TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
 
+from .._bounded import shown_logger
 from ..distributed import read_state_file
 from ..errors import ConfigurationError
 from ..loader import Loader, Sampling
@@ -21,7 +21,7 @@ from ._accelerated_loader import AcceleratedLoader, Inputs
 
 __all__ = ["LOADER_STATE_NAME", "StokerTrainer"]
 
-_logger = logging.getLogger("stoker.accelerate")
+_logger = shown_logger("stoker.accelerate")
 
 # The Loader's state in each checkpoint folder, beside the Trainer's own files.
 LOADER_STATE_NAME = "stoker_loader.json"

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from .._bounded import shown
 from ..storage import ObjectStorage, PeerFormatStorage, open_storage, storage_format
 from ..storage.local import FileStorage, LmdbStorage, TarShardStorage
 from ..storage.remote import OBJECT_STORE_SCHEMES
@@ -72,7 +73,7 @@ def _by_count(counts: dict[str, int]) -> dict[str, int]:
 
 def _payloads(report: dict[str, Any]) -> str:
     payloads = report.get("payloads") or {report["payload"]: report["samples"]}
-    return ", ".join(f".{extension} ({count})" for extension, count in payloads.items())
+    return ", ".join(f".{shown(extension, 40)} ({count})" for extension, count in payloads.items())
 
 
 def _size(count: float) -> str:
@@ -85,15 +86,16 @@ def _size(count: float) -> str:
 
 
 def format_report(report: dict[str, Any], top: int = 20) -> str:
-    """The report as text, the largest ``top`` label groups listed."""
+    """The report as text, the largest ``top`` label groups listed; names from the dataset (its
+    path, label and class names, fields) shown escaped (`stoker._bounded.shown`)."""
     where = report["path"] if "://" in report["path"] else Path(report["path"])  # a Path would fold a URL's //
-    lines = [f"{where}: {report['format']}, {report['samples']} samples, {_size(report.get('bytes', 0))}"]
+    lines = [f"{shown(where)}: {report['format']}, {report['samples']} samples, {_size(report.get('bytes', 0))}"]
     if "shards" in report:
         lines.append(
             f"  {report['shards']} shards of {_size(report['shard_bytes']['min'])} to {_size(report['shard_bytes']['max'])}; payloads {_payloads(report)}"
         )
     elif "fields" in report:
-        lines.append(f"  {report['files']} {report['layout'].upper()} files; fields: {report['fields']}")
+        lines.append(f"  {report['files']} {report['layout'].upper()} files; fields: {shown(report['fields'], 2_000)}")
     elif "payloads" in report:
         lines.append(f"  payloads {_payloads(report)}")
     if "value_format" in report:
@@ -101,7 +103,7 @@ def format_report(report: dict[str, Any], top: int = 20) -> str:
     labels = report["labels"]
     lines.append(f"  labels: {len(labels)} distinct")
     for name, count in sorted(labels.items(), key=lambda item: -item[1])[:top]:
-        lines.append(f"    {name:<30} {count:>9}  {100 * count / max(1, report['samples']):5.1f}%")
+        lines.append(f"    {shown(name, 80):<30} {count:>9}  {100 * count / max(1, report['samples']):5.1f}%")
     if len(labels) > top:
         lines.append(f"    ... {len(labels) - top} more")
     return "\n".join(lines)

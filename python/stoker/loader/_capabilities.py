@@ -4,16 +4,16 @@ capability where a feature needs one the storage lacks."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 
+from .._bounded import shown_logger
 from ..errors import ConfigurationError, StorageError
 from ..ops import Captions
 from ..storage import BlockStorage, EpochStorage, LatencyReporting, MemberStorage, Storage
 
 __all__ = ["block_window", "check_extra", "request_latencies", "shuffle_blocks"]
 
-_logger = logging.getLogger("stoker.loader")
+_logger = shown_logger("stoker.loader")
 
 
 def check_extra(extra: Sequence[str | Captions], storage: Storage) -> tuple[tuple[str, ...], Captions | None]:

@@ -7,9 +7,9 @@ two batches, or between runs of the loop)."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Sequence
 
+from .._bounded import shown_logger
 from ..errors import ConfigurationError
 from ..observe import write_exclusion
 from ..sampling import Sampler
@@ -18,7 +18,7 @@ from .state import Deliveries, LoaderState
 
 __all__ = ["Exclusions"]
 
-_logger = logging.getLogger("stoker.loader")
+_logger = shown_logger("stoker.loader")
 
 
 class Exclusions:

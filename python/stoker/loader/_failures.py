@@ -12,17 +12,17 @@ the quarantine file when there is one, and summed up in one warning per epoch; p
 from __future__ import annotations
 
 import json
-import logging
 import os
 import threading
 from collections import Counter
 from pathlib import Path
 
+from .._bounded import shown_logger
 from ..failures import Failure
 
 __all__ = ["FailureLog"]
 
-_logger = logging.getLogger("stoker.loader")
+_logger = shown_logger("stoker.loader")
 # Failures kept in memory; the count and the quarantine file have them all.
 _KEPT = 10_000
 

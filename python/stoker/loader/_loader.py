@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import logging
 import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -30,6 +29,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from .._bounded import shown_logger
 from ..device import BufferPool, pinned_allocator
 from ..distributed import discover_world
 from ..errors import ConfigurationError
@@ -57,7 +57,7 @@ from .state import Batching, Deliveries, LoaderState, MixtureSchedule, MixtureWe
 
 __all__ = ["Loader"]
 
-_logger = logging.getLogger("stoker.loader")
+_logger = shown_logger("stoker.loader")
 
 # Seconds the loader waits for ops still running when it stops a pipeline early.
 _QUICK_STOP = 0.4

@@ -6,11 +6,11 @@ figures; it holds no reference back to the Loader."""
 from __future__ import annotations
 
 import dataclasses
-import logging
 import os
 from collections import Counter
 from typing import Any
 
+from .._bounded import shown_logger
 from ..observe import LiveSnapshot, ProvenanceLedger, RunTotals
 from ..ops.batch import allocate_batch
 from ..pipeline import Pipeline, PipelineStats
@@ -26,7 +26,7 @@ from .state import Batching, Deliveries
 
 __all__ = ["LoaderRecords"]
 
-_logger = logging.getLogger("stoker.loader")
+_logger = shown_logger("stoker.loader")
 
 
 class LoaderRecords:

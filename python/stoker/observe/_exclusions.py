@@ -7,18 +7,17 @@ with a warning naming the file and line, and nothing else is lost."""
 from __future__ import annotations
 
 import json
-import logging
 import os
 import re
 from pathlib import Path
 from typing import Any
 
-from .._bounded import open_regular
+from .._bounded import open_regular, shown_logger
 from ..errors import StorageError
 
 __all__ = ["read_exclusions", "write_exclusion"]
 
-_logger = logging.getLogger("stoker.observe")
+_logger = shown_logger("stoker.observe")
 _FILE = re.compile(r"exclusions-rank-(\d{5})\.jsonl$")
 _KEYS_KEPT = 100_000  # keys listed per record: a record of millions stays readable; the count is whole
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import io
 import json
-import logging
 import os
 import re
 import threading
@@ -29,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._bounded import open_regular, require_regular
+from .._bounded import open_regular, require_regular, shown_logger
 from ..errors import ConfigurationError, StorageError
 from ..storage import Storage, sample_locations
 
@@ -38,7 +37,7 @@ if TYPE_CHECKING:
 
 __all__ = ["LEDGER_VERSION", "ProvenanceLedger", "ledger_metadata", "read_ledger"]
 
-_logger = logging.getLogger("stoker.observe")
+_logger = shown_logger("stoker.observe")
 
 LEDGER_VERSION = 1
 _SEGMENT = re.compile(r"rank-(\d{5})-(\d{4})\.arrows$")

@@ -10,14 +10,13 @@ person can read at a glance:
 
 from __future__ import annotations
 
-import html
 import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .._bounded import read_regular
+from .._bounded import read_regular, shown, shown_html
 from ..errors import ConfigurationError
 
 __all__ = ["write_report"]
@@ -25,6 +24,10 @@ __all__ = ["write_report"]
 # The window every rate over time is measured on: long enough to smooth batch arrivals, short
 # enough to show a stall.
 _WINDOW_SECONDS = 1.0
+# Characters of a name in a plot's legend or axis, and of a sentence on the page (the run file
+# is input: its text is shown escaped, `stoker._bounded.shown`).
+_LABEL_LIMIT = 60
+_TEXT_LIMIT = 2_000
 # A run file is a few megabytes (a 20 s run's arrivals and timeline); anything far larger is not one.
 MAX_RUN_FILE_BYTES = 256 << 20
 
@@ -58,7 +61,7 @@ def _loader_series(results: list[dict[str, Any]]) -> list[tuple[str, list[float]
             times = [time for time, _ in arrivals]
             window = min(_WINDOW_SECONDS, (times[-1] - times[0]) / 5) or _WINDOW_SECONDS
             times, rates = windowed_rate(times, [count for _, count in arrivals], window)
-            series.append((str(result["name"]), times, rates))
+            series.append((shown(result["name"], _LABEL_LIMIT), times, rates))
     return series
 
 
@@ -71,7 +74,7 @@ def _stage_series(stats: dict[str, Any]) -> tuple[list[tuple[str, list[float], l
         if stage["kind"] not in ("source", "pipe"):
             continue
         stage_times, rates = windowed_rate(times, [sample["busy_seconds"][index] for sample in timeline])
-        busy.append((stage["name"], stage_times, [min(1.0, rate / max(1, stage["concurrency"])) for rate in rates]))
+        busy.append((shown(stage["name"], _LABEL_LIMIT), stage_times, [min(1.0, rate / max(1, stage["concurrency"])) for rate in rates]))
     wait = windowed_rate(times, [sample["consumer_wait"] for sample in timeline])
     return busy, (wait[0], [min(1.0, share) for share in wait[1]])
 
@@ -112,7 +115,7 @@ def _lines(path: Path, title: str, ylabel: str, series: list[tuple[str, list[flo
 def _bars(path: Path, results: list[dict[str, Any]]) -> None:
     plt = _pyplot()
 
-    names = [str(result["name"]) for result in results]
+    names = [shown(result["name"], _LABEL_LIMIT) for result in results]
     rates = [float(result["images_per_second"]) for result in results]
     figure, axes = plt.subplots(figsize=(8, 0.6 + 0.5 * len(names)), dpi=100)
     colors = ["#e07000" if name.startswith("stoker") else "#6a8caf" for name in names]
@@ -134,7 +137,7 @@ def _storage_section(traffic: dict[str, Any]) -> str:
     from ..storage.policies import describe_traffic
 
     per_epoch = f"; about ${traffic['dollars_per_epoch']:,.4f} an epoch" if "dollars_per_epoch" in traffic else ""
-    return f'<h2>Storage</h2><p id="storage">{html.escape(describe_traffic(traffic) + per_epoch)}</p>'
+    return f'<h2>Storage</h2><p id="storage">{shown_html(describe_traffic(traffic) + per_epoch, _TEXT_LIMIT)}</p>'
 
 
 def _row(result: dict[str, Any], bytes_per_image: float | None, cores: int) -> str:
@@ -148,7 +151,7 @@ def _row(result: dict[str, Any], bytes_per_image: float | None, cores: int) -> s
         megabytes = "-"
     cpu = f"{result['cpu_percent'] / cores:.0f}%" if "cpu_percent" in result else "-"
     return (
-        f"<tr><td>{html.escape(result['name'])}</td><td>{result['images_per_second']:.0f}</td><td>{megabytes}</td>"
+        f"<tr><td>{shown_html(result['name'])}</td><td>{result['images_per_second']:.0f}</td><td>{megabytes}</td>"
         f"<td>{cpu}</td><td>{result['peak_rss_mb']:.0f} MB</td><td>{result['first_batch_seconds']:.2f} s</td></tr>"
     )
 
@@ -269,13 +272,13 @@ def _write_page(run: dict[str, Any], target: Path) -> Path:
     rows = "".join(_row(result, bytes_per_image, cores) for result in run["results"])
     diagnosis = run["diagnosis"]
     page = f"""<!doctype html>
-<html><head><meta charset="utf-8"><title>stoker bench: {html.escape(run.get("dataset", ""))}</title>
+<html><head><meta charset="utf-8"><title>stoker bench: {shown_html(run.get("dataset", ""))}</title>
 <style>body{{font-family:sans-serif;margin:2em;max-width:60em}}table{{border-collapse:collapse}}
 td,th{{border:1px solid #ccc;padding:4px 10px;text-align:right}}td:first-child,th:first-child{{text-align:left}}
 .diagnosis{{background:#fff4d6;border-left:4px solid #e0a000;padding:0.8em 1em}}</style></head>
 <body><h1>stoker bench</h1>
-<p>Dataset: {html.escape(run.get("dataset", ""))}; {html.escape(str(run.get("cores", "?")))} cores; batch size {html.escape(str(run.get("batch_size", "?")))}.</p>
-<h2>Diagnosis</h2><p class="diagnosis" id="diagnosis"><b>{html.escape(diagnosis["bottleneck"])}</b>: {html.escape(diagnosis["message"])}</p>
+<p>Dataset: {shown_html(run.get("dataset", ""))}; {shown_html(run.get("cores", "?"))} cores; batch size {shown_html(run.get("batch_size", "?"))}.</p>
+<h2>Diagnosis</h2><p class="diagnosis" id="diagnosis"><b>{shown_html(diagnosis["bottleneck"])}</b>: {shown_html(diagnosis["message"], _TEXT_LIMIT)}</p>
 <h2>Results</h2><table id="results"><tr><th>loader</th><th>images/s</th><th>MB/s read</th><th>CPU (% of {cores} cores)</th><th>peak RSS</th><th>first batch</th></tr>{rows}</table>
 <p>* the diagnosed run's bytes read per image times the loader's images/s (every loader reads the same files).</p>
 {_storage_section(diagnosed.get("storage") or {})}

@@ -28,7 +28,6 @@ The figures travel as JSON, never pickled, and are checked on arrival (`RankFigu
 
 from __future__ import annotations
 
-import logging
 import socket
 import statistics
 from collections.abc import Iterable, Iterator
@@ -37,6 +36,7 @@ from datetime import timedelta
 from time import perf_counter
 from typing import Any, Generic, TypeVar
 
+from .._bounded import shown_logger
 from ..distributed import process_group
 from ._host_cpu import cores_busy_seconds, others_share, process_cpu_seconds, reads_from, usable_cores
 from ._snapshot import LiveSnapshot
@@ -45,7 +45,7 @@ from ._straggler import MAX_FIGURES_BYTES, RankFigures, StageFigures, straggler_
 __all__ = ["StragglerWatch"]
 
 T = TypeVar("T")
-logger = logging.getLogger("stoker.straggler")
+logger = shown_logger("stoker.straggler")
 
 
 @dataclass

@@ -17,7 +17,6 @@ there would never return), so in such a child the package is used (it has its ow
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
 from collections.abc import Callable, Sequence
@@ -25,9 +24,11 @@ from typing import Any
 
 import numpy as np
 
+from .._bounded import shown_logger
+
 __all__ = ["NativeTokenizer", "PROBES"]
 
-_logger = logging.getLogger("stoker.text")
+_logger = shown_logger("stoker.text")
 
 PROBES = [
     "The quick brown fox jumps over the lazy dog. It's 3.14159, isn't it?",

@@ -21,6 +21,7 @@ from enum import Enum
 from time import perf_counter, thread_time
 from typing import Any
 
+from .._bounded import Lines, shown_logger
 from ..errors import ConfigurationError, PipelineFailureError, PipelineStoppedError
 from ..failures import Failure, error_text, qualified_name
 from ._buffer import StageRunner, _Buffer
@@ -30,7 +31,7 @@ from ._spec import OpKind, StageKind, StageSpec
 from ._stage import _Job, _Stage
 from ._stats import PipelineStats
 
-_logger = logging.getLogger("stoker.pipeline")
+_logger = shown_logger("stoker.pipeline")
 
 # Failures logged with a full traceback per stage; later ones get one line each.
 _TRACEBACKS_LOGGED = 20
@@ -157,7 +158,7 @@ class _Engine:
                 thread.join(timeout)
         stuck = self._pool.shutdown(timeout) if self._pool is not None else []
         if self.started_at is not None and _logger.isEnabledFor(logging.INFO):
-            _logger.info("pipeline %s ended:\n%s", self.name, self.stats().format_table())
+            _logger.info("pipeline %s ended:\n%s", self.name, Lines(self.stats().format_table()))
         for job in parked:
             if job.generator is not None and hasattr(job.generator, "close"):
                 try:
@@ -522,7 +523,7 @@ class _Engine:
             now = perf_counter()
         if self._report_interval is not None and now - self._last_report >= self._report_interval:
             self._last_report = now
-            _logger.info("pipeline %s:\n%s", self.name, self.stats().format_table())
+            _logger.info("pipeline %s:\n%s", self.name, Lines(self.stats().format_table()))
         for monitor in list(self.monitors):
             try:
                 monitor()

@@ -32,7 +32,6 @@ order, so exact resume and a deterministic order are unaffected.
 
 from __future__ import annotations
 
-import logging
 import math
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -40,6 +39,7 @@ from dataclasses import dataclass, replace
 from time import perf_counter
 from typing import TYPE_CHECKING
 
+from .._bounded import shown_logger
 from ._stats import PipelineStats, TuningDecision
 from ._tuning_inputs import CpuRoom, Knob, Window
 
@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Tuner"]
 
-_logger = logging.getLogger("stoker.tune")
+_logger = shown_logger("stoker.tune")
 
 # A raise is kept when it delivers this much more (the machines are noisy: less is not a result).
 _GAIN = 1.05

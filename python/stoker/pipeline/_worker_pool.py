@@ -8,16 +8,16 @@ waiting on another task, so a pool of any size makes progress.
 
 from __future__ import annotations
 
-import logging
 import queue
 import threading
 from collections.abc import Callable
 from time import monotonic
 from typing import Any
 
+from .._bounded import shown_logger
 from ..errors import ConfigurationError
 
-_logger = logging.getLogger("stoker.pipeline")
+_logger = shown_logger("stoker.pipeline")
 
 
 class _WorkerPool:

@@ -10,13 +10,14 @@ loss. A single machine has nothing to lose, so only a cluster of more than one n
 
 from __future__ import annotations
 
-import logging
 import threading
 from typing import Any
 
+from .._bounded import shown_logger
+
 __all__ = ["KEEPALIVE_SETTINGS", "check_keepalive"]
 
-_logger = logging.getLogger("stoker.ray")
+_logger = shown_logger("stoker.ray")
 
 KEEPALIVE_SETTINGS = ("RAY_grpc_client_keepalive_time_ms", "RAY_grpc_client_keepalive_timeout_ms")
 # Keepalive time plus timeout beyond which a lost host is worth a warning.

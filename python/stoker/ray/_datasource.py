@@ -11,12 +11,12 @@ identity on the way through Ray.
 from __future__ import annotations
 
 import functools
-import logging
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
+from .._bounded import shown_logger
 from ..errors import ConfigurationError, check_on_error
 from ._cluster import check_keepalive
 
@@ -83,7 +83,7 @@ class StokerDatasource:
 
 
 def _log_skipped(name: str, reason: str) -> None:
-    logging.getLogger("stoker.ray").warning("stoker: skipped sample %r (on_error='skip'): %s", name, reason)
+    shown_logger("stoker.ray").warning("stoker: skipped sample %r (on_error='skip'): %s", name, reason)
 
 
 def _datasource_class() -> type:

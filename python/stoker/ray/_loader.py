@@ -10,7 +10,6 @@ from Ray's iterator and copies them into leased buffers (`BufferPool`) while the
 
 from __future__ import annotations
 
-import logging
 import queue
 import threading
 import time
@@ -19,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from .._bounded import shown_logger
 from ..device import BufferPool, pinned_allocator
 from ..errors import ConfigurationError, DecodeError, ProvenanceError
 from ..loader import Batch
@@ -27,7 +27,7 @@ from ._loader_stats import RayLoaderStats
 
 __all__ = ["RayLoader"]
 
-_logger = logging.getLogger("stoker.ray")
+_logger = shown_logger("stoker.ray")
 # Seconds the loader waits for its thread when the loop stops early: Ray's iterator may be
 # blocked waiting for a block, and the training script must not be held up by it.
 _QUICK_STOP = 2.0

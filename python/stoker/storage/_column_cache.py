@@ -12,17 +12,17 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
+from .._bounded import shown_logger
 from ._cache import cache_dir
 
 __all__ = ["cached_column", "load_column", "save_column"]
 
-_logger = logging.getLogger("stoker.storage")
+_logger = shown_logger("stoker.storage")
 _VERSION = 1
 
 

@@ -10,13 +10,13 @@ cache folder (`load_column`), so a filter reads the members on its first use onl
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from .._bounded import shown_logger
 from ..errors import ConfigurationError, StorageUnavailableError
 from ._capabilities import MemberStorage
 from ._column_cache import load_column, save_column
@@ -24,7 +24,7 @@ from ._protocol import Storage
 
 __all__ = ["member_fields"]
 
-_logger = logging.getLogger("stoker.storage")
+_logger = shown_logger("stoker.storage")
 _CHUNK = 4096  # samples' members read at a time: coalesced per shard, bounded memory
 _MISSING = object()
 

@@ -22,7 +22,6 @@ another for good if they were drawn from.
 
 from __future__ import annotations
 
-import logging
 import operator
 import os
 import time
@@ -34,6 +33,7 @@ try:
 except ImportError:  # Windows
     resource = None  # type: ignore[assignment]
 
+from .._bounded import shown_logger
 from .._daemon_pool import DaemonThreadPool
 from ._randomness import GeneratorStates
 
@@ -50,7 +50,7 @@ numbers; after that it fetches without watching (no overhead on cheap items)."""
 MAX_ITEMS_IN_FLIGHT = 256
 """Threads one worker's pool may hold when the batch sizes it (a batch of 4096 is not 4096 threads)."""
 
-_log = logging.getLogger("stoker.torch")
+_log = shown_logger("stoker.torch")
 
 
 def fetch_items(dataset: Any, indices: Sequence[Any]) -> list[Any]:

@@ -10,12 +10,12 @@ first of them.
 from __future__ import annotations
 
 import hashlib
-import logging
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from ..._bounded import shown_logger
 from ...errors import ConfigurationError
 from ...observe import CpuLimits
 from ...ops import VideoTransform, image_sizes, media_lengths
@@ -27,7 +27,7 @@ __all__ = ["AnyBuckets", "assign_payloads", "bucket_numbers", "clip_capacities"]
 
 AnyBuckets = Buckets | LengthBuckets
 
-_logger = logging.getLogger("stoker.loader")
+_logger = shown_logger("stoker.loader")
 
 _SCAN_BATCH = 256
 """Payloads read at once to size them (one `try_read_indices`: coalesced on shards and LMDB)."""

@@ -10,12 +10,12 @@ column cache makes that cheap after the first time) and never per read.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
+from ..._bounded import shown_logger
 from ...errors import ConfigurationError
 from ...sampling import Sampler
 from ...storage import FilteredStorage, Storage
@@ -25,7 +25,7 @@ from ._where import filter_storage
 
 __all__ = ["ScheduledFilters"]
 
-_logger = logging.getLogger("stoker.loader")
+_logger = shown_logger("stoker.loader")
 
 
 class ScheduledFilters:

@@ -18,19 +18,19 @@ part of the fingerprint (a state saved under another filter is refused, saying s
 from __future__ import annotations
 
 import ast
-import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from ..._bounded import shown_logger
 from ...errors import ConfigurationError, StorageError
 from ...storage import BlockStorage, FilteredStorage, MemberStorage, Storage, member_fields
 
 __all__ = ["Where", "filter_storage"]
 
-_logger = logging.getLogger("stoker.loader")
+_logger = shown_logger("stoker.loader")
 
 _COMPARISONS: dict[type, Callable[[Any, Any], Any]] = {
     ast.Eq: np.equal,

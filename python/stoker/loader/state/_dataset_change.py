@@ -16,13 +16,13 @@ again, from the same key list.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 import numpy as np
 
+from ..._bounded import shown_logger
 from ...errors import ConfigurationError, ProvenanceError
 from ...sampling import Sampler
 from ...storage import FilteredStorage, Storage
@@ -31,7 +31,7 @@ from ._key_list import KeyList, key_array
 
 __all__ = ["ChangeRecord", "DatasetChange", "NEW_SAMPLES", "positions_of"]
 
-_logger = logging.getLogger("stoker.loader")
+_logger = shown_logger("stoker.loader")
 
 NEW_SAMPLES = ("next_epoch", "this_epoch")
 _CHUNK = 1 << 20  # positions of the order scanned at once

@@ -6,13 +6,13 @@ callback for what a loaded state changes outside it (the storage's epoch)."""
 from __future__ import annotations
 
 import hashlib
-import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..._bounded import shown_logger
 from ...errors import ConfigurationError, ProvenanceError
 from ...ops.batch import transform_description
 from ...sampling import Sampler, WholeBatchPlan
@@ -33,7 +33,7 @@ __all__ = ["Batching", "LoaderState"]
 
 _DATASET_FIELDS = ("dataset.samples", "dataset.keys_and_labels_hash")  # what a resume by key carries over
 
-_logger = logging.getLogger("stoker.loader")
+_logger = shown_logger("stoker.loader")
 
 
 @dataclass(frozen=True)

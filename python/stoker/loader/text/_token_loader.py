@@ -9,7 +9,6 @@ the packer sees the same documents in the same order whatever the concurrency.""
 
 from __future__ import annotations
 
-import logging
 import os
 import time
 from collections.abc import Generator, Iterator, Sequence
@@ -17,6 +16,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from ..._bounded import shown_logger
 from ..._deprecation import warn_deprecated
 from ...distributed import StepAgreement, discover_world, process_group
 from ...errors import ConfigurationError, ProvenanceError
@@ -33,7 +33,7 @@ from ._stats import TextStats
 
 __all__ = ["TokenLoader"]
 
-_logger = logging.getLogger("stoker.loader")
+_logger = shown_logger("stoker.loader")
 
 
 class TokenSource(Protocol):

@@ -5,11 +5,11 @@ saved table, or building it from the files' bytes however they are fetched, and 
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..._bounded import shown_logger
 from ...errors import ShardError, StorageError
 from ._arrow import arrow_fields, hf_arrow_files, hf_class_names, scan_arrow
 from ._fields import FieldChoice
@@ -19,7 +19,7 @@ from ._mds import MdsLayout, parse_mds_index, scan_mds_shard
 from ._records import FileRecords, RecordFile, RecordTable, load_table, save_table, table_key
 from ._tfrecord import scan_tfrecord, tfrecord_fields
 
-_logger = logging.getLogger("stoker.storage")
+_logger = shown_logger("stoker.storage")
 
 __all__ = ["MAX_RAW_BYTES", "PeerDataset", "hf_dataset", "indexed_dataset", "litdata_dataset", "mds_dataset", "tfrecord_dataset"]
 

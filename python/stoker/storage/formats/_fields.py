@@ -4,15 +4,15 @@ wrong bytes without a sound."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..._bounded import shown_logger
 from ...errors import ConfigurationError, StorageError
 
 __all__ = ["FieldChoice", "choose_fields"]
 
-_logger = logging.getLogger("stoker.storage")
+_logger = shown_logger("stoker.storage")
 
 PAYLOAD_NAMES = ("image", "img", "jpg", "jpeg", "png", "webp", "image/encoded", "data", "bytes", "x", "input", "audio", "video")
 """Field names taken as the payload when the user names none, first present wins."""

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import os
 import zlib
 from dataclasses import dataclass
@@ -30,11 +29,11 @@ from typing import Any
 
 import numpy as np
 
-from ..._bounded import open_regular
+from ..._bounded import open_regular, shown_logger
 
 __all__ = ["LINES_SUFFIX", "FileLines", "LinesHeader", "block_bounds", "cache_path", "read_cached", "stamp", "write_cache"]
 
-_logger = logging.getLogger("stoker.storage")
+_logger = shown_logger("stoker.storage")
 
 FORMAT = "stoker.jsonl-lines"
 VERSION = 1

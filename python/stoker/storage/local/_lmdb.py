@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from ..._bounded import shown_logger
 from ...errors import ConfigurationError, StaleIndexError, StorageError
 from .._cache import cache_dir
 from .._protocol import Storage
@@ -31,7 +31,7 @@ from ._reads import read_spans
 
 __all__ = ["LmdbStorage"]
 
-_logger = logging.getLogger("stoker.storage")
+_logger = shown_logger("stoker.storage")
 _INDEX_FORMAT = "stoker.lmdb-index"
 _INDEX_VERSION = 1
 CLASSES_FILE = "classes.json"

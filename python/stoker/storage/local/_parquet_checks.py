@@ -13,14 +13,14 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Sequence
 from typing import IO, Any
 
+from ..._bounded import shown_logger
 from ...errors import StorageError
 from ._parquet_layout import ParquetLayout
 
-_logger = logging.getLogger("stoker.storage")
+_logger = shown_logger("stoker.storage")
 
 
 def label_kind(field_type: Any) -> str:

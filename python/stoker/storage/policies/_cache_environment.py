@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import logging
 import os
 import shutil
 import threading
@@ -19,11 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from ... import _native
+from ..._bounded import shown_logger
 from ...errors import StorageError
 
 __all__ = ["close_environment", "open_environment"]
 
-_logger = logging.getLogger("stoker.storage")
+_logger = shown_logger("stoker.storage")
 
 _MAX_READERS = 1024  # read transactions open at once, over every process on the node
 _BOOT_ID = Path("/proc/sys/kernel/random/boot_id")

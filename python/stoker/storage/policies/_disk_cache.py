@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import logging
 import os
 import threading
 import time
@@ -30,6 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..._bounded import shown_logger
 from ...errors import ConfigurationError
 from ._cache_entries import CacheEntries
 from ._cache_writer import CacheWriter
@@ -51,7 +51,7 @@ _HELD: Any = object()
 # A request's name and what its look will find.
 _Lookup = tuple[str, "asyncio.Future[tuple[Any, str | None]]"]
 
-_logger = logging.getLogger("stoker.storage")
+_logger = shown_logger("stoker.storage")
 
 
 class SampleCache:

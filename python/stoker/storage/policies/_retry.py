@@ -12,7 +12,6 @@ unreachable, a warning every few seconds says so.
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import random
 import threading
@@ -21,6 +20,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Literal, TypeVar
 
+from ..._bounded import shown_logger
 from ...errors import ConfigurationError, StorageError, StorageUnavailableError
 
 __all__ = ["ErrorKind", "RetryCounters", "RetryPolicy", "call_with_retries", "first_line"]
@@ -140,7 +140,7 @@ class RetryCounters:
 
 
 _jitter = random.Random()
-_logger = logging.getLogger("stoker.storage")
+_logger = shown_logger("stoker.storage")
 
 
 def first_line(error: BaseException) -> str:

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import logging
 import shutil
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from ..._bounded import shown_logger
 from ...errors import StorageError
 from .._cache import cache_dir
 from ..formats import index_json_format, indexed_dataset, is_tfrecord_name
@@ -36,7 +36,7 @@ from ._url_list import parse_url_list
 
 __all__ = ["HTTPStorage"]
 
-logger = logging.getLogger("stoker.storage")
+logger = shown_logger("stoker.storage")
 
 _SHARDS_INDEXED_AT_ONCE = 4
 """Shards without a sidecar fetched (to local disk) and indexed at once while opening."""

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import glob
 import json
-import logging
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from .... import _native
+from ...._bounded import shown_logger
 from ....errors import ConfigurationError, ShardError, StorageError
 from ..._protocol import Storage
 from ...policies import BlockCache
@@ -30,7 +30,7 @@ from ._index_file import ForeignIndexError, IndexHeader, header_of, read_header,
 
 __all__ = ["DATASET_FORMAT", "PARTIAL_MARKER", "TarShardStorage"]
 
-_logger = logging.getLogger("stoker.storage")
+_logger = shown_logger("stoker.storage")
 
 DATASET_FORMAT = "stoker.shards"
 PARTIAL_MARKER = ".stoker-convert.json"
