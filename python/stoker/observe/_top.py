@@ -15,11 +15,13 @@ from __future__ import annotations
 import time
 import urllib.request
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from .._bounded import shown
 from ..errors import ConfigurationError
 from ._host_cpu import others_share
+from ._metrics_page import Scrape, UnreadablePage, read_page
 from ._straggler import RankFigures, StageFigures, straggler_verdict
 
 __all__ = ["Endpoint", "Scrape", "render", "scrape", "top"]
@@ -32,48 +34,23 @@ _BUSY = 0.75
 _MAX_PAGE = 4 << 20
 
 
-@dataclass
-class Scrape:
-    """One endpoint's metrics at one moment: values by (metric name, labels)."""
-
-    time: float
-    values: dict[tuple[str, tuple[tuple[str, str], ...]], float] = field(default_factory=dict)
-
-    def get(self, name: str, **labels: str) -> float:
-        return self.values.get((name, tuple(sorted(labels.items()))), 0.0)
-
-    def stages(self) -> list[str]:
-        """Stage names, in the order the endpoint lists them."""
-        names: dict[str, None] = {}
-        for metric, labels in self.values:
-            if metric == "stoker_stage_items_total":
-                names.update({value: None for key, value in labels if key == "stage"})
-        return list(names)
-
-    def rank(self) -> str:
-        return next((value for (metric, labels) in self.values for key, value in labels if key == "rank"), "?")
-
-
 def scrape(url: str, timeout: float = 2.0) -> Scrape:
     """The metrics at ``url`` now.
 
     Raises:
         ConfigurationError: prometheus_client (its text-format parser) is not installed.
         OSError: The endpoint cannot be reached or its page is too large.
+        UnreadablePage: The page's figures cannot be used (named: `read_page`).
     """
     try:
-        from prometheus_client.parser import text_string_to_metric_families
+        import prometheus_client.parser  # noqa: F401 (read_page's parser: asked for here, by name)
     except ImportError as error:
         raise ConfigurationError("stoker top reads metrics with prometheus_client: pip install 'stoker[metrics]'") from error
     with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 (the user's own URL)
         page = response.read(_MAX_PAGE + 1)
     if len(page) > _MAX_PAGE:
         raise OSError(f"{url}: a metrics page over {_MAX_PAGE >> 20} MiB is not a stoker loader's")
-    result = Scrape(time.monotonic())
-    for family in text_string_to_metric_families(page.decode("utf-8", "replace")):
-        for sample in family.samples:
-            result.values[(sample.name, tuple(sorted(sample.labels.items())))] = float(sample.value)
-    return result
+    return read_page(page, time.monotonic())
 
 
 @dataclass
@@ -86,9 +63,15 @@ class Endpoint:
     batches_per_second: float
     stages: list[tuple[str, float, float, float, float]]  # name, items/s, busy share, queue fill, seconds per item
     tuning_moves: int
-    error: str = ""
+    error: str = ""  # why there are no figures
     others_cpu_share: float | None = None  # share of its cores other processes used
     reads_from: str = ""
+    failure: str = "unreachable"  # with an error: "unreachable" (no page) or "unreadable" (a page, not a loader's)
+
+    @classmethod
+    def failed(cls, url: str, failure: str, error: str) -> Endpoint:
+        """An endpoint with no figures: ``failure`` says which way, ``error`` why."""
+        return cls(url, "?", 0.0, 0.0, [], 0, error=error, failure=failure)
 
     @classmethod
     def between(cls, url: str, before: Scrape, after: Scrape) -> Endpoint:
@@ -147,7 +130,7 @@ def straggler(endpoints: Sequence[Endpoint]) -> str | None:
     (`straggler_verdict` over the endpoints' figures per second)."""
     ranks = [
         RankFigures(
-            rank=int(endpoint.rank) if endpoint.rank.isdigit() else index,
+            rank=int(endpoint.rank) if endpoint.rank.isascii() and endpoint.rank.isdigit() and len(endpoint.rank) < 10 else index,
             host=urlsplit(endpoint.url).hostname or endpoint.url,
             seconds=1.0,
             wait_seconds=endpoint.wait,
@@ -163,14 +146,16 @@ def straggler(endpoints: Sequence[Endpoint]) -> str | None:
 
 
 def render(endpoints: Sequence[Endpoint], width: int = 120) -> list[str]:
-    """The screen's lines for ``endpoints``."""
+    """The screen's lines for ``endpoints``, each at most ``width`` characters with every control
+    character escaped: URLs, ranks, stage names, where reads go and servers' messages are outside
+    text (`stoker._bounded.shown`)."""
     lines = [f"stoker top: {len(endpoints)} loader(s); q or Ctrl-C quits".ljust(width)[:width]]
     verdict = straggler(endpoints)
     lines.append(("straggler: " + verdict) if verdict else "straggler: none (no rank waits for data much more than the others)")
     for endpoint in endpoints:
         lines.append("")
         if endpoint.error:
-            lines.append(f"{endpoint.url}: unreachable ({endpoint.error})")
+            lines.append(f"{endpoint.url}: {endpoint.failure} ({endpoint.error})")
             continue
         lines.append(
             f"rank {endpoint.rank}  {endpoint.url}  {endpoint.batches_per_second:,.1f} batches/s  "
@@ -180,21 +165,35 @@ def render(endpoints: Sequence[Endpoint], width: int = 120) -> list[str]:
         for name, rate, busy, fill, _ in endpoint.stages:
             lines.append(f"  {name:<14}{rate:>12,.1f}{busy:>8.0%}{fill:>8.0%}")
         lines.append(f"  {endpoint.bottleneck()}")
-    return [line[:width] for line in lines]
+    return [shown(line, width) for line in lines]
 
 
-def refresh(urls: Sequence[str], previous: dict[str, Scrape]) -> list[Endpoint]:
-    """Scrape ``urls`` and the figures since ``previous`` (updated in place)."""
+def refresh(urls: Sequence[str], previous: dict[str, Scrape], fetch: Callable[[str], Scrape] = scrape) -> list[Endpoint]:
+    """Scrape ``urls`` (with ``fetch``) and the figures since ``previous`` (updated in place): an
+    endpoint that cannot be reached or read is one with an error, never an exception."""
     endpoints = []
     for url in urls:
         try:
-            now = scrape(url)
-        except (OSError, ValueError) as error:
-            endpoints.append(Endpoint(url, "?", 0.0, 0.0, [], 0, error=str(getattr(error, "reason", error))))
+            now = fetch(url)
+        except UnreadablePage as error:
+            endpoints.append(Endpoint.failed(url, "unreadable", str(error)))
             continue
-        endpoints.append(Endpoint.between(url, previous.get(url, now), now))
+        except (OSError, ValueError) as error:
+            endpoints.append(Endpoint.failed(url, "unreachable", str(getattr(error, "reason", error))))
+            continue
+        endpoints.append(figures(url, previous.get(url, now), now))
         previous[url] = now
     return endpoints
+
+
+def figures(url: str, before: Scrape, after: Scrape) -> Endpoint:
+    """`Endpoint.between` two scrapes of ``url``; an endpoint named unreadable, with why, when
+    its figures do not add up (`read_page` bounds them; this keeps one endpoint's surprise from
+    ending the tool)."""
+    try:
+        return Endpoint.between(url, before, after)
+    except (ArithmeticError, ValueError) as error:
+        return Endpoint.failed(url, "unreadable", f"its figures do not add up: {type(error).__name__}: {error}")
 
 
 def top(urls: Sequence[str], *, interval: float = 1.0, once: bool = False, write: Callable[[str], object] = print) -> int:
@@ -227,7 +226,10 @@ def top(urls: Sequence[str], *, interval: float = 1.0, once: bool = False, write
             height, width = screen.getmaxyx()
             screen.erase()
             for row, line in enumerate(render(refresh(urls, previous), max(width - 1, 20))[: height - 1]):
-                screen.addstr(row, 0, line)
+                try:
+                    screen.addstr(row, 0, line)
+                except curses.error:  # wide characters (a label's CJK) ran past the screen's edge
+                    pass
             screen.refresh()
 
     try:
