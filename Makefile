@@ -127,7 +127,7 @@ test: install-dev $(VENV)/.wheel-tools | system-test
 # The fuzz suite at length: 2,000 mutated cases per format, fresh randomness each run (make test
 # runs 60 per format, seeded). A failing case is saved under tests/faults/fuzz/regressions/.
 fuzz: install-dev
-	STOKER_FUZZ_EXAMPLES=2000 STOKER_FUZZ_FRESH=1 $(BIN)/python -m pytest -q tests/faults/test_fuzz.py
+	STOKER_FUZZ_EXAMPLES=2000 STOKER_FUZZ_FRESH=1 $(BIN)/python -m pytest -q tests/faults/test_fuzz.py tests/faults/test_metrics_page_fuzz.py
 
 clean:
 	rm -rf $(VENV) target .pytest_cache dist site python/stoker/_media/ffmpeg*

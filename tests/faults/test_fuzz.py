@@ -42,15 +42,17 @@ MAX_RSS_MB = 1024  # a mutated file of a few KB must not take a GB
 
 
 class Worker:
-    """A long-lived worker process (``tests.faults.fuzz.worker``), replaced when a case kills it."""
+    """A long-lived worker process (``module``: ``tests.faults.fuzz.worker`` unless another
+    target's child is named), replaced when a case kills it."""
 
-    def __init__(self) -> None:
+    def __init__(self, module: str = "tests.faults.fuzz.worker") -> None:
+        self.module = module
         self.process: subprocess.Popen[str] | None = None
 
     def _start(self) -> subprocess.Popen[str]:
         if self.process is None or self.process.poll() is not None:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "tests.faults.fuzz.worker"],
+                [sys.executable, "-m", self.module],
                 cwd=ROOT,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
