@@ -58,3 +58,11 @@ def test_every_logger_shows_outside_text_escaped() -> None:
     assert _lines_with(r"shown_logger\(", outside="_bounded"), "the check reads the loggers (it sees something)"
     loggers = _lines_with(r"logging\.getLogger\(", outside="_bounded")
     assert not loggers, "take a logger with stoker._bounded.shown_logger:\n" + "\n".join(loggers)
+
+
+def test_every_folder_walk_is_the_shared_one() -> None:
+    # A folder walk of another kind (os.walk, rglob, a recursive glob) loops on a link cycle or
+    # lists one file under many paths; stoker._bounded's walks name a cycle and skip it.
+    assert _lines_with(r"walk_files\(|matching_files\(", outside="_bounded"), "the check reads the walks (it sees something)"
+    walks = _lines_with(r"os\.walk\(|\.rglob\(|glob\(.*recursive=True", outside="_bounded")
+    assert not walks, "walk a folder with stoker._bounded.walk_files or matching_files:\n" + "\n".join(walks)

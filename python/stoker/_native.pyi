@@ -187,8 +187,10 @@ def unlock_bytes(handles: Sequence[int], offsets: Sequence[int]) -> None:
 
 def list_tree(
     folders: Sequence[str | os.PathLike[str]], base: str | os.PathLike[str], extensions: Sequence[str], threads: int = 8
-) -> list[tuple[list[str], list[tuple[str, int]]]]:
-    """Per folder: (sorted files relative to base with a matching extension, [(folder, mtime_ns)])."""
+) -> list[tuple[list[str], list[tuple[str, int]], list[tuple[str, int]]]]:
+    """Per folder: (sorted files relative to base with a matching extension, [(folder, mtime_ns)],
+    [(path, why)] of the entries skipped: why 0 for a folder already walked (a link cycle),
+    else the OS error number (a loop of links, a dangling link, an unreadable sub-folder))."""
 
 def key_hashes(offsets: np.ndarray, data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Each key's 128-bit hash as two uint64 arrays; key i is data[offsets[i]:offsets[i + 1]]

@@ -9,6 +9,9 @@ here bounds one kind of it, and names what it refused:
 - shown text: text from outside shown to a person (terminal, HTML, logs) with its control
   characters escaped and its length bounded (`shown`, `shown_html`); stoker's loggers show their
   records' arguments so (`shown_logger`, `Lines`).
+- tree walks: a user's dataset folder walked with its links followed, each folder once, a link
+  cycle or an entry whose kind cannot be read named and skipped, never a loop or a traceback
+  (`walk_files`, `matching_files`, `folder_entries`; the native ``list_tree`` keeps the same rules).
 
 New code that reads outside input uses these parts (docs/contributing.md, "Reading outside
 input"), and lands with a fuzz target in ``tests/faults/``. This package imports nothing of
@@ -18,16 +21,24 @@ stoker's but ``errors``: every layer may use it.
 from ._files import file_kind, open_regular, read_regular, require_regular
 from ._shown_log import LOG_LIMIT, Lines, shown_logger
 from ._shown_text import SHOWN_LIMIT, shown, shown_html
+from ._tree import ALREADY_WALKED, folder_entries, folders_up_from, matching_files, skipped_why, tell_skipped, walk_files
 
 __all__ = [
+    "ALREADY_WALKED",
     "LOG_LIMIT",
     "Lines",
     "SHOWN_LIMIT",
     "file_kind",
+    "folder_entries",
+    "folders_up_from",
+    "matching_files",
     "open_regular",
     "read_regular",
     "require_regular",
     "shown",
     "shown_html",
     "shown_logger",
+    "skipped_why",
+    "tell_skipped",
+    "walk_files",
 ]

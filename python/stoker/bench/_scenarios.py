@@ -20,6 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .._bounded import walk_files
+
 __all__ = ["SCENARIOS", "alpaca_like_lengths", "drop_caches", "naive_efficiency", "packed_efficiency"]
 
 CONTEXT, BATCH = 4096, 32
@@ -81,7 +83,7 @@ def _drop_caches(paths: list[Path]) -> str:
         return "drop_caches"
     except OSError:
         for root in paths:
-            for path in [root] if root.is_file() else root.rglob("*"):
+            for path in [root] if root.is_file() else walk_files(root):
                 if path.is_file():
                     descriptor = os.open(path, os.O_RDONLY)
                     try:

@@ -69,9 +69,10 @@ fn byte_pairs(handles: Vec<i32>, offsets: Vec<u64>) -> PyResult<Vec<(i32, u64)>>
 
 /// Walk each folder of `folders` (in parallel, GIL released) for files whose lower-cased names
 /// end in one of `extensions`. Returns, per folder, (sorted file paths relative to `base`,
-/// [(folder, mtime_ns) of every folder visited]).
-/// One folder's listing as Python receives it: (files, [(folder, mtime in ns)]).
-type FolderListing = (Vec<OsString>, Vec<(OsString, i64)>);
+/// [(folder, mtime_ns) of every folder visited], [(path, why) of every entry skipped]: why is 0
+/// for a folder already walked, else the OS error number).
+/// One folder's listing as Python receives it: (files, [(folder, mtime in ns)], [(path, why)]).
+type FolderListing = (Vec<OsString>, Vec<(OsString, i64)>, Vec<(OsString, i32)>);
 
 #[pyfunction]
 #[pyo3(signature = (folders, base, extensions, threads=8))]
@@ -83,7 +84,7 @@ pub fn list_tree(
     threads: usize,
 ) -> PyResult<Vec<FolderListing>> {
     let listings = py.detach(|| listing::walk_all(&folders, &base, &extensions, threads)).map_err(to_python_error)?;
-    Ok(listings.into_iter().map(|listing| (listing.files, listing.folders)).collect())
+    Ok(listings.into_iter().map(|listing| (listing.files, listing.folders, listing.skipped)).collect())
 }
 
 /// Read `(offset, length)` ranges of the file at `path`, coalescing nearby ones into reads of at

@@ -13,7 +13,6 @@ files' footers).
 from __future__ import annotations
 
 import contextlib
-import glob
 import os
 import threading
 from collections.abc import Sequence
@@ -22,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from ..._bounded import matching_files
 from ...errors import ShardError, StorageError
 from .._protocol import Storage
 from ._fields import FieldChoice, choose_fields
@@ -46,7 +46,7 @@ def array_record_files(path: str | os.PathLike[str]) -> tuple[Path, list[Path]]:
     one file, or a glob), in name order."""
     text = str(path)
     if any(character in text for character in "*?["):
-        files = sorted(Path(match) for match in glob.glob(text) if Path(match).is_file())
+        files = matching_files(text)
         return (files[0].parent if files else Path(".")), files
     location = Path(path)
     if location.is_file():

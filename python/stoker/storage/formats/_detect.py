@@ -4,12 +4,11 @@
 
 from __future__ import annotations
 
-import glob
 import json
 import os
 from pathlib import Path
 
-from ..._bounded import require_regular
+from ..._bounded import matching_files, require_regular
 from ...errors import StorageError
 from ._array_record import ARRAY_RECORD_SUFFIX
 from ._dataset import PeerDataset, hf_dataset, indexed_dataset, tfrecord_dataset
@@ -117,9 +116,8 @@ def local_peer_dataset(
         return root, dataset
     if kind == "tfrecord":
         if any(character in text for character in "*?["):
-            matches = sorted(glob.glob(text))
-            root = Path(os.path.commonpath(matches)) if len(matches) > 1 else Path(matches[0]).parent if matches else Path(".")
-            files = [Path(match) for match in matches if Path(match).is_file()]
+            files = matching_files(text)
+            root = Path(os.path.commonpath(files)) if len(files) > 1 else files[0].parent if files else Path(".")
         elif Path(path).is_file():
             root, files = Path(path), [Path(path)]
         else:

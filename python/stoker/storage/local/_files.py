@@ -2,7 +2,10 @@
 
 Listing a million files is the slow part of opening such a dataset, so the listing walks class
 folders in parallel in the Rust core (no GIL, no Python object per directory entry) and is
-cached; the cache is used only while every listed folder's modification time is unchanged.
+cached; the cache is used only while every listed folder's modification time is unchanged. The
+walk keeps the rules of every dataset walk (`stoker._bounded` tree walks): links followed, each
+folder once, a link cycle or an entry whose kind cannot be read (a loop of links) named and
+skipped.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ... import _native
-from ..._bounded import open_regular
+from ..._bounded import ALREADY_WALKED, folder_entries, folders_up_from, open_regular, skipped_why, tell_skipped
 from ...errors import StorageError
 from .._cache import cache_dir
 from .._protocol import Storage
@@ -29,7 +32,7 @@ AUDIO_EXTENSIONS = (".wav", ".flac", ".mp3", ".ogg", ".oga", ".opus", ".m4a", ".
 VIDEO_EXTENSIONS = (".mp4", ".mkv", ".webm", ".mov", ".avi")
 # What a class folder's listing takes as samples (local folders and S3 prefixes alike).
 SAMPLE_EXTENSIONS = IMAGE_EXTENSIONS + AUDIO_EXTENSIONS + VIDEO_EXTENSIONS
-_LISTING_VERSION = 2
+_LISTING_VERSION = 3  # 3: what the walk skipped is kept, to be told again
 
 
 class FileStorage(Storage):
@@ -106,19 +109,32 @@ class FileStorage(Storage):
             cached = self._load_cached_listing(root)
             if cached is not None:
                 return cached
-        classes = sorted(entry.name for entry in os.scandir(root) if entry.is_dir(follow_symlinks=True))
+        skipped: list[tuple[str, str]] = []
+        folders_here, _ = folder_entries(root, skipped)
+        # A class folder that is the dataset's own folder or one above it (`all -> .`) would list
+        # every sample again under it: a cycle like any other.
+        above = folders_up_from(root)
+        classes = []
+        for name, status in folders_here:
+            if (status.st_dev, status.st_ino) in above:
+                skipped.append((str(root / name), skipped_why(ALREADY_WALKED)))
+            else:
+                classes.append(name)
         if not classes:
+            tell_skipped(root, skipped)
             raise StorageError(f"{root}: an ImageFolder needs one folder per class; found none")
         walked = _native.list_tree([root / name for name in classes], root, list(SAMPLE_EXTENSIONS), max(1, threads))
         keys: list[str] = []
         labels: list[int | None] = []
         folders = {str(root): os.stat(root).st_mtime_ns}
-        for label, (files, visited) in enumerate(walked):
+        for label, (files, visited, passed_over) in enumerate(walked):
             keys.extend(files)
             labels.extend([label] * len(files))
             folders.update(visited)
+            skipped.extend((path, skipped_why(why)) for path, why in passed_over)
+        tell_skipped(root, skipped)
         if cache:
-            self._save_listing(root, keys, labels, classes, folders)
+            self._save_listing(root, keys, labels, classes, folders, skipped)
         return root, keys, labels, classes
 
     def _load_cached_listing(self, root: Path) -> tuple[Path, list[str], list[int | None], list[str]] | None:
@@ -129,24 +145,30 @@ class FileStorage(Storage):
             for folder, mtime in data["folders"].items():
                 if os.stat(folder).st_mtime_ns != mtime:
                     return None
-        except (OSError, ValueError, KeyError):
+            tell_skipped(root, [(str(path), str(why)) for path, why in data["skipped"]])
+        except (OSError, ValueError, KeyError, TypeError):
             return None
         counts = data["counts"]
         labels: list[int | None] = [label for label, count in enumerate(counts) for _ in range(count)]
         return root, data["keys"], labels, data["classes"]
 
-    def _save_listing(self, root: Path, keys: list[str], labels: list[int | None], classes: list[str], folders: dict[str, int]) -> None:
+    def _save_listing(
+        self,
+        root: Path,
+        keys: list[str],
+        labels: list[int | None],
+        classes: list[str],
+        folders: dict[str, int],
+        skipped: list[tuple[str, str]],
+    ) -> None:
         counts = [0] * len(classes)
         for label in labels:
             counts[label] += 1  # type: ignore[index]
         target = self._cache_file()
         temporary = target.with_suffix(f".{os.getpid()}.tmp")
+        listing = {"version": _LISTING_VERSION, "root": str(root), "classes": classes, "counts": counts, "keys": keys}
         try:
-            temporary.write_text(
-                json.dumps(
-                    {"version": _LISTING_VERSION, "root": str(root), "classes": classes, "counts": counts, "keys": keys, "folders": folders}
-                )
-            )
+            temporary.write_text(json.dumps({**listing, "folders": folders, "skipped": skipped}))
             temporary.replace(target)
         except OSError:
             temporary.unlink(missing_ok=True)  # a cache we cannot write is only slower

@@ -21,7 +21,6 @@ exhausting memory.
 from __future__ import annotations
 
 import bisect
-import glob
 import gzip
 import hashlib
 import os
@@ -33,7 +32,7 @@ from typing import IO, Any
 import numpy as np
 
 from ... import _native
-from ..._bounded import open_regular, require_regular
+from ..._bounded import matching_files, open_regular, require_regular, walk_files
 from ...errors import ConfigurationError, CorruptSampleError, StorageError
 from .._protocol import Storage
 from ..policies import BlockCache
@@ -61,9 +60,9 @@ def jsonl_files(path: str | os.PathLike[str]) -> list[Path]:
     text = str(path)
     if any(character in text for character in "*?["):
         # A pattern such as "corpus/*" also matches the line indexes kept beside the files.
-        found = sorted(Path(name) for name in glob.glob(text, recursive=True) if Path(name).is_file() and not name.endswith(LINES_SUFFIX))
+        found = [file for file in matching_files(text) if not file.name.endswith(LINES_SUFFIX)]
     elif Path(text).is_dir():
-        found = sorted(file for file in Path(text).rglob("*") if file.is_file() and file.name.endswith(JSONL_SUFFIXES))
+        found = walk_files(text, lambda name: name.endswith(JSONL_SUFFIXES))
     elif Path(text).exists():
         require_regular(text, "JSON Lines")  # a FIFO blocks and /dev/zero never ends
         found = [Path(text)]

@@ -20,7 +20,6 @@ once from the pipeline's threads).
 
 from __future__ import annotations
 
-import glob
 import io
 import os
 from collections.abc import Callable, Sequence
@@ -29,6 +28,7 @@ from typing import IO, Any
 
 import numpy as np
 
+from ..._bounded import matching_files, walk_files
 from ...errors import StorageError
 from .._protocol import Storage
 from ..policies import BlockCache
@@ -60,9 +60,9 @@ def parquet_files(path: str | os.PathLike[str]) -> list[Path]:
     """
     text = str(path)
     if any(character in text for character in "*?["):
-        found = sorted(Path(name) for name in glob.glob(text, recursive=True))
+        found = matching_files(text)
     elif Path(text).is_dir():
-        found = sorted(Path(text).rglob("*.parquet"))
+        found = walk_files(text, lambda name: name.endswith(".parquet"))
     elif Path(text).exists():
         found = [Path(text)]
     else:

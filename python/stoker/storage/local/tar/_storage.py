@@ -9,7 +9,6 @@ core with the GIL released.
 
 from __future__ import annotations
 
-import glob
 import json
 import os
 from collections.abc import Iterator, Sequence
@@ -19,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from .... import _native
-from ...._bounded import shown_logger
+from ...._bounded import matching_files, shown_logger
 from ....errors import ConfigurationError, ShardError, StorageError
 from ..._protocol import Storage
 from ...policies import BlockCache
@@ -54,7 +53,7 @@ def _shard_paths(source: str | os.PathLike[str] | Sequence[str | os.PathLike[str
                 return [path / shard["name"] for shard in data["shards"]], data
             paths = sorted(path.glob("*.tar"))
         elif any(character in str(source) for character in "*?["):
-            paths = sorted(Path(match) for match in glob.glob(str(source)))
+            paths = matching_files(str(source))
         else:
             paths = [path]
     else:
