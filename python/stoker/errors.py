@@ -6,6 +6,7 @@ One family per concern, so ``except`` can be as wide or as narrow as a training 
     ├── ConfigurationError        a bad option or combination, when it is built (also ValueError)
     ├── StorageError              a dataset cannot be opened or read (also OSError)
     │   ├── ShardError, StaleIndexError, CorruptSampleError
+    │   ├── JsonError             outside JSON not read: not JSON, or past a bound (also ValueError)
     │   ├── StorageUnavailableError   the store stayed down past the retry deadline
     │   └── StorageClosedError
     ├── DecodeError               a sample's bytes cannot be decoded (also ValueError)
@@ -39,6 +40,7 @@ __all__ = [
     "CorruptSampleError",
     "DecodeError",
     "ImageDecodeError",
+    "JsonError",
     "MediaDecodeError",
     "MediaUnavailableError",
     "PipelineError",
@@ -101,6 +103,30 @@ class StaleIndexError(StorageError):
 
 class CorruptSampleError(StorageError):
     """A sample's bytes fail their checksum."""
+
+
+class JsonError(StorageError, ValueError):
+    """JSON from outside (an index, a state, metadata, a manifest, a document) that stoker does
+    not read: not JSON, or past a bound of its reader (size, nesting depth, digits of a number).
+    The message names where it came from and the bound. Also a ``ValueError``, as the standard
+    library's ``json`` raises, so code that caught that still catches it.
+
+    Attributes:
+        source: Where the JSON came from (a path, a URL, a file and line).
+        reason: What is wrong, without the source (for a caller that names it its own way).
+    """
+
+    def __init__(self, message: str, *, source: str = "", reason: str = "") -> None:
+        super().__init__(message)
+        self.source = source
+        self.reason = reason or message
+
+    def __reduce__(self) -> tuple[object, ...]:  # keeps the attributes across processes
+        return (_rebuild_json_error, (str(self), self.source, self.reason))
+
+
+def _rebuild_json_error(message: str, source: str, reason: str) -> JsonError:
+    return JsonError(message, source=source, reason=reason)
 
 
 class StorageUnavailableError(StorageError):

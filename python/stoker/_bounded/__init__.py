@@ -12,6 +12,9 @@ here bounds one kind of it, and names what it refused:
 - tree walks: a user's dataset folder walked with its links followed, each folder once, a link
   cycle or an entry whose kind cannot be read named and skipped, never a loop or a traceback
   (`walk_files`, `matching_files`, `folder_entries`; the native ``list_tree`` keeps the same rules).
+- JSON: one reader (`parse_json`, `read_json`) with limits on size, nesting depth and the digits
+  of a number, each caller choosing the size for its purpose (``MAX_INDEX_BYTES``...); past
+  them, a `stoker.errors.JsonError` naming the source and the bound.
 
 New code that reads outside input uses these parts (docs/contributing.md, "Reading outside
 input"), and lands with a fuzz target in ``tests/faults/``. This package imports nothing of
@@ -19,6 +22,17 @@ stoker's but ``errors``: every layer may use it.
 """
 
 from ._files import file_kind, open_regular, read_regular, require_regular
+from ._json import (
+    MAX_DIGITS,
+    MAX_DOCUMENT_BYTES,
+    MAX_INDEX_BYTES,
+    MAX_JSON_DEPTH,
+    MAX_MANIFEST_BYTES,
+    MAX_METADATA_BYTES,
+    MAX_STATE_BYTES,
+    parse_json,
+    read_json,
+)
 from ._shown_log import LOG_LIMIT, Lines, shown_logger
 from ._shown_text import SHOWN_LIMIT, shown, shown_html
 from ._tree import ALREADY_WALKED, folder_entries, folders_up_from, matching_files, skipped_why, tell_skipped, walk_files
@@ -27,12 +41,21 @@ __all__ = [
     "ALREADY_WALKED",
     "LOG_LIMIT",
     "Lines",
+    "MAX_DIGITS",
+    "MAX_DOCUMENT_BYTES",
+    "MAX_INDEX_BYTES",
+    "MAX_JSON_DEPTH",
+    "MAX_MANIFEST_BYTES",
+    "MAX_METADATA_BYTES",
+    "MAX_STATE_BYTES",
     "SHOWN_LIMIT",
     "file_kind",
     "folder_entries",
     "folders_up_from",
     "matching_files",
     "open_regular",
+    "parse_json",
+    "read_json",
     "read_regular",
     "require_regular",
     "shown",
