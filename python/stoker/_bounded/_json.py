@@ -122,6 +122,8 @@ def parse_json(
     """
     if isinstance(data, str):
         text, raw = data, data.encode("utf-8", "surrogatepass")
+    elif not isinstance(data, (bytes, bytearray, memoryview)):
+        raise _refused(source, f"not JSON text but {type(data).__name__}")
     else:
         raw, text = bytes(data) if not isinstance(data, bytes) else data, None
         if raw[:1] in _BOM_STARTS or b"\0" in raw[:4]:  # a byte-order mark, or UTF-16 or -32

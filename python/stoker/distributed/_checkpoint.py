@@ -7,14 +7,17 @@ from __future__ import annotations
 import json
 from typing import Any, Protocol
 
-from ..errors import ConfigurationError
+from .._bounded import MAX_STATE_BYTES, parse_json
+from ..errors import ConfigurationError, JsonError
 from ._ranks import process_group
 
 __all__ = ["MAX_STATE_FILE_BYTES", "LoaderCheckpoint", "read_state_file"]
 
 # A Loader's state is a few ranges per rank (kilobytes, however long the epoch): a saved state
 # file larger than this is not one, and is refused before it is read.
-MAX_STATE_FILE_BYTES = 64 << 20
+MAX_STATE_FILE_BYTES = MAX_STATE_BYTES
+# A checkpoint's entry holds every rank's state: thousands of ranks of kilobytes each.
+_MAX_ENTRY_BYTES = 1 << 30
 
 
 class _Resumable(Protocol):
@@ -62,7 +65,10 @@ class LoaderCheckpoint:
                 dataset, seed or shuffle).
         """
         try:
-            states = json.loads(state["ranks"])
+            ranks = state["ranks"]
+            if not isinstance(ranks, (str, bytes)):
+                raise TypeError(f"its 'ranks' is {type(ranks).__name__}, not JSON text")
+            states = parse_json(ranks, "a stoker loader checkpoint entry", max_bytes=_MAX_ENTRY_BYTES)
         except (KeyError, TypeError, ValueError) as error:
             raise ConfigurationError(f"not a stoker loader checkpoint entry ({type(error).__name__}: {error})") from error
         if not isinstance(states, list) or not states:
@@ -106,9 +112,9 @@ def read_state_file(path: Any) -> Any:
     if len(data) > MAX_STATE_FILE_BYTES:
         raise ConfigurationError(f"{path}: more than {MAX_STATE_FILE_BYTES:,} bytes is not a loader state")
     try:
-        return json.loads(data)
-    except (UnicodeDecodeError, ValueError) as error:
-        raise ConfigurationError(f"{path}: not a loader state file ({type(error).__name__}: {error})") from error
+        return parse_json(data, str(path), max_bytes=MAX_STATE_FILE_BYTES)
+    except JsonError as error:  # not JSON, or past the reader's bounds
+        raise ConfigurationError(f"{path}: not a loader state file ({error.reason})") from error
 
 
 def _own_state(states: list[Any]) -> dict[str, Any] | None:

@@ -23,6 +23,7 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .._bounded import MAX_METADATA_BYTES, read_json
 from ..errors import ConfigurationError, StorageError
 from ..storage import Storage
 from ..storage.local import (
@@ -105,12 +106,12 @@ def _prepare_destination(source: Storage, destination: Path, shard_size: int) ->
     marker = _conversion_marker(source, shard_size)
     if marker_path.exists():
         try:
-            earlier = json.loads(marker_path.read_text())
-        except ValueError:
+            earlier = read_json(marker_path, what="a conversion's marker", max_bytes=MAX_METADATA_BYTES)
+        except ValueError:  # damaged, or past the reader's bounds (JsonError): not this conversion's
             earlier = None
         if earlier != marker:
             raise StorageError(
-                f"{destination} holds an interrupted conversion of another source or shard size ({earlier}); "
+                f"{destination} holds an interrupted conversion of another source or shard size ({str(earlier)[:200]}); "
                 f"run that conversion again to finish it, or choose another folder"
             )
         for part in destination.glob("*.part"):

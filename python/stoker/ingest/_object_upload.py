@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .._bounded import MAX_MANIFEST_BYTES, read_json
 from ..errors import ConfigurationError, StorageError
 from ..storage import Storage
 from ..storage.local import index_to_json, load_index
@@ -45,8 +46,11 @@ def manifest_with_indexes(folder: Path, limit: int = INLINE_INDEX_BYTES) -> byte
     """The shard folder's ``dataset.json``, each shard entry carrying its ``.idx`` as ``index``
     when all of them together are at most ``limit`` bytes (the ``.idx`` sidecars are uploaded
     either way, for readers that look for them)."""
-    manifest = json.loads((folder / "dataset.json").read_bytes())
-    sidecars = [folder / f"{shard['name']}.idx" for shard in manifest["shards"]]
+    manifest = read_json(folder / "dataset.json", what="a dataset's manifest", max_bytes=MAX_MANIFEST_BYTES)
+    try:
+        sidecars = [folder / f"{shard['name']}.idx" for shard in manifest["shards"]]
+    except (KeyError, TypeError) as error:
+        raise StorageError(f"{folder / 'dataset.json'}: not a stoker.shards manifest ({type(error).__name__}: {error})") from error
     if sum(path.stat().st_size for path in sidecars) <= limit:
         for shard, path in zip(manifest["shards"], sidecars):
             shard["index"] = index_to_json(load_index(folder / shard["name"], path))

@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .._bounded import open_regular, shown_logger
+from .._bounded import open_regular, parse_json, shown_logger
 from ..errors import StorageError
 
 __all__ = ["read_exclusions", "write_exclusion"]
@@ -20,6 +20,7 @@ __all__ = ["read_exclusions", "write_exclusion"]
 _logger = shown_logger("stoker.observe")
 _FILE = re.compile(r"exclusions-rank-(\d{5})\.jsonl$")
 _KEYS_KEPT = 100_000  # keys listed per record: a record of millions stays readable; the count is whole
+_RECORD_BYTES = 256 << 20  # a line read back at most: the keys kept, a kilobyte each, quoted and escaped
 
 
 def write_exclusion(directory: Path, *, rank: int, epoch: int, step: int, steps: range | None, keys: list[str]) -> None:
@@ -69,9 +70,13 @@ def read_exclusions(directory: str | os.PathLike[str], *, rank: int | None = Non
         if not match or (rank is not None and int(match.group(1)) != rank):
             continue
         with open_regular(path, "an exclusions record") as file:
-            for number, line in enumerate(file, start=1):
+            for number, line in enumerate(iter(lambda: file.readline(_RECORD_BYTES + 1), b""), start=1):
+                too_long = len(line) > _RECORD_BYTES
+                while too_long and line and not line.endswith(b"\n"):  # skipped to its end, a MB at a time
+                    line = file.readline(1 << 20)
+                record: Any = None
                 try:
-                    record = json.loads(line)
+                    record = None if too_long else parse_json(line, f"{path} line {number}", max_bytes=_RECORD_BYTES)
                 except ValueError:
                     record = None
                 if not _valid(record):

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._bounded import open_regular, require_regular, shown_logger
+from .._bounded import MAX_METADATA_BYTES, open_regular, parse_json, require_regular, shown_logger
 from ..errors import ConfigurationError, StorageError
 from ..storage import Storage, sample_locations
 
@@ -298,7 +298,7 @@ def ledger_metadata(directory: str | os.PathLike[str], *, rank: int = 0) -> dict
     try:
         with _FileOfKnownSize(paths[-1]) as file:
             schema = pa.ipc.open_stream(file).schema
-        metadata = json.loads(schema.metadata[b"stoker"])
+        metadata = parse_json(schema.metadata[b"stoker"], f"{paths[-1]}: its header", max_bytes=MAX_METADATA_BYTES)
         if not isinstance(metadata, dict):
             raise ValueError("its metadata is not a JSON object")
     except (pa.ArrowException, OSError, ValueError, KeyError, TypeError, UnicodeDecodeError) as error:

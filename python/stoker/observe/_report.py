@@ -10,13 +10,12 @@ person can read at a glance:
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .._bounded import read_regular, shown, shown_html
+from .._bounded import read_json, shown, shown_html
 from ..errors import ConfigurationError
 
 __all__ = ["write_report"]
@@ -202,13 +201,11 @@ def _check_run(run: dict[str, Any], source: Path) -> None:
 def _read_run(source: Path) -> dict[str, Any]:
     """The run file, parsed and checked (see `_check_run`)."""
     try:
-        run = json.loads(read_regular(source, limit=MAX_RUN_FILE_BYTES, what="a run file").decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as error:
+        run = read_json(source, what="a run file", max_bytes=MAX_RUN_FILE_BYTES)
+    except ValueError as error:  # not JSON, or past a bound (JsonError)
         raise ConfigurationError(
             f"{source}: not a stoker bench run (the JSON that `stoker bench --json RUN.json` writes): {error}"
         ) from None
-    except RecursionError:
-        raise ConfigurationError(f"{source}: not a stoker bench run: its JSON is nested too deep to read") from None
     if not isinstance(run, dict) or run.get("format") != "stoker.bench-run":
         found = run.get("format") if isinstance(run, dict) else type(run).__name__
         raise ConfigurationError(

@@ -25,6 +25,8 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from .._bounded import parse_json
+
 __all__ = ["RankFigures", "StageFigures", "straggler_verdict"]
 
 # The straggler waits this share of its time more than the others' median, and this many times it.
@@ -113,7 +115,7 @@ class RankFigures:
         if len(data) > MAX_FIGURES_BYTES:
             raise ValueError(f"a rank's figures of {len(data)} bytes (at most {MAX_FIGURES_BYTES})")
         try:
-            raw = json.loads(data)
+            raw = parse_json(data, "a rank's straggler figures", max_bytes=MAX_FIGURES_BYTES)
             share = raw["others_cpu_share"]
             stages = tuple(StageFigures(_text(name), _amount(items), _amount(busy)) for name, items, busy in _list(raw["stages"])[:64])
             return cls(

@@ -17,7 +17,6 @@ takes without another copy.
 from __future__ import annotations
 
 import array
-import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from .._bounded import require_regular
+from .._bounded import MAX_DOCUMENT_BYTES, parse_json, require_regular
 from ..errors import ConfigurationError, CorruptSampleError
 from ._native_tokenizer import NativeTokenizer
 
@@ -52,11 +51,11 @@ def document_text(data: bytes, field: str | None, name: str) -> str:
     if field is None:
         return text
     try:
-        value: Any = json.loads(text)
+        # A line of 2 KB nested 1,000 deep, or a number of 5,000 digits: a bad document, not the
+        # end of the epoch.
+        value: Any = parse_json(text, name, max_bytes=MAX_DOCUMENT_BYTES)
     except ValueError as error:
-        raise CorruptSampleError(f"{name}: not a JSON object ({error})") from None
-    except RecursionError:  # a line of 2 KB nested 1,000 deep: a bad document, not the end of the epoch
-        raise CorruptSampleError(f"{name}: JSON nested too deep to read") from None
+        raise CorruptSampleError(f"{name}: not a JSON object ({str(error).removeprefix(f'{name}: ')})") from None
     for part in field.split("."):
         if not isinstance(value, dict) or part not in value:
             raise CorruptSampleError(f"{name}: no field {field!r} in the JSON object")

@@ -20,6 +20,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .._bounded import MAX_MANIFEST_BYTES, read_json
 from ..errors import ConfigurationError
 
 __all__ = ["SPLITS_FORMAT", "k_folds", "read_split", "split_samples", "write_splits"]
@@ -179,11 +180,16 @@ def read_split(path: str | os.PathLike[str], name: str) -> list[str]:
     """The ids of part ``name`` (e.g. ``"train"``, ``"fold2/val"``) of a splits file.
 
     Raises:
-        ValueError: Not a splits file, or no such part (the parts are listed).
+        ValueError: Not a splits file (or past the JSON reader's bounds: `stoker.errors.JsonError`),
+            or no such part (the parts are listed).
     """
-    document = json.loads(Path(path).read_text())
-    if not isinstance(document, dict) or document.get("format") != SPLITS_FORMAT:
+    document = read_json(path, what="a splits file", max_bytes=MAX_MANIFEST_BYTES)  # every sample's id, as a manifest
+    splits = document.get("splits") if isinstance(document, dict) else None
+    if not isinstance(document, dict) or document.get("format") != SPLITS_FORMAT or not isinstance(splits, dict):
         raise ConfigurationError(f"{path}: not a {SPLITS_FORMAT} file")
-    if name not in document["splits"]:
-        raise ConfigurationError(f"{path}: no split {name!r}; it has {sorted(document['splits'])}")
-    return list(document["splits"][name])
+    if name not in splits:
+        raise ConfigurationError(f"{path}: no split {name!r}; it has {sorted(splits)[:20]}")
+    ids = splits[name]
+    if not isinstance(ids, list) or not all(isinstance(sample, str) for sample in ids):
+        raise ConfigurationError(f"{path}: split {name!r} is not a list of ids")
+    return list(ids)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._bounded import shown_logger
+from .._bounded import MAX_DOCUMENT_BYTES, MAX_INDEX_BYTES, parse_json, read_json, shown_logger
 from ._cache import cache_dir
 
 __all__ = ["cached_column", "load_column", "save_column"]
@@ -88,8 +88,8 @@ def _load(folder: Path, key: str, count: int) -> np.ndarray | None:
         if not (folder / f"{key}.codes.npy").is_file():
             return None
         codes = np.load(folder / f"{key}.codes.npy", allow_pickle=False)
-        distinct = json.loads((folder / f"{key}.values.json").read_text())
-    except (OSError, ValueError, EOFError, RecursionError):  # unreadable, cut short or damaged: worked out again
+        distinct = read_json(folder / f"{key}.values.json", what="a column's cached values", max_bytes=MAX_INDEX_BYTES)
+    except (OSError, ValueError, EOFError):  # unreadable, cut short or damaged: worked out again
         return None
     if (
         codes.dtype != np.int64
@@ -103,7 +103,8 @@ def _load(folder: Path, key: str, count: int) -> np.ndarray | None:
     table = np.empty(len(distinct) + 1, dtype=object)  # the last entry stays None
     try:
         for position, text in enumerate(distinct):
-            table[position] = json.loads(text)  # one at a time: a list value is one object, not a row
-    except (ValueError, RecursionError):
+            # one at a time: a list value is one object, not a row
+            table[position] = parse_json(text, f"{folder / key}.values.json", max_bytes=MAX_DOCUMENT_BYTES)
+    except ValueError:
         return None
     return table[codes]  # a code of -1 picks the last entry: None

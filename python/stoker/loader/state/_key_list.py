@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from ..._bounded import MAX_METADATA_BYTES, parse_json
 from ...errors import ConfigurationError, ProvenanceError
 
 __all__ = ["KeyList", "key_list_name", "write_key_list"]
@@ -114,7 +115,7 @@ class KeyList:
         try:
             file = pyarrow.parquet.ParquetFile(path)
             raw = (file.schema_arrow.metadata or {}).get(_METADATA)
-            metadata = json.loads(raw) if raw is not None else None
+            metadata = parse_json(raw, f"{path}: its metadata", max_bytes=MAX_METADATA_BYTES) if raw is not None else None
         except (OSError, ValueError, pyarrow.ArrowException) as error:
             raise ProvenanceError(f"{path} is not a key list: {error}") from error
         names = file.schema_arrow.names

@@ -11,26 +11,29 @@ the range (the values buffer's place in the file plus the value's offset), and a
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import numpy as np
 
+from ..._bounded import MAX_METADATA_BYTES, parse_json, shown_logger
 from ...errors import ShardError, StorageError
 from ._fields import FieldChoice, choose_fields
 from ._paths import relative_name
 
-__all__ = ["arrow_fields", "hf_arrow_files", "scan_arrow", "scan_batches"]
+__all__ = ["arrow_fields", "hf_arrow_files", "hf_class_names", "scan_arrow", "scan_batches"]
+
+_logger = shown_logger("stoker.storage")
 
 
 def hf_arrow_files(state: bytes, source: str) -> list[str]:
     """The Arrow files ``state.json`` lists, in order.
 
     Raises:
-        StorageError: Not a ``save_to_disk`` state, or a file name leaving the folder.
+        StorageError: Not a ``save_to_disk`` state (or past the JSON reader's bounds), or a file
+            name leaving the folder.
     """
+    document = parse_json(state, source, max_bytes=MAX_METADATA_BYTES)
     try:
-        document = json.loads(state)
         names = [entry["filename"] for entry in document["_data_files"]]
     except (ValueError, KeyError, TypeError) as error:
         raise StorageError(f"{source}: not the state.json of a datasets save_to_disk folder ({type(error).__name__}: {error})") from error
@@ -39,20 +42,24 @@ def hf_arrow_files(state: bytes, source: str) -> list[str]:
     return [relative_name(name, source) for name in names]
 
 
-def hf_class_names(info: bytes | None) -> dict[str, list[str]]:
-    """Each ``ClassLabel`` feature's class names, from ``dataset_info.json`` (none if absent or
-    unreadable: labels are then numbers without names)."""
+def hf_class_names(info: bytes | None, source: str = "dataset_info.json") -> dict[str, list[str]]:
+    """Each ``ClassLabel`` feature's class names, from ``dataset_info.json`` at ``source`` (none
+    if absent, or unreadable, with a warning naming it: labels are then numbers without names)."""
     if info is None:
         return {}
     try:
-        features = json.loads(info)["features"]
-        return {
-            name: [str(label) for label in feature["names"]]
-            for name, feature in features.items()
-            if isinstance(feature, dict) and feature.get("_type") == "ClassLabel" and isinstance(feature.get("names"), list)
-        }
-    except (ValueError, KeyError, TypeError, AttributeError):
+        document = parse_json(info, source, max_bytes=MAX_METADATA_BYTES)
+    except ValueError as error:
+        _logger.warning("%s; labels are numbers without class names", error)
         return {}
+    features = document.get("features") if isinstance(document, dict) else None
+    if not isinstance(features, dict):
+        return {}
+    return {
+        str(name): [str(label) for label in feature["names"]]
+        for name, feature in features.items()
+        if isinstance(feature, dict) and feature.get("_type") == "ClassLabel" and isinstance(feature.get("names"), list)
+    }
 
 
 def _open(raw: bytes | memoryview, name: str) -> Any:

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..._bounded import shown_logger
+from ..._bounded import MAX_METADATA_BYTES, read_json, shown_logger
 from ...errors import ShardError, StorageError
 from ._arrow import arrow_fields, hf_arrow_files, hf_class_names, scan_arrow
 from ._fields import FieldChoice
@@ -24,7 +24,9 @@ _logger = shown_logger("stoker.storage")
 __all__ = ["MAX_RAW_BYTES", "PeerDataset", "hf_dataset", "indexed_dataset", "litdata_dataset", "mds_dataset", "tfrecord_dataset"]
 
 MAX_RAW_BYTES = 8 << 30
-"""What a compressed file whose index declares no size may inflate to at most."""
+"""What a compressed file may inflate to at most, and what its index may declare (a file is held
+whole once inflated, so a declared size sizes memory: 2**62 in an MDS index is refused by name,
+not allocated)."""
 
 
 @dataclass
@@ -64,9 +66,15 @@ class PeerDataset:
         size, or checked against it.
 
         Raises:
-            ShardError: Shorter (or longer) than its index declares, or it does not inflate.
+            ShardError: Shorter (or longer) than its index declares, a declared size over
+                ``max_raw_bytes``, or it does not inflate.
         """
         file = self.files[number]
+        if file.compression is not None and file.raw_bytes is not None and file.raw_bytes > self.max_raw_bytes:
+            raise ShardError(
+                f"{name}: its index declares {file.raw_bytes:,} bytes once inflated, over the {self.max_raw_bytes:,} stoker holds "
+                "(max_file_bytes)"
+            )
         if file.compression is not None:
             data: bytes | memoryview = inflate(
                 stored, file.compression, file.raw_bytes if file.raw_bytes is not None else self.max_raw_bytes, name
@@ -123,8 +131,10 @@ def _load_fields(key: str) -> FieldChoice | None:
     from .._cache import cache_dir
 
     try:
-        payload, label, picked = json.loads((cache_dir("formats") / key / "fields.json").read_text())
-    except (OSError, ValueError, TypeError):
+        payload, label, picked = read_json(
+            cache_dir("formats") / key / "fields.json", what="a saved table's fields", max_bytes=MAX_METADATA_BYTES
+        )
+    except (OSError, ValueError, TypeError):  # missing or damaged: the table is built again
         return None
     if not isinstance(payload, str) or not (label is None or isinstance(label, str)):
         return None
@@ -176,5 +186,5 @@ def hf_dataset(
             raise StorageError(f"{source}: lists {name}, which is not there")
         files.append(RecordFile(name, sizes[name], sizes[name], None, None))
     dataset = PeerDataset("datasets", files, [location, state.decode("utf-8", "replace")], None, None, (payload, label))
-    dataset.class_names = hf_class_names(info)
+    dataset.class_names = hf_class_names(info, f"{location}/dataset_info.json")
     return dataset

@@ -4,11 +4,10 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
-from ..._bounded import matching_files, require_regular
+from ..._bounded import MAX_INDEX_BYTES, MAX_METADATA_BYTES, matching_files, parse_json, read_regular, require_regular
 from ...errors import StorageError
 from ._array_record import ARRAY_RECORD_SUFFIX
 from ._dataset import PeerDataset, hf_dataset, indexed_dataset, tfrecord_dataset
@@ -17,10 +16,20 @@ from ._tfrecord import is_tfrecord_name
 __all__ = ["index_json_format", "local_peer_dataset", "peer_format"]
 
 
+def _read_index(path: Path) -> bytes:
+    """A local ``index.json``, refused by its size (over ``MAX_INDEX_BYTES``) before it is read.
+
+    Raises:
+        StorageError: Not a regular file, or too large; named.
+    """
+    return read_regular(path, limit=MAX_INDEX_BYTES, what="a dataset's index.json")
+
+
 def index_json_format(data: bytes) -> str | None:
-    """``"mds"`` or ``"litdata"`` for an ``index.json`` of either, else None."""
+    """``"mds"`` or ``"litdata"`` for an ``index.json`` of either, else None (also for one the
+    JSON reader refuses: opened as either, its parser names what is wrong)."""
     try:
-        document = json.loads(data)
+        document = parse_json(data, "index.json", max_bytes=MAX_INDEX_BYTES)
     except ValueError:
         return None
     if not isinstance(document, dict):
@@ -47,13 +56,17 @@ def peer_format(path: str | os.PathLike[str]) -> str | None:
     index = location / "index.json"
     if index.is_file():
         try:
-            kind = index_json_format(index.read_bytes()[: 64 << 20])
-        except OSError:
+            kind = index_json_format(_read_index(index))
+        except OSError:  # too large, or unreadable: the shards' names below tell whose it is
             kind = None
         if kind is not None:
             return kind
-        if any(".mds" in entry.name for entry in location.iterdir()):
-            return "mds"  # shards beside an index that does not read: `parse_mds_index` says what is wrong
+        # Shards beside an index that does not read: the index's parser says what is wrong.
+        names = [entry.name for entry in location.iterdir()]
+        if any(".mds" in name for name in names):
+            return "mds"
+        if any(name.startswith("chunk-") and name.endswith(".bin") for name in names):
+            return "litdata"
     if (location / "state.json").is_file() and any(location.glob("*.arrow")):
         return "datasets"  # Hugging Face save_to_disk
     if (location / "dataset_dict.json").is_file():
@@ -80,7 +93,7 @@ def local_peer_dataset(
     if kind in ("mds", "litdata"):
         root = Path(path)
         index = root / "index.json"
-        dataset = indexed_dataset(kind, index.read_bytes(), str(root.resolve()), str(index), payload, label)
+        dataset = indexed_dataset(kind, _read_index(index), str(root.resolve()), str(index), payload, label)
         stamps = []
         for file in dataset.files:
             location = root / file.name
@@ -104,8 +117,8 @@ def local_peer_dataset(
         sizes = {entry.name: entry.stat().st_size for entry in root.glob("*.arrow") if entry.is_file()}
         info = root / "dataset_info.json"
         dataset = hf_dataset(
-            (root / "state.json").read_bytes(),
-            info.read_bytes() if info.is_file() else None,
+            read_regular(root / "state.json", limit=MAX_METADATA_BYTES, what="a save_to_disk folder's state.json"),
+            read_regular(info, limit=MAX_METADATA_BYTES, what="a save_to_disk folder's dataset_info.json") if info.is_file() else None,
             sizes,
             str(root.resolve()),
             str(root / "state.json"),

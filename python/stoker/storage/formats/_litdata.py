@@ -18,12 +18,12 @@ and encrypted chunks are refused by name: their samples are not ranges of a file
 
 from __future__ import annotations
 
-import json
 import struct
 from typing import Any
 
 import numpy as np
 
+from ..._bounded import MAX_INDEX_BYTES, parse_json
 from ...errors import ShardError, StorageError
 from ._arrow import scan_batches
 from ._fields import choose_fields
@@ -39,7 +39,7 @@ _FRAMED_MAGIC = b"LDFZ01\0\0"
 _AS_MDS = {"int": "int64", "float": "float64", "bool": "uint8", "bytes": "bytes", "str": "str", "jpeg": "jpeg", "png": "png", "text": "str"}
 
 
-def _leaf_names(spec: Any, prefix: str = "") -> list[str]:
+def _leaf_names(spec: Any, source: str, prefix: str = "") -> list[str]:
     """The leaves of a LitData tree spec (a flattened pytree), named by their path."""
     if not isinstance(spec, dict):
         raise ValueError("a tree spec that is not an object")
@@ -48,14 +48,14 @@ def _leaf_names(spec: Any, prefix: str = "") -> list[str]:
     if kind is None and not children:
         return [prefix or "0"]
     if kind == "builtins.dict":
-        keys = [str(key) for key in json.loads(spec["context"])]
+        keys = [str(key) for key in parse_json(spec["context"], f"{source}: a tree spec's context", max_bytes=MAX_INDEX_BYTES)]
     else:
         keys = [str(number) for number in range(len(children))]
     if len(keys) != len(children):
         raise ValueError("a tree spec whose keys and children differ in number")
     names: list[str] = []
     for key, child in zip(keys, children):
-        names.extend(_leaf_names(child, f"{prefix}/{key}" if prefix else key))
+        names.extend(_leaf_names(child, source, f"{prefix}/{key}" if prefix else key))
     return names
 
 
@@ -67,12 +67,16 @@ def parse_litdata_index(data: bytes, source: str, payload: str | None, label: st
             ranges, a chunk name leaving the folder; names ``source``.
         ConfigurationError: A named field that is not there or cannot serve.
     """
+    document = parse_json(data, source, max_bytes=MAX_INDEX_BYTES)
     try:
-        document = json.loads(data)
         config, chunks = document["config"], document["chunks"]
         formats = [str(name) for name in config["data_format"]]
-        spec = json.loads(config["data_spec"]) if isinstance(config["data_spec"], str) else config["data_spec"]
-        leaves = _leaf_names(spec[1] if isinstance(spec, list) else spec)
+        spec = config["data_spec"]
+        if isinstance(spec, str):  # the tree spec, JSON in a string: nested as deep again, bounded the same
+            spec = parse_json(spec, f"{source}: its data_spec", max_bytes=MAX_INDEX_BYTES)
+        leaves = _leaf_names(spec[1] if isinstance(spec, list) else spec, source)
+    except StorageError:  # the JSON reader's, named
+        raise
     except (ValueError, KeyError, TypeError, IndexError) as error:
         raise StorageError(f"{source}: not a LitData index ({type(error).__name__}: {error})") from error
     if len(leaves) != len(formats):

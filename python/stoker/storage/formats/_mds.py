@@ -10,13 +10,13 @@ against the shard's length before it is used.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from ..._bounded import MAX_INDEX_BYTES, parse_json
 from ...errors import ShardError, StorageError
 from ._fields import FieldChoice, choose_fields
 from ._paths import relative_name
@@ -66,12 +66,13 @@ def parse_mds_index(data: bytes, source: str, payload: str | None = None, label:
     payload and label columns (`choose_fields`).
 
     Raises:
-        StorageError: Not JSON, not MDS version 2, shards of different columns, a compression
+        StorageError: Not JSON (or past the JSON reader's bounds: over ``MAX_INDEX_BYTES``,
+            nested too deep), not MDS version 2, shards of different columns, a compression
             stoker does not read, counts that are not counts; the message names ``source``.
         ConfigurationError: A named field that is not there or cannot serve.
     """
+    document = parse_json(data, source, max_bytes=MAX_INDEX_BYTES)
     try:
-        document = json.loads(data)
         shards = document["shards"]
         if not isinstance(shards, list) or not shards:
             raise StorageError(f"{source}: lists no shards")

@@ -19,7 +19,16 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ... import _native
-from ..._bounded import ALREADY_WALKED, folder_entries, folders_up_from, open_regular, skipped_why, tell_skipped
+from ..._bounded import (
+    ALREADY_WALKED,
+    MAX_MANIFEST_BYTES,
+    folder_entries,
+    folders_up_from,
+    open_regular,
+    read_json,
+    skipped_why,
+    tell_skipped,
+)
 from ...errors import StorageError
 from .._cache import cache_dir
 from .._protocol import Storage
@@ -139,18 +148,31 @@ class FileStorage(Storage):
 
     def _load_cached_listing(self, root: Path) -> tuple[Path, list[str], list[int | None], list[str]] | None:
         try:
-            data = json.loads(self._cache_file().read_text())
-            if data.get("version") != _LISTING_VERSION or data.get("root") != str(root):
+            # A listing of every file: as large as a manifest that lists every sample.
+            data = read_json(self._cache_file(), what="a cached listing", max_bytes=MAX_MANIFEST_BYTES)
+            if not isinstance(data, dict) or data.get("version") != _LISTING_VERSION or data.get("root") != str(root):
                 return None
             for folder, mtime in data["folders"].items():
                 if os.stat(folder).st_mtime_ns != mtime:
                     return None
-            tell_skipped(root, [(str(path), str(why)) for path, why in data["skipped"]])
-        except (OSError, ValueError, KeyError, TypeError):
+            skipped = [(str(path), str(why)) for path, why in data["skipped"]]
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):  # missing, stale or damaged: listed again
             return None
-        counts = data["counts"]
+        keys, counts, classes = data.get("keys"), data.get("counts"), data.get("classes")
+        if not (
+            isinstance(keys, list)
+            and isinstance(counts, list)
+            and isinstance(classes, list)
+            and len(counts) == len(classes)
+            and all(type(count) is int and count >= 0 for count in counts)
+            and sum(counts) == len(keys)
+            and all(isinstance(key, str) for key in keys)
+            and all(isinstance(name, str) for name in classes)
+        ):
+            return None
+        tell_skipped(root, skipped)
         labels: list[int | None] = [label for label, count in enumerate(counts) for _ in range(count)]
-        return root, data["keys"], labels, data["classes"]
+        return root, keys, labels, classes
 
     def _save_listing(
         self,

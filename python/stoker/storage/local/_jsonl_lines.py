@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from ..._bounded import open_regular, shown_logger
+from ..._bounded import open_regular, parse_json, shown_logger
 
 __all__ = ["LINES_SUFFIX", "FileLines", "LinesHeader", "block_bounds", "cache_path", "read_cached", "stamp", "write_cache"]
 
@@ -148,7 +148,7 @@ def read_cached(file: Path, file_stamp: dict[str, int]) -> LinesHeader | None:
             length = int.from_bytes(start[8:16], "little") if len(start) == 16 else -1
             if start[:8] != MAGIC or not 0 < length <= min(MAX_HEADER_BYTES, size - 16):
                 raise ValueError("not a line index")
-            header = json.loads(handle.read(length))
+            header = parse_json(handle.read(length), str(path), max_bytes=MAX_HEADER_BYTES)
         return _checked(header, file_stamp, size, (16 + length + 7) // 8 * 8, path)
     except (OSError, ValueError, KeyError, TypeError) as error:
         _logger.warning("%s: %s; indexing %s again", path, error, file)

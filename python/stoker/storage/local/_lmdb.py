@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ..._bounded import shown_logger
+from ..._bounded import MAX_MANIFEST_BYTES, MAX_METADATA_BYTES, read_json, shown_logger
 from ...errors import ConfigurationError, StaleIndexError, StorageError
 from .._cache import cache_dir
 from .._protocol import Storage
@@ -122,7 +122,7 @@ class LmdbStorage(Storage):
         """The class names in ``classes.json`` beside the data file, if there is one."""
         path = self.data_file.parent / CLASSES_FILE
         try:
-            data = json.loads(path.read_text())
+            data = read_json(path, what="a class list", max_bytes=MAX_METADATA_BYTES)
         except FileNotFoundError:
             return None
         except (OSError, ValueError) as error:
@@ -146,10 +146,11 @@ class LmdbStorage(Storage):
 
     def _load_index(self) -> dict | None:
         try:
-            data = json.loads(self.index_path.read_text())
-        except (OSError, ValueError):
+            # A listing of every key: as large as a manifest that lists every sample.
+            data = read_json(self.index_path, what="an LMDB offset index", max_bytes=MAX_MANIFEST_BYTES)
+        except (OSError, ValueError):  # missing, damaged or too large: built again
             return None
-        if data.get("format") != _INDEX_FORMAT or data.get("version") != _INDEX_VERSION:
+        if not isinstance(data, dict) or data.get("format") != _INDEX_FORMAT or data.get("version") != _INDEX_VERSION:
             return None
         return data
 

@@ -8,10 +8,10 @@ columns are found by type and name, and an ambiguous choice is refused with the 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
+from ..._bounded import MAX_METADATA_BYTES, parse_json
 from ...errors import StorageError
 
 __all__ = ["ParquetLayout", "find_layout", "payload_values"]
@@ -44,7 +44,9 @@ def _huggingface_features(schema: Any) -> dict[str, Any]:
     if not raw:
         return {}
     try:
-        features = json.loads(raw).get("info", {}).get("features", {})
+        features = (
+            parse_json(raw, "a Parquet file's huggingface metadata", max_bytes=MAX_METADATA_BYTES).get("info", {}).get("features", {})
+        )
     except (ValueError, AttributeError):
         return {}
     return features if isinstance(features, dict) else {}

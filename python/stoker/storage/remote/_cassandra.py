@@ -20,12 +20,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import json
 import time
 import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from ..._bounded import MAX_METADATA_BYTES, parse_json
 from ...errors import ConfigurationError, StorageError
 from ..policies import ErrorKind, RetryPolicy
 from ._cassandra_connection import READ_PROFILE, CassandraConnection, QuietReplicas, ReadLatencies, check_identifier, replica_hedging
@@ -159,7 +159,10 @@ class CassandraStorage(RemoteStorage):
             self._select = self._session.prepare(f"SELECT data FROM {keyspace}.{connection.data_table} WHERE id = ?")
         except InvalidRequest as error:
             raise StorageError(f"{self.describe()}: not a stoker dataset ({error}); write one with `stoker convert`") from error
-        self.classes = json.loads(info.value) if info is not None else None
+        classes = parse_json(info.value, f"{self.describe()}: its class names", max_bytes=MAX_METADATA_BYTES) if info is not None else None
+        if classes is not None and not (isinstance(classes, list) and all(isinstance(name, str) for name in classes)):
+            raise StorageError(f"{self.describe()}: its class names are not a list of names: {str(classes)[:80]!r}")
+        self.classes = classes
         if keys is not None:
             label_of = dict(listed)
             missing = [key for key in keys if key not in label_of]

@@ -28,13 +28,13 @@ message name the store, bucket and key only.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import time
 from collections.abc import Callable, Sequence
 from pathlib import PurePosixPath
 from typing import Any
 
+from ..._bounded import MAX_MANIFEST_BYTES, parse_json
 from ...errors import StorageError
 from ..formats import ARRAY_RECORD_SUFFIX, index_json_format, is_tfrecord_name
 from ..local import SAMPLE_EXTENSIONS, SHARD_IMAGE_EXTENSIONS, IndexHeader, ShardBlock, ShardCatalog, decode_member, header_of, parse_index
@@ -318,7 +318,7 @@ class ObjectStorage(RemoteStorage):
             await self._open_listing()
             return
         try:
-            manifest = json.loads(manifest_bytes)
+            manifest = parse_json(manifest_bytes, f"{self.url}/dataset.json", max_bytes=MAX_MANIFEST_BYTES)
             kind = manifest["format"]
             self.classes = manifest.get("classes")
             if kind == OBJECTS_FORMAT:

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from ...._bounded import MAX_DOCUMENT_BYTES, parse_json
 from ....errors import CorruptSampleError, ShardError
 from .._held_indexes import HeldIndexes
 from ._columns import KeyColumn, LabelColumn
@@ -44,13 +45,14 @@ def decode_member(extension: str, data: bytes) -> Any:
     parsed JSON, label members as their label, anything else as bytes.
 
     Raises:
-        ValueError: A ``txt`` member that is not UTF-8 or a ``json`` member that is not JSON.
+        ValueError: A ``txt`` member that is not UTF-8, or a ``json`` member that is not JSON
+            (`stoker.errors.JsonError`: or past the JSON reader's bounds).
     """
     kind = extension.lower().rsplit(".", 1)[-1]
     if kind in ("txt", "text"):
         return data.decode("utf-8")
     if kind == "json":
-        return json.loads(data)
+        return parse_json(data, f"its .{extension} member", max_bytes=MAX_DOCUMENT_BYTES)
     if kind in LABEL_EXTENSIONS:
         return parse_label(data)
     return data

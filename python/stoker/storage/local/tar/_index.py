@@ -28,8 +28,8 @@ from typing import Any
 import numpy as np
 
 from .... import _native
-from ...._bounded import require_regular
-from ....errors import CorruptSampleError, ShardError
+from ...._bounded import MAX_DOCUMENT_BYTES, parse_json, require_regular
+from ....errors import CorruptSampleError, JsonError, ShardError
 
 __all__ = [
     "LABEL_EXTENSIONS",
@@ -326,9 +326,9 @@ def json_label(data: bytes, label_key: str, name: str) -> Label | None:
         ShardError: The member is not JSON, or the field holds a list or an object.
     """
     try:
-        value: Any = json.loads(data)
-    except ValueError as error:
-        raise ShardError(f"{name}: not valid JSON ({error}), so it has no {label_key!r} label") from error
+        value: Any = parse_json(data, name, max_bytes=MAX_DOCUMENT_BYTES)
+    except JsonError as error:
+        raise ShardError(f"{name}: {error.reason}, so it has no {label_key!r} label") from error
     for part in label_key.split("."):
         if not isinstance(value, dict) or part not in value:
             return None

@@ -33,8 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from ...._bounded import open_regular
-from ....errors import ShardError, StaleIndexError
+from ...._bounded import MAX_INDEX_BYTES, open_regular, parse_json
+from ....errors import JsonError, ShardError, StaleIndexError
 from ._index import NO_CHECKSUM, ShardIndex, index_path
 from ._index_json import parse_json_index
 
@@ -263,9 +263,12 @@ def read_header(shard: Path, path: Path | None = None) -> IndexHeader:
         if start[:8] != MAGIC:
             if start.lstrip()[:1] not in (b"{", b""):
                 raise ForeignIndexError(f"{source}: not a stoker index, another tool's file under the same name")
-            if file_size > 1 << 34:
-                raise ShardError(f"{source}: not a {INDEX_FORMAT} file ({file_size} bytes and no version 3 header)")
-            header = header_of(parse_index(_json(start + file.read(), source), shard, str(source)))
+            if file_size > MAX_INDEX_BYTES:  # refused by its size: a sparse file of terabytes is not read
+                raise ShardError(
+                    f"{source}: a {INDEX_FORMAT} file of JSON form of {file_size:,} bytes, over the {MAX_INDEX_BYTES:,} stoker reads; "
+                    "rebuild it with `stoker index` (version 3 reads a header only)"
+                )
+            header = header_of(parse_index(_json(start + file.read(MAX_INDEX_BYTES), source), shard, str(source)))
         else:
             header = _binary_header(file, start, file_size, shard, source)
     validate(header, source, Path(shard))
@@ -279,9 +282,9 @@ def load_index(shard: Path, path: Path | None = None) -> ShardIndex:
 
 def _json(data: bytes, source: Path | str) -> Any:
     try:
-        return json.loads(data)
-    except ValueError as error:
-        raise ShardError(f"{source}: not a valid index ({error})") from error
+        return parse_json(data, str(source), max_bytes=MAX_INDEX_BYTES)
+    except JsonError as error:
+        raise ShardError(f"{source}: not a valid index ({error.reason})") from error
 
 
 def _binary_header(file: Any, start: bytes, file_size: int, shard: PurePath, source: Path) -> IndexHeader:

@@ -9,16 +9,15 @@ core with the GIL released.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator, Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import numpy as np
 
 from .... import _native
-from ...._bounded import matching_files, shown_logger
+from ...._bounded import MAX_MANIFEST_BYTES, matching_files, read_json, shown_logger
 from ....errors import ConfigurationError, ShardError, StorageError
 from ..._protocol import Storage
 from ...policies import BlockCache
@@ -47,10 +46,8 @@ def _shard_paths(source: str | os.PathLike[str] | Sequence[str | os.PathLike[str
                     f"run the same `stoker convert` again to finish it"
                 )
             if manifest.exists():
-                data = json.loads(manifest.read_text())
-                if data.get("format") != DATASET_FORMAT:
-                    raise StorageError(f"{manifest}: not a {DATASET_FORMAT} manifest")
-                return [path / shard["name"] for shard in data["shards"]], data
+                data = read_json(manifest, what="a dataset's manifest", max_bytes=MAX_MANIFEST_BYTES)
+                return [path / name for name in _manifest_shards(data, manifest)], data
             paths = sorted(path.glob("*.tar"))
         elif any(character in str(source) for character in "*?["):
             paths = matching_files(str(source))
@@ -61,6 +58,27 @@ def _shard_paths(source: str | os.PathLike[str] | Sequence[str | os.PathLike[str
     if not paths:
         raise StorageError(f"{source}: no tar shards found")
     return paths, None
+
+
+def _manifest_shards(data: Any, manifest: Path) -> list[str]:
+    """The shard names a local ``dataset.json`` lists, checked: names inside its folder, class
+    names that are names.
+
+    Raises:
+        StorageError: Not a manifest of this format, or a field of the wrong kind; named.
+    """
+    if not isinstance(data, dict) or data.get("format") != DATASET_FORMAT:
+        raise StorageError(f"{manifest}: not a {DATASET_FORMAT} manifest")
+    shards, classes = data.get("shards"), data.get("classes")
+    names: list[Any] = [shard.get("name") for shard in shards if isinstance(shard, dict)] if isinstance(shards, list) else []
+    if not isinstance(shards, list) or len(names) != len(shards) or not all(isinstance(name, str) and name for name in names):
+        raise StorageError(f"{manifest}: its 'shards' must be a list of {{'name': file name}}")
+    outside = [name for name in names if PurePosixPath(name).is_absolute() or ".." in PurePosixPath(name).parts]
+    if outside:
+        raise StorageError(f"{manifest}: a shard name {outside[0]!r} outside the dataset's folder")
+    if classes is not None and not (isinstance(classes, list) and all(isinstance(name, str) for name in classes)):
+        raise StorageError(f"{manifest}: its 'classes' must be a list of names")
+    return names
 
 
 class TarShardStorage(Storage):
