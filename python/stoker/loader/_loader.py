@@ -459,6 +459,7 @@ class Loader:
         if self._mixture is None:
             raise ConfigurationError(f"set_mixture_weights needs a MixedStorage, not {type(self.storage).__name__}")
         self._mixture.check(weights)
+        self._mixture.check_room()
         if self._iterating is None:
             self._mixture.apply(dict(weights))
         else:

@@ -230,6 +230,17 @@ def test_what_is_not_a_loader_state_is_refused_by_name(state: Any) -> None:
     loader.close()
 
 
+@pytest.mark.parametrize("part", ["version", "sampler", "fingerprint", "delivered_digest"])
+def test_a_loader_state_without_a_part_every_state_holds_is_refused_by_name(part: str) -> None:
+    # As the TokenLoader's: what its positions mean (fingerprint) and the proof of what it
+    # delivered are as required as the positions.
+    loader = Loader(SyntheticStorage(SAMPLES), batch_size=10, decode=free_decode)
+    with pytest.raises(ValueError, match=f"Loader state: '{part}' is missing"):
+        loader.load_state_dict(changed(loader_state(), **{part: _MISSING}))
+    assert sum(len(batch.keys) for batch in loader) == SAMPLES, "the refused state changed nothing"
+    loader.close()
+
+
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     folder = tmp_path_factory.mktemp("corpus")
@@ -246,8 +257,11 @@ TOKEN_CASES: list[tuple[str, Any, str]] = [
     ("text", "x", "not a TokenLoader state"),
     ("no version", {"version": _MISSING}, "version None is not 1"),
     ("sampler of text", {"sampler": "x"}, "'sampler' must be a dict"),
-    ("packer missing", {"packer": _MISSING}, "'packer' must be a dict"),
+    ("packer missing", {"packer": _MISSING}, "'packer' is missing"),
     ("documents of text", {"documents": "x"}, "'documents' must be a dict"),
+    # What the positions mean is required as the positions are: without it, a state saved over
+    # other documents or another tokenizer resumed on other tokens.
+    ("documents missing", {"documents": _MISSING}, "TokenLoader state: 'documents' is missing"),
     ("negative span", {"sampler": {"delivered": [[-5, 3]]}}, r"'delivered\[0\]' must be a span"),
     ("text seed", {"sampler": {"seed": "abc"}}, "'seed' must be a whole number"),
     ("negative epoch", {"sampler": {"epoch": -3}}, "'epoch' must be a whole number"),

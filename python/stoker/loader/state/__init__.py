@@ -8,7 +8,7 @@ parts, kept apart from how batches are made."""
 
 from ._dataset_change import ChangeRecord, DatasetChange
 from ._deliveries import Deliveries
-from ._fingerprint import DeliveryDigest, check_resume, check_state_parts, dataset_digest, fingerprint, verify_deliveries
+from ._fingerprint import DeliveryDigest, check_resume, check_state_parts, dataset_digest, fingerprint, require_parts, verify_deliveries
 from ._key_list import KeyList, write_key_list
 from ._loader_state import Batching, LoaderState
 from ._mixture_schedule import MixtureSchedule
@@ -28,6 +28,7 @@ __all__ = [
     "check_state_parts",
     "dataset_digest",
     "fingerprint",
+    "require_parts",
     "verify_deliveries",
     "write_key_list",
 ]

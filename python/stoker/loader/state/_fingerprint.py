@@ -24,7 +24,16 @@ import numpy as np
 from ...errors import ConfigurationError, ProvenanceError
 from ...sampling import PositionSet
 
-__all__ = ["DeliveryDigest", "check_resume", "check_state_parts", "differences", "fingerprint", "mix_positions", "verify_deliveries"]
+__all__ = [
+    "DeliveryDigest",
+    "check_resume",
+    "check_state_parts",
+    "differences",
+    "fingerprint",
+    "mix_positions",
+    "require_parts",
+    "verify_deliveries",
+]
 
 _MASK = (1 << 64) - 1
 _CHUNK = 1 << 22  # positions digested at once by verify_deliveries
@@ -168,13 +177,34 @@ def verify_deliveries(
     return {"epoch": world.epoch, "samples": truth.count, "delivered": world.count}
 
 
-def check_state_parts(saved: dict[str, Any]) -> None:
+def require_parts(saved: Any, parts: dict[str, type], loader: str) -> None:
+    """``saved`` is a dict holding every part in ``parts``, each of its kind: what a state of
+    ``loader`` (``"Loader"``, ``"TokenLoader"``) always holds, checked the same way for both
+    before anything is read from it (a state without a part would resume on a guess).
+
+    Raises:
+        ConfigurationError: Not a dict, or a part missing or of another kind, named.
+    """
+    if not isinstance(saved, dict):
+        raise ConfigurationError(f"not a {loader} state: expected the dict {loader}.state_dict() returns, got {type(saved).__name__}")
+    for name, kind in parts.items():
+        if name not in saved:
+            raise ConfigurationError(f"{loader} state: {name!r} is missing (every state {loader}.state_dict() writes holds it)")
+        if not isinstance(saved[name], kind) or isinstance(saved[name], bool):
+            raise ConfigurationError(f"{loader} state: {name!r} must be a {kind.__name__}, got {type(saved[name]).__name__}")
+
+
+def check_state_parts(saved: dict[str, Any], *, max_mixture_changes: int) -> None:
     """The parts of a Loader state this module reads are of the right kinds: a state is input
     (a file from another run, another version, or damaged), and a wrong part must be a clear
     error, not an exception from deep inside the resume.
 
+    Args:
+        saved: One rank's state.
+        max_mixture_changes: The most changes of a mixture's weights an epoch holds.
+
     Raises:
-        ValueError: A part of the wrong kind, named.
+        ValueError: A part of the wrong kind, or a mixture changed more often than that, named.
     """
 
     def integer(value: Any) -> bool:
@@ -193,6 +223,12 @@ def check_state_parts(saved: dict[str, Any]) -> None:
     mixture = saved.get("mixture")
     if "mixture" in saved:
         changes = mixture.get("changes") if isinstance(mixture, dict) else None
+        if isinstance(changes, list) and len(changes) > max_mixture_changes:  # each replayed redraws the epoch's rest
+            raise ConfigurationError(
+                f"Loader state: its mixture's weights changed {len(changes):,} times in the epoch, more than the "
+                f"{max_mixture_changes:,} a Loader makes (a change by hand or by a schedule redraws the epoch's rest, and a "
+                "resume replays each): not a state a Loader saved"
+            )
         valid = (
             isinstance(mixture, dict)
             and integer(mixture.get("epoch"))

@@ -21,10 +21,10 @@ from .._assembly import BatchAssembler, label_array
 from .._options import Sampling
 from ._dataset_change import ChangeRecord, DatasetChange, positions_of
 from ._deliveries import Deliveries
-from ._fingerprint import check_resume, check_state_parts, dataset_digest, fingerprint, verify_deliveries
+from ._fingerprint import check_resume, check_state_parts, dataset_digest, fingerprint, require_parts, verify_deliveries
 from ._key_list import KeyList, key_list_name, write_key_list
 from ._mixture_schedule import MixtureSchedule
-from ._mixture_weights import MixtureWeights
+from ._mixture_weights import MAX_MIXTURE_CHANGES, MixtureWeights
 
 if TYPE_CHECKING:
     from ..filters import ScheduledFilters
@@ -32,6 +32,9 @@ if TYPE_CHECKING:
 __all__ = ["Batching", "LoaderState"]
 
 _DATASET_FIELDS = ("dataset.samples", "dataset.keys_and_labels_hash")  # what a resume by key carries over
+# What every state `state_dict` writes holds: its place (sampler), what its positions mean
+# (fingerprint) and the proof of what it delivered (delivered_digest). The rest is optional.
+_REQUIRED_PARTS: dict[str, type] = {"version": int, "sampler": dict, "fingerprint": dict, "delivered_digest": dict}
 
 _logger = shown_logger("stoker.loader")
 
@@ -244,16 +247,12 @@ class LoaderState:
         if not states:
             raise ConfigurationError("not a Loader state: an empty list of states")
         for saved in states:
-            if not isinstance(saved, dict) or not {"version", "sampler"} <= saved.keys():
-                found = sorted(saved) if isinstance(saved, dict) else type(saved).__name__
+            if isinstance(saved, dict) and "version" in saved and saved["version"] != 1:
                 raise ConfigurationError(
-                    f"not a Loader state: expected what Loader.state_dict() returns (keys 'version', 'sampler', 'batch_size'), got {found}"
+                    f"Loader state version {str(saved['version'])[:40]}: this stoker reads version 1; save the state again with it"
                 )
-            if saved["version"] != 1:
-                raise ConfigurationError(
-                    f"Loader state version {saved['version']!r}: this stoker reads version 1; save the state again with it"
-                )
-            check_state_parts(saved)
+            require_parts(saved, _REQUIRED_PARTS, "Loader")
+            check_state_parts(saved, max_mixture_changes=MAX_MIXTURE_CHANGES)
         batch_size_before = self._bucketed_batch_size(states)
         saved_change = _saved_change(states)
         by_key = self._by_key(states, keys_before, new_samples, saved_change, allow_changes=allow_changes)

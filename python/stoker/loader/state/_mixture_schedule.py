@@ -18,9 +18,13 @@ from typing import Any
 
 from ...errors import ConfigurationError
 
-__all__ = ["MixtureSchedule"]
+__all__ = ["MAX_SCHEDULE_POINTS", "MixtureSchedule"]
 
-_MAX_POINTS = 1 << 16  # a curriculum has a handful of points; a state with more is not ours
+MAX_SCHEDULE_POINTS = 1024
+"""A curriculum has a handful of points (a filter schedule's bound too); a state with more is not
+ours. It also bounds the changes a schedule makes in one epoch, each redrawing the epoch's rest
+(see `MAX_MIXTURE_CHANGES`)."""
+_MAX_POINTS = MAX_SCHEDULE_POINTS
 
 
 class MixtureSchedule:
@@ -31,7 +35,7 @@ class MixtureSchedule:
         check_weights: The mixture's own check of one set of weights (raises ValueError).
 
     Raises:
-        ValueError: A step that is not a whole number >= 0, more than 65,536 points, or weights
+        ValueError: A step that is not a whole number >= 0, more than 1,024 points, or weights
             the mixture refuses (named with their step).
     """
 

@@ -11,9 +11,16 @@ from ...errors import ConfigurationError
 from ...sampling import Sampler
 from ...storage import MixedStorage
 from .._assembly import BatchAssembler
-from ._mixture_schedule import MixtureSchedule
+from ._mixture_schedule import MAX_SCHEDULE_POINTS, MixtureSchedule
 
-__all__ = ["MixtureWeights"]
+__all__ = ["MAX_MIXTURE_CHANGES", "MAX_MANUAL_CHANGES", "MixtureWeights"]
+
+MAX_MANUAL_CHANGES = 1024
+"""Changes of weights by hand (`Loader.set_mixture_weights`) one epoch takes."""
+MAX_MIXTURE_CHANGES = MAX_MANUAL_CHANGES + MAX_SCHEDULE_POINTS
+"""Changes of weights one epoch holds at most, by hand and by a schedule: each redraws the rest
+of the epoch (time in the epoch's samples), and a resume replays every one, so a saved state
+with more (10**5 took 30-45 s of CPU to resume) is refused by name before any is replayed."""
 
 
 class MixtureWeights:
@@ -32,6 +39,20 @@ class MixtureWeights:
     def check(self, weights: dict[str, float]) -> None:
         """Refuse missing or non-positive weights (the mixture's own check)."""
         self.storage.check_weights(weights)
+
+    def check_room(self) -> None:
+        """Refuse a change by hand past `MAX_MANUAL_CHANGES` in this epoch (a schedule's
+        changes, at most `MAX_SCHEDULE_POINTS`, always have room: a state saved with them loads).
+
+        Raises:
+            ConfigurationError: This epoch's weights already changed that many times.
+        """
+        if len(self.storage.changes) >= MAX_MANUAL_CHANGES:
+            raise ConfigurationError(
+                f"set_mixture_weights: this epoch's weights changed {len(self.storage.changes):,} times; an epoch takes "
+                f"{MAX_MANUAL_CHANGES:,} changes by hand (each redraws the epoch's rest, and a resume replays them all): "
+                "change them at the next epoch, or give the curriculum as a schedule (set_mixture_schedule)"
+            )
 
     def apply(self, weights: dict[str, float]) -> None:
         """Draw the samples not yet delivered this epoch again with ``weights``."""

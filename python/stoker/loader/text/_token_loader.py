@@ -27,6 +27,7 @@ from ...sampling import LengthBuckets, Sampler
 from ...storage import Storage
 from .._failure_policy import BadSampleHandler
 from .._options import FailurePolicy
+from ..state import require_parts
 from ._documents import MAX_DOCUMENT_BYTES, TextChunk, TextDocuments, open_text
 from ._length_batches import LengthBatches
 from ._stats import TextStats
@@ -385,13 +386,11 @@ class TokenLoader:
             raise ConfigurationError(f"not a TokenLoader state: expected the dict state_dict() returns, got {type(state).__name__}")
         if state.get("version") != 1:
             raise ConfigurationError(f"token loader state version {str(state.get('version'))[:40]} is not 1")
-        for part in ("sampler", "packer"):
-            if not isinstance(state.get(part), dict):
-                raise ConfigurationError(f"TokenLoader state: {part!r} must be a dict, got {type(state.get(part)).__name__}")
-        saved = state.get("documents")
-        if saved is not None and not isinstance(saved, dict):
-            raise ConfigurationError(f"TokenLoader state: 'documents' must be a dict, got {type(saved).__name__}")
-        if saved is not None and saved != self._describe_documents():
+        # What its positions mean (documents) is as required as the positions: without it, a
+        # state saved over other documents or another tokenizer would resume on other tokens.
+        require_parts(state, {"sampler": dict, "packer": dict, "documents": dict}, "TokenLoader")
+        saved = state["documents"]
+        if saved != self._describe_documents():
             differences = [
                 f"{name}: saved {str(saved.get(name))[:80]!r}, now {value!r}"
                 for name, value in self._describe_documents().items()
