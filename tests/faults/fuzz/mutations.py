@@ -232,6 +232,68 @@ def _tfrecord(data: bytes) -> list[Field]:
     return fields
 
 
+def _first_elements(data: bytes) -> list[tuple[int, int]]:
+    """Where the first element of each JSON array lies (after its ``[``, before its ``,`` or
+    ``]``), strings skipped: what the ``repeat`` mutation makes a long list of (a state of 10**4
+    mixture changes, an index of thousands of shards). A scan of the seed-sized text."""
+    spans: list[tuple[int, int]] = []
+    stack: list[list[int]] = []  # per open bracket: its byte, where its first element starts, 1 while on it
+    in_string = escaped = False
+    for position, byte in enumerate(data):
+        if in_string:
+            escaped, in_string = (not escaped and byte == 0x5C), escaped or byte != 0x22
+            continue
+        if byte == 0x22:
+            in_string = True
+        elif byte in b"[{":
+            stack.append([byte, position + 1, 1])
+        elif byte in b",]}" and stack:
+            kind, start, first = stack[-1]
+            if kind == 0x5B and first and data[start:position].strip():
+                spans.append((start, position))
+            if byte == 0x2C:
+                stack[-1][2] = 0
+            else:
+                stack.pop()
+        if len(spans) >= 64:
+            break
+    return spans
+
+
+# A value to nest or to replace: a number, or a string (state.json has no numbers).
+_VALUE = re.compile(rb'(?<=[:\[,\s])(?:-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|"(?:[^"\\]|\\.)*")(?=\s*[,\]}])')
+# What a value becomes: each type JSON has, and numbers at the edges of what Python and numpy hold.
+_OTHER_VALUES = [b"null", b"true", b'"x"', b'""', b"[]", b"{}", b"-1", b"0", b"0.5", b"1e308", b"-1e400", b"NaN", b"18446744073709551616"]
+_REPEATED_BYTES = 2 << 20  # a repeated list is kept under this (a case is a file the worker opens)
+
+
+def _json_mutation(draw: st.DrawFn, data: bytearray) -> None:
+    """One mutation of JSON's own structure, which leaves it JSON: a value (a number, a string)
+    of another type, nested in thousands of brackets or made a number of thousands of digits, or
+    an array's first element repeated thousands of times."""
+    kind = draw(st.sampled_from(["retype"] * 4 + ["deepen", "digits", "repeat"]))
+    if kind == "repeat":
+        elements = _first_elements(bytes(data))
+        if not elements:
+            return
+        start, end = draw(st.sampled_from(elements))
+        element = bytes(data[start:end])
+        count = min(draw(st.sampled_from([2, 100, 10_000])), max(2, _REPEATED_BYTES // (len(element) + 1)))
+        data[end:end] = (b"," + element) * (count - 1)
+        return
+    values = list(_VALUE.finditer(bytes(data)))[:256]
+    if not values:
+        return
+    value = draw(st.sampled_from(values))
+    if kind == "retype":
+        data[value.start() : value.end()] = draw(st.sampled_from(_OTHER_VALUES))
+    elif kind == "deepen":
+        levels = draw(st.sampled_from([65, 1_000, 100_000]))
+        data[value.start() : value.end()] = b"[" * levels + value.group() + b"]" * levels
+    else:
+        data[value.start() : value.end()] = b"9" * draw(st.sampled_from([101, 4_301, 100_000]))
+
+
 PARSERS = {
     "jpeg": _jpeg,
     "png": _png,
@@ -250,11 +312,16 @@ PARSERS = {
     "ledger": _arrow_stream,
     "jsonl": _json_values,
     "loader-state": _json_values,
+    "mixture-state": _json_values,
+    "token-state": _json_values,
     "jsonl-gz": _gzip,
     "jsonl-zst": _zstd,
     "mds": _mds,
     "mds-zstd": _zstd,
     "mds-index": _json_values,
+    "litdata-index": _json_values,
+    "datasets-state": _json_values,
+    "datasets-info": _json_values,
     "tfrecord": _tfrecord,
     "tfrecord-gz": _gzip,
     "datasets": _arrow_stream,
@@ -267,6 +334,10 @@ PARSERS = {
     "litdata": _mds,  # the same header: a count, item offsets, then each item's size words
     "litdata-arrow": lambda data: [*_mds(data)[:8], Field(len(data) - 12, 4, "little")],  # the header and the footer's length
 }
+
+
+# The formats that are JSON text: their mutations include JSON's own (`_json_mutation`).
+JSON_KINDS = {"mds-index", "litdata-index", "datasets-state", "datasets-info", "loader-state", "mixture-state", "token-state"}
 
 
 def _extremes(width: int, order: str = "big") -> list[int]:
@@ -296,10 +367,14 @@ class Mutant(bytes):
 
 
 @st.composite
-def mutated(draw: st.DrawFn, seed: bytes, fields: list[Field]) -> Mutant:
-    """``seed`` with one to four mutations."""
+def mutated(draw: st.DrawFn, seed: bytes, fields: list[Field], json_text: bool = False) -> Mutant:
+    """``seed`` with one to four mutations (``json_text``: JSON's own too, `_json_mutation`)."""
     data = bytearray(seed)
-    kinds = ["flip", "overwrite", "truncate", "splice"] + (["field", "field", "field"] if fields else [])
+    kinds = (
+        ["flip", "overwrite", "truncate", "splice"]
+        + (["field", "field", "field"] if fields else [])
+        + (["json"] * 12 if json_text else [])  # JSON's own most often: they keep it JSON, so reach what reads it
+    )
     for _ in range(draw(st.integers(1, 4))):
         if not data:
             break
@@ -313,6 +388,8 @@ def mutated(draw: st.DrawFn, seed: bytes, fields: list[Field]) -> Mutant:
             data[position : position + run] = bytes([value]) * len(data[position : position + run])
         elif kind == "truncate":
             del data[position:]
+        elif kind == "json":
+            _json_mutation(draw, data)
         elif kind == "splice":
             length = draw(st.integers(1, 64))
             source = draw(st.integers(0, len(data) - 1))

@@ -29,8 +29,10 @@ from stoker_testbed.data.peer_formats import (
     write_mds,
     write_tfrecords,
 )
+from stoker_testbed.data.text import make_corpus
 
 from ..conftest import make_images
+from .worker import mixture_loader, token_loader
 
 
 @dataclass(frozen=True)
@@ -111,6 +113,23 @@ def make_seeds(root: Path) -> dict[str, Seed]:
     state_file = single("loader-state", "state.json", json.dumps(loader.state_dict()).encode())
     loader.close()
     (state_file.parent / "images.path").write_text(str(images))
+    # A mixture Loader's state after a change of weights and with a schedule pending (the parts
+    # a mixture adds: its epoch's changes, each with its record of delivered spans, the schedule).
+    loader = mixture_loader(str(images))
+    loader.set_mixture_schedule({4: {"a": 1.0, "b": 1.0}})
+    batches = iter(loader)
+    next(batches)
+    loader.set_mixture_weights({"a": 3.0, "b": 1.0})
+    next(batches)
+    state_file = single("mixture-state", "state.json", json.dumps(loader.state_dict()).encode())
+    loader.close()
+    (state_file.parent / "images.path").write_text(str(images))
+    # A TokenLoader's state mid-epoch (sampler, packer with its pieces, what the documents are).
+    _, tokenizer = make_corpus(root / "token-state" / "text", documents=40, files=1)
+    loader = token_loader(str(root / "token-state" / "text"), str(tokenizer))
+    next(iter(loader))
+    state_file = single("token-state", "state.json", json.dumps(loader.state_dict()).encode())
+    (state_file.parent / "corpus.path").write_text(f"{root / 'token-state' / 'text'}\n{tokenizer}")
     # The peers' formats, written by their own libraries: MDS (a raw shard, a zstd one, the
     # index), LitData (items, Arrow rows), TFRecord (plain, gzip), a save_to_disk folder's Arrow file.
     samples = [(payload[:300], label) for payload, label in jpeg_samples(12, size=16)]
@@ -126,6 +145,7 @@ def make_seeds(root: Path) -> dict[str, Seed]:
     for kind, items in (("litdata", True), ("litdata-arrow", False)):
         write_litdata(root / kind / "lit", samples, chunk_bytes="1MB", items=items)
         seeds[kind] = Seed(kind, root / kind / "lit", "chunk-0-0.bin")
+    seeds["litdata-index"] = Seed("litdata-index", root / "litdata" / "lit", "index.json")
     write_array_record(root / "array_record" / "ar", samples, files=1)
     seeds["array_record"] = Seed("array_record", root / "array_record" / "ar", "train.array_record-00000-of-00001")
     lance_uri = write_lance(root / "lance" / "train.lance", samples, rows_per_file=1000)
@@ -133,4 +153,6 @@ def make_seeds(root: Path) -> dict[str, Seed]:
     seeds["lance"] = Seed("lance", lance_uri, f"data/{data_file.name}")
     write_hf_disk(root / "datasets" / "saved", samples, shards=1)
     seeds["datasets"] = Seed("datasets", root / "datasets" / "saved", "data-00000-of-00001.arrow")
+    seeds["datasets-state"] = Seed("datasets-state", root / "datasets" / "saved", "state.json")
+    seeds["datasets-info"] = Seed("datasets-info", root / "datasets" / "saved", "dataset_info.json")
     return seeds

@@ -2,9 +2,10 @@
 crash (a signal, an abort) takes down only this worker, never the test run.
 
 Reads one JSON line per case from stdin, ``{"format": ..., "path": ..., "names": [...]}``: a file
-(images, audio, video) or a dataset folder (tar shards and their index, LMDB, Parquet, a
-provenance ledger, a Loader's state), and the
-names an error may give it by (the file, the folder). Answers one JSON line:
+(images, audio, video) or a dataset folder (tar shards and their index, LMDB, Parquet, the
+peers' formats and their indexes and metadata, a provenance ledger, a Loader's, a mixture
+Loader's or a TokenLoader's saved state), and the names an error may give it by (the file, the
+folder). Answers one JSON line:
 ``{"outcome": "decoded" | "error", "type": ..., "message": ..., "named": bool, "rss_mb": ...}``,
 where ``named`` says whether the error names the file or one of its samples, and ``rss_mb`` is
 this process's peak resident memory so far.
@@ -20,6 +21,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from stoker.errors import CorruptSampleError, ProvenanceError
 from stoker.loader import replay
@@ -105,22 +107,52 @@ def _text(path: Path, names: list[str]) -> None:
                 raise AssertionError(f"line {key!r} failed without its name: {error}") from error
 
 
-def _state(path: Path) -> None:
-    """Load a (mutated) Loader state over the seed's images and deliver a batch from it: a state
+def mixture_loader(images: str) -> Any:
+    """The Loader of the ``mixture-state`` seed: two sources over the seed's images, weighted."""
+    from stoker import Loader
+    from stoker.loader import Sampling
+    from stoker.storage import FileStorage, MixedStorage
+
+    mixture = MixedStorage({"a": FileStorage(images), "b": FileStorage(images)}, {"a": 1.0, "b": 2.0}, seed=3)
+    return Loader(mixture, batch_size=3, sampling=Sampling(seed=5))
+
+
+def token_loader(corpus: str, tokenizer: str) -> Any:
+    """The TokenLoader of the ``token-state`` seed, over its corpus and tokenizer."""
+    from stoker.bench import EOS
+    from stoker.loader import TokenLoader
+    from stoker.ops import Tokenizer
+
+    return TokenLoader(corpus, tokenizer=Tokenizer(tokenizer, eos=EOS), context_length=32, batch_size=2, seed=1)
+
+
+def _state(kind: str, path: Path) -> None:
+    """Read a (mutated) saved state as stoker reads one (`read_state_file`: the trainers'
+    checkpoints), load it into the seed's loader (a Loader over the seed's images, one over a
+    mixture of them, a TokenLoader over the seed's corpus) and deliver a batch from it: a state
     that is refused must be refused with a ValueError (named here with the file), never fail
     with another exception or later, inside the epoch."""
     from stoker import Loader
+    from stoker.distributed import read_state_file
     from stoker.loader import Sampling
 
-    loader = Loader((path / "images.path").read_text(), batch_size=3, sampling=Sampling(seed=5))
+    if kind == "token-state":
+        corpus, tokenizer = (path / "corpus.path").read_text().splitlines()
+        loader = token_loader(corpus, tokenizer)
+    elif kind == "mixture-state":
+        loader = mixture_loader((path / "images.path").read_text())
+    else:
+        loader = Loader((path / "images.path").read_text(), batch_size=3, sampling=Sampling(seed=5))
     try:
         try:
-            loader.load_state_dict(json.loads((path / "state.json").read_text(errors="replace")))
+            loader.load_state_dict(read_state_file(path / "state.json"))
         except ValueError as error:  # what a refused state is (ProvenanceError is one too)
             raise ProvenanceError(f"{path}: {error}") from error
         next(iter(loader), None)
     finally:
-        loader.close()
+        close = getattr(loader, "close", None)
+        if close is not None:
+            close()
 
 
 def run(kind: str, path: Path, names: list[str]) -> None:
@@ -138,8 +170,8 @@ def run(kind: str, path: Path, names: list[str]) -> None:
             raise ImageDecodeError(f"{path.name!r}: {result.failures[0].error}")
     elif kind.startswith("jsonl"):
         _text(path, names)
-    elif kind == "loader-state":
-        _state(path)
+    elif kind in ("loader-state", "mixture-state", "token-state"):
+        _state(kind, path)
     elif kind == "ledger":
         # Read it, then replay every step it holds against the seed's images.
         images = (path / "images.path").read_text()
