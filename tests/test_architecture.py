@@ -66,3 +66,14 @@ def test_every_folder_walk_is_the_shared_one() -> None:
     assert _lines_with(r"walk_files\(|matching_files\(", outside="_bounded"), "the check reads the walks (it sees something)"
     walks = _lines_with(r"os\.walk\(|\.rglob\(|glob\(.*recursive=True", outside="_bounded")
     assert not walks, "walk a folder with stoker._bounded.walk_files or matching_files:\n" + "\n".join(walks)
+
+
+def test_every_json_read_from_outside_is_the_bounded_one() -> None:
+    # json.loads meets a file nested 100,000 deep with a RecursionError, a number of 5,000 digits
+    # with the interpreter's digit-limit ValueError, and holds a file of any size: outside JSON is
+    # read with stoker._bounded.parse_json or read_json. What stoker's own child processes write
+    # back (the LMDB walk, Lance's and the peers' helpers) is stoker's, not outside input.
+    assert _lines_with(r"parse_json\(|read_json\(", outside="_bounded"), "the check reads the readers (it sees something)"
+    own_children = ("_lmdb_walk.py", "_lance.py", "_peers.py")
+    reads = [line for line in _lines_with(r"json\.loads?\(", outside="_bounded") if not line.split(":")[0].endswith(own_children)]
+    assert not reads, "read outside JSON with stoker._bounded.parse_json or read_json:\n" + "\n".join(reads)

@@ -1,0 +1,1 @@
+"""Outside JSON through the one bounded reader: the reader against the standard library, and every kind of file read with it (indexes, metadata, states) nested deep, too large, or declaring sizes to allocate."""
