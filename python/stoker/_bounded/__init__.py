@@ -15,6 +15,10 @@ here bounds one kind of it, and names what it refused:
 - JSON: one reader (`parse_json`, `read_json`) with limits on size, nesting depth and the digits
   of a number, each caller choosing the size for its purpose (``MAX_INDEX_BYTES``...); past
   them, a `stoker.errors.JsonError` naming the source and the bound.
+- http: one body policy for every HTTP and object store read (`BODY_LIMITS` per purpose, never
+  allocated from a declared length; at most 5 redirects, a loop named at once; every header the
+  user supplied dropped on a redirect to another origin; an overall deadline per request), and
+  `HttpClient`, the client that applies it to web servers and metrics pages.
 
 New code that reads outside input uses these parts (docs/contributing.md, "Reading outside
 input"), and lands with a fuzz target in ``tests/faults/``. This package imports nothing of
@@ -22,6 +26,29 @@ stoker's but ``errors``: every layer may use it.
 """
 
 from ._files import file_kind, open_regular, read_regular, require_regular
+from ._http import (
+    BODY_LIMITS,
+    MAX_REDIRECTS,
+    REDIRECT_STATUSES,
+    BoundedBody,
+    Purpose,
+    RedirectChain,
+    origin,
+    purpose_words,
+    refuse_declared,
+    shown_url,
+)
+from ._http_client import (
+    FailureKind,
+    HttpClient,
+    HttpHead,
+    HttpMissingError,
+    HttpRefusedError,
+    HttpSettings,
+    HttpStatusError,
+    classify_http_error,
+    fetch_page,
+)
 from ._json import (
     MAX_DIGITS,
     MAX_DOCUMENT_BYTES,
@@ -39,28 +66,47 @@ from ._tree import ALREADY_WALKED, folder_entries, folders_up_from, matching_fil
 
 __all__ = [
     "ALREADY_WALKED",
+    "BODY_LIMITS",
     "LOG_LIMIT",
-    "Lines",
     "MAX_DIGITS",
     "MAX_DOCUMENT_BYTES",
     "MAX_INDEX_BYTES",
     "MAX_JSON_DEPTH",
     "MAX_MANIFEST_BYTES",
     "MAX_METADATA_BYTES",
+    "MAX_REDIRECTS",
     "MAX_STATE_BYTES",
+    "REDIRECT_STATUSES",
     "SHOWN_LIMIT",
+    "BoundedBody",
+    "FailureKind",
+    "HttpClient",
+    "HttpHead",
+    "HttpMissingError",
+    "HttpRefusedError",
+    "HttpSettings",
+    "HttpStatusError",
+    "Lines",
+    "Purpose",
+    "RedirectChain",
+    "classify_http_error",
+    "fetch_page",
     "file_kind",
     "folder_entries",
     "folders_up_from",
     "matching_files",
     "open_regular",
+    "origin",
     "parse_json",
+    "purpose_words",
     "read_json",
     "read_regular",
+    "refuse_declared",
     "require_regular",
     "shown",
     "shown_html",
     "shown_logger",
+    "shown_url",
     "skipped_why",
     "tell_skipped",
     "walk_files",

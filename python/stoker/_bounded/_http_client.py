@@ -1,0 +1,404 @@
+"""The HTTP client stoker controls (aiohttp), under the body policy of `._http`: every plain web
+server read (`HTTPStorage`) and every metrics page (`stoker top`) goes through `HttpClient`.
+
+aiohttp, because stoker must own what the client of an object store hides: obstore (Rust's
+object_store over reqwest) allocates a whole-object GET from its declared length (a
+``Content-Length: 1000000000000`` aborts the process), follows 10 redirects and carries every
+header but ``Authorization`` and ``Cookie`` to another host. Here redirects are followed by stoker
+(``allow_redirects=False``), bodies are read in the pieces that arrive, and each request has one
+deadline: aiohttp's ``total`` timeout covers connecting, the headers and the whole body, and each
+hop gets what is left of the request's deadline.
+
+What a later change plugs in here: a ``ca_bundle=`` (the connector's SSL context, `_connector`),
+and a finer sorting of failures (`classify_http_error`: 4xx, TLS and DNS errors as permanent or
+transient). ``SSL_CERT_FILE`` and ``SSL_CERT_DIR`` are read already by Python's default context.
+"""
+
+from __future__ import annotations
+
+import http
+import sys
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+from ..errors import ConfigurationError, StorageError
+from ._http import BODY_LIMITS, MAX_REDIRECTS, REDIRECT_STATUSES, BoundedBody, RedirectChain, purpose_words, refuse_declared, shown_url
+
+if TYPE_CHECKING:  # asyncio is imported where a request is made: importing this module stays light
+    import asyncio
+
+__all__ = [
+    "FailureKind",
+    "HttpClient",
+    "HttpHead",
+    "HttpMissingError",
+    "HttpRefusedError",
+    "HttpSettings",
+    "HttpStatusError",
+    "classify_http_error",
+    "fetch_page",
+]
+
+T = TypeVar("T")
+FailureKind = Literal["missing", "refused", "overload", "retry", "fatal"]
+
+
+class HttpStatusError(OSError):
+    """A server answered, but not with the data: its status (and the URL, shown without query).
+    The reason phrase the server sent is not kept: it is the server's text, not stoker's.
+
+    Attributes:
+        url: The URL that answered (`shown_url`).
+        status: The HTTP status.
+    """
+
+    def __init__(self, url: str, status: int) -> None:
+        try:
+            words = http.HTTPStatus(status).phrase
+        except ValueError:
+            words = "an unknown status"
+        super().__init__(f"{url}: HTTP {status} ({words})")
+        self.url, self.status = url, status
+
+    def __reduce__(self) -> tuple[Any, ...]:  # the attributes kept across processes
+        return (type(self), (self.url, self.status))
+
+    @property
+    def kind(self) -> FailureKind:
+        """What the status means for a retry: ``"missing"`` (404, 410), ``"refused"`` (401, 403,
+        407), ``"overload"`` (429, 503: the server asks for less), ``"retry"`` (other 5xx, 408)
+        or ``"fatal"``."""
+        if self.status in (404, 410):
+            return "missing"
+        if self.status in (401, 403, 407):
+            return "refused"
+        if self.status in (429, 503):
+            return "overload"
+        if self.status >= 500 or self.status == 408:
+            return "retry"
+        return "fatal"
+
+
+class HttpMissingError(HttpStatusError, FileNotFoundError):
+    """404 or 410: nothing at the URL."""
+
+
+class HttpRefusedError(HttpStatusError, PermissionError):
+    """401, 403 or 407: the server refuses (credentials missing or wrong)."""
+
+
+def _status_error(url: str, status: int) -> HttpStatusError:
+    kind = HttpStatusError(url, status).kind
+    if kind == "missing":
+        return HttpMissingError(url, status)
+    if kind == "refused":
+        return HttpRefusedError(url, status)
+    return HttpStatusError(url, status)
+
+
+def classify_http_error(error: BaseException) -> FailureKind:
+    """How a failed request is treated: a missing object or refused credentials are final, so is
+    a malformed response (hostile or broken, not an outage); a busy server is waited for; a lost
+    connection, a timeout or a 5xx is retried."""
+    if isinstance(error, StorageError):
+        return "fatal"  # a verdict of the body policy: too large, a redirect loop...
+    if isinstance(error, HttpStatusError):
+        return error.kind
+    loaded = sys.modules.get("asyncio")  # no asyncio error without asyncio
+    if isinstance(error, (OSError, loaded.TimeoutError) if loaded is not None else OSError):  # refused, reset, cut short, too slow
+        return "retry"
+    return "fatal"
+
+
+@dataclass(frozen=True)
+class HttpSettings:
+    """How one `HttpClient` talks to servers.
+
+    Attributes:
+        timeout: Seconds one request may take in all: connecting, every redirect, and the whole
+            body. A server that trickles its answer ends there.
+        connect_timeout: Seconds to open a connection.
+        max_connections: Connections open at once (the pool's size).
+        max_redirects: Redirects one request follows at most.
+    """
+
+    timeout: float = 30.0
+    connect_timeout: float = 5.0
+    max_connections: int = 256
+    max_redirects: int = MAX_REDIRECTS
+
+    def __post_init__(self) -> None:
+        if not (self.timeout > 0 and self.connect_timeout > 0 and self.max_connections >= 1 and 0 <= self.max_redirects <= MAX_REDIRECTS):
+            raise ConfigurationError(f"invalid HTTP settings {self} (positive timeouts and connections, at most {MAX_REDIRECTS} redirects)")
+
+
+@dataclass(frozen=True)
+class HttpHead:
+    """What a HEAD says of a file: its size (as the server declares it: a claim, checked against
+    a purpose's limit before it sizes anything), ETag and time."""
+
+    size: int
+    e_tag: str | None
+    last_modified: str | None
+
+    def as_listing(self) -> dict[str, Any]:
+        """The listing entry object stores give (``size``, ``e_tag``, ``last_modified``)."""
+        return {"size": self.size, "e_tag": self.e_tag, "last_modified": self.last_modified}
+
+
+class HttpClient:
+    """GET, ranged GET, HEAD and streamed GET under the body policy, with the user's headers sent
+    to the origin they named only.
+
+    Its aiohttp session belongs to one event loop: the one ``loop()`` returns (a storage's own),
+    where calls made on another loop are run; or, without ``loop``, the loop of its first call.
+    The session is made and closed there and touched nowhere else.
+
+    Args:
+        headers: The user's headers (all secret: never logged, dropped on a redirect to another
+            origin).
+        settings: Timeouts, connections, redirects.
+        loop: The event loop the client runs on, made on first need (None: the caller's).
+    """
+
+    def __init__(
+        self,
+        headers: Mapping[str, str] | None = None,
+        settings: HttpSettings | None = None,
+        loop: Callable[[], asyncio.AbstractEventLoop] | None = None,
+    ) -> None:
+        self._headers = dict(headers or {})
+        self.settings = settings or HttpSettings()
+        self._loop_of = loop
+        self._session: Any = None
+        self._closed = False
+
+    # ---- the calls -------------------------------------------------------------------------
+
+    async def get(self, url: str, *, purpose: str, declared: int | None = None) -> bytes:
+        """The body at ``url``, whole, at most ``BODY_LIMITS[purpose]`` bytes (and at most
+        ``declared`` where a listing or HEAD said its size).
+
+        Raises:
+            StorageError: Over the limit (declared or sent), a redirect refused, an encoded body.
+            HttpStatusError: The server answered with another status (a `FileNotFoundError` for
+                404, a `PermissionError` for 401 and 403).
+            TimeoutError: No whole answer within the deadline.
+            aiohttp.ClientError: The connection failed or the response was malformed.
+        """
+        limit = BODY_LIMITS[purpose] if declared is None else min(BODY_LIMITS[purpose], declared)
+
+        async def body(response: Any, name: str) -> bytes:
+            self._check_whole(response, name)
+            return await self._body(response, name, limit, purpose)
+
+        return await self._run(self._exchange("GET", url, {}, body))
+
+    async def get_range(self, url: str, start: int, length: int, *, purpose: str) -> bytes:
+        """Bytes ``start`` to ``start + length - 1`` at ``url``: a 206 answer with exactly that
+        range. ``length`` is checked against the purpose's limit before it is asked for (it comes
+        from an index: outside input too).
+
+        Raises:
+            StorageError: ``length`` over the limit; a server that answers with another range or
+                with the whole file (200: it does not take ranges).
+            ConnectionError: Fewer bytes than asked (cut short: worth a retry).
+            HttpStatusError, TimeoutError, aiohttp.ClientError: As `get`.
+        """
+        refuse_declared(length, BODY_LIMITS[purpose], shown_url(url), purpose_words(purpose))
+        if length <= 0 or start < 0:
+            raise StorageError(f"{shown_url(url)}: an empty or negative range ({start}, {length} bytes) asked for")
+        headers = {"Range": f"bytes={start}-{start + length - 1}"}
+
+        async def body(response: Any, name: str) -> bytes:
+            if response.status == 200:  # a later change may read the whole file instead, where it is small
+                raise StorageError(f"{name}: answered a ranged GET with the whole file (status 200): the server does not serve ranges")
+            if response.status != 206:
+                raise _status_error(name, response.status)
+            _check_encoding(response, name)
+            expected = f"bytes {start}-{start + length - 1}/"
+            if not response.headers.get("Content-Range", "").startswith(expected):
+                raise StorageError(f"{name}: answered bytes {start}-{start + length - 1} with another range")
+            data = await self._body(response, name, length, purpose)
+            if len(data) != length:  # a response cut short: worth another try
+                raise ConnectionError(f"{name}: got {len(data)} of {length} bytes")
+            return data
+
+        return await self._run(self._exchange("GET", url, headers, body))
+
+    async def head(self, url: str) -> HttpHead:
+        """The size, ETag and time the server gives for ``url``.
+
+        Raises:
+            StorageError: No or an invalid ``Content-Length``.
+            HttpStatusError, TimeoutError, aiohttp.ClientError: As `get`.
+        """
+
+        async def answer(response: Any, name: str) -> HttpHead:
+            if response.status != 200:
+                raise _status_error(name, response.status)
+            text = response.headers.get("Content-Length", "")
+            if not text.isdigit() or len(text) > 19:
+                raise StorageError(f"{name}: the server gives no size (Content-Length) for it")
+            return HttpHead(int(text), response.headers.get("ETag"), response.headers.get("Last-Modified"))
+
+        return await self._run(self._exchange("HEAD", url, {}, answer))
+
+    async def stream(self, url: str, write: Callable[[bytes], Awaitable[None]], *, limit: int, what: str) -> int:
+        """The body at ``url`` handed to ``write`` piece by piece (never held whole), refused past
+        ``limit`` bytes. Returns the bytes written.
+
+        Raises:
+            StorageError, HttpStatusError, TimeoutError, aiohttp.ClientError: As `get`.
+        """
+
+        async def body(response: Any, name: str) -> int:
+            self._check_whole(response, name)
+            refuse_declared(response.content_length, limit, name, what)
+            written = 0
+            async for chunk in response.content.iter_any():
+                written += len(chunk)
+                if written > limit:
+                    raise StorageError(f"{name}: the server sent more than the {limit:,} bytes of {what}")
+                await write(chunk)
+            return written
+
+        return await self._run(self._exchange("GET", url, {}, body))
+
+    async def close(self) -> None:
+        """Close the session (on its loop, where calls run). Idempotent."""
+        self._closed = True
+        session, self._session = self._session, None
+        if session is not None:
+            await session.close()
+
+    # ---- how ----------------------------------------------------------------------------
+
+    async def _run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        """``coroutine`` on the client's loop: here, or handed to it from another loop."""
+        import asyncio
+
+        if self._loop_of is None:
+            return await coroutine
+        loop = self._loop_of()
+        if asyncio.get_running_loop() is loop:
+            return await coroutine
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coroutine, loop))
+
+    def _session_here(self) -> Any:
+        if self._closed:
+            raise StorageError("the HTTP client was closed")
+        if self._session is None:
+            try:
+                import aiohttp
+            except ImportError as error:
+                raise ImportError(
+                    "reading over HTTP(S) needs aiohttp: pip install 'stoker[http]' (stoker top: 'stoker[metrics]')"
+                ) from error
+
+            self._session = aiohttp.ClientSession(
+                connector=self._connector(),
+                # Bodies as the server sent them: a range of an encoded body is not the file's,
+                # and an inflated body would be sized by the inflater, not by the bytes received.
+                auto_decompress=False,
+                # A server's cookies are not kept nor sent on: the user's headers are the only
+                # credentials, and they go to the origin the user named.
+                cookie_jar=aiohttp.DummyCookieJar(),
+                # HTTP(S)_PROXY and NO_PROXY as reqwest (obstore) honoured them.
+                trust_env=True,
+            )
+        return self._session
+
+    def _connector(self) -> Any:
+        """The connection pool (where a ``ca_bundle=`` would set its SSL context): TLS verified."""
+        import aiohttp
+
+        return aiohttp.TCPConnector(limit=self.settings.max_connections, limit_per_host=0, ssl=True)
+
+    async def _exchange(self, method: str, url: str, headers: Mapping[str, str], handle: Callable[[Any, str], Awaitable[T]]) -> T:
+        """One request under the policy: redirects followed here, within one deadline."""
+        import asyncio
+
+        import aiohttp
+
+        session = self._session_here()
+        settings = self.settings
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + settings.timeout
+        chain = RedirectChain(url, settings.max_redirects)
+        asked = shown_url(url)
+        while True:
+            # Named by the URL asked for (the sample's), and where a redirect took it.
+            name = asked if not chain.redirects else f"{asked} (redirected to {shown_url(chain.url)})"
+            left = deadline - loop.time()
+            if left <= 0:
+                raise TimeoutError(f"{name}: no whole answer within the {settings.timeout:g} s deadline")
+            sent = {**self._headers, **headers} if chain.sends_user_headers else dict(headers)
+            sent["Accept-Encoding"] = "identity"
+            timeout = aiohttp.ClientTimeout(total=left, sock_connect=min(left, settings.connect_timeout))
+            try:
+                async with session.request(method, chain.url, headers=sent, allow_redirects=False, timeout=timeout) as response:
+                    if response.status in REDIRECT_STATUSES:
+                        chain.follow(response.headers.get("Location"), response.status)
+                        continue
+                    return await handle(response, name)
+            # aiohttp's errors are named here, by the URL shown (theirs may carry a signed
+            # URL's query), as the kinds `classify_http_error` sorts.
+            except asyncio.TimeoutError:  # aiohttp's total (or connect) timeout
+                raise TimeoutError(f"{name}: no whole answer within the {settings.timeout:g} s deadline") from None
+            except aiohttp.InvalidURL:
+                raise StorageError(f"{name}: not a URL stoker can request") from None
+            except aiohttp.ClientResponseError as error:  # the status line or headers do not parse
+                raise StorageError(f"{name}: a malformed response ({_said(error.message)})") from None
+            except aiohttp.ClientError as error:  # refused, reset, cut short
+                raise ConnectionError(f"{name}: {type(error).__name__}: {_said(str(error))}") from None
+
+    @staticmethod
+    def _check_whole(response: Any, name: str) -> None:
+        if response.status != 200:
+            raise _status_error(name, response.status)
+        _check_encoding(response, name)
+
+    async def _body(self, response: Any, name: str, limit: int, purpose: str) -> bytes:
+        """The body of a response whose status was checked, within ``limit``."""
+        what = purpose_words(purpose)
+        refuse_declared(response.content_length, limit, name, what)
+        body = BoundedBody(limit, name, what)
+        async for chunk in response.content.iter_any():
+            body.add(chunk)
+        return body.value()
+
+
+def fetch_page(url: str, *, timeout: float) -> bytes:
+    """The page at ``url`` (a metrics page), within ``timeout`` seconds in all and
+    ``BODY_LIMITS["page"]`` bytes: for blocking code with no event loop running.
+
+    Raises:
+        OSError: Unreachable, an error status, a refused response (`StorageError`), or no whole
+            answer within ``timeout`` (`TimeoutError`); the message names the URL.
+    """
+
+    import asyncio
+
+    async def fetch() -> bytes:
+        client = HttpClient(settings=HttpSettings(timeout=timeout, connect_timeout=timeout))
+        try:
+            return await client.get(url, purpose="page")
+        finally:
+            await client.close()
+
+    return asyncio.run(fetch())
+
+
+def _check_encoding(response: Any, name: str) -> None:
+    encoding = response.headers.get("Content-Encoding", "identity").strip().lower()
+    if encoding not in ("", "identity"):
+        raise StorageError(f"{name}: the server sent the body {_said(encoding)}-encoded, though stoker asked for it as it is")
+
+
+def _said(text: str) -> str:
+    """What a server or its client library said, on one line, its control characters escaped and
+    cut to 100 characters: text from outside, in a message."""
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return ascii(line)[1:-1][:100]
