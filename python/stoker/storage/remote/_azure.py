@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._cloud_clients import open_azure_store
+from ._object_client import ObstoreObjects
 from ._object_storage import ObjectStorage
 from ._object_url import parse_object_url
 
@@ -64,4 +65,6 @@ class AzureStorage(ObjectStorage):
             "timeout": timeout,
             "connect_timeout": connect_timeout,
         }
-        super().__init__(location, open_store=lambda: open_azure_store(location.bucket, **settings), **options)
+        super().__init__(
+            location, open_client=lambda: ObstoreObjects(open_azure_store(location.bucket, **settings), location.name), **options
+        )

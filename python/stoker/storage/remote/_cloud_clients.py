@@ -1,7 +1,7 @@
-"""The clients behind `GCSStorage`, `AzureStorage` and `HTTPStorage`: obstore's ``GCSStore``,
-``AzureStore`` and ``HTTPStore``
+"""The clients behind `GCSStorage` and `AzureStorage`: obstore's ``GCSStore`` and ``AzureStore``
 (Rust's ``object_store``, the client `S3Storage` measured fastest), with credentials the way
-each ecosystem expects them, and emulators (fake-gcs-server, Azurite) by endpoint.
+each ecosystem expects them, and emulators (fake-gcs-server, Azurite) by endpoint. (Web servers
+have a client of stoker's own: `HTTPStorage`.)
 
 Google Cloud Storage: a service account file (``service_account=`` or
 ``GOOGLE_APPLICATION_CREDENTIALS``), a service account key (JSON text), else the machine's
@@ -24,6 +24,7 @@ import os
 from datetime import timedelta
 from typing import Any
 
+from ..._deprecation import warn_deprecated
 from ...errors import ConfigurationError
 
 __all__ = ["AZURITE_ACCOUNT", "open_azure_store", "open_gcs_store", "open_http_store", "parse_connection_string"]
@@ -180,21 +181,25 @@ def open_azure_store(
 
 
 def open_http_store(base: str, *, headers: dict[str, str] | None = None, timeout: float = 30.0, connect_timeout: float = 5.0) -> Any:
-    """An obstore ``HTTPStore`` on ``base`` (``https://host/``): GET, ranged GET and HEAD,
-    which any web server and CDN answer.
+    """An obstore ``HTTPStore`` on ``base`` (``https://host/``). Deprecated: `HTTPStorage` reads
+    web servers through stoker's own client now, since this one sizes a whole GET by the length
+    the server declares, follows 10 redirects and carries every header but ``Authorization`` and
+    ``Cookie`` to another host.
 
     Args:
         base: The server, ``scheme://host[:port]/``.
-        headers: Sent with every request (``{"Authorization": "Bearer ..."}`` for a private
-            dataset); never logged. A redirect to another host does not carry ``Authorization``
-            (the client drops it, as browsers do).
+        headers: Sent with every request; never logged.
         timeout: Seconds per request.
         connect_timeout: Seconds to connect.
 
     Raises:
         ImportError: obstore is not installed.
     """
-    store_class = _import_obstore_store("HTTPStore", "HTTP", "http")
+    warn_deprecated(
+        "open_http_store (obstore's HTTPStore) is unsafe with an untrusted server; HTTPStorage reads web servers through "
+        "stoker's own client (stoker._bounded.HttpClient)"
+    )
+    store_class = _import_obstore_store("HTTPStore", "HTTP", "s3")
     options = _client_options(base, timeout, connect_timeout)
     if headers:
         options["default_headers"] = dict(headers)

@@ -7,6 +7,7 @@ import os
 from typing import Any
 
 from ._cloud_clients import open_gcs_store
+from ._object_client import ObstoreObjects
 from ._object_storage import ObjectStorage
 from ._object_url import parse_object_url
 
@@ -58,4 +59,6 @@ class GCSStorage(ObjectStorage):
             "timeout": timeout,
             "connect_timeout": connect_timeout,
         }
-        super().__init__(location, open_store=lambda: open_gcs_store(location.bucket, **settings), **options)
+        super().__init__(
+            location, open_client=lambda: ObstoreObjects(open_gcs_store(location.bucket, **settings), location.name), **options
+        )

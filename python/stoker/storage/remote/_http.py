@@ -1,8 +1,10 @@
 """Datasets on a plain web server or CDN, named by URL: ``https://host/data/shard-{000000..000999}.tar``
 (WebDataset's brace form; lists joined by ``::``), one file, or a folder URL holding a
 ``dataset.json`` (stoker's) or an ``index.json`` (MosaicML's MDS, LitData). Every read is a GET or
-a ranged GET through obstore's ``HTTPStore``, with everything `ObjectStorage` does besides
-(out-of-order prefetch, retries to a deadline, hedging, block streaming, the node cache).
+a ranged GET through the client stoker controls (`stoker._bounded.HttpClient`: bodies within a
+limit per purpose, at most 5 redirects, the user's headers never sent to another origin, an
+overall deadline per request), with everything `ObjectStorage` does besides (out-of-order
+prefetch, retries to a deadline, hedging, block streaming, the node cache).
 
 A web server cannot be listed, so each named file is asked for its size and ETag by ``HEAD``.
 Tar shards are read through their ``.idx`` sidecars where the server has them (as `stoker
@@ -18,17 +20,18 @@ import asyncio
 import hashlib
 import shutil
 import tempfile
+import weakref
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from ..._bounded import shown_logger
-from ...errors import StorageError
+from ..._bounded import HttpSettings, shown_logger
+from ...errors import StorageClosedError, StorageError
 from .._cache import cache_dir
 from ..formats import index_json_format, indexed_dataset, is_tfrecord_name
 from ..local import SAMPLE_EXTENSIONS, build_index, parse_index, write_index
 from ..policies import call_with_retries, first_line
-from ._cloud_clients import open_http_store
+from ._http_objects import HttpObjects
 from ._object_formats import open_tfrecords
 from ._object_storage import ObjectStorage
 from ._object_url import ObjectUrl
@@ -49,9 +52,12 @@ class HTTPStorage(ObjectStorage):
         urls: One URL, a brace pattern (``https://host/shard-{000000..000099}.tar``), several
             joined by ``::``, or a list of URLs; all on one server. A folder URL (ending in ``/``)
             must hold a ``dataset.json`` or an ``index.json``.
-        headers: Sent with every request, such as ``{"Authorization": "Bearer <token>"}`` for a
-            private dataset (never logged or put in a name).
-        timeout: Seconds per request.
+        headers: Sent with every request to the server the URLs name, such as
+            ``{"Authorization": "Bearer <token>"}`` for a private dataset: never logged or put in a
+            name, and dropped, every one of them, on a redirect to another origin (scheme, host,
+            port).
+        timeout: Seconds one request may take in all (connecting, its redirects, its whole
+            body): a server that trickles its answer fails there, and is retried as an outage.
         connect_timeout: Seconds to connect.
         options: `ObjectStorage`'s (payload, label, image_extensions, verify, cache_dir,
             cache_bytes, block_bytes, block_cache_bytes, max_in_flight, retry).
@@ -76,11 +82,16 @@ class HTTPStorage(ObjectStorage):
         listed = parse_url_list(urls)
         self._names = listed.names
         location = ObjectUrl(listed.scheme, listed.server, listed.prefix)
-        super().__init__(
-            location,
-            open_store=lambda: open_http_store(listed.base, headers=headers, timeout=timeout, connect_timeout=connect_timeout),
-            **options,
-        )
+        settings = HttpSettings(timeout=timeout, connect_timeout=connect_timeout, max_connections=options.get("max_in_flight", 256))
+        owner = weakref.ref(self)  # the clients run on this storage's loop, and keep no hold on it
+
+        def loop() -> asyncio.AbstractEventLoop:
+            storage = owner()
+            if storage is None:
+                raise StorageClosedError(f"{location.url}: the storage is gone")
+            return storage.event_loop()
+
+        super().__init__(location, open_client=lambda: HttpObjects(listed.base, headers, settings, loop), **options)
 
     async def _open(self) -> None:
         if self._names is None:  # a folder URL: its dataset.json or index.json says what is there
@@ -122,13 +133,11 @@ class HTTPStorage(ObjectStorage):
         return [file.name for file in indexed_dataset(kind, index, self.url, f"{self.url}/index.json", None, None).files]
 
     async def _head(self, name: str) -> dict[str, Any]:
-        import obstore
-
         key = self.object_key(name)
 
         async def head() -> dict[str, Any]:
             self.traffic.request("HEAD")
-            return dict(await obstore.head_async(self.store, key))
+            return await self.client.head(key)
 
         try:
             async with self._limit():
@@ -198,21 +207,17 @@ class HTTPStorage(ObjectStorage):
     async def _download(self, name: str, target: Path, size: int) -> None:
         """File ``name`` fetched whole into ``target``, streamed, retried from the start; never
         more than the ``size`` its HEAD declared (a server that sends more is refused)."""
-        import obstore
-
         key = self.object_key(name)
 
         async def get() -> None:
             self.traffic.request("GET")
-            result = await obstore.get_async(self.store, key)
-            written = 0
             with open(target, "wb") as file:
-                async for chunk in result.stream(min_chunk_size=4 << 20):
+
+                async def write(chunk: bytes) -> None:
                     self.traffic.received(len(chunk))
-                    written += len(chunk)
-                    if written > size:
-                        raise StorageError(f"{self.location.name(key)}: the server sent more than the {size:,} bytes it declared")
                     await asyncio.to_thread(file.write, chunk)
+
+                await self.client.download(key, write, limit=size, what="this file (its size by HEAD)")
 
         try:
             async with self._limit():

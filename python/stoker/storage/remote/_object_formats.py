@@ -29,7 +29,7 @@ class HostStorage(Protocol):
 
     location: Any
     url: str
-    store: Any
+    client: Any
     traffic: Any
     retry: Any
     block_cache_bytes: int
@@ -74,17 +74,13 @@ class PeerObjects:
 
     async def request(self, index: int) -> bytes:
         """One attempt at a sample's payload (the caller retries)."""
-        import obstore
-
         number, offset, length = self.table.span(index)
         file = self.dataset.files[number]
         if file.compression is None:
             storage = self.storage
             storage.traffic.request("ranged GET")
-            data = bytes(await obstore.get_range_async(storage.store, storage.object_key(file.name), start=offset, length=length))
+            data = bytes(await storage.client.get_range(storage.object_key(file.name), offset, length, purpose="sample"))
             storage.traffic.received(len(data))
-            if len(data) != length:
-                raise ConnectionError(f"got {len(data)} of {length} bytes")
             return data
         raw = await self.raw(number)
         self.storage.traffic.served("block cache", length)
@@ -122,7 +118,8 @@ class PeerObjects:
         """File ``number`` fetched whole (retried), inflated and checked off the event loop."""
         storage = self.storage
         name = self.file_name(number)
-        stored = await fetch_whole(storage, self.dataset.files[number].name)
+        file = self.dataset.files[number]
+        stored = await fetch_whole(storage, file.name, file.stored_bytes)
         return await asyncio.to_thread(self.dataset.raw, number, stored, name)
 
     def prefetch(self, blocks: Sequence[int]) -> None:
@@ -146,21 +143,19 @@ async def _quietly(coroutine: Any) -> None:
         pass
 
 
-async def fetch_whole(storage: HostStorage, name: str) -> bytes:
-    """Object ``name`` under the prefix, whole, retried like any read.
+async def fetch_whole(storage: HostStorage, name: str, declared: int | None) -> bytes:
+    """Object ``name`` under the prefix, whole, retried like any read: within the limit of a
+    whole file, and no more than ``declared`` (its size by the listing or the index) where known.
 
     Raises:
         StorageUnavailableError: The store kept failing past the deadline.
-        StorageError: A final error (missing, refused), naming the object.
+        StorageError: A final error (missing, refused, too large), naming the object.
     """
-    import obstore
-
     key = storage.object_key(name)
 
     async def get() -> bytes:
         storage.traffic.request("GET")
-        result = await obstore.get_async(storage.store, key)
-        data = bytes(await result.bytes_async())
+        data: bytes = await storage.client.get(key, purpose="file", declared=declared)
         storage.traffic.received(len(data))
         return data
 
@@ -201,8 +196,9 @@ async def _scan_all(storage: HostStorage, dataset: PeerDataset, numbers: range) 
 
 
 async def _scan(storage: HostStorage, dataset: PeerDataset, number: int) -> Any:
-    name = storage.location.name(storage.object_key(dataset.files[number].name))
-    stored = await fetch_whole(storage, dataset.files[number].name)
+    file = dataset.files[number]
+    name = storage.location.name(storage.object_key(file.name))
+    stored = await fetch_whole(storage, file.name, file.stored_bytes)
 
     def scan() -> Any:
         return dataset.scan(number, dataset.raw(number, stored, name), name)

@@ -1,8 +1,9 @@
 """Parquet files on an object store (S3, GCS, Azure): `ParquetStorage` over ranged GETs.
 
 pyarrow reads a Parquet file through any seekable file object; here that object turns each read
-into one ranged GET (obstore), retried by the `RetryPolicy` like every other network read, and a
-response cut short is retried rather than handed over. pyarrow asks for the footer once, when the
+into one ranged GET (the store's `ObjectClient`: its length checked against the limit of a whole
+file first, as the file's size is the listing's claim), retried by the `RetryPolicy` like every
+other network read, and a response cut short is retried rather than handed over. pyarrow asks for the footer once, when the
 storage opens (it is then kept and reused), and for a row group's payload column chunk in one
 coalesced read (``pre_buffer``), so a row group, the block of the block shuffle, costs one GET.
 
@@ -22,8 +23,9 @@ from typing import Any
 from ...errors import StorageError
 from ..policies import RetryCounters, RetryPolicy, call_with_retries
 from ._cloud_clients import open_azure_store, open_gcs_store
+from ._object_client import ObjectClient, ObstoreObjects, retry_kind
 from ._object_url import parse_object_url
-from ._s3_client import classify_object_store_error, open_s3_store
+from ._s3_client import open_s3_store
 
 __all__ = ["ObjectFile", "S3ObjectFile", "open_object_parquet", "open_s3_parquet"]
 
@@ -45,7 +47,7 @@ class ObjectFile(io.RawIOBase):
     """One object as a read-only, seekable file: every read is a retried ranged GET.
 
     Args:
-        store: An obstore store.
+        client: The store's client.
         key: The object's key.
         size: Its size in bytes (from the listing).
         name: Its URL, for errors.
@@ -53,9 +55,9 @@ class ObjectFile(io.RawIOBase):
         counters: Where retries are counted.
     """
 
-    def __init__(self, store: Any, key: str, size: int, name: str, retry: RetryPolicy, counters: RetryCounters) -> None:
+    def __init__(self, client: ObjectClient, key: str, size: int, name: str, retry: RetryPolicy, counters: RetryCounters) -> None:
         super().__init__()
-        self.store, self.key, self.size, self.name = store, key, size, name
+        self.client, self.key, self.size, self.name = client, key, size, name
         self.retry, self.counters = retry, counters
         self._position = 0
 
@@ -87,27 +89,28 @@ class ObjectFile(io.RawIOBase):
         return len(data)
 
     async def _get(self, start: int, length: int) -> bytes:
-        import obstore
-
         async def get() -> bytes:
-            data = bytes(await obstore.get_range_async(self.store, self.key, start=start, length=length))
-            if len(data) != length:  # a response cut short: worth another try
-                raise ConnectionError(f"got {len(data)} of {length} bytes")
-            return data
+            # A response cut short raises ConnectionError in the client: worth another try.
+            return bytes(await self.client.get_range(self.key, start, length, purpose="file"))
 
         name = f"{self.name} bytes {start}-{start + length - 1}"
-        return await call_with_retries(get, policy=self.retry, classify=classify_object_store_error, name=name, counters=self.counters)
+
+        def classify(error: BaseException) -> Any:
+            return retry_kind(self.client.failure_kind(error))
+
+        return await call_with_retries(get, policy=self.retry, classify=classify, name=name, counters=self.counters)
 
 
-def _list(store: Any, prefix: str, pattern: str) -> list[tuple[str, int]]:
-    import obstore
+def _list(client: ObjectClient, prefix: str, pattern: str) -> list[tuple[str, int]]:
+    async def pages() -> list[tuple[str, int]]:
+        found = []
+        async for page in client.list(prefix or None):
+            for meta in page:
+                if fnmatch.fnmatchcase(meta["path"], pattern):
+                    found.append((meta["path"], int(meta["size"])))
+        return found
 
-    found = []
-    for chunk in obstore.list(store, prefix or None, chunk_size=1000):
-        for meta in chunk:
-            if fnmatch.fnmatchcase(meta["path"], pattern):
-                found.append((meta["path"], int(meta["size"])))
-    return sorted(found)
+    return sorted(asyncio.run(pages()))
 
 
 def open_object_parquet(url: str, *, retry: RetryPolicy | None = None, **options: Any) -> Any:
@@ -128,12 +131,12 @@ def open_object_parquet(url: str, *, retry: RetryPolicy | None = None, **options
     location = parse_object_url(url)
     opener, names = _STORE_OPTIONS[location.store]
     settings = {name: options.pop(name) for name in names if name in options}
-    store = opener(location.bucket, **settings)
+    client = ObstoreObjects(opener(location.bucket, **settings), location.name)
     path = location.prefix
     first_wildcard = min((path.index(character) for character in "*?[" if character in path), default=len(path))
     prefix = path[:first_wildcard].rsplit("/", 1)[0] if first_wildcard < len(path) else path
     try:
-        objects = _list(store, prefix, path)
+        objects = _list(client, prefix, path)
     except Exception as error:
         raise StorageError(f"{location.url}: cannot list the objects ({type(error).__name__}: {error})") from error
     if not objects:
@@ -145,7 +148,7 @@ def open_object_parquet(url: str, *, retry: RetryPolicy | None = None, **options
 
     def open_object(name: str) -> ObjectFile:
         key = keys[name]
-        return ObjectFile(store, key, sizes[key], name, policy, counters)
+        return ObjectFile(client, key, sizes[key], name, policy, counters)
 
     return ParquetStorage(location.url, opener=open_object, names=list(keys), **options)
 

@@ -4,11 +4,15 @@ needs of its own (its client, its credentials, its URL) its subclass gives: `S3S
 `GCSStorage`, `AzureStorage`; everything else (layouts, block streaming, hedging, retries, the
 node cache, request counts) is this one class.
 
-The client is obstore (Rust's ``object_store`` over reqwest/tokio), chosen by measurement on this
-2-core machine against s3proxy, 100 KB objects, 64 in flight (`benchmarks/storage/s3_clients.py`): about
-0.45-0.57 ms of CPU per GET against 1.85 ms for aiobotocore and 2.7 ms for boto3 in threads, so the
-same cores sustain about 4x the request rate. obstore's own retries are off: `RetryPolicy`
-retries every backend alike, and names the key when it gives up.
+Every read goes through the store's `ObjectClient` (``_object_client.py``), under the body policy
+of `stoker._bounded`: a whole GET within its purpose's limit (metadata, a sample, a whole file),
+never sized by the length a server declares; a ranged GET whose length is checked first. The object
+stores' client is obstore (Rust's ``object_store`` over reqwest/tokio), chosen by measurement on
+this 2-core machine against s3proxy, 100 KB objects, 64 in flight
+(`benchmarks/storage/s3_clients.py`): about 0.45-0.57 ms of CPU per GET against 1.85 ms for
+aiobotocore and 2.7 ms for boto3 in threads, so the same cores sustain about 4x the request rate.
+obstore's own retries are off: `RetryPolicy` retries every backend alike, and names the key when it
+gives up. A web server's client is stoker's own (`HTTPStorage`).
 
 Layout under ``<store>://bucket/prefix``:
 - ``dataset.json`` of format ``stoker.shards``: tar shards with ``.idx`` sidecars (as written by
@@ -39,10 +43,10 @@ from ...errors import StorageError
 from ..formats import ARRAY_RECORD_SUFFIX, index_json_format, is_tfrecord_name
 from ..local import SAMPLE_EXTENSIONS, SHARD_IMAGE_EXTENSIONS, IndexHeader, ShardBlock, ShardCatalog, decode_member, header_of, parse_index
 from ..policies import BlockReader, ErrorKind, HedgedCalls, RetryPolicy, SampleCache, call_with_retries, first_line
+from ._object_client import ObjectClient, retry_kind
 from ._object_formats import PeerObjects, open_hf, open_indexed, open_tfrecords
 from ._object_url import ObjectUrl
 from ._remote import RemoteStorage
-from ._s3_client import classify_object_store_error
 
 __all__ = ["OBJECTS_FORMAT", "SHARDS_FORMAT", "ObjectStorage"]
 
@@ -56,8 +60,8 @@ class ObjectStorage(RemoteStorage):
 
     Args:
         location: Where the data is (`parse_object_url`).
-        open_store: Makes a new client of the store; called once for requests and once more,
-            on first need, for hedged copies (a pool of connections of their own).
+        open_client: Makes a new `ObjectClient` of the store; called once for requests and once
+            more, on first need, for hedged copies (a pool of connections of their own).
         payload: Which member of a shard sample every read returns (default: chosen per sample,
             the first of ``image_extensions`` it has); of a peer's dataset, which field.
         label: A peer's dataset: the field of the labels (default: one named like a label;
@@ -85,7 +89,7 @@ class ObjectStorage(RemoteStorage):
         self,
         location: ObjectUrl,
         *,
-        open_store: Callable[[], Any],
+        open_client: Callable[[], ObjectClient],
         payload: str | None = None,
         label: str | None = None,
         image_extensions: Sequence[str] = SHARD_IMAGE_EXTENSIONS,
@@ -102,9 +106,10 @@ class ObjectStorage(RemoteStorage):
         self.location = location
         self.url = location.url  # canonical: whatever the user typed after it (a query) stays out of names
         self.bucket, self.prefix = location.bucket, location.prefix
-        self._open_store = open_store
-        self.store = open_store()
-        self._copy_store: Any = None
+        self._open_client = open_client
+        self.client = open_client()
+        self._copy_client: ObjectClient | None = None
+        self._loop_closers.append(self.client.close)
         self.layout = "objects"
         self.shards: list[IndexHeader] = []
         self.payload = payload
@@ -127,15 +132,17 @@ class ObjectStorage(RemoteStorage):
             self.close()
             raise
 
-    def _store_for(self, copy: int) -> Any:
+    def _client_for(self, copy: int) -> ObjectClient:
         """The client for a request (0) or its hedged copy (1): copies have a client, so a pool of
         connections, of their own, as a connection that is slow (to a busy front end, over a
-        congested route) usually stays slow, and a copy sent over it would be too."""
+        congested route) usually stays slow, and a copy sent over it would be too. Made on the
+        storage's loop thread (where copies are sent)."""
         if copy == 0:
-            return self.store
-        if self._copy_store is None:
-            self._copy_store = self._open_store()
-        return self._copy_store
+            return self.client
+        if self._copy_client is None:
+            self._copy_client = self._open_client()
+            self._loop_closers.append(self._copy_client.close)
+        return self._copy_client
 
     def object_key(self, name: str) -> str:
         """The full object key of ``name`` under the prefix."""
@@ -197,19 +204,15 @@ class ObjectStorage(RemoteStorage):
         return data
 
     async def _fetch_block(self, number: int) -> memoryview:
-        import obstore
-
         block = self._block(number)
         key = self.object_key(self.shards[block.shard].shard.name)
         length = block.end - block.start
 
-        async def get(store: Any) -> memoryview:
-            # A view of obstore's buffer: a block is not copied whole, only each sample's slice.
+        async def get(client: ObjectClient) -> memoryview:
+            # A view of the client's buffer: a block is not copied whole, only each sample's slice.
             self.traffic.request("ranged GET")
-            data = memoryview(await obstore.get_range_async(store, key, start=block.start, length=length))
+            data = memoryview(await client.get_range(key, block.start, length, purpose="sample"))
             self.traffic.received(len(data))
-            if len(data) != length:  # a response cut short: worth another try
-                raise ConnectionError(f"got {len(data)} of {length} bytes")
             return data
 
         name = f"{self.location.name(key)} bytes {block.start}-{block.end - 1}"
@@ -224,7 +227,7 @@ class ObjectStorage(RemoteStorage):
             async with self._limit():
                 data = await self._hedged_blocks.call(
                     lambda copy: call_with_retries(
-                        lambda: get(self._store_for(copy)), policy=self.retry, classify=self._classify, name=name, counters=self.counters
+                        lambda: get(self._client_for(copy)), policy=self.retry, classify=self._classify, name=name, counters=self.counters
                     )
                 )
         except BaseException:  # failed or cancelled: another request may fetch it
@@ -266,24 +269,22 @@ class ObjectStorage(RemoteStorage):
         return self.location.name(self.object_key(self._keys[index]))
 
     def _classify(self, error: BaseException) -> ErrorKind:
-        return classify_object_store_error(error)
+        return retry_kind(self.client.failure_kind(error))
 
     # ---- opening --------------------------------------------------------------------------
 
     async def _get_small(self, name: str) -> bytes | None:
-        """A small object (manifest, index) with retries; None if missing.
+        """A metadata object (manifest, index, state) with retries, within the metadata limit;
+        None if missing.
 
         Raises:
-            StorageError: Access refused, or the server kept failing.
+            StorageError: Access refused, over the limit, or the server kept failing.
         """
-        import obstore
-        from obstore import exceptions
 
-        async def get(store: Any) -> bytes:
+        async def get(client: ObjectClient) -> bytes:
             started = time.monotonic()
             self.traffic.request("GET")
-            result = await obstore.get_async(store, self.object_key(name))
-            data = bytes(await result.bytes_async())
+            data = await client.get(self.object_key(name), purpose="metadata")
             self.traffic.received(len(data))
             self._latencies.append(time.monotonic() - started)
             return data
@@ -293,18 +294,21 @@ class ObjectStorage(RemoteStorage):
             # Hedged: one index on a slow connection would hold up the whole open.
             return await self._hedged_small.call(
                 lambda copy: call_with_retries(
-                    lambda: get(self._store_for(copy)),
+                    lambda: get(self._client_for(copy)),
                     policy=self.retry.for_opening(),
                     classify=self._classify,
                     name=self.location.name(self.object_key(name)),
                     counters=self.counters,
                 )
             )
-        except (FileNotFoundError, exceptions.NotFoundError):
-            return None
-        except (exceptions.PermissionDeniedError, exceptions.UnauthenticatedError) as error:
-            raise StorageError(f"{self.url}: access denied reading {name} (check the credentials): {first_line(error)}") from error
-        except exceptions.BaseError as error:
+        except StorageError:  # a verdict (too large, a redirect refused), or unavailable past the deadline
+            raise
+        except Exception as error:
+            kind = self.client.failure_kind(error)
+            if kind == "missing":
+                return None
+            if kind == "refused":
+                raise StorageError(f"{self.url}: access denied reading {name} (check the credentials): {first_line(error)}") from error
             raise StorageError(f"{self.url}: cannot read {name}: {first_line(error)}") from error
 
     async def _open(self) -> None:
@@ -383,16 +387,14 @@ class ObjectStorage(RemoteStorage):
         Raises:
             StorageError: The listing failed; names the prefix.
         """
-        import obstore
-
         found: dict[str, dict[str, Any]] = {}
         base = f"{self.prefix}/" if self.prefix else ""
         try:
             pages = 0
-            async for chunk in obstore.list(self.store, self.prefix or None, chunk_size=1000):
+            async for chunk in self.client.list(self.prefix or None):
                 pages += 1  # a page of up to 1,000 keys is one LIST request
                 for meta in chunk:
-                    found[meta["path"][len(base) :]] = dict(meta)
+                    found[meta["path"][len(base) :]] = meta
             for _ in range(max(pages, 1)):  # an empty listing is one request too
                 self.traffic.request("LIST")
         except Exception as error:
@@ -432,8 +434,6 @@ class ObjectStorage(RemoteStorage):
     # ---- reads ----------------------------------------------------------------------------
 
     async def _request(self, index: int, extension: str | None = None) -> bytes:
-        import obstore
-
         if self.peer is not None:
             return await self.peer.request(index)
         if self.layout == "shards":
@@ -450,15 +450,14 @@ class ObjectStorage(RemoteStorage):
                     self._block_reader.served(number)
             else:
                 self.traffic.request("ranged GET")
-                data = bytes(await obstore.get_range_async(self.store, self.object_key(shard.shard.name), start=offset, length=size))
+                data = bytes(await self.client.get_range(self.object_key(shard.shard.name), offset, size, purpose="sample"))
                 self.traffic.received(len(data))
             corrupt = self.catalog.corruption(index, member, data, lambda: self.sample_name(index)) if self.verify else None
             if corrupt is not None:
                 raise corrupt
             return data
         self.traffic.request("GET")
-        result = await obstore.get_async(self.store, self.object_key(self._keys[index]))
-        data = bytes(await result.bytes_async())
+        data = await self.client.get(self.object_key(self._keys[index]), purpose="sample")
         self.traffic.received(len(data))
         return data
 

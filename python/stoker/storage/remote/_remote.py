@@ -22,7 +22,7 @@ import time
 import weakref
 from abc import abstractmethod
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from ...errors import ConfigurationError, StorageClosedError, StorageError
@@ -69,6 +69,10 @@ class RemoteStorage(Storage):
         self._closed = False
         self._loop_thread: threading.Thread | None = None
         self._loop_finalizer: weakref.finalize[Any, Any] | None = None
+        # Closes what lives on the storage's own loop (a client's connections), run there once
+        # its requests are cancelled and before it stops. Appended to on the loop's thread or
+        # before it starts; read when the loop stops.
+        self._loop_closers: list[Callable[[], Awaitable[None]]] = []
 
     # ---- what backends provide ------------------------------------------------------------
 
@@ -210,7 +214,7 @@ class RemoteStorage(Storage):
                     self._loop, self._loop_thread = loop, thread
                     # A storage never closed still stops its loop at interpreter exit: requests
                     # in flight in native code while Python finalizes can crash the process.
-                    self._loop_finalizer = weakref.finalize(self, _stop_loop, loop, thread)
+                    self._loop_finalizer = weakref.finalize(self, _stop_loop, loop, thread, closers=self._loop_closers)
         return self._loop
 
     def _read_indices(self, indices: Sequence[int]) -> list[bytes | Exception]:
@@ -230,7 +234,7 @@ class RemoteStorage(Storage):
                 self._loop = self._loop_thread = None
             if self._loop_finalizer is not None:
                 self._loop_finalizer.detach()
-            _stop_loop(loop, thread, cancelled=cancelled)
+            _stop_loop(loop, thread, cancelled=cancelled, closers=self._loop_closers)
         if self.cache is not None:
             self.cache.close()
         super().close()
@@ -269,12 +273,22 @@ def _cancel_tasks(loop: asyncio.AbstractEventLoop) -> bool:
     return False
 
 
-def _stop_loop(loop: asyncio.AbstractEventLoop, thread: threading.Thread, *, cancelled: bool = False) -> None:
-    """Stop ``loop``, running in ``thread``, once its tasks are cancelled; then close it.
-    ``cancelled``: tasks were cancelled already (see `_CANCELLED_GRACE_SECONDS`)."""
+def _stop_loop(
+    loop: asyncio.AbstractEventLoop,
+    thread: threading.Thread,
+    *,
+    cancelled: bool = False,
+    closers: Sequence[Callable[[], Awaitable[None]]] = (),
+) -> None:
+    """Stop ``loop``, running in ``thread``, once its tasks are cancelled and ``closers`` ran on
+    it; then close it. ``cancelled``: tasks were cancelled already (see
+    `_CANCELLED_GRACE_SECONDS`)."""
     if loop.is_closed():
         return
     cancelled = _cancel_tasks(loop) or cancelled
+    if closers:
+        with contextlib.suppress(Exception):  # a client that fails to close leaves its sockets to the loop's close
+            asyncio.run_coroutine_threadsafe(_run_closers(list(closers)), loop).result(timeout=_EXECUTOR_SECONDS)
     with contextlib.suppress(Exception):
         # Work a cancelled task handed to a thread (a cache read, a large store) runs on: it ends
         # before the cache it uses is closed. Bounded: a thread stuck in a call is left behind.
@@ -284,6 +298,12 @@ def _stop_loop(loop: asyncio.AbstractEventLoop, thread: threading.Thread, *, can
     loop.close()
     if cancelled:
         time.sleep(_CANCELLED_GRACE_SECONDS)  # the GIL is free: the client's threads finish
+
+
+async def _run_closers(closers: list[Callable[[], Awaitable[None]]]) -> None:
+    for close in closers:
+        with contextlib.suppress(Exception):
+            await close()
 
 
 async def _cancel_other_tasks() -> bool:

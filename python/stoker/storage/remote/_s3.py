@@ -14,6 +14,7 @@ from typing import Any
 
 from ..local import SHARD_IMAGE_EXTENSIONS
 from ..policies import RetryPolicy
+from ._object_client import ObstoreObjects
 from ._object_storage import OBJECTS_FORMAT, ObjectStorage
 from ._object_url import parse_object_url
 from ._s3_client import open_s3_store
@@ -82,7 +83,7 @@ class S3Storage(ObjectStorage):
         }
         super().__init__(
             location,
-            open_store=lambda: open_s3_store(location.bucket, **settings),
+            open_client=lambda: ObstoreObjects(open_s3_store(location.bucket, **settings), location.name),
             payload=payload,
             label=label,
             image_extensions=image_extensions,
