@@ -13,12 +13,11 @@ Ctrl-C quits. ``--once`` prints one refresh and exits, for scripts and logs.
 from __future__ import annotations
 
 import time
-import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from .._bounded import shown
+from .._bounded import fetch_page, shown
 from ..errors import ConfigurationError
 from ._host_cpu import others_share
 from ._metrics_page import Scrape, UnreadablePage, read_page
@@ -30,26 +29,24 @@ __all__ = ["Endpoint", "Scrape", "render", "scrape", "top"]
 _FED = 0.05
 # A stage whose slots are this busy is the bottleneck.
 _BUSY = 0.75
-# Bytes a metrics page may have: a loader's is a few KB; a wrong URL must not fill the memory.
-_MAX_PAGE = 4 << 20
 
 
 def scrape(url: str, timeout: float = 2.0) -> Scrape:
-    """The metrics at ``url`` now.
+    """The metrics at ``url`` now, fetched within ``timeout`` seconds in all (a page that
+    trickles ends there) under the HTTP body policy (`stoker._bounded.fetch_page`: a page is
+    at most 4 MiB, whatever its server declares; at most 5 redirects).
 
     Raises:
         ConfigurationError: prometheus_client (its text-format parser) is not installed.
-        OSError: The endpoint cannot be reached or its page is too large.
+        OSError: The endpoint cannot be reached, answers with an error or a refused response,
+            or not within ``timeout``; the message names the URL.
         UnreadablePage: The page's figures cannot be used (named: `read_page`).
     """
     try:
         import prometheus_client.parser  # noqa: F401 (read_page's parser: asked for here, by name)
     except ImportError as error:
         raise ConfigurationError("stoker top reads metrics with prometheus_client: pip install 'stoker[metrics]'") from error
-    with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 (the user's own URL)
-        page = response.read(_MAX_PAGE + 1)
-    if len(page) > _MAX_PAGE:
-        raise OSError(f"{url}: a metrics page over {_MAX_PAGE >> 20} MiB is not a stoker loader's")
+    page = fetch_page(url, timeout=timeout)
     return read_page(page, time.monotonic())
 
 
