@@ -21,9 +21,19 @@ import sys
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from urllib.parse import urlsplit
 
 from ..errors import ConfigurationError, StorageError
-from ._http import BODY_LIMITS, MAX_REDIRECTS, REDIRECT_STATUSES, BoundedBody, RedirectChain, purpose_words, refuse_declared, shown_url
+from ._http import (
+    BODY_LIMITS,
+    MAX_REDIRECTS,
+    REDIRECT_STATUSES,
+    BoundedBody,
+    RedirectChain,
+    purpose_words,
+    refuse_declared,
+    shown_url,
+)
 
 if TYPE_CHECKING:  # asyncio is imported where a request is made: importing this module stays light
     import asyncio
@@ -173,6 +183,11 @@ class HttpClient:
         self._loop_of = loop
         self._session: Any = None
         self._closed = False
+        # HTTP(S)_PROXY and NO_PROXY, as reqwest (obstore) honoured them; read here, not by
+        # aiohttp's trust_env, which would also send ~/.netrc's credentials to a redirect's host.
+        import urllib.request
+
+        self._proxies = {scheme: url for scheme, url in urllib.request.getproxies().items() if scheme in ("http", "https")}
 
     # ---- the calls -------------------------------------------------------------------------
 
@@ -305,10 +320,20 @@ class HttpClient:
                 # A server's cookies are not kept nor sent on: the user's headers are the only
                 # credentials, and they go to the origin the user named.
                 cookie_jar=aiohttp.DummyCookieJar(),
-                # HTTP(S)_PROXY and NO_PROXY as reqwest (obstore) honoured them.
-                trust_env=True,
+                trust_env=False,  # proxies: `_proxy_for`
             )
         return self._session
+
+    def _proxy_for(self, url: str) -> str | None:
+        """The proxy a request to ``url`` goes through (None: straight to the server)."""
+        if not self._proxies:
+            return None
+        import urllib.request
+
+        parts = urlsplit(url)
+        if urllib.request.proxy_bypass(parts.hostname or ""):
+            return None
+        return self._proxies.get(parts.scheme.lower())
 
     def _connector(self) -> Any:
         """The connection pool (where a ``ca_bundle=`` would set its SSL context): TLS verified."""
@@ -338,7 +363,10 @@ class HttpClient:
             sent["Accept-Encoding"] = "identity"
             timeout = aiohttp.ClientTimeout(total=left, sock_connect=min(left, settings.connect_timeout))
             try:
-                async with session.request(method, chain.url, headers=sent, allow_redirects=False, timeout=timeout) as response:
+                proxy = self._proxy_for(chain.url)
+                async with session.request(
+                    method, chain.url, headers=sent, allow_redirects=False, timeout=timeout, proxy=proxy
+                ) as response:
                     if response.status in REDIRECT_STATUSES:
                         chain.follow(response.headers.get("Location"), response.status)
                         continue

@@ -1,9 +1,10 @@
 """Storage across the network: object stores (S3 and S3-compatible stores, Google Cloud Storage,
 Azure Blob Storage: objects, shards or Parquet by ranged GETs, through obstore), plain web servers
-(``https://`` URL lists), and
-Cassandra/ScyllaDB rows. All share `RemoteStorage`: retried requests
-(`stoker.storage.policies.RetryPolicy`), many in flight, and async per-sample fetches for the
-Loader's out-of-order prefetch. Their client libraries are imported when a store is opened."""
+(``https://`` URL lists, through stoker's own client), and Cassandra/ScyllaDB rows. All share
+`RemoteStorage`: retried requests (`stoker.storage.policies.RetryPolicy`), many in flight, and
+async per-sample fetches for the Loader's out-of-order prefetch. Every object store and web server
+read goes through one `ObjectClient`, under the HTTP body policy of `stoker._bounded`. Their
+client libraries are imported when a store is opened."""
 
 from ._azure import AzureStorage
 from ._cassandra import CassandraStorage, await_response, classify_cassandra_error, read_metadata_table, sample_id
