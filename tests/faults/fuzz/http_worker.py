@@ -35,8 +35,9 @@ SECRETS = {"X-Api-Key": "key-SECRET-1", "Authorization": "Bearer token-SECRET-2"
 TIMEOUT = 0.5
 """Each request's overall deadline (seconds): a trickle ends there."""
 
-RETRY = RetryPolicy(attempts=2, base_delay=0.01, max_delay=0.02, deadline=10.0, open_deadline=10.0)
-"""An outage is tried twice: the suite judges the outcome, not the patience."""
+RETRY = RetryPolicy(attempts=2, base_delay=0.01, max_delay=0.02, deadline=3.0, open_deadline=3.0)
+"""An outage is tried twice, a busy server (429, 503) waited for 3 s: the suite judges the outcome,
+not the patience."""
 
 
 def _named(error: BaseException, names: list[str], kinds: tuple[type[BaseException], ...]) -> bool:
