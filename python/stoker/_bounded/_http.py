@@ -28,6 +28,7 @@ from typing import Literal
 from urllib.parse import urljoin, urlsplit
 
 from ..errors import StorageError
+from ._shown_text import shown
 
 __all__ = [
     "BODY_LIMITS",
@@ -40,6 +41,7 @@ __all__ = [
     "purpose_words",
     "refuse_declared",
     "shown_url",
+    "size_words",
 ]
 
 Purpose = Literal["page", "metadata", "sample", "file"]
@@ -69,20 +71,23 @@ REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
+_URL_LIMIT = 2000  # characters of a URL shown: any real one, whole (messages name files by it)
+
 
 def shown_url(url: str) -> str:
-    """``url`` as stoker names it to a person: scheme, host, port and path; never credentials, a
-    query or a fragment (a signed URL's signature, a token)."""
+    """``url`` as stoker names it to a person: scheme, host, port and path, shown (`shown`: a
+    redirect's target is the server's text); never credentials, a query or a fragment (a signed
+    URL's signature, a token)."""
     try:
         parts = urlsplit(url)
         host = parts.hostname or ""
         port = parts.port
     except ValueError:  # not even a URL: its scheme and nothing the server chose beyond it
-        return url.split(":", 1)[0][:16] + ":<not a URL>"
+        return shown(url.split(":", 1)[0], 16) + ":<not a URL>"
     if ":" in host:  # an IPv6 address keeps its brackets
         host = f"[{host}]"
     netloc = f"{host}:{port}" if port is not None else host
-    return f"{parts.scheme}://{netloc}{parts.path}"
+    return shown(f"{parts.scheme}://{netloc}{parts.path}", _URL_LIMIT)
 
 
 def origin(url: str) -> tuple[str, str, int | None]:
@@ -90,6 +95,14 @@ def origin(url: str) -> tuple[str, str, int | None]:
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     return scheme, (parts.hostname or "").lower(), parts.port or _DEFAULT_PORTS.get(scheme)
+
+
+def size_words(size: int) -> str:
+    """``size`` bytes in words: ``"4 MiB"``, ``"2 GiB"``, else ``"1,234 bytes"``."""
+    for shift, unit in ((30, "GiB"), (20, "MiB")):
+        if size >= 1 << shift and size % (1 << shift) == 0:
+            return f"{size >> shift} {unit}"
+    return f"{size:,} bytes"
 
 
 def purpose_words(purpose: str) -> str:
@@ -138,7 +151,9 @@ class BoundedBody:
         self.size += len(chunk)
         if self.size > self.limit:
             self._chunks.clear()
-            raise StorageError(f"{self.name}: the server sent more than the {self.limit:,} bytes stoker reads as {self.what}")
+            raise StorageError(
+                f"{self.name}: over {size_words(self.limit)}: the server sent more than the {self.limit:,} bytes stoker reads as {self.what}"
+            )
         if chunk:
             self._chunks.append(chunk)
 

@@ -34,6 +34,7 @@ from ._http import (
     refuse_declared,
     shown_url,
 )
+from ._shown_text import shown
 
 if TYPE_CHECKING:  # asyncio is imported where a request is made: importing this module stays light
     import asyncio
@@ -55,24 +56,25 @@ FailureKind = Literal["missing", "refused", "overload", "retry", "fatal"]
 
 
 class HttpStatusError(OSError):
-    """A server answered, but not with the data: its status (and the URL, shown without query).
-    The reason phrase the server sent is not kept: it is the server's text, not stoker's.
+    """A server answered, but not with the data: its status (and the URL, shown without query),
+    and the reason phrase it sent, shown (`shown`: it is the server's text).
 
     Attributes:
         url: The URL that answered (`shown_url`).
         status: The HTTP status.
+        phrase: The reason phrase the server sent (raw; the message shows it escaped).
     """
 
-    def __init__(self, url: str, status: int) -> None:
+    def __init__(self, url: str, status: int, phrase: str = "") -> None:
         try:
             words = http.HTTPStatus(status).phrase
         except ValueError:
             words = "an unknown status"
-        super().__init__(f"{url}: HTTP {status} ({words})")
-        self.url, self.status = url, status
+        super().__init__(f"{url}: HTTP {status} ({shown(phrase, 100) if phrase else words})")
+        self.url, self.status, self.phrase = url, status, phrase
 
     def __reduce__(self) -> tuple[Any, ...]:  # the attributes kept across processes
-        return (type(self), (self.url, self.status))
+        return (type(self), (self.url, self.status, self.phrase))
 
     @property
     def kind(self) -> FailureKind:
@@ -98,13 +100,14 @@ class HttpRefusedError(HttpStatusError, PermissionError):
     """401, 403 or 407: the server refuses (credentials missing or wrong)."""
 
 
-def _status_error(url: str, status: int) -> HttpStatusError:
+def _status_error(url: str, response: Any) -> HttpStatusError:
+    status, phrase = response.status, response.reason or ""
     kind = HttpStatusError(url, status).kind
     if kind == "missing":
-        return HttpMissingError(url, status)
+        return HttpMissingError(url, status, phrase)
     if kind == "refused":
-        return HttpRefusedError(url, status)
-    return HttpStatusError(url, status)
+        return HttpRefusedError(url, status, phrase)
+    return HttpStatusError(url, status, phrase)
 
 
 def classify_http_error(error: BaseException) -> FailureKind:
@@ -230,7 +233,7 @@ class HttpClient:
             if response.status == 200:  # a later change may read the whole file instead, where it is small
                 raise StorageError(f"{name}: answered a ranged GET with the whole file (status 200): the server does not serve ranges")
             if response.status != 206:
-                raise _status_error(name, response.status)
+                raise _status_error(name, response)
             _check_encoding(response, name)
             expected = f"bytes {start}-{start + length - 1}/"
             if not response.headers.get("Content-Range", "").startswith(expected):
@@ -252,7 +255,7 @@ class HttpClient:
 
         async def answer(response: Any, name: str) -> HttpHead:
             if response.status != 200:
-                raise _status_error(name, response.status)
+                raise _status_error(name, response)
             text = response.headers.get("Content-Length", "")
             if not text.isdigit() or len(text) > 19:
                 raise StorageError(f"{name}: the server gives no size (Content-Length) for it")
@@ -358,7 +361,7 @@ class HttpClient:
             name = asked if not chain.redirects else f"{asked} (redirected to {shown_url(chain.url)})"
             left = deadline - loop.time()
             if left <= 0:
-                raise TimeoutError(f"{name}: no whole answer within the {settings.timeout:g} s deadline")
+                raise TimeoutError(f"{name}: timed out: no whole answer within the {settings.timeout:g} s deadline")
             sent = {**self._headers, **headers} if chain.sends_user_headers else dict(headers)
             sent["Accept-Encoding"] = "identity"
             timeout = aiohttp.ClientTimeout(total=left, sock_connect=min(left, settings.connect_timeout))
@@ -374,7 +377,7 @@ class HttpClient:
             # aiohttp's errors are named here, by the URL shown (theirs may carry a signed
             # URL's query), as the kinds `classify_http_error` sorts.
             except asyncio.TimeoutError:  # aiohttp's total (or connect) timeout
-                raise TimeoutError(f"{name}: no whole answer within the {settings.timeout:g} s deadline") from None
+                raise TimeoutError(f"{name}: timed out: no whole answer within the {settings.timeout:g} s deadline") from None
             except aiohttp.InvalidURL:
                 raise StorageError(f"{name}: not a URL stoker can request") from None
             except aiohttp.ClientResponseError as error:  # the status line or headers do not parse
@@ -385,7 +388,7 @@ class HttpClient:
     @staticmethod
     def _check_whole(response: Any, name: str) -> None:
         if response.status != 200:
-            raise _status_error(name, response.status)
+            raise _status_error(name, response)
         _check_encoding(response, name)
 
     async def _body(self, response: Any, name: str, limit: int, purpose: str) -> bytes:
@@ -426,7 +429,6 @@ def _check_encoding(response: Any, name: str) -> None:
 
 
 def _said(text: str) -> str:
-    """What a server or its client library said, on one line, its control characters escaped and
-    cut to 100 characters: text from outside, in a message."""
-    line = text.strip().splitlines()[0] if text.strip() else ""
-    return ascii(line)[1:-1][:100]
+    """What a server or its client library said: its first line, shown (`shown`: control
+    characters escaped) and cut to 100 characters: text from outside, in a message."""
+    return shown(text.strip().splitlines()[0] if text.strip() else "", 100)

@@ -9,7 +9,8 @@ pre-allocates the length a response declares (``Content-Length: 1000000000000`` 
 process), so a whole GET is streamed into a bounded buffer instead, after its declared length is
 checked against the purpose's limit. A ranged GET (``get_range``) is left to obstore: it sizes its
 buffer by the range asked for (checked here first: it comes from an index, outside input too) and
-refuses an answer with another range. `HttpObjects` (``_http_objects.py``) is the web servers'.
+refuses an answer with another range. `HttpObjects` (``_http.py``, beside `HTTPStorage`) is the
+web servers'.
 """
 
 from __future__ import annotations
