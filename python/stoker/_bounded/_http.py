@@ -22,6 +22,7 @@ A refusal is a `StorageError` naming the URL and why: a verdict, never retried a
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Literal
@@ -72,12 +73,22 @@ REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 _URL_LIMIT = 2000  # characters of a URL shown: any real one, whole (messages name files by it)
+# A URL that `shown_url` would give back as it is: lower-case scheme and host, a port without a
+# leading zero, a path of printable ASCII; no credentials, query or fragment.
+_PLAIN_URL = re.compile(r"https?://[a-z0-9.\-]+(?::[1-9][0-9]{0,3})?(?:/[!$&'()*+,\-./0-9:;=@A-Z_a-z~%]*)?")
 
 
 def shown_url(url: str) -> str:
     """``url`` as stoker names it to a person: scheme, host, port and path, shown (`shown`: a
     redirect's target is the server's text); never credentials, a query or a fragment (a signed
     URL's signature, a token)."""
+    if len(url) < _URL_LIMIT and _PLAIN_URL.fullmatch(url):  # every request names one: the common case, fast
+        return url
+    return _parsed_shown_url(url)
+
+
+def _parsed_shown_url(url: str) -> str:
+    """`shown_url` the long way: parsed, rebuilt and shown."""
     try:
         parts = urlsplit(url)
         host = parts.hostname or ""

@@ -324,6 +324,9 @@ class HttpClient:
                 # credentials, and they go to the origin the user named.
                 cookie_jar=aiohttp.DummyCookieJar(),
                 trust_env=False,  # proxies: `_proxy_for`
+                # A block of a few MB comes in fewer, larger pieces (a response holds at most
+                # about twice this while its reader catches up).
+                read_bufsize=1 << 20,
             )
         return self._session
 
@@ -354,24 +357,23 @@ class HttpClient:
         settings = self.settings
         loop = asyncio.get_running_loop()
         deadline = loop.time() + settings.timeout
-        chain = RedirectChain(url, settings.max_redirects)
-        asked = shown_url(url)
+        chain: RedirectChain | None = None  # made at the first redirect: most requests have none
+        here, asked = url, shown_url(url)
         while True:
             # Named by the URL asked for (the sample's), and where a redirect took it.
-            name = asked if not chain.redirects else f"{asked} (redirected to {shown_url(chain.url)})"
+            name = asked if chain is None else f"{asked} (redirected to {shown_url(here)})"
             left = deadline - loop.time()
             if left <= 0:
                 raise TimeoutError(f"{name}: timed out: no whole answer within the {settings.timeout:g} s deadline")
-            sent = {**self._headers, **headers} if chain.sends_user_headers else dict(headers)
-            sent["Accept-Encoding"] = "identity"
+            mine = chain is None or chain.sends_user_headers
+            sent = {**self._headers, **headers, "Accept-Encoding": "identity"} if mine else {**headers, "Accept-Encoding": "identity"}
             timeout = aiohttp.ClientTimeout(total=left, sock_connect=min(left, settings.connect_timeout))
             try:
-                proxy = self._proxy_for(chain.url)
-                async with session.request(
-                    method, chain.url, headers=sent, allow_redirects=False, timeout=timeout, proxy=proxy
-                ) as response:
+                proxy = self._proxy_for(here)
+                async with session.request(method, here, headers=sent, allow_redirects=False, timeout=timeout, proxy=proxy) as response:
                     if response.status in REDIRECT_STATUSES:
-                        chain.follow(response.headers.get("Location"), response.status)
+                        chain = chain or RedirectChain(url, settings.max_redirects)
+                        here = chain.follow(response.headers.get("Location"), response.status)
                         continue
                     return await handle(response, name)
             # aiohttp's errors are named here, by the URL shown (theirs may carry a signed

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from stoker._bounded import _http as _bounded_http
 from stoker._bounded import shown_url
 from stoker.errors import ShardError, StorageError
 from stoker.ingest import convert_storage
@@ -217,3 +218,9 @@ def test_a_url_is_shown_without_its_credentials_query_or_fragment(
     shown = shown_url(url)
     assert "SECRET" not in shown and "user" not in shown, shown
     assert shown.startswith(f"{scheme.lower()}://{host}:8080/"), shown
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.from_regex(_bounded_http._PLAIN_URL, fullmatch=True))
+def test_a_plain_url_is_shown_as_the_long_way_shows_it(url: str) -> None:
+    assert shown_url(url) == _bounded_http._parsed_shown_url(url)
