@@ -125,9 +125,11 @@ test: install-dev $(VENV)/.wheel-tools | system-test
 	STOKER_BUILT_WHEEL=$$(ls dist/stoker-*.whl) $(MAKE) --no-print-directory python-test
 
 # The fuzz suite at length: 2,000 mutated cases per format, fresh randomness each run (make test
-# runs 60 per format, seeded). A failing case is saved under tests/faults/fuzz/regressions/.
+# runs 60 per format, seeded; the hostile HTTP server half as many per dataset). A failing case is
+# saved under tests/faults/fuzz/regressions/.
 fuzz: install-dev
-	STOKER_FUZZ_EXAMPLES=2000 STOKER_FUZZ_FRESH=1 $(BIN)/python -m pytest -q tests/faults/test_fuzz.py tests/faults/test_metrics_page_fuzz.py
+	STOKER_FUZZ_EXAMPLES=2000 STOKER_FUZZ_FRESH=1 $(BIN)/python -m pytest -q tests/faults/test_fuzz.py tests/faults/test_metrics_page_fuzz.py \
+		tests/faults/test_http_fuzz.py
 
 clean:
 	rm -rf $(VENV) target .pytest_cache dist site python/stoker/_media/ffmpeg*
