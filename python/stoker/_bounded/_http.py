@@ -29,6 +29,7 @@ from typing import Literal
 from urllib.parse import urljoin, urlsplit
 
 from ..errors import StorageError
+from ._json import MAX_MANIFEST_BYTES
 from ._shown_text import shown
 
 __all__ = [
@@ -52,8 +53,9 @@ BODY_LIMITS: Mapping[str, int] = MappingProxyType(
     {
         # A metrics page: a loader's is a few KB; a wrong URL must not fill the memory.
         "page": 4 << 20,
-        # A manifest, an index or its sidecar, a dataset's state or info file.
-        "metadata": 1 << 30,
+        # A manifest, an index or its sidecar, a dataset's state or info file: the largest JSON
+        # document stoker reads (each reader then holds its own to its own bound).
+        "metadata": MAX_MANIFEST_BYTES,
         # One sample, or a block of consecutive samples, by one GET.
         "sample": 2 << 30,
         # A whole data file held in memory (a peer's compressed shard), or a part of a Parquet file.
