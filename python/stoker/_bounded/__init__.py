@@ -31,6 +31,7 @@ from ._http import (
     MAX_REDIRECTS,
     REDIRECT_STATUSES,
     BoundedBody,
+    HttpSettings,
     Purpose,
     RedirectChain,
     origin,
@@ -38,17 +39,8 @@ from ._http import (
     refuse_declared,
     shown_url,
 )
-from ._http_client import (
-    FailureKind,
-    HttpClient,
-    HttpHead,
-    HttpMissingError,
-    HttpRefusedError,
-    HttpSettings,
-    HttpStatusError,
-    classify_http_error,
-    fetch_page,
-)
+from ._http_client import HttpClient, HttpHead, fetch_page
+from ._http_status import FailureKind, HttpMissingError, HttpRefusedError, HttpStatusError, classify_http_error
 from ._json import (
     MAX_DIGITS,
     MAX_DOCUMENT_BYTES,

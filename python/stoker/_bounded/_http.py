@@ -24,11 +24,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Literal
 from urllib.parse import urljoin, urlsplit
 
-from ..errors import StorageError
+from ..errors import ConfigurationError, StorageError
 from ._json import MAX_MANIFEST_BYTES
 from ._shown_text import shown
 
@@ -37,6 +38,7 @@ __all__ = [
     "MAX_REDIRECTS",
     "REDIRECT_STATUSES",
     "BoundedBody",
+    "HttpSettings",
     "Purpose",
     "RedirectChain",
     "origin",
@@ -136,6 +138,28 @@ def refuse_declared(declared: int | None, limit: int, name: str, what: str) -> N
         raise StorageError(f"{name}: the server declares a size of {declared:,} bytes")
     if declared > limit:
         raise StorageError(f"{name}: the server declares {declared:,} bytes, over the {limit:,} bytes stoker reads as {what}")
+
+
+@dataclass(frozen=True)
+class HttpSettings:
+    """How one `HttpClient` talks to servers.
+
+    Attributes:
+        timeout: Seconds one request may take in all: connecting, every redirect, and the whole
+            body. A server that trickles its answer ends there.
+        connect_timeout: Seconds to open a connection.
+        max_connections: Connections open at once (the pool's size).
+        max_redirects: Redirects one request follows at most.
+    """
+
+    timeout: float = 30.0
+    connect_timeout: float = 5.0
+    max_connections: int = 256
+    max_redirects: int = MAX_REDIRECTS
+
+    def __post_init__(self) -> None:
+        if not (self.timeout > 0 and self.connect_timeout > 0 and self.max_connections >= 1 and 0 <= self.max_redirects <= MAX_REDIRECTS):
+            raise ConfigurationError(f"invalid HTTP settings {self} (positive timeouts and connections, at most {MAX_REDIRECTS} redirects)")
 
 
 class BoundedBody:

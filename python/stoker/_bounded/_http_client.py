@@ -10,140 +10,39 @@ deadline: aiohttp's ``total`` timeout covers connecting, the headers and the who
 hop gets what is left of the request's deadline.
 
 What a later change plugs in here: a ``ca_bundle=`` (the connector's SSL context, `_connector`),
-and a finer sorting of failures (`classify_http_error`: 4xx, TLS and DNS errors as permanent or
+a server without ranges (`get_range`'s answer of 200, refused now, read whole where small), and
+a finer sorting of failures (``_http_status.py``: 4xx, TLS and DNS errors as permanent or
 transient). ``SSL_CERT_FILE`` and ``SSL_CERT_DIR`` are read already by Python's default context.
+The settings (deadline, redirects) and the body policy are `._http`'s.
 """
 
 from __future__ import annotations
 
-import http
-import sys
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
-from ..errors import ConfigurationError, StorageError
+from ..errors import StorageError
 from ._http import (
     BODY_LIMITS,
-    MAX_REDIRECTS,
     REDIRECT_STATUSES,
     BoundedBody,
+    HttpSettings,
     RedirectChain,
     purpose_words,
     refuse_declared,
     shown_url,
 )
+from ._http_status import status_error
 from ._shown_text import shown
 
 if TYPE_CHECKING:  # asyncio is imported where a request is made: importing this module stays light
     import asyncio
 
-__all__ = [
-    "FailureKind",
-    "HttpClient",
-    "HttpHead",
-    "HttpMissingError",
-    "HttpRefusedError",
-    "HttpSettings",
-    "HttpStatusError",
-    "classify_http_error",
-    "fetch_page",
-]
+__all__ = ["HttpClient", "HttpHead", "fetch_page"]
 
 T = TypeVar("T")
-FailureKind = Literal["missing", "refused", "overload", "retry", "fatal"]
-
-
-class HttpStatusError(OSError):
-    """A server answered, but not with the data: its status (and the URL, shown without query),
-    and the reason phrase it sent, shown (`shown`: it is the server's text).
-
-    Attributes:
-        url: The URL that answered (`shown_url`).
-        status: The HTTP status.
-        phrase: The reason phrase the server sent (raw; the message shows it escaped).
-    """
-
-    def __init__(self, url: str, status: int, phrase: str = "") -> None:
-        try:
-            words = http.HTTPStatus(status).phrase
-        except ValueError:
-            words = "an unknown status"
-        super().__init__(f"{url}: HTTP {status} ({shown(phrase, 100) if phrase else words})")
-        self.url, self.status, self.phrase = url, status, phrase
-
-    def __reduce__(self) -> tuple[Any, ...]:  # the attributes kept across processes
-        return (type(self), (self.url, self.status, self.phrase))
-
-    @property
-    def kind(self) -> FailureKind:
-        """What the status means for a retry: ``"missing"`` (404, 410), ``"refused"`` (401, 403,
-        407), ``"overload"`` (429, 503: the server asks for less), ``"retry"`` (other 5xx, 408)
-        or ``"fatal"``."""
-        if self.status in (404, 410):
-            return "missing"
-        if self.status in (401, 403, 407):
-            return "refused"
-        if self.status in (429, 503):
-            return "overload"
-        if self.status >= 500 or self.status == 408:
-            return "retry"
-        return "fatal"
-
-
-class HttpMissingError(HttpStatusError, FileNotFoundError):
-    """404 or 410: nothing at the URL."""
-
-
-class HttpRefusedError(HttpStatusError, PermissionError):
-    """401, 403 or 407: the server refuses (credentials missing or wrong)."""
-
-
-def _status_error(url: str, response: Any) -> HttpStatusError:
-    status, phrase = response.status, response.reason or ""
-    kind = HttpStatusError(url, status).kind
-    if kind == "missing":
-        return HttpMissingError(url, status, phrase)
-    if kind == "refused":
-        return HttpRefusedError(url, status, phrase)
-    return HttpStatusError(url, status, phrase)
-
-
-def classify_http_error(error: BaseException) -> FailureKind:
-    """How a failed request is treated: a missing object or refused credentials are final, so is
-    a malformed response (hostile or broken, not an outage); a busy server is waited for; a lost
-    connection, a timeout or a 5xx is retried."""
-    if isinstance(error, StorageError):
-        return "fatal"  # a verdict of the body policy: too large, a redirect loop...
-    if isinstance(error, HttpStatusError):
-        return error.kind
-    loaded = sys.modules.get("asyncio")  # no asyncio error without asyncio
-    if isinstance(error, (OSError, loaded.TimeoutError) if loaded is not None else OSError):  # refused, reset, cut short, too slow
-        return "retry"
-    return "fatal"
-
-
-@dataclass(frozen=True)
-class HttpSettings:
-    """How one `HttpClient` talks to servers.
-
-    Attributes:
-        timeout: Seconds one request may take in all: connecting, every redirect, and the whole
-            body. A server that trickles its answer ends there.
-        connect_timeout: Seconds to open a connection.
-        max_connections: Connections open at once (the pool's size).
-        max_redirects: Redirects one request follows at most.
-    """
-
-    timeout: float = 30.0
-    connect_timeout: float = 5.0
-    max_connections: int = 256
-    max_redirects: int = MAX_REDIRECTS
-
-    def __post_init__(self) -> None:
-        if not (self.timeout > 0 and self.connect_timeout > 0 and self.max_connections >= 1 and 0 <= self.max_redirects <= MAX_REDIRECTS):
-            raise ConfigurationError(f"invalid HTTP settings {self} (positive timeouts and connections, at most {MAX_REDIRECTS} redirects)")
 
 
 @dataclass(frozen=True)
@@ -233,7 +132,7 @@ class HttpClient:
             if response.status == 200:  # a later change may read the whole file instead, where it is small
                 raise StorageError(f"{name}: answered a ranged GET with the whole file (status 200): the server does not serve ranges")
             if response.status != 206:
-                raise _status_error(name, response)
+                raise status_error(name, response)
             _check_encoding(response, name)
             expected = f"bytes {start}-{start + length - 1}/"
             if not response.headers.get("Content-Range", "").startswith(expected):
@@ -255,7 +154,7 @@ class HttpClient:
 
         async def answer(response: Any, name: str) -> HttpHead:
             if response.status != 200:
-                raise _status_error(name, response)
+                raise status_error(name, response)
             text = response.headers.get("Content-Length", "")
             if not text.isdigit() or len(text) > 19:
                 raise StorageError(f"{name}: the server gives no size (Content-Length) for it")
@@ -390,7 +289,7 @@ class HttpClient:
     @staticmethod
     def _check_whole(response: Any, name: str) -> None:
         if response.status != 200:
-            raise _status_error(name, response)
+            raise status_error(name, response)
         _check_encoding(response, name)
 
     async def _body(self, response: Any, name: str, limit: int, purpose: str) -> bytes:

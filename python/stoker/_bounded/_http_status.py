@@ -1,0 +1,92 @@
+"""What a server's answer means when it is not the data: its status as an error of stoker's
+(`HttpStatusError`, with the reason phrase the server sent shown escaped), and how every failed
+HTTP request is sorted for the retry policy (`classify_http_error`): a missing file or refused
+credentials are final, a busy server is waited for, a lost connection, a timeout or a 5xx is
+retried, and a verdict of the body policy (a `StorageError`: too large, a redirect refused, a
+malformed response) is never retried as an outage.
+
+A later change sorts 4xx, TLS and DNS failures as permanent or transient here, in one place.
+"""
+
+from __future__ import annotations
+
+import http
+import sys
+from typing import Any, Literal
+
+from ..errors import StorageError
+from ._shown_text import shown
+
+__all__ = ["FailureKind", "HttpMissingError", "HttpRefusedError", "HttpStatusError", "classify_http_error", "status_error"]
+
+FailureKind = Literal["missing", "refused", "overload", "retry", "fatal"]
+
+
+class HttpStatusError(OSError):
+    """A server answered, but not with the data: its status (and the URL, shown without query),
+    and the reason phrase it sent, shown (`shown`: it is the server's text).
+
+    Attributes:
+        url: The URL that answered (`shown_url`).
+        status: The HTTP status.
+        phrase: The reason phrase the server sent (raw; the message shows it escaped).
+    """
+
+    def __init__(self, url: str, status: int, phrase: str = "") -> None:
+        try:
+            words = http.HTTPStatus(status).phrase
+        except ValueError:
+            words = "an unknown status"
+        super().__init__(f"{url}: HTTP {status} ({shown(phrase, 100) if phrase else words})")
+        self.url, self.status, self.phrase = url, status, phrase
+
+    def __reduce__(self) -> tuple[Any, ...]:  # the attributes kept across processes
+        return (type(self), (self.url, self.status, self.phrase))
+
+    @property
+    def kind(self) -> FailureKind:
+        """What the status means for a retry: ``"missing"`` (404, 410), ``"refused"`` (401, 403,
+        407), ``"overload"`` (429, 503: the server asks for less), ``"retry"`` (other 5xx, 408)
+        or ``"fatal"``."""
+        if self.status in (404, 410):
+            return "missing"
+        if self.status in (401, 403, 407):
+            return "refused"
+        if self.status in (429, 503):
+            return "overload"
+        if self.status >= 500 or self.status == 408:
+            return "retry"
+        return "fatal"
+
+
+class HttpMissingError(HttpStatusError, FileNotFoundError):
+    """404 or 410: nothing at the URL."""
+
+
+class HttpRefusedError(HttpStatusError, PermissionError):
+    """401, 403 or 407: the server refuses (credentials missing or wrong)."""
+
+
+def status_error(url: str, response: Any) -> HttpStatusError:
+    """The error for a response of status other than the one asked for (an aiohttp response)."""
+    status, phrase = response.status, response.reason or ""
+    kind = HttpStatusError(url, status).kind
+    if kind == "missing":
+        return HttpMissingError(url, status, phrase)
+    if kind == "refused":
+        return HttpRefusedError(url, status, phrase)
+    return HttpStatusError(url, status, phrase)
+
+
+def classify_http_error(error: BaseException) -> FailureKind:
+    """How a failed request is treated: a missing object or refused credentials are final, so is
+    a malformed response (hostile or broken, not an outage); a busy server is waited for; a lost
+    connection, a timeout or a 5xx is retried."""
+    if isinstance(error, StorageError):
+        return "fatal"  # a verdict of the body policy: too large, a redirect loop...
+    if isinstance(error, HttpStatusError):
+        return error.kind
+    loaded = sys.modules.get("asyncio")  # no asyncio error without asyncio
+    if isinstance(error, (OSError, loaded.TimeoutError) if loaded is not None else OSError):  # refused, reset, cut short, too slow
+        return "retry"
+    return "fatal"
