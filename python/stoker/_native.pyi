@@ -1,4 +1,7 @@
-"""Type stubs for the native core, `stoker._native` (Rust, built by maturin)."""
+"""Type stubs for the native core, `stoker._native` (Rust, built by maturin).
+
+Every function and method here runs under one panic guard: a Rust panic raises
+`stoker.errors.NativePanicError` naming the call, never pyo3's ``PanicException``."""
 
 import os
 from collections.abc import Sequence

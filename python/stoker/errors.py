@@ -13,6 +13,8 @@ One family per concern, so ``except`` can be as wide or as narrow as a training 
     │   ├── ImageDecodeError, MediaDecodeError
     │   └── BatchDecodeError      samples of a `decode_batch` call failed under "raise"
     ├── MediaUnavailableError     no FFmpeg this stoker supports (also ImportError)
+    ├── NativePanicError          the native code (or a Rust library it runs) panicked, caught
+    │                             before it could end the process (also RuntimeError)
     ├── SampleError               a Loader's sample failed under on_error="raise" (also RuntimeError)
     ├── TooManyBadSamplesError    an epoch's bad-sample budget ran out (also RuntimeError)
     ├── ProvenanceError           what was recorded does not match: a replayed sample changed, a
@@ -43,6 +45,7 @@ __all__ = [
     "JsonError",
     "MediaDecodeError",
     "MediaUnavailableError",
+    "NativePanicError",
     "PipelineError",
     "PipelineFailureError",
     "PipelineStoppedError",
@@ -191,6 +194,15 @@ class MediaUnavailableError(StokerError, ImportError):
     """Audio and video decoding cannot run here: no FFmpeg this build of stoker supports was found.
 
     Images, storage, the Loader and the CLI are unaffected; the message says what to install.
+    """
+
+
+class NativePanicError(StokerError, RuntimeError):
+    """Native code panicked (stoker's own, or the Rust library it ran: the tokenizers package),
+    and the panic was caught before it could end the process: a bug, reported by name instead of
+    the ``PanicException`` that ``except Exception`` does not catch. The message names the call
+    and, where it has one, the sample or file. The failure policy handles it as any bad sample;
+    please report it with the input that caused it.
     """
 
 

@@ -9,6 +9,7 @@ pub mod build_info;
 pub mod image;
 pub mod media;
 pub mod packing;
+pub mod panic_guard;
 pub mod storage;
 pub mod text;
 

@@ -3,6 +3,8 @@
 
 use std::fmt;
 
+use stoker_native::panic_guard::Panicked;
+
 /// A per-sample media failure.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MediaError {
@@ -20,6 +22,14 @@ pub enum MediaError {
     TooShort(String),
     /// The transform cannot apply to this sample (e.g. a channel it does not have).
     Transform(String),
+    /// The native code panicked on this sample (a bug, caught: see `stoker_native::panic_guard`).
+    Panicked(String),
+}
+
+impl From<Panicked> for MediaError {
+    fn from(panic: Panicked) -> Self {
+        MediaError::Panicked(panic.0)
+    }
 }
 
 impl fmt::Display for MediaError {
@@ -32,6 +42,7 @@ impl fmt::Display for MediaError {
             MediaError::Corrupt(detail) => write!(formatter, "corrupt or truncated: {detail}"),
             MediaError::TooShort(detail) => write!(formatter, "too short: {detail}"),
             MediaError::Transform(detail) => write!(formatter, "cannot transform: {detail}"),
+            MediaError::Panicked(message) => write!(formatter, "{}", Panicked::describe(message)),
         }
     }
 }

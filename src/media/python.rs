@@ -11,6 +11,7 @@ use pyo3::pybacked::PyBackedBytes;
 
 use stoker_native::image::batch::FailurePolicy;
 use stoker_native::media::spec::{audio_spec, video_spec, AudioOptions, VideoOptions};
+use stoker_native::panic_guard::guard;
 
 use ffmpeg_next::media::Type;
 
@@ -67,23 +68,25 @@ fn decode_audio_batch_into(
     window: &str,
     dtype: &str,
 ) -> PyResult<Vec<Option<String>>> {
-    let options = AudioOptions { sample_rate, samples, channels, select_channel, window, dtype };
-    let (spec, int16) = audio_spec(&options).map_err(PyValueError::new_err)?;
-    check_out(out, inputs.len(), &[spec.output_channels(), spec.length], seeds.len(), threads)?;
-    let slices: Vec<&[u8]> = inputs.iter().map(|bytes| &**bytes).collect();
-    let wrong_dtype = || PyTypeError::new_err(format!("out must be {dtype}"));
-    let errors = if int16 {
-        let array = out.cast::<PyArrayDyn<i16>>().map_err(|_| wrong_dtype())?;
-        let mut out = writable(array)?;
-        let slice = out.as_slice_mut().map_err(|error| PyValueError::new_err(error.to_string()))?;
-        py.detach(|| decode_audio_batch(&slices, &seeds, &spec, AudioBuffer::I16(slice), threads, policy(compact)))
-    } else {
-        let array = out.cast::<PyArrayDyn<f32>>().map_err(|_| wrong_dtype())?;
-        let mut out = writable(array)?;
-        let slice = out.as_slice_mut().map_err(|error| PyValueError::new_err(error.to_string()))?;
-        py.detach(|| decode_audio_batch(&slices, &seeds, &spec, AudioBuffer::F32(slice), threads, policy(compact)))
-    };
-    Ok(errors.into_iter().map(|error| error.map(|error| error.to_string())).collect())
+    guard("decode_audio_batch_into", None, || {
+        let options = AudioOptions { sample_rate, samples, channels, select_channel, window, dtype };
+        let (spec, int16) = audio_spec(&options).map_err(PyValueError::new_err)?;
+        check_out(out, inputs.len(), &[spec.output_channels(), spec.length], seeds.len(), threads)?;
+        let slices: Vec<&[u8]> = inputs.iter().map(|bytes| &**bytes).collect();
+        let wrong_dtype = || PyTypeError::new_err(format!("out must be {dtype}"));
+        let errors = if int16 {
+            let array = out.cast::<PyArrayDyn<i16>>().map_err(|_| wrong_dtype())?;
+            let mut out = writable(array)?;
+            let slice = out.as_slice_mut().map_err(|error| PyValueError::new_err(error.to_string()))?;
+            py.detach(|| decode_audio_batch(&slices, &seeds, &spec, AudioBuffer::I16(slice), threads, policy(compact)))
+        } else {
+            let array = out.cast::<PyArrayDyn<f32>>().map_err(|_| wrong_dtype())?;
+            let mut out = writable(array)?;
+            let slice = out.as_slice_mut().map_err(|error| PyValueError::new_err(error.to_string()))?;
+            py.detach(|| decode_audio_batch(&slices, &seeds, &spec, AudioBuffer::F32(slice), threads, policy(compact)))
+        };
+        Ok(errors.into_iter().map(|error| error.map(|error| error.to_string())).collect())
+    })
 }
 
 /// Decode video `inputs` into `out` (shape (N, *transform.output_shape), uint8).
@@ -115,30 +118,32 @@ fn decode_video_batch_into(
     flip_probability: f64,
     layout: &str,
 ) -> PyResult<Vec<Option<String>>> {
-    let options = VideoOptions {
-        frames,
-        stride,
-        fps,
-        clip,
-        resize_shorter,
-        resize,
-        center_crop,
-        random_crop,
-        cover,
-        cover_crop,
-        flip_probability,
-        layout,
-    };
-    let spec = video_spec(&options).map_err(PyValueError::new_err)?;
-    let shape = spec.output_shape();
-    check_out(out, inputs.len(), &[shape.0, shape.1, shape.2, shape.3], seeds.len(), threads)?;
-    let slices: Vec<&[u8]> = inputs.iter().map(|bytes| &**bytes).collect();
-    let array = out.cast::<PyArrayDyn<u8>>().map_err(|_| PyTypeError::new_err("out must be uint8"))?;
-    let mut out = writable(array)?;
-    let slice = out.as_slice_mut().map_err(|error| PyValueError::new_err(error.to_string()))?;
-    let slot_len = spec.slot_len().expect("checked in video_spec");
-    let errors = py.detach(|| decode_video_batch(&slices, &seeds, &spec, slice, slot_len, threads, policy(compact)));
-    Ok(errors.into_iter().map(|error| error.map(|error| error.to_string())).collect())
+    guard("decode_video_batch_into", None, || {
+        let options = VideoOptions {
+            frames,
+            stride,
+            fps,
+            clip,
+            resize_shorter,
+            resize,
+            center_crop,
+            random_crop,
+            cover,
+            cover_crop,
+            flip_probability,
+            layout,
+        };
+        let spec = video_spec(&options).map_err(PyValueError::new_err)?;
+        let shape = spec.output_shape();
+        check_out(out, inputs.len(), &[shape.0, shape.1, shape.2, shape.3], seeds.len(), threads)?;
+        let slices: Vec<&[u8]> = inputs.iter().map(|bytes| &**bytes).collect();
+        let array = out.cast::<PyArrayDyn<u8>>().map_err(|_| PyTypeError::new_err("out must be uint8"))?;
+        let mut out = writable(array)?;
+        let slice = out.as_slice_mut().map_err(|error| PyValueError::new_err(error.to_string()))?;
+        let slot_len = spec.slot_len().expect("checked in video_spec");
+        let errors = py.detach(|| decode_video_batch(&slices, &seeds, &spec, slice, slot_len, threads, policy(compact)));
+        Ok(errors.into_iter().map(|error| error.map(|error| error.to_string())).collect())
+    })
 }
 
 /// Probe `inputs` into `out` (shape (N, 5), float64): each file's duration in seconds, frame
@@ -154,30 +159,34 @@ fn probe_media_into(
     kind: &str,
     threads: usize,
 ) -> PyResult<Vec<Option<String>>> {
-    let kind = match kind {
-        "audio" => Type::Audio,
-        "video" => Type::Video,
-        other => return Err(PyValueError::new_err(format!("kind must be \"audio\" or \"video\", got {other:?}"))),
-    };
-    check_out(out, inputs.len(), &[PROBE_FIELDS], inputs.len(), threads)?;
-    let slices: Vec<&[u8]> = inputs.iter().map(|bytes| &**bytes).collect();
-    let array = out.cast::<PyArrayDyn<f64>>().map_err(|_| PyTypeError::new_err("out must be float64"))?;
-    let mut out = writable(array)?;
-    let slice = out.as_slice_mut().map_err(|error| PyValueError::new_err(error.to_string()))?;
-    let errors = py.detach(|| probe_batch(&slices, kind, slice, threads));
-    Ok(errors.into_iter().map(|error| error.map(|error| error.to_string())).collect())
+    guard("probe_media_into", None, || {
+        let kind = match kind {
+            "audio" => Type::Audio,
+            "video" => Type::Video,
+            other => return Err(PyValueError::new_err(format!("kind must be \"audio\" or \"video\", got {other:?}"))),
+        };
+        check_out(out, inputs.len(), &[PROBE_FIELDS], inputs.len(), threads)?;
+        let slices: Vec<&[u8]> = inputs.iter().map(|bytes| &**bytes).collect();
+        let array = out.cast::<PyArrayDyn<f64>>().map_err(|_| PyTypeError::new_err("out must be float64"))?;
+        let mut out = writable(array)?;
+        let slice = out.as_slice_mut().map_err(|error| PyValueError::new_err(error.to_string()))?;
+        let errors = py.detach(|| probe_batch(&slices, kind, slice, threads));
+        Ok(errors.into_iter().map(|error| error.map(|error| error.to_string())).collect())
+    })
 }
 
 /// The libavcodec this module was built for (its major) and the one it runs with, as
 /// `{"built_major": 59, "running": "59.37.100"}`: a bug report can say both.
 #[pyfunction]
 fn ffmpeg_versions(py: Python<'_>) -> PyResult<Bound<'_, pyo3::types::PyDict>> {
-    let versions = pyo3::types::PyDict::new(py);
-    versions.set_item("built_major", ffmpeg_sys_next::LIBAVCODEC_VERSION_MAJOR)?;
-    // SAFETY: avcodec_version returns a constant of the loaded library; it has no preconditions.
-    let running = unsafe { ffmpeg_sys_next::avcodec_version() };
-    versions.set_item("running", format!("{}.{}.{}", running >> 16, (running >> 8) & 0xff, running & 0xff))?;
-    Ok(versions)
+    guard("ffmpeg_versions", None, || {
+        let versions = pyo3::types::PyDict::new(py);
+        versions.set_item("built_major", ffmpeg_sys_next::LIBAVCODEC_VERSION_MAJOR)?;
+        // SAFETY: avcodec_version returns a constant of the loaded library; it has no preconditions.
+        let running = unsafe { ffmpeg_sys_next::avcodec_version() };
+        versions.set_item("running", format!("{}.{}.{}", running >> 16, (running >> 8) & 0xff, running & 0xff))?;
+        Ok(versions)
+    })
 }
 
 /// `gil_used = false`: nothing here relies on the GIL for safety.

@@ -222,10 +222,11 @@ class SequencePacker:
             bad = int(np.argmax(lengths < 0))
             raise DecodeError(f"document {self.documents_consumed + bad}: negative length {int(lengths[bad])}")
         array = as_token_array(tokens, f"{self.documents_consumed}..{self.documents_consumed + len(lengths) - 1}")
-        if int(lengths.sum()) != len(array):
+        # Each length within the tokens first: a sum of uint64 lengths wraps around past 2^64.
+        if (lengths.size and int(lengths.max()) > len(array)) or int(lengths.sum()) != len(array):
             raise DecodeError(
                 f"documents {self.documents_consumed}..{self.documents_consumed + len(lengths) - 1}: "
-                f"lengths add up to {int(lengths.sum())}, tokens holds {len(array)}"
+                f"lengths add up to {sum(int(length) for length in lengths)}, tokens holds {len(array)}"
             )
         self._packer.push_many(array, lengths.astype(np.uint64), self.documents_consumed)
         self.documents_consumed += len(lengths)

@@ -18,6 +18,7 @@ use super::error::ImageError;
 use super::geometry::TransformSpec;
 use super::output::{OutputSpec, Slot};
 use super::transform;
+use crate::panic_guard::{catch_panic, Panicked};
 
 /// The whole batch buffer, typed.
 pub enum BatchBuffer<'a> {
@@ -78,7 +79,10 @@ pub fn decode_batch(
 /// `i`) on `threads` threads, zero-fill each slot whose work failed, and compact the successes
 /// to the front under `FailurePolicy::Compact`. Returns each input's error, or None. Shared by
 /// every batch decoder (images, audio, video).
-pub fn each_slot<T: Send + Copy + Default, E: Send + Clone>(
+///
+/// A panic in one sample's work is that sample's error (`Panicked`), like any other: the rest
+/// of the batch is decoded, and the call's own panic guard never sees it.
+pub fn each_slot<T: Send + Copy + Default, E: Send + Clone + From<Panicked>>(
     buffer: &mut [T],
     slot_len: usize,
     count: usize,
@@ -88,7 +92,11 @@ pub fn each_slot<T: Send + Copy + Default, E: Send + Clone>(
 ) -> Vec<Option<E>> {
     let mut errors: Vec<Option<E>> = vec![None; count];
     let run = |index: usize, slot: &mut [T], error: &mut Option<E>| {
-        if let Err(failure) = work(index, slot) {
+        let failure = match catch_panic(|| work(index, &mut *slot)) {
+            Ok(result) => result.err(),
+            Err(message) => Some(E::from(Panicked(message))),
+        };
+        if let Some(failure) = failure {
             slot.fill(T::default());
             *error = Some(failure);
         }

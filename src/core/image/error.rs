@@ -3,6 +3,8 @@
 
 use std::fmt;
 
+use crate::panic_guard::Panicked;
+
 /// A per-image failure.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ImageError {
@@ -16,6 +18,14 @@ pub enum ImageError {
     TooLarge { width: u64, height: u64, limit: u64 },
     /// The transform cannot apply to this image (e.g. zero-sized output).
     Transform(String),
+    /// The native code panicked on this image (a bug, caught: see `panic_guard`).
+    Panicked(String),
+}
+
+impl From<Panicked> for ImageError {
+    fn from(panic: Panicked) -> Self {
+        ImageError::Panicked(panic.0)
+    }
 }
 
 impl fmt::Display for ImageError {
@@ -31,6 +41,7 @@ impl fmt::Display for ImageError {
                 width * height
             ),
             ImageError::Transform(detail) => write!(formatter, "cannot transform: {detail}"),
+            ImageError::Panicked(message) => write!(formatter, "{}", Panicked::describe(message)),
         }
     }
 }

@@ -14,6 +14,7 @@ use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::PyBytes;
 
+use crate::panic_guard::guard;
 use crate::storage::cache_entries::{self, CacheError, Settings};
 
 /// Stores at least this large (all entries of the call together) let go of the GIL.
@@ -53,18 +54,22 @@ impl CacheEntries {
     #[new]
     #[pyo3(signature = (folder, map_bytes, max_readers, sync))]
     fn new(folder: PathBuf, map_bytes: u64, max_readers: u32, sync: bool) -> PyResult<Self> {
-        let settings = Settings { map_bytes, max_readers, sync };
-        let opened = cache_entries::CacheEntries::open(&folder, settings)
-            .map_err(|error| PyOSError::new_err(format!("sample cache {}: cannot open it: {error}", folder.display())))?;
-        Ok(CacheEntries { folder, inner: RwLock::new(Some(Arc::new(opened))) })
+        guard("CacheEntries()", None, || {
+            let settings = Settings { map_bytes, max_readers, sync };
+            let opened = cache_entries::CacheEntries::open(&folder, settings)
+                .map_err(|error| PyOSError::new_err(format!("sample cache {}: cannot open it: {error}", folder.display())))?;
+            Ok(CacheEntries { folder, inner: RwLock::new(Some(Arc::new(opened))) })
+        })
     }
 
     /// Each of `keys`' bytes (None where missing), read in one transaction.
     fn get_many<'py>(&self, py: Python<'py>, keys: Vec<PyBackedBytes>) -> PyResult<Vec<Option<Bound<'py, PyBytes>>>> {
-        let handle = self.handle()?;
-        let mut found = Vec::with_capacity(keys.len());
-        handle.get_many(&keys, |value| found.push(value.map(|bytes| PyBytes::new(py, bytes)))).map_err(|error| self.error(error))?;
-        Ok(found)
+        guard("CacheEntries.get_many", Some(&self.folder.display()), || {
+            let handle = self.handle()?;
+            let mut found = Vec::with_capacity(keys.len());
+            handle.get_many(&keys, |value| found.push(value.map(|bytes| PyBytes::new(py, bytes)))).map_err(|error| self.error(error))?;
+            Ok(found)
+        })
     }
 
     /// Keep each `(key, data)` in one write transaction (oldest entries evicted to stay within
@@ -73,33 +78,39 @@ impl CacheEntries {
     /// event loop waits on).
     #[pyo3(signature = (items, max_bytes, detach=false))]
     fn put_many(&self, py: Python<'_>, items: Vec<(PyBackedBytes, Bound<'_, PyAny>)>, max_bytes: u64, detach: bool) -> PyResult<usize> {
-        let handle = self.handle()?;
-        let values = items.into_iter().map(|(key, data)| Ok((key, value(py, &data)?))).collect::<PyResult<Vec<_>>>()?;
-        let total: usize = values.iter().map(|(_, data)| data.len()).sum();
-        // The values are `bytes` objects, immutable and kept alive by `values`: read without the
-        // GIL safely.
-        let kept = if detach || total >= DETACH_BYTES {
-            py.detach(|| handle.put_many(&values, max_bytes))
-        } else {
-            handle.put_many(&values, max_bytes)
-        };
-        kept.map_err(|error| self.error(error))
+        guard("CacheEntries.put_many", Some(&self.folder.display()), || {
+            let handle = self.handle()?;
+            let values = items.into_iter().map(|(key, data)| Ok((key, value(py, &data)?))).collect::<PyResult<Vec<_>>>()?;
+            let total: usize = values.iter().map(|(_, data)| data.len()).sum();
+            // The values are `bytes` objects, immutable and kept alive by `values`: read without the
+            // GIL safely.
+            let kept = if detach || total >= DETACH_BYTES {
+                py.detach(|| handle.put_many(&values, max_bytes))
+            } else {
+                handle.put_many(&values, max_bytes)
+            };
+            kept.map_err(|error| self.error(error))
+        })
     }
 
     /// Bytes charged to the entries held now, for all processes.
     fn size(&self) -> PyResult<u64> {
-        self.handle()?.size().map_err(|error| self.error(error))
+        guard("CacheEntries.size", Some(&self.folder.display()), || self.handle()?.size().map_err(|error| self.error(error)))
     }
 
     fn __len__(&self) -> PyResult<usize> {
-        let entries = self.handle()?.len().map_err(|error| self.error(error))?;
-        Ok(usize::try_from(entries).unwrap_or(usize::MAX))
+        guard("CacheEntries.__len__", Some(&self.folder.display()), || {
+            let entries = self.handle()?.len().map_err(|error| self.error(error))?;
+            Ok(usize::try_from(entries).unwrap_or(usize::MAX))
+        })
     }
 
     /// Let go of this process's handle (the entries stay); later calls raise OSError.
     fn close(&self) -> PyResult<()> {
-        let mut inner = self.inner.write().map_err(|_| PyOSError::new_err("sample cache: a thread panicked holding it"))?;
-        inner.take();
-        Ok(())
+        guard("CacheEntries.close", Some(&self.folder.display()), || {
+            let mut inner = self.inner.write().map_err(|_| PyOSError::new_err("sample cache: a thread panicked holding it"))?;
+            inner.take();
+            Ok(())
+        })
     }
 }

@@ -1,9 +1,11 @@
 //! The Python-facing module `stoker._native`. Thin: argument conversion and GIL release only;
-//! the work lives in the pure-Rust modules beside this one.
+//! the work lives in the pure-Rust modules beside this one. Every entry point runs under
+//! `panic_guard::guard`: a panic is a `stoker.errors.NativePanicError`, never a `PanicException`.
 
 use pyo3::prelude::*;
 
 use crate::build_info;
+use crate::panic_guard::guard;
 
 mod cache;
 mod image;
@@ -16,11 +18,13 @@ mod text;
 #[pyfunction]
 #[pyo3(name = "build_info")]
 fn describe_build(py: Python<'_>) -> PyResult<Bound<'_, pyo3::types::PyDict>> {
-    let info = pyo3::types::PyDict::new(py);
-    info.set_item("version", build_info::VERSION)?;
-    info.set_item("optimized", build_info::is_optimized())?;
-    info.set_item("target_features", build_info::target_features())?;
-    Ok(info)
+    guard("build_info", None, || {
+        let info = pyo3::types::PyDict::new(py);
+        info.set_item("version", build_info::VERSION)?;
+        info.set_item("optimized", build_info::is_optimized())?;
+        info.set_item("target_features", build_info::target_features())?;
+        Ok(info)
+    })
 }
 
 /// `gil_used = false`: nothing here relies on the GIL for safety, so the module is importable on

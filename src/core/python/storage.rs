@@ -11,6 +11,7 @@ use pyo3::types::PyBytes;
 use crate::storage::coalesce::Request;
 use numpy::{PyArray1, PyReadonlyArray1};
 
+use crate::panic_guard::guard;
 use crate::storage::{byte_locks, checksum, key_hash, listing, read};
 
 /// Buffers at least this large are checksummed without the GIL; below it, releasing and taking
@@ -19,12 +20,8 @@ const DETACH_BYTES: usize = 64 * 1024;
 
 /// zlib's CRC-32 of `data` (the value `zlib.crc32` gives), with the CPU's carry-less multiply.
 #[pyfunction]
-pub fn crc32(py: Python<'_>, data: &[u8]) -> u32 {
-    if data.len() >= DETACH_BYTES {
-        py.detach(|| checksum::crc32(data))
-    } else {
-        checksum::crc32(data)
-    }
+pub fn crc32(py: Python<'_>, data: &[u8]) -> PyResult<u32> {
+    guard("crc32", None, || if data.len() >= DETACH_BYTES { Ok(py.detach(|| checksum::crc32(data))) } else { Ok(checksum::crc32(data)) })
 }
 
 fn to_python_error(error: std::io::Error) -> PyErr {
@@ -43,7 +40,7 @@ fn to_python_error(error: std::io::Error) -> PyErr {
 #[cfg(unix)]
 #[pyfunction]
 pub fn lock_bytes(handles: Vec<i32>, offsets: Vec<u64>) -> PyResult<Vec<bool>> {
-    byte_locks::try_lock_bytes(&byte_pairs(handles, offsets)?).map_err(to_python_error)
+    guard("lock_bytes", None, || byte_locks::try_lock_bytes(&byte_pairs(handles, offsets)?).map_err(to_python_error))
 }
 
 /// Let go of this process's locks on the byte at each of `offsets`, each in the open file of
@@ -52,7 +49,7 @@ pub fn lock_bytes(handles: Vec<i32>, offsets: Vec<u64>) -> PyResult<Vec<bool>> {
 #[cfg(unix)]
 #[pyfunction]
 pub fn unlock_bytes(handles: Vec<i32>, offsets: Vec<u64>) -> PyResult<()> {
-    byte_locks::unlock_bytes(&byte_pairs(handles, offsets)?).map_err(to_python_error)
+    guard("unlock_bytes", None, || byte_locks::unlock_bytes(&byte_pairs(handles, offsets)?).map_err(to_python_error))
 }
 
 #[cfg(unix)]
@@ -83,8 +80,10 @@ pub fn list_tree(
     extensions: Vec<String>,
     threads: usize,
 ) -> PyResult<Vec<FolderListing>> {
-    let listings = py.detach(|| listing::walk_all(&folders, &base, &extensions, threads)).map_err(to_python_error)?;
-    Ok(listings.into_iter().map(|listing| (listing.files, listing.folders, listing.skipped)).collect())
+    guard("list_tree", Some(&base.display()), || {
+        let listings = py.detach(|| listing::walk_all(&folders, &base, &extensions, threads)).map_err(to_python_error)?;
+        Ok(listings.into_iter().map(|listing| (listing.files, listing.folders, listing.skipped)).collect())
+    })
 }
 
 /// Read `(offset, length)` ranges of the file at `path`, coalescing nearby ones into reads of at
@@ -99,12 +98,14 @@ pub fn read_ranges<'py>(
     max_gap: u64,
     max_read: u64,
 ) -> PyResult<Vec<Bound<'py, PyBytes>>> {
-    if max_read == 0 {
-        return Err(PyValueError::new_err("max_read must be positive"));
-    }
-    let requests: Vec<Request> = ranges.into_iter().map(|(offset, length)| Request { offset, length }).collect();
-    let buffers = py.detach(|| read::read_ranges(&path, &requests, max_gap, max_read)).map_err(to_python_error)?;
-    Ok(buffers.iter().map(|buffer| PyBytes::new(py, buffer)).collect())
+    guard("read_ranges", Some(&path.display()), || {
+        if max_read == 0 {
+            return Err(PyValueError::new_err("max_read must be positive"));
+        }
+        let requests: Vec<Request> = ranges.into_iter().map(|(offset, length)| Request { offset, length }).collect();
+        let buffers = py.detach(|| read::read_ranges(&path, &requests, max_gap, max_read)).map_err(to_python_error)?;
+        Ok(buffers.iter().map(|buffer| PyBytes::new(py, buffer)).collect())
+    })
 }
 
 /// Each key's two hash halves, as Python receives them.
@@ -119,8 +120,10 @@ pub fn key_hashes<'py>(
     offsets: PyReadonlyArray1<'py, i64>,
     data: PyReadonlyArray1<'py, u8>,
 ) -> PyResult<KeyHashHalves<'py>> {
-    let offsets = offsets.as_slice()?;
-    let data = data.as_slice()?;
-    let (first, second) = py.detach(|| key_hash::hash_keys(offsets, data)).map_err(|error| PyValueError::new_err(error.to_string()))?;
-    Ok((PyArray1::from_vec(py, first), PyArray1::from_vec(py, second)))
+    guard("key_hashes", None, || {
+        let offsets = offsets.as_slice()?;
+        let data = data.as_slice()?;
+        let (first, second) = py.detach(|| key_hash::hash_keys(offsets, data)).map_err(|error| PyValueError::new_err(error.to_string()))?;
+        Ok((PyArray1::from_vec(py, first), PyArray1::from_vec(py, second)))
+    })
 }

@@ -4,6 +4,7 @@ use numpy::PyArray1;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
+use crate::panic_guard::guard;
 use crate::text::tokenize;
 
 /// Ids back to back and each text's length, as numpy arrays.
@@ -20,15 +21,19 @@ impl TextTokenizer {
     #[new]
     #[pyo3(signature = (json, add_special_tokens=false, bos=None, eos=None))]
     fn new(json: &str, add_special_tokens: bool, bos: Option<u32>, eos: Option<u32>) -> PyResult<Self> {
-        let inner = tokenize::TextTokenizer::from_json(json, add_special_tokens, bos, eos)
-            .map_err(|error| PyValueError::new_err(format!("not a tokenizer the native core reads: {error}")))?;
-        Ok(TextTokenizer { inner })
+        guard("TextTokenizer()", None, || {
+            let inner = tokenize::TextTokenizer::from_json(json, add_special_tokens, bos, eos)
+                .map_err(|error| PyValueError::new_err(format!("not a tokenizer the native core reads: {error}")))?;
+            Ok(TextTokenizer { inner })
+        })
     }
 
     /// Token ids of `texts` back to back (`uint32`, the marks included) and each one's length
     /// (`int64`); the GIL is released from the copy of the texts on.
     fn encode<'py>(&self, py: Python<'py>, texts: Vec<String>) -> PyResult<IdsAndLengths<'py>> {
-        let encoded = py.detach(|| self.inner.encode(&texts)).map_err(PyValueError::new_err)?;
-        Ok((PyArray1::from_vec(py, encoded.ids), PyArray1::from_vec(py, encoded.lengths)))
+        guard("TextTokenizer.encode", None, || {
+            let encoded = py.detach(|| self.inner.encode(&texts)).map_err(PyValueError::new_err)?;
+            Ok((PyArray1::from_vec(py, encoded.ids), PyArray1::from_vec(py, encoded.lengths)))
+        })
     }
 }
