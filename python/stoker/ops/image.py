@@ -18,7 +18,7 @@ import numpy as np
 from .._native import ImageTransform
 from .._native import decode_image as _decode_image
 from .._native import image_sizes as _image_sizes
-from ..errors import ImageDecodeError
+from ..errors import ConfigurationError, ImageDecodeError
 from .batch import MASK64, as_bytes
 
 __all__ = ["ImageSizes", "ImageTransform", "decode_image", "image_sizes"]
@@ -60,22 +60,32 @@ class ImageSizes:
     errors: list[str | None]
 
 
-def image_sizes(images: Sequence[Any], *, max_pixels: int | None = None) -> ImageSizes:
+def image_sizes(images: Sequence[Any], *, max_pixels: int | None = None, names: Sequence[str] | None = None) -> ImageSizes:
     """Each image's upright size from its header alone, pixels left undecoded (the native core,
     without the GIL): what batching by aspect ratio (`stoker.sampling.Buckets`) needs of every
-    sample, for a fraction of a decode's cost.
+    sample, for a fraction of a decode's cost. Each image is read on its own: nothing of one
+    (nor of an earlier call) stands in for another's header.
 
     Args:
         images: Encoded JPEG, PNG or WebP images (bytes or any buffer); a JPEG's EXIF
             orientation is applied (a portrait photo stored on its side is tall).
         max_pixels: A header declaring more pixels is an error for that image (default:
             `ImageTransform`'s, Pillow's limit).
+        names: How errors name the images (default: the reasons alone, in the images' order).
 
     Returns:
-        `ImageSizes`: widths, heights and a reason for each image whose header is unreadable.
+        `ImageSizes`: widths, heights and a reason for each image whose header is unreadable
+        (a truncated header among them: 0 x 0 and its reason, never another image's size).
+
+    Raises:
+        ConfigurationError: ``names`` of another length than ``images``.
     """
+    if names is not None and len(names) != len(images):
+        raise ConfigurationError(f"{len(names)} names for {len(images)} images")
     arguments = {} if max_pixels is None else {"max_pixels": max_pixels}
     widths, heights, errors = _image_sizes([as_bytes(image) for image in images], **arguments)
+    if names is not None:
+        errors = [None if error is None else f"image {name!r}: {error}" for name, error in zip(names, errors)]
     return ImageSizes(widths, heights, errors)
 
 

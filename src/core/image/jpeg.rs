@@ -148,8 +148,48 @@ fn get(handle: tj::tjhandle, parameter: tj::TJPARAM) -> c_int {
     unsafe { tj::tj3Get(handle, parameter as c_int) }
 }
 
+/// Whether `data`'s markers reach a whole frame header (SOFn) before a scan, the end of the image
+/// or the end of the data, walked as libjpeg walks them (bytes before a marker discarded, fill
+/// bytes skipped, each segment skipped by its length).
+///
+/// TurboJPEG answers a datastream that ends before its frame header (3 bytes `FF D8 FF`, or
+/// tables only) as a success and leaves the handle's size from the image before, so the thread's
+/// previous image's size came back for it: such data never reaches the handle.
+fn has_frame_header(data: &[u8]) -> bool {
+    if !data.starts_with(&[0xFF, 0xD8]) {
+        return false;
+    }
+    let mut position = 2;
+    loop {
+        while data.get(position).is_some_and(|&byte| byte != 0xFF) {
+            position += 1;
+        }
+        while data.get(position) == Some(&0xFF) {
+            position += 1;
+        }
+        let Some(&marker) = data.get(position) else { return false };
+        position += 1;
+        let length = || data.get(position..position + 2).map(|bytes| u16::from_be_bytes([bytes[0], bytes[1]]) as usize);
+        match marker {
+            0x00 => {}               // a stuffed 0xFF: not a marker
+            0x01 | 0xD0..=0xD7 => {} // markers without a length
+            0xC0..=0xC3 | 0xC5..=0xC7 | 0xC9..=0xCB | 0xCD..=0xCF => {
+                return length().is_some_and(|length| length >= 8 && position + length <= data.len());
+            }
+            0xD8..=0xDA => return false, // another start (D8), the end (D9) or a scan (DA): no frame before it
+            _ => match length() {
+                Some(length) => position += length.max(2),
+                None => return false,
+            },
+        }
+    }
+}
+
 /// Read the header of `data` (dimensions, subsampling, colourspace) without decoding pixels.
 fn read_header(handle: tj::tjhandle, data: &[u8]) -> ImageResult<JpegInfo> {
+    if !has_frame_header(data) {
+        return Err(jpeg_error("no image in the data (it ends before its frame header, or holds tables only)"));
+    }
     // SAFETY: the pointer and length describe `data`, which libjpeg-turbo only reads, during
     // this call only.
     check(handle, unsafe { tj::tj3DecompressHeader(handle, data.as_ptr(), data.len() as _) })?;
@@ -343,6 +383,23 @@ pub(crate) mod tests {
             assert_eq!(info(&good).unwrap().width, 40);
             assert_eq!(decode(&good, false, 1, None, Vec::new()).unwrap().1, 40);
         }
+    }
+
+    #[test]
+    fn a_header_cut_before_its_frame_is_an_error_not_the_last_images_size() {
+        let good = encode_test_jpeg(32, 24);
+        let frame = good.windows(2).position(|pair| pair == [0xFF, 0xC0]).unwrap();
+        let tables_only = [&good[..frame], &[0xFF, 0xD9][..]].concat();
+        for bad in [&b"\xff\xd8\xff"[..], &good[..frame], &good[..frame + 6], &tables_only[..]] {
+            assert_eq!(info(&good).unwrap().width, 32); // the thread's handle has read a 32 x 24 header
+            let error = info(bad).unwrap_err().to_string();
+            assert!(error.contains("no image in the data"), "{} bytes: {error}", bad.len());
+            assert!(decode(bad, false, 1, None, Vec::new()).is_err());
+        }
+        // Garbage before a marker, fill bytes and restart markers are walked over as libjpeg does.
+        let padded = [&good[..2], &b"junk\xff\xff\xd0"[..], &good[2..]].concat();
+        assert!(has_frame_header(&padded));
+        assert_eq!(info(&padded).unwrap().height, 24);
     }
 
     #[test]

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from stoker import Loader
-from stoker.errors import SampleError, TooManyBadSamplesError
+from stoker.errors import ImageDecodeError, SampleError, TooManyBadSamplesError
 from stoker.loader import FailurePolicy, Sampling
-from stoker.ops import ImageTransform, decode_image
+from stoker.ops import ImageTransform, decode_image, image_sizes
 from stoker.storage import FileStorage
 from stoker_testbed.data.images import jpeg
 
@@ -229,6 +229,23 @@ def test_stray_bytes_before_a_marker_lose_no_pixel_and_are_accepted() -> None:
     good = jpeg(seed=2)
     padded = good[:-2] + b"\x00\x00\x00" + good[-2:]
     assert np.array_equal(decode_image(padded), decode_image(good))
+
+
+def test_a_jpeg_cut_before_its_frame_header_is_an_error_naming_it_not_the_last_images_size() -> None:
+    # TurboJPEG answered FF D8 FF (or a file of tables only) as a success, with the size of the
+    # image its thread had read before: 32x24, even in a later call.
+    good = jpeg(32, 24, seed=5)
+    frame = good.index(b"\xff\xc0")
+    for bad in (b"\xff\xd8\xff", good[:frame], good[:frame] + b"\xff\xd9", good[: frame + 6]):
+        sizes = image_sizes([good, bad])
+        assert (sizes.widths.tolist(), sizes.heights.tolist()) == ([32, 0], [24, 0]), len(bad)
+        later = image_sizes([bad])
+        assert later.widths.tolist() == [0] and later.errors[0] is not None and "no image in the data" in later.errors[0]
+        named = image_sizes([good, bad], names=["good.jpg", "cut.jpg"]).errors
+        assert named[0] is None and named[1] is not None
+        assert named[1].startswith("image 'cut.jpg': corrupt JPEG: no image in the data"), named[1]
+        with pytest.raises(ImageDecodeError, match="'cut.jpg'.*no image in the data"):
+            decode_image(bad, name="cut.jpg")
 
 
 def test_a_corrupt_jpeg_does_not_fail_the_good_ones_after_it_on_its_thread() -> None:
