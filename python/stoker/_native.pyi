@@ -26,6 +26,7 @@ __all__ = [
     "CacheEntries",
     "TokenPacker",
     "TextTokenizer",
+    "check_tokenizer_json",
     "AudioTransform",
     "VideoTransform",
 ]
@@ -218,9 +219,13 @@ class CacheEntries:
     def close(self) -> None:
         """Let go of this process's handle; later calls raise OSError."""
 
+def check_tokenizer_json(json: str) -> None:
+    """Raise ValueError for a tokenizer.json whose normalizers can grow a text more than 64 times."""
+
 @final
 class TextTokenizer:
-    """A tokenizer.json loaded in the native core (see stoker.ops.Tokenizer, which uses it)."""
+    """A tokenizer.json loaded in the native core (see stoker.ops.Tokenizer, which uses it); its
+    limits checked (normalizer growth, padding, truncation stride: ValueError)."""
 
     def __new__(cls, json: str, add_special_tokens: bool = False, bos: int | None = None, eos: int | None = None) -> TextTokenizer: ...
     def encode(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:

@@ -65,6 +65,9 @@ class NativeTokenizer:
         bos: As `Tokenizer`'s (an id).
         eos: As `Tokenizer`'s (an id).
         package_encode: The package's path: texts to (ids, lengths), what the copy must match.
+
+    Raises:
+        Exception: What ``package_encode`` raises on the probes (the package fails on plain text).
     """
 
     def __init__(
@@ -87,7 +90,13 @@ class NativeTokenizer:
             self._give_up(f"the native core cannot load it ({error})")
             return
         probes = PROBES + [token for token in _special_tokens(backend)]
-        difference = _difference(native.encode(probes), package_encode(probes))
+        expected = package_encode(probes)  # raises where the package itself fails on them
+        try:
+            got = native.encode(probes)
+        except Exception as error:  # a regex that gives up on a probe in this core's engine
+            self._give_up(f"it fails on the probes ({error})")
+            return
+        difference = _difference(got, expected)
         if difference is not None:
             self._give_up(f"its ids differ from the tokenizers package's on {probes[difference]!r}")
             return

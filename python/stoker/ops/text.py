@@ -8,7 +8,10 @@ Two steps per document, both in the pipeline's threads:
    `CorruptSampleError` naming what is wrong, so the failure policy can name the document.
 2. `Tokenizer.encode`: many texts at once through Hugging Face ``tokenizers`` (any
    ``tokenizer.json``; its batch encode runs in Rust with the GIL released) or a ``tiktoken``
-   encoding, with the beginning and end of document marks added here, the same for both.
+   encoding, with the beginning and end of document marks added here, the same for both. A
+   ``tokenizer.json`` is checked before it is loaded, and its truncation and padding are turned
+   off: documents are whole (`_tokenizer_file`). `Tokenizer.encode_each` leaves out, by itself,
+   a text the tokenizer fails on.
 
 The ids come back as one flat ``uint32`` array plus lengths, what `SequencePacker.add_many`
 takes without another copy.
@@ -24,9 +27,10 @@ from typing import Any
 
 import numpy as np
 
-from .._bounded import MAX_DOCUMENT_BYTES, parse_json, require_regular
-from ..errors import ConfigurationError, CorruptSampleError
+from .._bounded import MAX_DOCUMENT_BYTES, parse_json
+from ..errors import ConfigurationError, CorruptSampleError, NativePanicError
 from ._native_tokenizer import NativeTokenizer
+from ._tokenizer_file import check_limits, for_documents, is_rust_panic, load_tokenizer_file
 
 __all__ = ["Tokenizer", "document_text"]
 
@@ -79,10 +83,15 @@ class Tokenizer:
         add_special_tokens: Let a Hugging Face tokenizer's own post-processor add its special
             tokens too (e.g. Llama's BOS); off by default, as ``bos`` and ``eos`` say it here.
 
+    A Hugging Face tokenizer's truncation and padding are turned off (on a copy; one INFO line
+    says so): each document is tokenized whole.
+
     Raises:
-        ConfigurationError: Not a tokenizer this understands, or a ``bos``/``eos`` text that is
-            not in the vocabulary.
+        ConfigurationError: Not a tokenizer this understands, one whose normalizers can grow a
+            text past the limit (64 times, the worst case of each multiplied), or a
+            ``bos``/``eos`` text that is not in the vocabulary.
         FileNotFoundError: A path that does not exist.
+        StorageError: A path that is not a regular file, or a file over 1 GiB.
     """
 
     def __init__(
@@ -93,26 +102,24 @@ class Tokenizer:
         eos: int | str | None = None,
         add_special_tokens: bool = False,
     ) -> None:
+        path = None
         if isinstance(tokenizer, (str, os.PathLike)):
             path = Path(tokenizer)
             if not path.exists():
                 raise FileNotFoundError(f"{path}: no such tokenizer file")
-            require_regular(path, "a tokenizer")  # a FIFO would block the read for good
-            try:
-                from tokenizers import Tokenizer as HuggingFaceTokenizer
-            except ImportError as error:
-                raise ConfigurationError("a tokenizer.json needs the tokenizers package: pip install 'stoker[text]'") from error
-            try:
-                tokenizer = HuggingFaceTokenizer.from_file(str(path))
-            except Exception as error:
-                raise ConfigurationError(f"{path}: not a tokenizer.json the tokenizers library can load ({error})") from error
+            tokenizer = load_tokenizer_file(path)  # checked before it is loaded
         backend: Any = getattr(tokenizer, "backend_tokenizer", tokenizer)  # transformers' fast tokenizers
         self.kind = _kind(backend)
+        self.name = _name(backend)
+        self._shown = str(path) if path is not None else self.name  # what messages call it
+        if self.kind == "huggingface":
+            if path is None:  # loaded by the caller: checked before anything is encoded with it
+                check_limits(backend.to_str(), self._shown)
+            backend = for_documents(backend, self._shown)
         self.tokenizer: Any = backend
         self.add_special_tokens = add_special_tokens
         self.bos = self._token_id(bos, "bos")
         self.eos = self._token_id(eos, "eos")
-        self.name = _name(backend)
         self._native = self._native_copy()
 
     def _token_id(self, token: int | str | None, role: str) -> int | None:
@@ -154,7 +161,10 @@ class Tokenizer:
     def _native_copy(self) -> NativeTokenizer | None:
         if self.kind != "huggingface":
             return None
-        return NativeTokenizer(self.tokenizer, self.add_special_tokens, self.bos, self.eos, self._package_encode)
+        try:
+            return NativeTokenizer(self.tokenizer, self.add_special_tokens, self.bos, self.eos, self._package_encode)
+        except Exception as error:  # the package itself fails on the probes' plain text
+            raise ConfigurationError(f"{self._shown}: a tokenizer that fails on plain text ({error})") from None
 
     @property
     def implementation(self) -> str:
@@ -176,10 +186,47 @@ class Tokenizer:
             return self._native.encode(texts)
         return self._package_encode(texts)
 
+    def encode_each(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, dict[int, str]]:
+        """`encode`, with each text the tokenizer fails on left out by itself: (ids back to back,
+        one length per text, 0 for a failed one, and ``{position: why}`` of the failed ones).
+
+        The texts are encoded together as `encode` does; only when that call fails are they
+        encoded one by one, to tell which fail (a regex that gives up on one text, a panic the
+        native code caught, an error of the ``tokenizers`` package).
+        """
+        try:
+            ids, lengths = self.encode(texts)
+            return ids, lengths, {}
+        except Exception:  # which text? asked of each below
+            pass
+        pieces: list[np.ndarray] = []
+        lengths = np.zeros(len(texts), np.int64)
+        failed: dict[int, str] = {}
+        for position, text in enumerate(texts):
+            try:
+                ids, length = self.encode([text])
+            except Exception as error:
+                failed[position] = f"the tokenizer failed on it: {type(error).__name__}: {error}"
+                continue
+            pieces.append(ids)
+            lengths[position] = length[0]
+        return (np.concatenate(pieces) if pieces else np.zeros(0, np.uint32)), lengths, failed
+
     def _package_encode(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-        """`encode` through the Python package (tokenizers or tiktoken)."""
+        """`encode` through the Python package (tokenizers or tiktoken).
+
+        Raises:
+            NativePanicError: The ``tokenizers`` package panicked (its ``PanicException``).
+        """
         if self.kind == "huggingface":
-            encodings = self.tokenizer.encode_batch_fast(list(texts), add_special_tokens=self.add_special_tokens)
+            try:
+                encodings = self.tokenizer.encode_batch_fast(list(texts), add_special_tokens=self.add_special_tokens)
+            except BaseException as error:
+                if not is_rust_panic(error):
+                    raise
+                raise NativePanicError(
+                    f"tokenizer {self._shown}: the tokenizers package panicked on one of {len(texts)} texts: {error}"
+                ) from None
             ids = [encoding.ids for encoding in encodings]
         else:
             ids = self.tokenizer.encode_ordinary_batch(list(texts), num_threads=1)

@@ -1,14 +1,36 @@
-//! Python bindings of the text tokenizer: `TextTokenizer`.
+//! Python bindings of the text tokenizer: `TextTokenizer`, and `check_tokenizer_json` (the
+//! limits of a `tokenizer.json`, checked before either tokenizer loads it).
 
 use numpy::PyArray1;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
 use crate::panic_guard::guard;
-use crate::text::tokenize;
+use crate::text::{limits, tokenize};
 
 /// Ids back to back and each text's length, as numpy arrays.
 type IdsAndLengths<'py> = (Bound<'py, PyArray1<u32>>, Bound<'py, PyArray1<i64>>);
+
+/// The one field of a `tokenizer.json` that `check_tokenizer_json` reads.
+#[derive(serde::Deserialize)]
+struct Normalizer {
+    #[serde(default)]
+    normalizer: serde_json::Value,
+}
+
+/// Raise ValueError for a `tokenizer.json` (its text) whose normalizers can grow a text past
+/// `text::limits::MAX_GROWTH` times: checked before the Python package loads it too, as loading
+/// already normalizes its added tokens. The rest of the file is skipped unread.
+#[pyfunction]
+pub fn check_tokenizer_json(py: Python<'_>, json: &str) -> PyResult<()> {
+    guard("check_tokenizer_json", None, || {
+        py.detach(|| {
+            let file: Normalizer = serde_json::from_str(json).map_err(|error| format!("not a tokenizer's JSON: {error}"))?;
+            limits::check_growth(&serde_json::json!({"normalizer": file.normalizer}))
+        })
+        .map_err(PyValueError::new_err)
+    })
+}
 
 /// A `tokenizer.json` loaded in the native core; see `stoker.ops.Tokenizer`, which uses it.
 #[pyclass(frozen, module = "stoker._native")]

@@ -4,14 +4,23 @@
 //! The Python package returns one `Encoding` object per document and a Python list per
 //! document's ids, built while holding the GIL: about 8% of the time of the call itself on web
 //! text. Here the ids go from the crate's encodings into one `Vec<u32>` with the GIL released.
+//!
+//! The file is checked before it is loaded (`limits`: what its normalizers, padding and
+//! truncation may ask of memory), and its regex parts match through `checked`, so a regex that
+//! gives up on a document is that document's error.
 
-use std::str::FromStr;
+use serde_json::Value;
+use tokenizers::{DecoderWrapper, ModelWrapper, PostProcessor, PostProcessorWrapper, TokenizerImpl};
 
-use tokenizers::Tokenizer;
+use super::checked::{CheckedNormalizer, CheckedPreTokenizer};
+use super::limits;
+
+/// The crate's tokenizer with the checked regex parts.
+type Checked = TokenizerImpl<ModelWrapper, CheckedNormalizer, CheckedPreTokenizer, PostProcessorWrapper, DecoderWrapper>;
 
 /// A loaded tokenizer and the marks it puts around every document.
 pub struct TextTokenizer {
-    inner: Tokenizer,
+    inner: Checked,
     add_special_tokens: bool,
     bos: Option<u32>,
     eos: Option<u32>,
@@ -24,12 +33,20 @@ pub struct Encoded {
 }
 
 impl TextTokenizer {
-    /// Load a tokenizer from the text of a `tokenizer.json`.
+    /// Load a tokenizer from the text of a `tokenizer.json`, its limits checked first.
     ///
     /// # Errors
-    /// The JSON is not a tokenizer this crate version reads (the message says why).
+    /// The JSON is not a tokenizer this crate version reads, or asks for more than `limits`
+    /// allows (the message says why).
     pub fn from_json(json: &str, add_special_tokens: bool, bos: Option<u32>, eos: Option<u32>) -> Result<Self, String> {
-        let inner = Tokenizer::from_str(json).map_err(|error| error.to_string())?;
+        let value: Value = serde_json::from_str(json).map_err(|error| error.to_string())?;
+        limits::check_growth(&value)?;
+        let inner: Checked = serde_json::from_value(value).map_err(|error| error.to_string())?;
+        let special_tokens = match inner.get_post_processor() {
+            Some(processor) if add_special_tokens => processor.added_tokens(false),
+            _ => 0,
+        };
+        limits::check_lengths(inner.get_padding(), inner.get_truncation(), special_tokens)?;
         Ok(TextTokenizer { inner, add_special_tokens, bos, eos })
     }
 
@@ -79,5 +96,41 @@ mod tests {
     fn a_json_that_is_no_tokenizer_is_an_error_not_a_panic() {
         assert!(TextTokenizer::from_json("{\"model\": 3}", false, None, None).is_err());
         assert!(TextTokenizer::from_json("not json", false, None, None).is_err());
+    }
+
+    fn changed(change: impl FnOnce(&mut Value)) -> String {
+        let mut tokenizer: Value = serde_json::from_str(WORDS).unwrap();
+        change(&mut tokenizer);
+        tokenizer.to_string()
+    }
+
+    #[test]
+    fn sizes_past_the_limits_are_refused_when_loaded() {
+        let padded = changed(|tokenizer| {
+            tokenizer["padding"] = serde_json::json!({"strategy": {"Fixed": 1_000_000_000}, "direction": "Right", "pad_to_multiple_of": null,
+                "pad_id": 0, "pad_type_id": 0, "pad_token": "[UNK]"});
+        });
+        assert!(TextTokenizer::from_json(&padded, false, None, None).err().unwrap().contains("padding to 1000000000 tokens"));
+        let strided = changed(|tokenizer| {
+            tokenizer["truncation"] = serde_json::json!({"direction": "Right", "max_length": 4, "strategy": "LongestFirst", "stride": 10});
+        });
+        assert!(TextTokenizer::from_json(&strided, false, None, None).err().unwrap().contains("stride of 10"));
+        let growing = changed(|tokenizer| {
+            let step = serde_json::json!({"type": "Replace", "pattern": {"String": ""}, "content": "ab"});
+            tokenizer["normalizer"] = serde_json::json!({"type": "Sequence", "normalizers": vec![step; 8]});
+        });
+        assert!(TextTokenizer::from_json(&growing, false, None, None).err().unwrap().contains("6561 times"));
+    }
+
+    #[test]
+    fn a_regex_that_gives_up_fails_its_document_alone() {
+        let splitting = changed(|tokenizer| {
+            tokenizer["pre_tokenizer"] = serde_json::json!({"type": "Split", "pattern": {"Regex": "(a|aa)+(?=b)|x"}, "behavior": "Isolated",
+                "invert": false});
+        });
+        let tokenizer = TextTokenizer::from_json(&splitting, false, None, None).unwrap();
+        let hostile = "a".repeat(41);
+        assert!(tokenizer.encode(&[hostile, "the".to_string()]).err().unwrap().contains("gave up"));
+        assert_eq!(tokenizer.encode(&["the".to_string()]).unwrap().lengths, vec![1]);
     }
 }

@@ -147,9 +147,12 @@ class TextDocuments:
         return texts, failed, size
 
     def tokenize(self, texts: list[str], failed: dict[int, tuple[str, str]], size: int) -> TextChunk:
-        """Token ids of ``texts``; the ``failed`` slots get none."""
+        """Token ids of ``texts``; the ``failed`` slots get none, nor do the texts the tokenizer
+        fails on (added to ``failed``, stage ``"tokenize"``)."""
         good = [slot for slot in range(len(texts)) if slot not in failed]
-        tokens, good_lengths = self.tokenizer.encode([texts[slot] for slot in good] if failed else texts)
+        tokens, good_lengths, broken = self.tokenizer.encode_each([texts[slot] for slot in good] if failed else texts)
+        for position, why in broken.items():
+            failed[good[position]] = ("tokenize", why)
         if not failed:
             return TextChunk(tokens, good_lengths, failed, size)
         lengths = np.zeros(len(texts), np.int64)
