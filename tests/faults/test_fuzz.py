@@ -25,6 +25,7 @@ import selectors
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -43,20 +44,26 @@ MAX_RSS_MB = 1024  # a mutated file of a few KB must not take a GB
 
 class Worker:
     """A long-lived worker process (``module``: ``tests.faults.fuzz.worker`` unless another
-    target's child is named), replaced when a case kills it."""
+    target's child is named), replaced when a case kills it.
+
+    Its stderr goes to a file, read when it dies: a pipe nobody drains fills up (a caught Rust
+    panic still prints its report there) and would block the worker, a false hang."""
 
     def __init__(self, module: str = "tests.faults.fuzz.worker") -> None:
         self.module = module
         self.process: subprocess.Popen[str] | None = None
+        self.stderr = tempfile.TemporaryFile()
 
     def _start(self) -> subprocess.Popen[str]:
         if self.process is None or self.process.poll() is not None:
+            self.stderr.seek(0)
+            self.stderr.truncate()
             self.process = subprocess.Popen(
                 [sys.executable, "-m", self.module],
                 cwd=ROOT,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
+                stderr=self.stderr,
                 text=True,
             )
         return self.process
@@ -77,7 +84,8 @@ class Worker:
         line = process.stdout.readline()
         if not line:
             code = process.wait()
-            stderr = process.stderr.read()[-2000:] if process.stderr else ""
+            self.stderr.seek(0)
+            stderr = self.stderr.read().decode(errors="replace")[-2000:]
             return {"outcome": "died", "message": f"exit status {code} (signal {-code if code < 0 else 'none'}): {stderr}"}
         return json.loads(line)
 
@@ -86,6 +94,7 @@ class Worker:
             assert self.process.stdin is not None
             self.process.stdin.close()
             self.process.wait(timeout=30)
+        self.stderr.close()
 
 
 @pytest.fixture(scope="module")

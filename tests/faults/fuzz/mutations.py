@@ -314,6 +314,7 @@ PARSERS = {
     "loader-state": _json_values,
     "mixture-state": _json_values,
     "token-state": _json_values,
+    "tokenizer": _json_values,  # its sizes and ids; test_tokenizer_fuzz.py mutates its structure
     "jsonl-gz": _gzip,
     "jsonl-zst": _zstd,
     "mds": _mds,

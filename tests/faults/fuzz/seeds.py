@@ -32,6 +32,7 @@ from stoker_testbed.data.peer_formats import (
 from stoker_testbed.data.text import make_corpus
 
 from ..conftest import make_images
+from .tokenizer_mutations import make_seed as make_tokenizer_seed
 from .worker import mixture_loader, token_loader
 
 
@@ -95,6 +96,9 @@ def make_seeds(root: Path) -> dict[str, Seed]:
     single("jsonl", "corpus.jsonl", lines * 20)  # plain: the line indexer and its line bound
     single("jsonl-gz", "corpus.jsonl.gz", gzip.compress(lines * 20))
     single("jsonl-zst", "corpus.jsonl.zst", zstandard.ZstdCompressor(write_content_size=True).compress(lines * 20))
+    # A tokenizer.json in the shape published ones have, beside a small corpus its TokenLoader reads.
+    make_tokenizer_seed(root / "tokenizer")
+    seeds["tokenizer"] = Seed("tokenizer", root / "tokenizer", "tokenizer.json")
     # A provenance ledger of two batches over the images (replay reads them from there).
     loader = Loader(images, batch_size=3, transform=ImageTransform(random_resized_crop=16, flip_probability=0.5))
     loader.record_provenance(root / "ledger" / "ledger")

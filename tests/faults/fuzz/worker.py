@@ -4,8 +4,8 @@ crash (a signal, an abort) takes down only this worker, never the test run.
 Reads one JSON line per case from stdin, ``{"format": ..., "path": ..., "names": [...]}``: a file
 (images, audio, video) or a dataset folder (tar shards and their index, LMDB, Parquet, the
 peers' formats and their indexes and metadata, a provenance ledger, a Loader's, a mixture
-Loader's or a TokenLoader's saved state), and the names an error may give it by (the file, the
-folder). Answers one JSON line:
+Loader's or a TokenLoader's saved state, a tokenizer.json with a corpus), and the names an error
+may give it by (the file, the folder). Answers one JSON line:
 ``{"outcome": "decoded" | "error", "type": ..., "message": ..., "named": bool, "rss_mb": ...}``,
 where ``named`` says whether the error names the file or one of its samples, and ``rss_mb`` is
 this process's peak resident memory so far.
@@ -155,6 +155,32 @@ def _state(kind: str, path: Path) -> None:
             close()
 
 
+def _tokenizer(path: Path) -> None:
+    """Load a (mutated) tokenizer.json as `Tokenizer` does, encode the seed's texts, and run a
+    TokenLoader over its corpus with bad documents skipped: the file is refused naming itself, or
+    every text is encoded or failed by itself (named by the loader), never a panic or an abort."""
+    from stoker.errors import ConfigurationError
+    from stoker.loader import FailurePolicy, TokenLoader
+    from stoker.ops import Tokenizer
+
+    from .tokenizer_mutations import TEXTS
+
+    file = path / "tokenizer.json"
+    try:
+        tokenizer = Tokenizer(file)
+    except ConfigurationError as error:  # a refused file: it must say which
+        if str(file) not in str(error):
+            raise AssertionError(f"a tokenizer refused without its file's name: {error}") from error
+        raise StorageError(str(error)) from error
+    _, lengths, failed = tokenizer.encode_each(TEXTS)
+    assert len(lengths) == len(TEXTS) and all(lengths[position] == 0 for position in failed), (lengths, failed)
+    policy = FailurePolicy(on_error="skip", max_bad_samples=None)
+    loader = TokenLoader(path / "corpus.jsonl", tokenizer=tokenizer, context_length=16, batch_size=2, shuffle=False, failure_policy=policy)
+    for _ in loader:
+        pass
+    assert all(failure.sample.startswith(str(path / "corpus.jsonl")) for failure in loader.failures), loader.failures
+
+
 def run(kind: str, path: Path, names: list[str]) -> None:
     """Decode or read one case; raise what stoker raises."""
     if kind in IMAGE_FORMATS:
@@ -172,6 +198,8 @@ def run(kind: str, path: Path, names: list[str]) -> None:
         _text(path, names)
     elif kind in ("loader-state", "mixture-state", "token-state"):
         _state(kind, path)
+    elif kind == "tokenizer":
+        _tokenizer(path)
     elif kind == "ledger":
         # Read it, then replay every step it holds against the seed's images.
         images = (path / "images.path").read_text()
