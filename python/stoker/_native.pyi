@@ -27,6 +27,7 @@ __all__ = [
     "TokenPacker",
     "TextTokenizer",
     "check_tokenizer_json",
+    "MAX_TOKEN_ID",
     "AudioTransform",
     "VideoTransform",
 ]
@@ -219,8 +220,11 @@ class CacheEntries:
     def close(self) -> None:
         """Let go of this process's handle; later calls raise OSError."""
 
+MAX_TOKEN_ID: int
+
 def check_tokenizer_json(json: str) -> None:
-    """Raise ValueError for a tokenizer.json whose normalizers can grow a text more than 64 times."""
+    """Raise ValueError for a tokenizer.json whose normalizers can grow a text more than 64 times,
+    or with a token id past MAX_TOKEN_ID."""
 
 @final
 class TextTokenizer:

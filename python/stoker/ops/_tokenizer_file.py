@@ -3,10 +3,12 @@ and the settings that would change a document's tokens turned off.
 
 A ``tokenizer.json`` is outside input. Three things in one were found to end or corrupt a run:
 
-- **Growth**: normalizers that rewrite the text many times over (eight ``Replace`` of the empty
-  string aborted the process on a document of a few KB). The native core checks the file's
-  normalizers before either tokenizer loads it (`stoker._native.check_tokenizer_json`: each
-  normalizer's worst case multiplied, at most 64): loading already normalizes the added tokens.
+- **Growth and ids**: normalizers that rewrite the text many times over (eight ``Replace`` of
+  the empty string aborted the process on a document of a few KB), and a token id of 10^9 (the
+  package writes a vocabulary id by id up to its largest: its ``to_str`` ran for good). The
+  native core checks the file before either tokenizer loads it
+  (`stoker._native.check_tokenizer_json`: each normalizer's worst case multiplied, at most 64;
+  ids up to ``MAX_TOKEN_ID``): loading already normalizes the added tokens.
 - **Truncation and padding**: published files often carry both. Applied to each document, a
   truncation to 8 tokens delivered 320 of 1,800 tokens, and a padding delivered pad ids the loss
   mask counted. Here documents are whole: rows are the packer's (or the length buckets') to make.
@@ -18,17 +20,16 @@ A ``tokenizer.json`` is outside input. Three things in one were found to end or 
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 from typing import Any
 
 from .. import _native
-from .._bounded import read_regular
+from .._bounded import read_regular, shown_logger
 from ..errors import ConfigurationError
 
-__all__ = ["MAX_TOKENIZER_BYTES", "check_limits", "for_documents", "is_rust_panic", "load_tokenizer_file"]
+__all__ = ["MAX_TOKENIZER_BYTES", "check_limits", "check_loaded", "for_documents", "is_rust_panic", "load_tokenizer_file"]
 
-_logger = logging.getLogger("stoker.text")
+_logger = shown_logger("stoker.text")  # a file's name and settings are outside text: shown escaped
 
 # The largest tokenizer file read: published ones are up to a few tens of MB (a 256k vocabulary
 # with its merges); a file past this is refused by name before it is read.
@@ -41,15 +42,31 @@ def is_rust_panic(error: BaseException) -> bool:
 
 
 def check_limits(json_text: str, name: str) -> None:
-    """Refuse a tokenizer whose normalizers can grow a text past the native core's limit.
+    """Refuse a tokenizer (its JSON) past the native core's limits: normalizers that can grow a
+    text more than 64 times, a token id past ``MAX_TOKEN_ID``.
 
     Raises:
-        ConfigurationError: Naming ``name`` and the normalizers' worst case.
+        ConfigurationError: Naming ``name`` and what is past the limit.
     """
     try:
         _native.check_tokenizer_json(json_text)
     except ValueError as error:
         raise ConfigurationError(f"{name}: refused as a tokenizer: {error}") from None
+
+
+def check_loaded(backend: Any, name: str) -> None:
+    """`check_limits` for a tokenizer the caller loaded: its ids first, from its vocabulary (its
+    JSON is written id by id up to the largest, so a huge id would make ``to_str`` run for good),
+    then its JSON.
+
+    Raises:
+        ConfigurationError: Naming ``name`` and what is past the limit.
+    """
+    vocabulary = backend.get_vocab(with_added_tokens=True) if hasattr(backend, "get_vocab") else {}
+    largest = max(vocabulary.values(), default=0)
+    if largest > _native.MAX_TOKEN_ID:
+        raise ConfigurationError(f"{name}: refused as a tokenizer: a token id of {largest}, over the limit of {_native.MAX_TOKEN_ID}")
+    check_limits(backend.to_str(), name)
 
 
 def load_tokenizer_file(path: Path) -> Any:
@@ -79,15 +96,27 @@ def load_tokenizer_file(path: Path) -> Any:
         raise ConfigurationError(f"{path}: not a tokenizer.json the tokenizers library can load ({error})") from None
 
 
-def for_documents(backend: Any, name: str) -> Any:
+def for_documents(backend: Any, name: str, *, own: bool) -> Any:
     """``backend`` (a ``tokenizers.Tokenizer``) without truncation and padding: itself when it has
-    neither, else a copy with both turned off (the caller's object is left as it is), said in
-    one INFO line."""
+    neither or is ``own`` (loaded here), else a copy with both turned off (the caller's object is
+    left as it is), said in one INFO line.
+
+    Raises:
+        ConfigurationError: A caller's tokenizer that cannot be copied.
+    """
     truncation = getattr(backend, "truncation", None)
     padding = getattr(backend, "padding", None)
     if truncation is None and padding is None:
         return backend
-    copy = type(backend).from_str(backend.to_str())
+    if own:
+        copy = backend
+    else:
+        try:
+            copy = type(backend).from_str(backend.to_str())
+        except Exception as error:  # what the package writes it cannot always read back (duplicate ids)
+            raise ConfigurationError(
+                f"{name}: a tokenizer that cannot be copied to turn its truncation and padding off ({error})"
+            ) from None
     copy.no_truncation()
     copy.no_padding()
     settings = [

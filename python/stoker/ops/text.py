@@ -30,7 +30,7 @@ import numpy as np
 from .._bounded import MAX_DOCUMENT_BYTES, parse_json
 from ..errors import ConfigurationError, CorruptSampleError, NativePanicError
 from ._native_tokenizer import NativeTokenizer
-from ._tokenizer_file import check_limits, for_documents, is_rust_panic, load_tokenizer_file
+from ._tokenizer_file import check_loaded, for_documents, is_rust_panic, load_tokenizer_file
 
 __all__ = ["Tokenizer", "document_text"]
 
@@ -114,8 +114,8 @@ class Tokenizer:
         self._shown = str(path) if path is not None else self.name  # what messages call it
         if self.kind == "huggingface":
             if path is None:  # loaded by the caller: checked before anything is encoded with it
-                check_limits(backend.to_str(), self._shown)
-            backend = for_documents(backend, self._shown)
+                check_loaded(backend, self._shown)
+            backend = for_documents(backend, self._shown, own=path is not None)
         self.tokenizer: Any = backend
         self.add_special_tokens = add_special_tokens
         self.bos = self._token_id(bos, "bos")

@@ -50,6 +50,7 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<packing::TokenPacker>()?;
     module.add_class::<text::TextTokenizer>()?;
     module.add_function(wrap_pyfunction!(text::check_tokenizer_json, module)?)?;
+    module.add("MAX_TOKEN_ID", crate::text::limits::MAX_TOKEN_ID)?;
     module.add_class::<media_transforms::AudioTransform>()?;
     module.add_class::<media_transforms::VideoTransform>()?;
     Ok(())

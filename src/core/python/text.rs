@@ -6,30 +6,18 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
 use crate::panic_guard::guard;
-use crate::text::{limits, tokenize};
+use crate::text::{precheck, tokenize};
 
 /// Ids back to back and each text's length, as numpy arrays.
 type IdsAndLengths<'py> = (Bound<'py, PyArray1<u32>>, Bound<'py, PyArray1<i64>>);
 
-/// The one field of a `tokenizer.json` that `check_tokenizer_json` reads.
-#[derive(serde::Deserialize)]
-struct Normalizer {
-    #[serde(default)]
-    normalizer: serde_json::Value,
-}
-
-/// Raise ValueError for a `tokenizer.json` (its text) whose normalizers can grow a text past
-/// `text::limits::MAX_GROWTH` times: checked before the Python package loads it too, as loading
-/// already normalizes its added tokens. The rest of the file is skipped unread.
+/// Raise ValueError for a `tokenizer.json` (its text) past `text::limits`: normalizers that can
+/// grow a text more than `MAX_GROWTH` times, a token id past `MAX_TOKEN_ID`. Checked before the
+/// Python package loads it too: loading already normalizes its added tokens. Read in one pass,
+/// the vocabulary not held.
 #[pyfunction]
 pub fn check_tokenizer_json(py: Python<'_>, json: &str) -> PyResult<()> {
-    guard("check_tokenizer_json", None, || {
-        py.detach(|| {
-            let file: Normalizer = serde_json::from_str(json).map_err(|error| format!("not a tokenizer's JSON: {error}"))?;
-            limits::check_growth(&serde_json::json!({"normalizer": file.normalizer}))
-        })
-        .map_err(PyValueError::new_err)
-    })
+    guard("check_tokenizer_json", None, || py.detach(|| precheck::check_file(json)).map_err(PyValueError::new_err))
 }
 
 /// A `tokenizer.json` loaded in the native core; see `stoker.ops.Tokenizer`, which uses it.

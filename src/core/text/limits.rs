@@ -12,12 +12,22 @@
 //! - **Lengths** (`check_lengths`): fixed padding (and `pad_to_multiple_of`) at most
 //!   `MAX_PADDED_LENGTH` tokens (10^9 aborted the process), and a truncation stride below the
 //!   length it leaves (the crate panics otherwise).
+//! - **Ids** (`check_largest_id`): at most `MAX_TOKEN_ID`. The crate writes a vocabulary id by
+//!   id, from 0 to its largest, noting each id it lacks: one token given the id 10^9 made the
+//!   Python package's `to_str` (which stoker calls to make its native copy) run for good and grow
+//!   without bound.
+//!
+//! `precheck` reads a file for these checks before anything loads it.
 
 use serde_json::Value;
 use tokenizers::{PaddingParams, PaddingStrategy, TruncationParams};
 
 /// The most a chain of normalizers may grow a text, in the worst case: bytes out per byte in.
 pub const MAX_GROWTH: u64 = 64;
+
+/// The largest token id a tokenizer may give: 2^22, 4 times the largest vocabulary published
+/// (about a million tokens). Reading a vocabulary id by id up to it takes milliseconds.
+pub const MAX_TOKEN_ID: u64 = 1 << 22;
 
 /// The most tokens a document may be padded to (fixed padding, or a multiple to pad to):
 /// 2^20, far past any model's context, and about 70 MB of encoding a document at most.
@@ -34,12 +44,29 @@ const LOWERCASE_GROWTH: u64 = 2;
 const BYTE_LEVEL_GROWTH: u64 = 2;
 const BERT_GROWTH: u64 = 8;
 
-/// Refuse a tokenizer whose normalizers can grow a text more than `MAX_GROWTH` times.
+/// Refuse a tokenizer whose largest token id (its vocabulary's, or an added token's) is past
+/// `MAX_TOKEN_ID`.
+///
+/// # Errors
+/// The reason, naming the id.
+pub fn check_largest_id(largest: u64) -> Result<(), String> {
+    if largest > MAX_TOKEN_ID {
+        return Err(format!(
+            "a token id of {largest}, over the limit of {MAX_TOKEN_ID}: its vocabulary is read id by id up to its largest"
+        ));
+    }
+    Ok(())
+}
+
+/// Refuse a tokenizer whose normalizer (the file's `"normalizer"`, or null) can grow a text more
+/// than `MAX_GROWTH` times.
 ///
 /// # Errors
 /// The reason, naming the normalizers and their worst cases.
-pub fn check_growth(tokenizer: &Value) -> Result<(), String> {
-    let Some(normalizer) = tokenizer.get("normalizer").filter(|value| !value.is_null()) else { return Ok(()) };
+pub fn check_growth(normalizer: &Value) -> Result<(), String> {
+    if normalizer.is_null() {
+        return Ok(());
+    }
     let mut steps = Vec::new();
     let growth = growth(normalizer, &mut steps, 0)?;
     if growth > MAX_GROWTH {
@@ -109,7 +136,10 @@ fn replace_growth(normalizer: &Value) -> Result<u64, String> {
 fn precompiled_growth(normalizer: &Value) -> Result<u64, String> {
     let encoded = text_field(normalizer, "precompiled_charsmap")?;
     let map = base64::decode(encoded).map_err(|error| format!("a precompiled charsmap that is not base64: {error}"))?;
-    let trie = map.get(..4).map(|size| u32::from_le_bytes([size[0], size[1], size[2], size[3]]) as usize).ok_or("an empty precompiled charsmap")?;
+    let trie = map
+        .get(..4)
+        .map(|size| u32::from_le_bytes([size[0], size[1], size[2], size[3]]) as usize)
+        .ok_or("an empty precompiled charsmap")?;
     let replacements = map.get(4usize.saturating_add(trie)..).ok_or("a precompiled charsmap shorter than its trie")?;
     Ok(replacements.split(|&byte| byte == 0).map(<[u8]>::len).max().unwrap_or(0).max(1) as u64)
 }
@@ -153,20 +183,15 @@ mod tests {
         json!({"type": "Replace", "pattern": pattern, "content": content})
     }
 
-    fn with_normalizer(normalizer: Value) -> Value {
-        json!({"normalizer": normalizer})
-    }
-
     #[test]
     fn an_empty_pattern_grows_by_its_content_and_eight_of_them_are_refused() {
         let step = replace(json!({"String": ""}), "ab");
-        assert!(check_growth(&with_normalizer(json!({"type": "Sequence", "normalizers": [step.clone(), step.clone(), step.clone()]}))).is_ok());
-        let eight = with_normalizer(json!({"type": "Sequence", "normalizers": vec![step; 8]}));
+        assert!(check_growth(&json!({"type": "Sequence", "normalizers": [step.clone(), step.clone(), step.clone()]})).is_ok());
+        let eight = json!({"type": "Sequence", "normalizers": vec![step; 8]});
         let error = check_growth(&eight).unwrap_err();
         assert!(error.contains("6561 times") && error.contains("Replace 3 x Replace 3"), "{error}");
         // An empty content adds nothing, wherever it matches.
-        assert!(check_growth(&with_normalizer(json!({"type": "Sequence", "normalizers": vec![replace(json!({"String": ""}), ""); 8]})))
-            .is_ok());
+        assert!(check_growth(&json!({"type": "Sequence", "normalizers": vec![replace(json!({"String": ""}), ""); 8]})).is_ok());
     }
 
     #[test]
@@ -178,20 +203,21 @@ mod tests {
         assert_eq!(growth_of("a*", "xyz"), 4); // matches the empty string
         assert_eq!(growth_of("(?=a)", "xyz"), 4); // a look-ahead: read as one that may match nothing
         assert_eq!(replace_growth(&replace(json!({"String": "▁"}), " ")).unwrap(), 1);
-        assert_eq!(replace_growth(&replace(json!({"String": " "}), "▁")).unwrap(), 3); // Llama's
+        assert_eq!(replace_growth(&replace(json!({"String": " "}), "▁")).unwrap(), 3);
+        // Llama's
     }
 
     #[test]
     fn published_chains_pass_and_compounding_ones_are_refused() {
         let llama = json!({"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": "▁"}, replace(json!({"String": " "}), "▁")]});
-        assert!(check_growth(&with_normalizer(llama)).is_ok());
-        assert!(check_growth(&with_normalizer(json!({"type": "NFKC"}))).is_ok());
-        assert!(check_growth(&json!({"normalizer": null})).is_ok());
+        assert!(check_growth(&llama).is_ok());
+        assert!(check_growth(&json!({"type": "NFKC"})).is_ok());
+        assert!(check_growth(&Value::Null).is_ok());
         let compounding = json!({"type": "Sequence", "normalizers": [{"type": "NFKC"}, {"type": "Prepend", "prepend": "▁▁"}]});
-        assert!(check_growth(&with_normalizer(compounding)).unwrap_err().contains("77 times"));
+        assert!(check_growth(&compounding).unwrap_err().contains("77 times"));
         let nested = (0..40).fold(json!({"type": "NFC"}), |inner, _| json!({"type": "Sequence", "normalizers": [inner]}));
-        assert!(check_growth(&with_normalizer(nested)).unwrap_err().contains("32 deep"));
-        assert!(check_growth(&with_normalizer(json!({"type": "Unheard"}))).unwrap_err().contains("\"Unheard\""));
+        assert!(check_growth(&nested).unwrap_err().contains("32 deep"));
+        assert!(check_growth(&json!({"type": "Unheard"})).unwrap_err().contains("\"Unheard\""));
     }
 
     #[test]
@@ -204,6 +230,13 @@ mod tests {
         let short = base64::encode([200, 0, 0, 0, 1]);
         assert!(precompiled_growth(&json!({"type": "Precompiled", "precompiled_charsmap": short})).is_err());
         assert!(precompiled_growth(&json!({"type": "Precompiled", "precompiled_charsmap": "@@"})).is_err());
+    }
+
+    #[test]
+    fn an_id_past_the_limit_is_refused() {
+        assert!(check_largest_id(262_143).is_ok());
+        assert!(check_largest_id(MAX_TOKEN_ID).is_ok());
+        assert!(check_largest_id(1_000_000_000).unwrap_err().contains("a token id of 1000000000"));
     }
 
     fn padding(strategy: PaddingStrategy, multiple: Option<usize>) -> PaddingParams {

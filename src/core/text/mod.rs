@@ -3,4 +3,5 @@
 
 pub mod checked;
 pub mod limits;
+pub mod precheck;
 pub mod tokenize;

@@ -5,15 +5,14 @@
 //! document's ids, built while holding the GIL: about 8% of the time of the call itself on web
 //! text. Here the ids go from the crate's encodings into one `Vec<u32>` with the GIL released.
 //!
-//! The file is checked before it is loaded (`limits`: what its normalizers, padding and
-//! truncation may ask of memory), and its regex parts match through `checked`, so a regex that
+//! The file is checked before it is loaded (`precheck` and `limits`: what its normalizers, ids,
+//! padding and truncation may ask of memory), and its regex parts match through `checked`, so a regex that
 //! gives up on a document is that document's error.
 
-use serde_json::Value;
 use tokenizers::{DecoderWrapper, ModelWrapper, PostProcessor, PostProcessorWrapper, TokenizerImpl};
 
 use super::checked::{CheckedNormalizer, CheckedPreTokenizer};
-use super::limits;
+use super::{limits, precheck};
 
 /// The crate's tokenizer with the checked regex parts.
 type Checked = TokenizerImpl<ModelWrapper, CheckedNormalizer, CheckedPreTokenizer, PostProcessorWrapper, DecoderWrapper>;
@@ -39,9 +38,8 @@ impl TextTokenizer {
     /// The JSON is not a tokenizer this crate version reads, or asks for more than `limits`
     /// allows (the message says why).
     pub fn from_json(json: &str, add_special_tokens: bool, bos: Option<u32>, eos: Option<u32>) -> Result<Self, String> {
-        let value: Value = serde_json::from_str(json).map_err(|error| error.to_string())?;
-        limits::check_growth(&value)?;
-        let inner: Checked = serde_json::from_value(value).map_err(|error| error.to_string())?;
+        precheck::check_file(json)?;
+        let inner: Checked = serde_json::from_str(json).map_err(|error| error.to_string())?;
         let special_tokens = match inner.get_post_processor() {
             Some(processor) if add_special_tokens => processor.added_tokens(false),
             _ => 0,
@@ -98,8 +96,8 @@ mod tests {
         assert!(TextTokenizer::from_json("not json", false, None, None).is_err());
     }
 
-    fn changed(change: impl FnOnce(&mut Value)) -> String {
-        let mut tokenizer: Value = serde_json::from_str(WORDS).unwrap();
+    fn changed(change: impl FnOnce(&mut serde_json::Value)) -> String {
+        let mut tokenizer: serde_json::Value = serde_json::from_str(WORDS).unwrap();
         change(&mut tokenizer);
         tokenizer.to_string()
     }

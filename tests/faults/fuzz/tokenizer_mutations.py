@@ -57,13 +57,13 @@ CONTENTS = ["", "x", "ab", "▁", "0123456789" * 10, "\u0000", "\ud7ff" * 3]
 
 def make_seed(folder: Path) -> Path:
     """The seed folder: ``tokenizer.json`` and ``corpus.jsonl`` (the `TEXTS`, a line each)."""
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
     tokenizer = Tokenizer(models.BPE(unk_token="<unk>"))
-    tokenizer.normalizer = normalizers.Sequence([normalizers.NFC(), normalizers.Replace(" {2,}", " ")])
+    tokenizer.normalizer = normalizers.Sequence([normalizers.NFC(), normalizers.Replace(Regex(" {2,}"), " ")])
     tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
         [
-            pre_tokenizers.Split("\\s+(?!\\S)|\\s+|\\p{L}+|\\p{N}+", "isolated"),
+            pre_tokenizers.Split(Regex("\\s+(?!\\S)|\\s+|\\p{L}+|\\p{N}+"), "isolated"),
             pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
         ]
     )

@@ -192,6 +192,28 @@ def test_a_normalizer_chain_that_grows_the_text_is_refused_by_name(corpus: tuple
         Tokenizer(tokenizers.Tokenizer.from_file(str(path)))
 
 
+def test_a_token_id_of_a_billion_is_refused_by_name_before_anything_reads_the_vocabulary(
+    corpus: tuple[list[str], Path, Path], tmp_path: Path
+) -> None:
+    # Found by the tokenizer fuzz target: the package writes a vocabulary id by id up to its
+    # largest, listing every id it lacks, so its to_str (which the native copy is made from) took
+    # 18 s and 4 GB here (an abort in this child), and past a minute under load.
+    _, _, plain = corpus
+    path = changed(plain, tmp_path / "tokenizer.json", lambda document: document["model"]["vocab"].__setitem__("e", 10**9))
+    done = _in_a_child(f"""
+        from stoker.errors import ConfigurationError
+        from stoker.ops import Tokenizer
+        try:
+            Tokenizer({str(path)!r})
+        except ConfigurationError as error:
+            print("refused:", error)
+    """)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.startswith(f"refused: {path}: refused as a tokenizer: a token id of 1000000000"), done.stdout
+    with pytest.raises(ConfigurationError, match="a token id of 1000000000"):  # a loaded object: from its vocabulary
+        Tokenizer(tokenizers.Tokenizer.from_file(str(path)))
+
+
 def with_split(regex: str) -> Callable[[dict[str, Any]], None]:
     def change(document: dict[str, Any]) -> None:
         split = {"type": "Split", "pattern": {"Regex": regex}, "behavior": "Isolated", "invert": False}
