@@ -1,0 +1,1 @@
+"""Native code under hostile input: a Rust panic in either native module is a named error (the one panic guard on every entry point), and a tokenizer file's sizes, growth, ids and regexes are bounded before the native code or the tokenizers package allocates for them."""
