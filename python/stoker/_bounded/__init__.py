@@ -19,6 +19,11 @@ here bounds one kind of it, and names what it refused:
   allocated from a declared length; at most 5 redirects, a loop named at once; every header the
   user supplied dropped on a redirect to another origin; an overall deadline per request), and
   `HttpClient`, the client that applies it to web servers and metrics pages.
+- native calls (in Rust, not here): every entry point of both native modules runs under one
+  panic guard (src/core/panic_guard.rs: a Rust panic is a `stoker.errors.NativePanicError`
+  naming the call), and sizes read from input are checked before the native code allocates
+  them; a tokenizer file is checked there before either tokenizer loads it
+  (``stoker._native.check_tokenizer_json``).
 
 New code that reads outside input uses these parts (docs/contributing.md, "Reading outside
 input"), and lands with a fuzz target in ``tests/faults/``. This package imports nothing of
