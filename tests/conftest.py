@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -14,6 +16,7 @@ from stoker_testbed.servers.azurite_server import AzuriteServer
 from stoker_testbed.servers.buckets import TestBucket, new_bucket
 from stoker_testbed.servers.gcs_server import GcsServer
 from stoker_testbed.servers.s3_server import S3Server
+from tests.scheduling import run_alone, worker_group
 
 # A shell that starts a command in the background (`cmd &` without job control) has it ignore
 # SIGINT, and Python then leaves SIGINT ignored: Ctrl-C would do nothing, in this process and in
@@ -36,11 +39,36 @@ def signal_handlers_kept() -> Iterator[None]:
         pytest.fail(f"the test left {', '.join(changed)} with another handler (put back now)")
 
 
+_WORKER_CACHE = pytest.StashKey[str]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """In a parallel run (pytest-xdist), give each worker a cache folder of its own, where a test
+    did not choose one: two workers' tests must not share listings, indexes or node caches."""
+    worker = getattr(config, "workerinput", {}).get("workerid")
+    if worker is not None and "STOKER_CACHE" not in os.environ:
+        os.environ["STOKER_CACHE"] = config.stash[_WORKER_CACHE] = tempfile.mkdtemp(prefix=f"stoker-cache-{worker}-")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    folder = config.stash.get(_WORKER_CACHE, None)
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Run the tests on the session's Ray cluster last, one after another: the cluster (a dozen
-    processes, this one connected to it) starts with the first of them and, started by
-    tests/faults, kept about 15% of a core busy for the rest of the run, slowing every test after
-    it and loading the ones that time things."""
+    """Mark the tests that run alone (`run_alone`), put the tests that share an expensive server
+    on one worker of a parallel run (`worker_group`), and run the tests on the session's Ray
+    cluster last, one after another: the cluster (a dozen processes, this one connected to it)
+    starts with the first of them and, started by tests/faults, kept about 15% of a core busy for
+    the rest of the run, slowing every test after it and loading the ones that time things."""
+    for item in items:
+        reason = run_alone(item)
+        if reason is not None:
+            item.add_marker(pytest.mark.serial(reason=reason))
+        group = worker_group(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
     items.sort(key=lambda item: "ray_cluster" in getattr(item, "fixturenames", ()))
 
 
@@ -48,7 +76,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Say the run ended through pytest: a test that ends the process itself (``os._exit(0)``)
     would otherwise pass for a green run (the Makefile checks for this file)."""
     marker = os.environ.get("STOKER_TEST_RUN_MARKER")
-    if marker:
+    if marker and not hasattr(session.config, "workerinput"):  # a parallel run's own end, not a worker's
         with open(marker, "w") as file:
             file.write(f"{exitstatus}\n")
 

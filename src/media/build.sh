@@ -41,8 +41,11 @@ if [ "${1:-}" = --wheel ]; then
     # zig names its own headers relative to the working directory when they lie under it (as
     # .venv's do under the checkout), and the binding's generator, run from another folder, would
     # not find them: cargo-zigbuild runs from target/, where zig gives the absolute path.
-    (cd target && cargo zigbuild --quiet --manifest-path ../Cargo.toml --release -p stoker-media --features "$features" --target x86_64-unknown-linux-gnu.2.28)
-    built=target/x86_64-unknown-linux-gnu/release/lib_media.so
+    # A target folder of its own: maturin's zig build of the core (make test's, then make wheel's)
+    # sets cargo's configuration otherwise, and the two builds in one folder rebuilt each other's
+    # dependencies every time (each about 6 minutes of the two cores); apart, each is built once.
+    (cd target && CARGO_TARGET_DIR=media-wheel cargo zigbuild --quiet --manifest-path ../Cargo.toml --release -p stoker-media --features "$features" --target x86_64-unknown-linux-gnu.2.28)
+    built=target/media-wheel/x86_64-unknown-linux-gnu/release/lib_media.so
 else
     cargo build --quiet --release -p stoker-media --features "$features"
     built=target/release/lib_media.so

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from stoker_testbed.servers.server import ServerError, ServerProcess, free_port, server_cache, wait_for_port
+from stoker_testbed.servers.server import ServerError, ServerProcess, free_port, installing, server_cache, wait_for_port
 
 __all__ = ["AZURITE_ACCOUNT", "AZURITE_KEY", "AZURITE_VERSION", "AzuriteServer"]
 
@@ -35,21 +35,26 @@ def azurite_blob_command() -> list[str]:
         raise ServerError("Node.js and npm are not installed (they run the Azure emulator, Azurite)")
     folder = server_cache(f"azurite-{AZURITE_VERSION}")
     main = folder / "node_modules" / "azurite" / "dist" / "src" / "blob" / "main.js"
-    if not main.exists():
-        with tempfile.TemporaryDirectory(dir=folder) as scratch:
-            done = subprocess.run(
-                [npm, "install", "--no-audit", "--no-fund", "--prefix", scratch, f"azurite@{AZURITE_VERSION}"],
-                capture_output=True,
-                text=True,
-                timeout=900,
-            )
-            if done.returncode != 0:
-                raise ServerError(f"npm install azurite@{AZURITE_VERSION} failed:\n{done.stderr[-3000:]}")
-            shutil.rmtree(folder / "node_modules", ignore_errors=True)
-            (Path(scratch) / "node_modules").rename(folder / "node_modules")
+    with installing(folder):
+        if not main.exists():
+            _install(npm, folder)
     if not main.exists():
         raise ServerError(f"azurite@{AZURITE_VERSION} installed no {main.relative_to(folder)}")
     return [node, str(main)]
+
+
+def _install(npm: str, folder: Path) -> None:
+    with tempfile.TemporaryDirectory(dir=folder) as scratch:
+        done = subprocess.run(
+            [npm, "install", "--no-audit", "--no-fund", "--prefix", scratch, f"azurite@{AZURITE_VERSION}"],
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        if done.returncode != 0:
+            raise ServerError(f"npm install azurite@{AZURITE_VERSION} failed:\n{done.stderr[-3000:]}")
+        shutil.rmtree(folder / "node_modules", ignore_errors=True)
+        (Path(scratch) / "node_modules").rename(folder / "node_modules")
 
 
 class AzuriteServer(ServerProcess):

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from stoker_testbed.servers.s3_server import MAVEN_CENTRAL
-from stoker_testbed.servers.server import ServerError, ServerProcess, free_port, require_java, server_cache, wait_for_port
+from stoker_testbed.servers.server import ServerError, ServerProcess, free_port, installing, require_java, server_cache, wait_for_port
 
 __all__ = ["CASSANDRA_VERSION", "CassandraServer"]
 
@@ -110,6 +110,13 @@ def cassandra_jars() -> Path:
     maven = shutil.which("mvn")
     if maven is None:
         raise ServerError("Maven (mvn) is not installed; it fetches Cassandra's jars from Maven Central")
+    with installing(folder):
+        if not (jars / f"cassandra-all-{CASSANDRA_VERSION}.jar").exists():
+            _fetch(maven, folder, jars)
+    return jars
+
+
+def _fetch(maven: str, folder: Path, jars: Path) -> None:
     (folder / "pom.xml").write_text(
         f"""<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>
 <groupId>stoker</groupId><artifactId>cassandra-server</artifactId><version>1</version>
@@ -129,7 +136,6 @@ def cassandra_jars() -> Path:
     if result.returncode != 0:
         raise ServerError(f"mvn could not fetch cassandra-all {CASSANDRA_VERSION}:\n{result.stdout[-3000:]}{result.stderr[-3000:]}")
     partial.replace(jars)
-    return jars
 
 
 class CassandraServer(ServerProcess):

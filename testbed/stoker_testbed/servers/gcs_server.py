@@ -20,7 +20,7 @@ import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 
-from stoker_testbed.servers.server import ServerError, ServerProcess, free_port, server_cache, wait_for_port
+from stoker_testbed.servers.server import ServerError, ServerProcess, free_port, installing, server_cache, wait_for_port
 
 __all__ = ["FAKE_GCS_SERVER_VERSION", "GcsServer"]
 
@@ -41,8 +41,15 @@ def fake_gcs_server_binary() -> Path:
     go = shutil.which("go")
     if go is None:
         raise ServerError("go is not installed (it builds the GCS emulator, fake-gcs-server, from source)")
+    with installing(folder):
+        if not binary.exists():
+            _build(go, binary)
+    return binary
+
+
+def _build(go: str, binary: Path) -> None:
     # Built into a folder of its own, then moved: a build cut short never passes for a binary.
-    with tempfile.TemporaryDirectory(dir=folder) as scratch:
+    with tempfile.TemporaryDirectory(dir=binary.parent) as scratch:
         done = subprocess.run(
             [go, "install", f"{_MODULE}@{FAKE_GCS_SERVER_VERSION}"],
             env={**os.environ, "GOBIN": scratch, "GOFLAGS": "-mod=mod"},
@@ -53,7 +60,6 @@ def fake_gcs_server_binary() -> Path:
         if done.returncode != 0:
             raise ServerError(f"go install {_MODULE}@{FAKE_GCS_SERVER_VERSION} failed:\n{done.stderr[-3000:]}")
         os.replace(Path(scratch) / "fake-gcs-server", binary)
-    return binary
 
 
 class GcsServer(ServerProcess):

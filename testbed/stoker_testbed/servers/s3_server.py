@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from stoker_testbed.servers.server import ServerError, ServerProcess, free_port, require_java, server_cache, wait_for_port
+from stoker_testbed.servers.server import ServerError, ServerProcess, free_port, installing, require_java, server_cache, wait_for_port
 
 __all__ = ["S3Server", "S3_PROXY_VERSION"]
 
@@ -30,6 +30,13 @@ def download_checked(url: str, target: Path) -> Path:
     """
     if target.exists():
         return target
+    with installing(target.parent):
+        if not target.exists():
+            _download(url, target)
+    return target
+
+
+def _download(url: str, target: Path) -> None:
     partial = target.with_suffix(target.suffix + ".part")
     try:
         with urllib.request.urlopen(url + ".sha1", timeout=60) as response:
@@ -45,7 +52,6 @@ def download_checked(url: str, target: Path) -> Path:
         partial.unlink(missing_ok=True)
         raise ServerError(f"{url}: SHA-1 {digest.hexdigest()} does not match the repository's {expected}")
     partial.replace(target)
-    return target
 
 
 def s3proxy_jar() -> Path:

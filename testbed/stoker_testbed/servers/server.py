@@ -8,6 +8,8 @@ so a rerun starts in seconds.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import shutil
 import signal
@@ -15,11 +17,11 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 
-__all__ = ["ServerError", "ServerProcess", "free_port", "server_cache", "wait_for_port"]
+__all__ = ["ServerError", "ServerProcess", "free_port", "installing", "server_cache", "wait_for_port"]
 
 
 class ServerError(RuntimeError):
@@ -32,6 +34,19 @@ def server_cache(*parts: str) -> Path:
     folder = base.joinpath(*parts)
     folder.mkdir(parents=True, exist_ok=True)
     return folder
+
+
+@contextlib.contextmanager
+def installing(folder: Path) -> Iterator[None]:
+    """Hold the install lock of a server's cache ``folder``: test processes that run side by side
+    (pytest-xdist's workers) each start their own servers, and the first to need one installs it
+    while the others wait, then find it installed (check again inside the lock)."""
+    with open(folder / ".install.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def free_port() -> int:

@@ -1,0 +1,65 @@
+"""Where each test runs in `make test`: side by side with others, or alone.
+
+`make test` runs the suite in two parts (Makefile, ``python-test``):
+
+1. every test not marked ``serial``, on several pytest-xdist workers at once (``-n``, ``--dist
+   loadgroup``). Most tests wait far more than they compute: on a server, a child process, a
+   network namespace, a sleep, a kill; several of them share the two cores well.
+2. the tests marked ``serial``, one after another in one process, with nothing else running:
+   the ones that time what they check (a tuner's moves, a straggler's verdict, a prefetch ramp),
+   that use the whole machine's network (the hosts' namespaces), or that take both cores for long.
+
+`run_alone` says which tests are serial, and why; `worker_group` keeps the tests that share an
+expensive server (Cassandra, the Ray cluster) on one worker, so it starts once, not once a worker.
+A plain ``pytest`` (no ``-n``) runs everything in one process, as before; the markers change nothing there.
+
+Adding a test: if it waits, nothing to do. If it measures time or rates to decide what it
+asserts, or keeps both cores busy for more than a few seconds, add it to `_ALONE` with the reason
+(docs/contributing.md, "Keeping the suite fast").
+"""
+
+from __future__ import annotations
+
+import pytest
+
+__all__ = ["run_alone", "worker_group"]
+
+# Test id prefixes (path, then ``::name`` where a file holds both kinds) that run alone, and why.
+_ALONE: dict[str, str] = {
+    "tests/hosts/": "network namespaces: one set of hosts on this machine at a time, and their jobs time partitions and losses",
+}
+
+# Fixtures that start a server too heavy to start once per worker (Cassandra: about a minute and
+# a GB; the Ray cluster: a dozen processes), and files whose own module fixtures start one.
+_SHARED_SERVERS: dict[str, str] = {
+    "cassandra_server": "cassandra",
+    "keyspace_connection": "cassandra",
+    "ray_cluster": "ray",
+}
+_SHARED_SERVER_FILES: dict[str, str] = {
+    "tests/faults/storage/test_storage_outage.py": "cassandra",
+    "tests/faults/storage/test_upload_faults.py": "cassandra",
+    "tests/storage/remote/test_cassandra_cluster.py": "cassandra",
+    "tests/ray/": "ray",
+    "tests/faults/runs/test_ray_": "ray",
+}
+
+
+def _test_id(item: pytest.Item) -> str:
+    return item.nodeid.replace("\\", "/")
+
+
+def run_alone(item: pytest.Item) -> str | None:
+    """Why ``item`` runs alone in `make test`'s second part, or None when it runs side by side."""
+    test = _test_id(item)
+    return next((why for prefix, why in _ALONE.items() if test.startswith(prefix)), None)
+
+
+def worker_group(item: pytest.Item) -> str | None:
+    """The worker group of ``item`` in a parallel run (its shared server's name), or None."""
+    fixtures = getattr(item, "fixturenames", ())
+    for fixture, group in _SHARED_SERVERS.items():
+        if fixture in fixtures:
+            return group
+    test = _test_id(item)
+    return next((group for prefix, group in _SHARED_SERVER_FILES.items() if test.startswith(prefix)), None)
