@@ -10,8 +10,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from stoker import Loader
 from stoker.cli import main
@@ -20,7 +18,6 @@ from stoker.ingest import convert_storage
 from stoker.loader import Sampling
 from stoker.storage import HTTPStorage, open_storage
 from stoker.storage.policies import RetryPolicy
-from stoker.storage.remote import expand_urls
 from stoker_testbed.availability import started
 from stoker_testbed.data.datasets import dataset, epoch_contents
 from stoker_testbed.data.peer_formats import random_samples, write_mds
@@ -54,34 +51,6 @@ def _publish(server: HttpFileServer, shards: Path, folder: str, *, sidecars: boo
     stem = tars[0].name.rsplit("-", 1)[0]
     width = len(tars[0].stem.rsplit("-", 1)[1])
     return server.url(f"{folder}/{stem}-{{{0:0{width}d}..{len(tars) - 1:0{width}d}}}.tar")
-
-
-def test_brace_expansion_is_webdatasets() -> None:
-    assert expand_urls("https://h/a-{00..02}.tar") == ["https://h/a-00.tar", "https://h/a-01.tar", "https://h/a-02.tar"]
-    assert expand_urls("https://h/{x,y}/s-{8..9}.tar::https://h/z.tar") == [
-        "https://h/x/s-8.tar",
-        "https://h/x/s-9.tar",
-        "https://h/y/s-8.tar",
-        "https://h/y/s-9.tar",
-        "https://h/z.tar",
-    ]
-
-
-@settings(max_examples=200, deadline=None)
-@given(
-    st.lists(
-        st.one_of(
-            st.sampled_from(["a", "-", "/", "x.tar"]),
-            st.tuples(st.integers(0, 30), st.integers(0, 30)).map(lambda ends: f"{{{ends[0]:03d}..{ends[1]}}}"),
-            st.lists(st.sampled_from(["p", "q", "r{1,2}", ""]), min_size=2, max_size=3).map(lambda parts: "{" + ",".join(parts) + "}"),
-        ),
-        max_size=4,
-    ).map(lambda parts: "https://h/" + "".join(parts) + "s.tar")
-)
-def test_brace_lists_expand_exactly_as_braceexpand_does(pattern: str) -> None:
-    from braceexpand import braceexpand
-
-    assert expand_urls(pattern) == [url for url in braceexpand(pattern) if url]
 
 
 def test_unindexed_shards_by_brace_url_deliver_every_sample_once_and_are_indexed_once(
@@ -163,6 +132,23 @@ def test_a_private_dataset_is_read_with_the_users_header_and_refused_without(sha
             assert token not in storage.describe() and token not in storage.sample_name(0)
     finally:
         server.close()
+
+
+def test_a_brace_list_of_image_files_is_read_file_by_file_each_named_by_its_url(http_server: HttpFileServer) -> None:
+    source = dataset(60)
+    truth = {f"img-{index:03d}.jpg": data for index, data in enumerate(source.read_many(source.keys))}
+    for name, data in truth.items():
+        http_server.put(f"images/{name}", data)
+    with open_storage(http_server.url("images/img-{000..059}.jpg"), block_bytes=20_000) as storage:
+        assert list(storage.keys) == sorted(truth) and storage.keys[-1] == "img-059.jpg"
+        assert list(storage.labels) == [None] * len(truth)
+        assert storage.sample_name(17) == http_server.url("images/img-017.jpg")
+        assert storage.traffic.snapshot()["requests"]["HEAD"] == len(truth)
+        loader = Loader(storage, batch_size=8, decode=bytes, sampling=Sampling(shuffle="uniform", seed=3))
+        try:
+            assert epoch_contents(loader, truth) == Counter(dict.fromkeys(truth, 1))
+        finally:
+            loader.close()
 
 
 def test_a_missing_file_in_the_list_is_named(http_server: HttpFileServer, shards: tuple[Path, dict[str, bytes]]) -> None:
