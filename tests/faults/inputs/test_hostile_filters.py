@@ -142,3 +142,14 @@ def test_a_side_table_keyed_by_utf8_bytes_or_numbers_works() -> None:
     table = pd.DataFrame({"key": np.arange(COUNT), "score": FLOATS})
     result = Loader(numbered, batch_size=4, sampling=Sampling(where=Where("score > 0", table=table))).storage.keys
     assert list(result) == [str(index) for index, value in enumerate(FLOATS) if value > 0]
+
+
+def test_a_side_table_whose_column_names_are_not_text_is_refused_by_name(tmp_path: Any) -> None:
+    # Found by the side-table fuzz target: pyarrow reads a CSV header as it is, and raises
+    # UnicodeDecodeError only when its names are asked for.
+    import pyarrow.csv
+
+    path = tmp_path / "table.csv"
+    path.write_bytes(b'"\xffkey","score"\n' + b"".join(f'"{key}",{value}\n'.encode() for key, value in zip(KEYS, FLOATS)))
+    with pytest.raises(ConfigurationError, match="column names are not UTF-8"):
+        kept("score > 0", pyarrow.csv.read_csv(path))

@@ -22,13 +22,21 @@ __all__ = ["table_column", "table_keys", "table_names"]
 
 
 def table_names(table: Any) -> list[str]:
-    """The side table's column names: a pyarrow Table's, a DataFrame's, or a dict's keys."""
-    if hasattr(table, "column_names"):  # pyarrow
-        names = table.column_names
-    elif hasattr(table, "columns"):  # pandas
-        names = table.columns
-    else:
-        names = list(table)
+    """The side table's column names: a pyarrow Table's, a DataFrame's, or a dict's keys.
+
+    Raises:
+        ConfigurationError: Names that are not text (pyarrow keeps a file's bytes as they are,
+            and cannot decode them when asked).
+    """
+    try:
+        if hasattr(table, "column_names"):  # pyarrow
+            names = table.column_names
+        elif hasattr(table, "columns"):  # pandas
+            names = table.columns
+        else:
+            names = list(table)
+    except UnicodeDecodeError as error:
+        raise ConfigurationError(f"where: the side table's column names are not UTF-8 text ({error})") from None
     return [str(name) for name in names]
 
 
