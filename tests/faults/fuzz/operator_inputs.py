@@ -139,11 +139,12 @@ def _side_table(kind: str, path: Path) -> None:
     table = _read_table(kind, path)
     if table is None:
         return
-    forms = [table, table.to_pydict()]
-    try:
-        forms.append(table.to_pandas())
-    except Exception:  # a table pandas cannot hold is not one a user could pass as a DataFrame
-        pass
+    forms = [table]
+    for convert in (table.to_pydict, table.to_pandas):
+        try:
+            forms.append(convert())
+        except Exception:  # a table pyarrow cannot hand over so (names not UTF-8) is not one a user could pass
+            pass
     for form in forms:
         for expression in EXPRESSIONS:
             filtered(expression, form)
@@ -223,15 +224,15 @@ TABLES = {"dict": _table_rows, "pandas": _pandas_table, "arrow": _arrow_table}
 _NUMBERS = st.one_of(
     st.integers(-(10**6), 10**6).map(str),
     st.integers(300, 1_900).map(lambda digits: "9" * digits),
+    st.integers(300, 1_900).map(lambda digits: "-1" + "0" * digits),
     st.floats(allow_nan=False).map(repr),
-    st.sampled_from(["1e999", "-1e999", "0.0", "-0", "1_000", "0x1F", "1e-400", "2**70"]),
+    st.sampled_from(["1e999", "-1e999", "0.0", "-0", "1_000", "0x1F", "1e-400", "2**70", "9223372036854775808"]),
 )
-_ATOMS = st.one_of(
-    st.sampled_from(["score", "stars", "lang", "meta", "absent", "meta.x", "true", "false", "None", "key"]),
-    _NUMBERS,
-    st.text(max_size=6).map(repr),
-    st.binary(max_size=4).map(repr),
-)
+_NUMERIC = st.sampled_from(["score", "stars"])
+_TEXTUAL = st.sampled_from(["lang", "meta", "key"])
+_COLUMNS = st.one_of(_NUMERIC, _TEXTUAL, st.sampled_from(["absent", "meta.x", "true", "None"]))
+_TEXTS = st.one_of(st.sampled_from(["'en'", "'de'", "'x'", "''", "'\\x00'"]), st.text(max_size=6).map(repr))
+_CONSTANTS = st.one_of(_NUMBERS, _TEXTS, st.sampled_from(["true", "false", "None", "b'x'"]))
 _COMPARE = st.sampled_from(["<", "<=", ">", ">=", "==", "!=", " in ", " not in ", " is ", " is not "])
 
 
@@ -240,25 +241,40 @@ def _lists(inner: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
 
 
 def _grammar() -> st.SearchStrategy[str]:
-    operand = st.one_of(_ATOMS, _lists(_ATOMS), _lists(_lists(_ATOMS)))
-    comparison = st.lists(st.tuples(_COMPARE, operand), min_size=1, max_size=3).flatmap(
-        lambda rest: operand.map(lambda first: first + "".join(symbol + right for symbol, right in rest))
+    """Filters shaped as people write them (a column against constants, chained, in a list),
+    and as they mistype them, joined by and, or, not, and parentheses to any depth."""
+    operand = st.one_of(_COLUMNS, _CONSTANTS, _lists(_CONSTANTS), _lists(_lists(_CONSTANTS)))
+    symbol = st.sampled_from(["<", "<=", ">", ">=", "==", "!="])
+    comparison = st.one_of(
+        st.tuples(_NUMERIC, symbol, _NUMBERS).map(" ".join),
+        st.tuples(_NUMBERS, symbol, _NUMERIC).map(" ".join),
+        st.tuples(_NUMBERS, symbol, _NUMERIC, symbol, _NUMBERS).map(" ".join),
+        st.tuples(_TEXTUAL, symbol, _TEXTS).map(" ".join),
+        st.tuples(_COLUMNS, symbol, _CONSTANTS).map(" ".join),
+        st.tuples(_COLUMNS, st.sampled_from(["in", "not in"]), _lists(_CONSTANTS)).map(" ".join),
+        st.tuples(_COLUMNS, st.sampled_from(["in", "not in"]), _lists(_CONSTANTS), st.sampled_from(["in", "<", "=="]), operand).map(
+            " ".join
+        ),
+        st.lists(st.tuples(_COMPARE, operand), min_size=1, max_size=3).flatmap(
+            lambda rest: operand.map(lambda first: first + "".join(symbol + right for symbol, right in rest))
+        ),
     )
     return st.recursive(
         comparison,
         lambda inner: st.one_of(
             st.tuples(inner, st.sampled_from([" and ", " or "]), inner).map("".join),
             inner.map(lambda text: f"not ({text})"),
-            inner.map(lambda text: f"({text})"),
             st.tuples(inner, st.integers(1, 200)).map(lambda pair: "(" * pair[1] + pair[0] + ")" * pair[1]),
         ),
-        max_leaves=6,
+        max_leaves=5,
     )
 
 
 FILTERS = st.fixed_dictionaries(
     {
-        "expression": st.one_of(_grammar(), st.text(max_size=80), st.text(alphabet="()[]<>=!not andor'\"0123456789.e-+ ", max_size=120)),
+        "expression": st.one_of(
+            _grammar(), _grammar(), _grammar(), st.text(max_size=80), st.text(alphabet="()[]<>=!not andor'\"0123456789.e-+ ", max_size=120)
+        ),
         "table": st.sampled_from(sorted(TABLES)),
     }
 )
