@@ -11,6 +11,7 @@ key that is not text, is refused by name with its row.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import numpy as np
@@ -50,11 +51,21 @@ def table_column(table: Any, name: str) -> np.ndarray:
     if name not in table_names(table):
         raise ConfigurationError(f"where: the side table has no column {name!r} (columns: {', '.join(table_names(table))})")
     column = table.column(name) if hasattr(table, "column_names") else table[name]
-    values = _array(column)
+    try:
+        values = _array(column)
+    except _unreadable() as error:  # text that is not UTF-8: Arrow's readers keep a file's bytes as they are
+        raise ConfigurationError(f"where: the side table's column {name!r} cannot be read ({error!r:.200})") from None
     keys = len(table.column("key") if hasattr(table, "column_names") else table["key"])
     if len(values) != keys:
         raise ConfigurationError(f"where: the side table's column {name!r} holds {len(values):,} values for {keys:,} keys")
     return values
+
+
+def _unreadable() -> tuple[type[BaseException], ...]:
+    """What converting a column raises for data it cannot hold: Arrow's errors where pyarrow is
+    loaded (a pyarrow table, or a DataFrame backed by Arrow), and a failed decode."""
+    arrow = sys.modules.get("pyarrow")
+    return (UnicodeDecodeError, *((arrow.ArrowException,) if arrow is not None else ()))
 
 
 def _array(column: Any) -> np.ndarray:
