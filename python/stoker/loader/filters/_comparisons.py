@@ -88,7 +88,7 @@ def ordered(operator: ast.cmpop, left: Any, right: Any, where: str) -> np.ndarra
         raise ConfigurationError(f"{where}: cannot be compared ({error})") from None
     if not isinstance(outcome, np.ndarray):
         raise ConfigurationError(f"{where}: compares two constants; name a column")
-    return outcome.astype(bool)
+    return outcome.astype(bool, copy=False)
 
 
 def _null_safe(kind: type[ast.cmpop], left: Any, right: Any) -> Any:
