@@ -58,7 +58,7 @@ def stage(name: str, count: int) -> dict[str, Any]:
     else:
         from stoker import Loader
         from stoker.loader import Sampling
-        from stoker.storage.remote._url_list import parse_url_list
+        from stoker.storage.remote.url_lists import parse_url_list
     baseline = _rss_mb()
     started = time.perf_counter()
     found: dict[str, Any] = {}

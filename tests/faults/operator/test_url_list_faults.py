@@ -12,7 +12,7 @@ import pytest
 
 from stoker.errors import ConfigurationError, StorageError
 from stoker.storage import open_storage
-from stoker.storage.remote._url_list import MAX_URLS, parse_url_list
+from stoker.storage.remote.url_lists import MAX_URLS, parse_url_list
 from stoker_testbed.availability import started
 from stoker_testbed.servers.http_server import HttpFileServer
 

@@ -24,8 +24,7 @@ from stoker.loader import Sampling
 from stoker.storage import HTTPStorage, open_storage
 from stoker.storage.policies import RetryPolicy
 from stoker.storage.remote import expand_urls
-from stoker.storage.remote._brace import BracePattern
-from stoker.storage.remote._url_list import parse_url_list
+from stoker.storage.remote.url_lists import BracePattern, parse_url_list
 from stoker_testbed.availability import started
 from stoker_testbed.data.datasets import dataset, epoch_contents
 from stoker_testbed.data.peer_formats import random_samples, write_mds

@@ -39,7 +39,7 @@ from ..policies import call_with_retries, first_line
 from ._object_formats import open_tfrecords
 from ._object_storage import ObjectStorage
 from ._object_url import ObjectUrl
-from ._url_list import parse_url_list
+from .url_lists import parse_url_list
 
 __all__ = ["HTTPStorage", "HttpObjects"]
 

@@ -23,7 +23,7 @@ from collections.abc import Iterator, Sequence
 from itertools import chain, cycle, repeat
 from typing import overload
 
-from ...errors import ConfigurationError
+from ....errors import ConfigurationError
 
 __all__ = ["MAX_BOUND_DIGITS", "MAX_NESTING", "BracePattern"]
 

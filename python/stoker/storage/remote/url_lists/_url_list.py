@@ -25,7 +25,7 @@ from urllib.parse import ParseResult, unquote, urlparse
 
 import numpy as np
 
-from ...errors import ConfigurationError
+from ....errors import ConfigurationError
 from ._brace import BracePattern
 
 __all__ = ["HTTP_SCHEMES", "MAX_URLS", "UrlList", "UrlNames", "expand_urls", "parse_url_list"]
@@ -43,7 +43,8 @@ _HASHED_AT_ONCE = 1 << 16
 
 
 class _Parts(Sequence[str]):
-    """A sequence of strings made of parts (each a sized, indexable, iterable of strings)."""
+    """A sequence of strings made of parts (each a sized, indexable, iterable of strings).
+    Immutable once made: threads read it freely (a storage's keys are read by its I/O threads)."""
 
     def __init__(self, parts: list[Any]) -> None:
         self.parts = parts
