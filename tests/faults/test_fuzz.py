@@ -12,6 +12,9 @@ compiler, and neither judges a whole Python path (decode, storage, error naming)
 
 A failing case is saved under ``tests/faults/fuzz/regressions/<format>/`` (the smallest one
 Hypothesis found), and `test_saved_regressions_stay_fixed` runs every saved file from then on.
+Inputs that are no file (a filter expression, a key list handed to ``exclude``) are drawn whole by
+a strategy (``tests/faults/fuzz/operator_inputs.py``) and judged the same way.
+
 Budget: ``STOKER_FUZZ_EXAMPLES`` cases per format (default 60, a few minutes in all);
 ``make fuzz`` runs 2,000 per format with fresh randomness.
 """
@@ -21,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import pickle
 import selectors
 import shutil
 import subprocess
@@ -32,6 +36,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from .fuzz.mutations import JSON_KINDS, PARSERS, mutated
+from .fuzz.operator_inputs import GENERATED
 from .fuzz.seeds import Seed, make_seeds
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -160,6 +165,23 @@ def test_mutated_inputs_decode_or_fail_by_name(kind: str, seeds: dict[str, Seed]
     check()
 
 
+@pytest.mark.parametrize("kind", sorted(GENERATED))
+def test_generated_inputs_work_or_are_refused_by_name(kind: str, worker: Worker, tmp_path: Path) -> None:
+    # Inputs an operator types or a program hands over (a filter, a key list): drawn whole by a
+    # strategy, pickled for the worker, judged as a file's case is.
+    @settings(max_examples=EXAMPLES, deadline=None, derandomize=not FRESH, database=None, suppress_health_check=list(HealthCheck))
+    @given(value=GENERATED[kind])
+    def check(value: object) -> None:
+        data = pickle.dumps(value)
+        (tmp_path / "case.pickle").write_bytes(data)
+        reason = _verdict(worker.run(kind, tmp_path / "case.pickle", []))
+        if reason is not None:
+            saved = _save(kind, data, reason)
+            raise AssertionError(f"{kind}: {reason} (saved as {saved.relative_to(ROOT)})")
+
+    check()
+
+
 def _saved() -> list[Path]:
     return sorted(path for path in REGRESSIONS.glob("*/*.bin")) if REGRESSIONS.exists() else []
 
@@ -167,7 +189,10 @@ def _saved() -> list[Path]:
 @pytest.mark.parametrize("path", _saved(), ids=lambda path: f"{path.parent.name}/{path.name}")
 def test_saved_regressions_stay_fixed(path: Path, seeds: dict[str, Seed], worker: Worker, tmp_path: Path) -> None:
     kind = path.parent.name
-    answer = worker.run(kind, *_case(seeds[kind], path.read_bytes(), tmp_path / "case"))
+    if kind in GENERATED:  # a pickled value, run as it is
+        answer = worker.run(kind, path, [])
+    else:
+        answer = worker.run(kind, *_case(seeds[kind], path.read_bytes(), tmp_path / "case"))
     assert _verdict(answer) is None, answer
 
 

@@ -24,6 +24,8 @@ here bounds one kind of it, and names what it refused:
   naming the call), and sizes read from input are checked before the native code allocates
   them; a tokenizer file is checked there before either tokenizer loads it
   (``stoker._native.check_tokenizer_json``).
+- keys: a key list (a caller's, a side table's, a file's) read as text keys, a null or a number
+  refused by name with its position, an iterable consumed once up to a bound.
 
 New code that reads outside input uses these parts (docs/contributing.md, "Reading outside
 input"), and lands with a fuzz target in ``tests/faults/``. This package imports nothing of
@@ -57,6 +59,7 @@ from ._json import (
     parse_json,
     read_json,
 )
+from ._keys import key_list, key_text
 from ._shown_log import LOG_LIMIT, Lines, shown_logger
 from ._shown_text import SHOWN_LIMIT, shown, shown_html
 from ._tree import ALREADY_WALKED, folder_entries, folders_up_from, matching_files, skipped_why, tell_skipped, walk_files
@@ -91,6 +94,8 @@ __all__ = [
     "file_kind",
     "folder_entries",
     "folders_up_from",
+    "key_list",
+    "key_text",
     "matching_files",
     "open_regular",
     "origin",

@@ -7,9 +7,9 @@ two batches, or between runs of the loop)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable
 
-from .._bounded import shown_logger
+from .._bounded import key_list, shown_logger
 from ..errors import ConfigurationError
 from ..observe import write_exclusion
 from ..sampling import Sampler
@@ -83,19 +83,29 @@ class Exclusions:
             ", ".join(named),
         )
 
-    def by_keys(self, keys: Sequence[str], *, from_slot: int | None = None) -> None:
-        """Leave the samples of ``keys`` not delivered yet out, for every rank (from slot
-        ``from_slot`` of each rank's plan on, when `check_keys` gave one).
+    def read_keys(self, keys: Iterable[object]) -> list[str]:
+        """``keys`` (any iterable of keys, consumed here, once) as a list: at most as many as
+        the storage has samples, each text (or UTF-8 bytes).
 
         Raises:
-            ConfigurationError: Not a list of keys, an unknown key, or a Loader that takes no
-                exclusion by key (each named).
+            ConfigurationError: Not an iterable of keys, more keys than samples, or a key that
+                is null, not text or not UTF-8 (named with its position).
+        """
+        return key_list(keys, "exclude(keys=...)", most=len(self.state.storage))
+
+    def by_keys(self, keys: list[str], *, from_slot: int | None = None) -> None:
+        """Leave the samples of ``keys`` (`read_keys`) not delivered yet out, for every rank
+        (from slot ``from_slot`` of each rank's plan on, when `check_keys` gave one).
+
+        Raises:
+            ConfigurationError: An unknown key, or a Loader that takes no exclusion by key
+                (each named).
         """
         self._check_keys(keys)
         held = self.deliveries.holding
         if from_slot is None and held and self.sampler.world_size > 1:
             from_slot = self._slot_beyond_reach()
-        left_out, already = self.state.exclude_keys(list(keys), from_slot=from_slot)
+        left_out, already = self.state.exclude_keys(keys, from_slot=from_slot)
         self._record(None, left_out)
         reached = "delivered, read ahead" if held else "delivered"
         _logger.info(
@@ -108,7 +118,7 @@ class Exclusions:
             else "",
         )
 
-    def check_keys(self, keys: Sequence[str]) -> int | None:
+    def check_keys(self, keys: list[str]) -> int | None:
         """``keys`` can be left out while the loop runs (`by_keys`, between the next two batches).
 
         Returns:
@@ -135,9 +145,7 @@ class Exclusions:
             return None
         return self._slot_beyond_reach()
 
-    def _check_keys(self, keys: Sequence[str]) -> None:
-        if isinstance(keys, str) or not all(isinstance(key, str) for key in keys):
-            raise ConfigurationError(f"exclude(keys=...) takes a list of keys (str), got {type(keys).__name__}")
+    def _check_keys(self, keys: list[str]) -> None:
         if self.refusal is not None:
             raise ConfigurationError(f"exclude(keys=...) does not take a Loader {self.refusal} yet")
 

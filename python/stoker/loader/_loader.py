@@ -24,7 +24,7 @@ import contextlib
 import dataclasses
 import os
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -465,7 +465,7 @@ class Loader:
         else:
             self._pending_weights = dict(weights)
 
-    def exclude(self, *, steps: range | None = None, keys: Sequence[str] | None = None) -> None:
+    def exclude(self, *, steps: range | None = None, keys: Iterable[str] | None = None) -> None:
         """Leave the batches of ``steps``, or the samples of ``keys``, out of this epoch.
 
         By key, the samples not delivered yet in this epoch are left out for every rank (each
@@ -501,11 +501,14 @@ class Loader:
 
         Args:
             steps: Consecutive steps of this epoch not delivered yet.
-            keys: Samples to leave out of the rest of this epoch (one of ``steps`` and ``keys``).
+            keys: Samples to leave out of the rest of this epoch (one of ``steps`` and ``keys``):
+                any iterable of keys (a list, a set, a generator: read once, here), at most as
+                many as the storage has samples.
 
         Raises:
             ConfigurationError: Not a range of consecutive steps, a step already delivered or
-                past this epoch's last, a key the storage does not hold, keys while the loop runs
+                past this epoch's last, not an iterable of keys (a key that is null, not text or
+                not UTF-8 is named with its position), a key the storage does not hold, keys while the loop runs
                 with several ranks delivering out of order or behind a read-ahead wrapper that
                 does not say how far it reads (`hold_deliveries(ahead=...)`; give them between
                 runs of the loop there), or a
@@ -515,11 +518,12 @@ class Loader:
         if (steps is None) == (keys is None):
             raise ConfigurationError("exclude takes steps= or keys=, one of them")
         if keys is not None:
+            listed = self._exclusions.read_keys(keys)
             if self._iterating is None:
-                self._exclusions.by_keys(keys)
+                self._exclusions.by_keys(listed)
             else:
-                slot = self._exclusions.check_keys(keys)
-                self._pending_keys = [*(self._pending_keys or []), (list(keys), slot)]
+                slot = self._exclusions.check_keys(listed)
+                self._pending_keys = [*(self._pending_keys or []), (listed, slot)]
             return
         assert steps is not None
         self._exclusions.check_steps(steps)

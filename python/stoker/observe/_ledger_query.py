@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import os
 
-from ..errors import ConfigurationError
+from .._bounded import key_text
+from ..errors import ConfigurationError, StorageError
 from ._ledger import read_ledger
 
 __all__ = ["ledger_keys"]
@@ -28,7 +29,8 @@ def ledger_keys(directory: str | os.PathLike[str], *, steps: range, rank: int | 
 
     Raises:
         ConfigurationError: Not a range of consecutive steps.
-        StorageError: No ledger there.
+        StorageError: No ledger there, or a null key in it (named with its position among
+            the chosen rows).
     """
     if not isinstance(steps, range) or steps.step != 1:
         raise ConfigurationError(f"steps takes a range of consecutive steps, e.g. range(100, 120); got {steps!r}")
@@ -41,4 +43,7 @@ def ledger_keys(directory: str | os.PathLike[str], *, steps: range, rank: int | 
         compute.invert(table.column("padding")),
     )
     keys = table.filter(chosen).column("key").to_pylist()
-    return list(dict.fromkeys(str(key) for key in keys))
+    # A null read as a key would be the text "None": refused by name, as a damaged ledger's row.
+    return list(
+        dict.fromkeys(key_text(key, position, f"{directory}: the ledger's keys", StorageError) for position, key in enumerate(keys))
+    )

@@ -3,10 +3,33 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
-__all__ = ["label_array"]
+__all__ = ["NoLabels", "label_array"]
+
+
+class NoLabels(Sequence[None]):
+    """No label for any sample: None one at a time, and -1 for an index array (the Loader's label
+    column), without an object per sample (a list of None is 8 bytes a sample). Immutable."""
+
+    dtype = np.dtype(np.int64)
+
+    def __init__(self, count: int) -> None:
+        self._count = count
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, np.ndarray):
+            return np.full(index.shape, -1, np.int64)
+        if isinstance(index, slice):
+            return [None] * len(range(*index.indices(self._count)))
+        if not -self._count <= index < self._count:
+            raise IndexError(index)
+        return None
 
 
 def label_array(labels: Sequence[int | float | None]) -> np.ndarray:

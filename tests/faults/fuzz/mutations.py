@@ -334,6 +334,11 @@ PARSERS = {
     "array_record": lambda data: [Field(offset, 8, "little") for offset in range(0, min(len(data) - 7, 256), 8)],
     "litdata": _mds,  # the same header: a count, item offsets, then each item's size words
     "litdata-arrow": lambda data: [*_mds(data)[:8], Field(len(data) - 12, 4, "little")],  # the header and the footer's length
+    # Operator inputs (tests/faults/fuzz/operator_inputs.py): a key list file, and side tables.
+    "key-list": _parquet,
+    "side-table-parquet": _parquet,
+    "side-table-csv": _json_numbers,  # the numbers after each comma
+    "side-table-jsonl": _json_values,
 }
 
 

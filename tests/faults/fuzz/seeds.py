@@ -32,6 +32,7 @@ from stoker_testbed.data.peer_formats import (
 from stoker_testbed.data.text import make_corpus
 
 from ..conftest import make_images
+from .operator_inputs import make_seeds as operator_seeds
 from .tokenizer_mutations import make_seed as make_tokenizer_seed
 from .worker import mixture_loader, token_loader
 
@@ -159,4 +160,7 @@ def make_seeds(root: Path) -> dict[str, Seed]:
     seeds["datasets"] = Seed("datasets", root / "datasets" / "saved", "data-00000-of-00001.arrow")
     seeds["datasets-state"] = Seed("datasets-state", root / "datasets" / "saved", "state.json")
     seeds["datasets-info"] = Seed("datasets-info", root / "datasets" / "saved", "dataset_info.json")
+    # Operator inputs: a key list file, and a side table in each format a user reads one from.
+    for kind, (folder, name) in operator_seeds(root / "operator").items():
+        seeds[kind] = Seed(kind, folder, name)
     return seeds

@@ -49,6 +49,8 @@ from stoker.storage import (
     TarShardStorage,
 )
 
+from . import operator_inputs
+
 IMAGE_FORMATS = {"jpeg", "png", "webp"}
 AUDIO_FORMATS = {"wav", "flac", "mp3", "ogg", "m4a"}
 VIDEO_FORMATS = {"mp4", "mkv"}
@@ -183,7 +185,9 @@ def _tokenizer(path: Path) -> None:
 
 def run(kind: str, path: Path, names: list[str]) -> None:
     """Decode or read one case; raise what stoker raises."""
-    if kind in IMAGE_FORMATS:
+    if kind in operator_inputs.KINDS:
+        operator_inputs.run(kind, path)
+    elif kind in IMAGE_FORMATS:
         data = path.read_bytes()
         image_sizes([data])  # the bucket scan's header reader: an error in its result, never a crash
         decode_image(data, name=path.name)

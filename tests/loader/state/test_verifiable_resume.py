@@ -102,3 +102,23 @@ def test_a_gap_or_a_repeat_fails_the_proof() -> None:
     halfway(cut_short, 4)
     with pytest.raises(ProvenanceError, match="450 missing"):
         cut_short.verify_epoch()
+
+
+def test_a_label_column_computed_when_asked_is_hashed_by_its_values_the_same_in_every_process() -> None:
+    # A storage with no labels keeps them as a column computed when asked (an HTTP list of image
+    # files, JSON Lines): its dataset digest is that of a list of None (-1 each), in any process,
+    # never a hash of the addresses of Python objects (a state saved by one process refused by the next).
+    import subprocess
+    import sys
+
+    from stoker.loader.state import dataset_digest
+    from stoker.storage import label_array
+    from stoker.storage._labels import NoLabels
+
+    script = (
+        "from stoker.loader.state import dataset_digest; from stoker.storage._labels import NoLabels; "
+        "print(dataset_digest([f'k{index}' for index in range(70_000)], NoLabels(70_000)))"
+    )
+    there = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout.strip()
+    keys = [f"k{index}" for index in range(70_000)]
+    assert dataset_digest(keys, NoLabels(70_000)) == there == dataset_digest(keys, label_array([None] * 70_000))

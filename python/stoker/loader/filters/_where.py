@@ -18,7 +18,6 @@ part of the fingerprint (a state saved under another filter is refused, saying s
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,19 +26,13 @@ import numpy as np
 from ..._bounded import shown_logger
 from ...errors import ConfigurationError, StorageError
 from ...storage import BlockStorage, FilteredStorage, MemberStorage, Storage, member_fields
+from ._comparisons import COMPARISONS, contained, ordered
+from ._side_table import table_column, table_keys, table_names
 
 __all__ = ["Where", "filter_storage"]
 
 _logger = shown_logger("stoker.loader")
 
-_COMPARISONS: dict[type, Callable[[Any, Any], Any]] = {
-    ast.Eq: np.equal,
-    ast.NotEq: np.not_equal,
-    ast.Lt: np.less,
-    ast.LtE: np.less_equal,
-    ast.Gt: np.greater,
-    ast.GtE: np.greater_equal,
-}
 _LONGEST = 4000  # characters of a filter: longer is not a filter someone wrote
 
 
@@ -103,7 +96,7 @@ class _Columns:
         self.storage, self.table = storage, table
         self._read: dict[str, np.ndarray] = {}
         self._rows: np.ndarray | None = None  # each sample's row in the table (-1: not there)
-        in_table = _table_names(table) if table is not None else []
+        in_table = table_names(table) if table is not None else []
         if not _has_columns(storage) and isinstance(storage, MemberStorage) and any(name not in in_table for name in names):
             # the fields of every sample's json member, all in one pass over the members
             self._read.update(member_fields(storage, [name for name in names if name not in in_table]))
@@ -111,7 +104,7 @@ class _Columns:
     def __getitem__(self, name: str) -> np.ndarray:
         if name not in self._read:
             self._read[name] = (
-                self._from_table(name) if self.table is not None and name in _table_names(self.table) else self._from_storage(name)
+                self._from_table(name) if self.table is not None and name in table_names(self.table) else self._from_storage(name)
             )
         return self._read[name]
 
@@ -129,9 +122,9 @@ class _Columns:
 
     def _from_table(self, name: str) -> np.ndarray:
         if self._rows is None:
-            table_keys = np.asarray(_table_column(self.table, "key")).astype(str)
-            order = np.argsort(table_keys, kind="stable")
-            sorted_keys = table_keys[order]
+            keys = table_keys(self.table)
+            order = np.argsort(keys, kind="stable")
+            sorted_keys = keys[order]
             repeated = np.flatnonzero(sorted_keys[1:] == sorted_keys[:-1])
             if len(repeated):
                 raise ConfigurationError(f"where: the side table names key {str(sorted_keys[repeated[0]])!r} more than once")
@@ -141,7 +134,7 @@ class _Columns:
             self._rows = np.where(found, order[at] if len(order) else 0, -1)
             if not found.all():
                 _logger.info("where: %d samples are not in the side table: not kept", int((~found).sum()))
-        values = np.asarray(_table_column(self.table, name))
+        values = table_column(self.table, name)
         rows = self._rows
         if values.dtype.kind in "iufb":
             out = values.astype(np.float64)[np.maximum(rows, 0)]
@@ -185,35 +178,6 @@ def _dotted(node: ast.AST) -> str | None:
     return ".".join([node.id, *reversed(parts)])
 
 
-def _table_names(table: Any) -> list[str]:
-    """The side table's column names: a pyarrow Table's, a DataFrame's, or a dict's keys."""
-    if hasattr(table, "column_names"):  # pyarrow
-        names = table.column_names
-    elif hasattr(table, "columns"):  # pandas
-        names = table.columns
-    else:
-        names = list(table)
-    return [str(name) for name in names]
-
-
-def _table_column(table: Any, name: str) -> np.ndarray:
-    """One column of the side table as an array, as long as its key column.
-
-    Raises:
-        ConfigurationError: No such column, or one of another length than the keys.
-    """
-    if name not in _table_names(table):
-        raise ConfigurationError(f"where: the side table has no column {name!r} (columns: {', '.join(_table_names(table))})")
-    column = table.column(name) if hasattr(table, "column_names") else table[name]
-    if hasattr(column, "combine_chunks"):  # a pyarrow ChunkedArray
-        column = column.combine_chunks()
-    values = column.to_numpy(zero_copy_only=False) if hasattr(column, "is_null") and hasattr(column, "to_numpy") else np.asarray(column)
-    keys = len(table.column("key") if hasattr(table, "column_names") else table["key"])
-    if len(values) != keys:
-        raise ConfigurationError(f"where: the side table's column {name!r} holds {len(values):,} values for {keys:,} keys")
-    return values
-
-
 def _evaluate(node: ast.AST, columns: _Columns, expression: str) -> Any:
     """The value of ``node``: a column (array), a constant, or a condition (bool array)."""
     if isinstance(node, ast.BoolOp):
@@ -255,34 +219,14 @@ def _compare(node: ast.Compare, columns: _Columns, expression: str) -> np.ndarra
         right = _evaluate(right_node, columns, expression)
         where = f"where {expression!r}: {ast.unparse(node)!r}"
         if isinstance(operator, (ast.In, ast.NotIn)):
-            if not isinstance(right, list) or not all(isinstance(value, (int, float, str, bool)) for value in right):
-                raise ConfigurationError(f"{where}: 'in' takes a list of constants, e.g. ['en', 'de']")
-            found = np.isin(np.asarray(left, dtype=object) if _is_text(left) else left, right)
+            found = contained(left, right, where)
             results.append(found if isinstance(operator, ast.In) else ~found)
-        elif type(operator) in _COMPARISONS:
-            if isinstance(left, list) or isinstance(right, list):
-                raise ConfigurationError(f"{where}: a list is compared only with 'in' or 'not in'")
-            if _is_text(left) != _is_text(right) and not (_is_text(left) and right is None):
-                raise ConfigurationError(f"{where}: compares text with a number")
-            try:
-                outcome = _COMPARISONS[type(operator)](left, right)
-            except (TypeError, ValueError) as error:  # text against null in an ordering, mixed kinds in a column
-                raise ConfigurationError(f"{where}: cannot be compared ({error})") from None
-            if not isinstance(outcome, np.ndarray):
-                raise ConfigurationError(f"{where}: compares two constants; name a column")
-            results.append(outcome.astype(bool))
+        elif type(operator) in COMPARISONS:
+            results.append(ordered(operator, left, right, where))
         else:
             raise ConfigurationError(f"{where}: {type(operator).__name__} is not a comparison a filter takes")
         left = right
     return np.logical_and.reduce(results)
-
-
-def _is_text(value: Any) -> bool:
-    if isinstance(value, np.ndarray):
-        return value.dtype.kind in "USO"
-    if isinstance(value, Sequence) and not isinstance(value, str):
-        return any(isinstance(element, str) for element in value)
-    return isinstance(value, str)
 
 
 def shuffle_quality(storage: FilteredStorage, shuffle: str, window: int) -> dict[str, float]:

@@ -117,6 +117,8 @@ class DatasetChange:
             return match_keys(before.key_chunks(), before.samples, KeyHashes.of_sequence(storage.keys))
         except RepeatedKeyError:
             pass
+        except ProvenanceError:  # the key list's own refusal, named
+            raise
         except ValueError as error:
             raise ProvenanceError(f"{before.path}: {error}") from error
         import pyarrow

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any
 
 import numpy as np
@@ -37,6 +38,7 @@ __all__ = [
 
 _MASK = (1 << 64) - 1
 _CHUNK = 1 << 22  # positions digested at once by verify_deliveries
+_DIGESTED_AT_ONCE = 1 << 16  # keys and labels hashed at once by dataset_digest
 
 
 def mix_positions(positions: np.ndarray) -> int:
@@ -77,11 +79,25 @@ class DeliveryDigest:
         return cls(epochs.pop(), sum(state["count"] for state in states), sum(state["sum"] for state in states) & _MASK)
 
 
-def dataset_digest(keys: Sequence[str], labels: np.ndarray) -> str:
-    """A short hash of every key, in order, and every label."""
+def dataset_digest(keys: Sequence[str], labels: np.ndarray | Sequence[Any]) -> str:
+    """A short hash of every key, in order, and every label (as `stoker.storage.label_array`
+    gives them: an array, or a lazy column that takes an index array).
+
+    Taken a chunk at a time, the same hash as of the keys joined by newlines and the labels' bytes
+    whole: a key column computed when asked for (a URL list's names) is never held whole (10^7
+    names joined took 900 MB), and a lazy label column gives its values, never the addresses of
+    Python objects (``None`` where no sample has a label: another hash in every process)."""
     digest = hashlib.blake2b(digest_size=12)
-    digest.update("\n".join(keys).encode("utf-8", "surrogatepass"))
-    digest.update(np.ascontiguousarray(labels).tobytes())
+    remaining = iter(keys)
+    separator = b""
+    while chunk := list(islice(remaining, _DIGESTED_AT_ONCE)):
+        digest.update(separator + "\n".join(chunk).encode("utf-8", "surrogatepass"))
+        separator = b"\n"
+    count = len(labels)
+    for start in range(0, count, _DIGESTED_AT_ONCE):
+        stop = min(count, start + _DIGESTED_AT_ONCE)
+        part = labels[start:stop] if isinstance(labels, np.ndarray) else labels[np.arange(start, stop)]  # type: ignore[call-overload]
+        digest.update(np.ascontiguousarray(part).tobytes())
     return digest.hexdigest()
 
 

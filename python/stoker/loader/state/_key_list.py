@@ -151,15 +151,21 @@ class KeyList:
         """The keys in storage order, as pyarrow large string arrays of at most a million.
 
         Raises:
-            ProvenanceError: The file cannot be read, or holds another number of keys than it said.
+            ProvenanceError: The file cannot be read, holds a null key (named with its
+                position), or holds another number of keys than it said.
         """
         pyarrow = _pyarrow()
         read = 0
         try:
             for batch in self._file.iter_batches(batch_size=_CHUNK, columns=["key"]):
                 column = batch.column(0)
+                if column.null_count:  # a null names no sample: its sample would be taken as removed
+                    position = read + pyarrow.compute.index(column.is_null(), True).as_py()
+                    raise ProvenanceError(f"{self.path}: key {position} is null; a key list holds every sample's key (text)")
                 yield column if pyarrow.types.is_large_string(column.type) else column.cast(pyarrow.large_string())
                 read += len(column)
+        except ProvenanceError:
+            raise
         except (OSError, ValueError, pyarrow.ArrowException) as error:
             raise ProvenanceError(f"{self.path} cannot be read: {error}") from error
         if read != self.samples:

@@ -27,13 +27,14 @@ import os
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 import numpy as np
 
 from ... import _native
 from ..._bounded import matching_files, open_regular, require_regular, walk_files
 from ...errors import ConfigurationError, CorruptSampleError, StorageError
+from .._labels import NoLabels
 from .._protocol import Storage
 from ..policies import BlockCache
 from ._held_indexes import HeldIndexes
@@ -170,26 +171,6 @@ class _LineIndex:
         return tuple(np.concatenate([part[column] for part in self.parts]) for column in range(3))  # type: ignore[return-value]
 
 
-class _NoLabels(Sequence[None]):
-    """No label for any line: None one at a time, and -1 for an index array (the Loader's label
-    column), without an object per line."""
-
-    dtype = np.dtype(np.int64)
-
-    def __init__(self, count: int) -> None:
-        self._count = count
-
-    def __len__(self) -> int:
-        return self._count
-
-    def __getitem__(self, index: Any) -> Any:
-        if isinstance(index, np.ndarray):
-            return np.full(index.shape, -1, np.int64)
-        if not -self._count <= index < self._count:
-            raise IndexError(index)
-        return None
-
-
 class JsonlStorage(Storage):
     """Samples as the non-empty lines of JSON Lines files (plain, ``.gz`` or ``.zst``).
 
@@ -263,7 +244,7 @@ class JsonlStorage(Storage):
             raise StorageError(f"{self.path}: the JSON Lines files hold no lines")
         self._keys = _Lazy([str(file) for file in self.files], self._file_starts, self._lines)
         self._file_numbers = {str(file): number for number, file in enumerate(self.files)}
-        self._labels = _NoLabels(file_starts[-1])
+        self._labels = NoLabels(file_starts[-1])
 
     def _open_lines(self, file: Path, block_bytes: int, keep_index: bool) -> LinesHeader:
         """``file``'s line index: the one kept beside it while it describes the file, else one

@@ -1,6 +1,7 @@
 """Storage across the network: object stores (S3 and S3-compatible stores, Google Cloud Storage,
 Azure Blob Storage: objects, shards or Parquet by ranged GETs, through obstore), plain web servers
-(``https://`` URL lists, through stoker's own client), and Cassandra/ScyllaDB rows. All share
+(``https://`` URL lists, through stoker's own client; the lists themselves, WebDataset's brace
+form computed when asked for, in `url_lists`), and Cassandra/ScyllaDB rows. All share
 `RemoteStorage`: retried requests (`stoker.storage.policies.RetryPolicy`), many in flight, and
 async per-sample fetches for the Loader's out-of-order prefetch. Every object store and web server
 read goes through one `ObjectClient`, under the HTTP body policy of `stoker._bounded`. Their
@@ -18,7 +19,7 @@ from ._object_url import OBJECT_STORE_SCHEMES, ObjectUrl, parse_object_url
 from ._remote import RemoteStorage
 from ._s3 import S3Storage
 from ._s3_client import classify_object_store_error, classify_s3_error, open_s3_store, parse_s3_url
-from ._url_list import HTTP_SCHEMES, expand_urls
+from .url_lists import HTTP_SCHEMES, expand_urls
 
 __all__ = [
     "AzureStorage",

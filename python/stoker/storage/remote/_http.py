@@ -6,7 +6,10 @@ limit per purpose, at most 5 redirects, the user's headers never sent to another
 overall deadline per request), with everything `ObjectStorage` does besides (out-of-order
 prefetch, retries to a deadline, hedging, block streaming, the node cache).
 
-A web server cannot be listed, so each named file is asked for its size and ETag by ``HEAD``.
+A web server cannot be listed, so each named file is asked for its size and ETag by ``HEAD``:
+at most ``max_in_flight`` at once, the names taken one by one from the list as it is computed
+(a brace list of 10^7 files is never held whole, and a task per file at once took gigabytes),
+and for a list of sample files nothing is kept but that each is there.
 Tar shards are read through their ``.idx`` sidecars where the server has them (as `stoker
 convert --to shards` writes them); a shard without one is fetched whole once and indexed, and
 the index is saved in ``$STOKER_CACHE/http-index`` under the URL, size and ETag: later opens (and
@@ -21,21 +24,22 @@ import hashlib
 import shutil
 import tempfile
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 from ..._bounded import FailureKind, HttpClient, HttpSettings, classify_http_error, shown_logger
 from ...errors import StorageClosedError, StorageError
 from .._cache import cache_dir
+from .._labels import NoLabels
 from ..formats import index_json_format, indexed_dataset, is_tfrecord_name
 from ..local import SAMPLE_EXTENSIONS, build_index, parse_index, write_index
 from ..policies import call_with_retries, first_line
 from ._object_formats import open_tfrecords
 from ._object_storage import ObjectStorage
 from ._object_url import ObjectUrl
-from ._url_list import parse_url_list
+from .url_lists import parse_url_list
 
 __all__ = ["HTTPStorage", "HttpObjects"]
 
@@ -43,6 +47,8 @@ logger = shown_logger("stoker.storage")
 
 _SHARDS_INDEXED_AT_ONCE = 4
 """Shards without a sidecar fetched (to local disk) and indexed at once while opening."""
+
+_Result = TypeVar("_Result")
 
 
 class HttpObjects:
@@ -146,19 +152,21 @@ class HTTPStorage(ObjectStorage):
         if self._names is None:  # a folder URL: its dataset.json or index.json says what is there
             await super()._open()
             return
-        listing = await self._listing()
         names = self._names
-        if all(name.lower().endswith(".tar") for name in names):
-            await self._open_tar_list(names, listing)
-        elif all(is_tfrecord_name(name) for name in names):
-            self._use_peer(await open_tfrecords(self, listing, self.payload, self.label_field))
-        elif all(name.lower().endswith(SAMPLE_EXTENSIONS) for name in names):
-            self._keys, self._labels = list(names), [None] * len(names)
-        else:
-            odd = next(name for name in names if not name.lower().endswith((".tar", *SAMPLE_EXTENSIONS)))
+        kind, odd = _kind_of(names)
+        if odd is not None:
             raise StorageError(
                 f"{self.location.name(self.object_key(odd))}: a URL list holds tar shards, TFRecord files or images, one kind at a time"
             )
+        if kind == "samples":  # one file a sample: each HEADed to know it is there, nothing kept
+            await self._each(names, self._head, lambda name, head: None)
+            self._keys, self._labels = names, NoLabels(len(names))
+            return
+        listing = await self._listing()
+        if kind == "tar":
+            await self._open_tar_list(list(names), listing)
+        else:
+            self._use_peer(await open_tfrecords(self, listing, self.payload, self.label_field))
 
     async def _listing(self) -> dict[str, dict[str, Any]]:
         """Each named file's size and ETag, by HEAD (a web server has no listing): the list's
@@ -168,8 +176,29 @@ class HTTPStorage(ObjectStorage):
             StorageError: A file is missing or refused (named), or a folder URL has no index.
         """
         names = self._names if self._names is not None else await self._index_names()
-        heads = await asyncio.gather(*(self._head(name) for name in names))
-        return dict(zip(names, heads))
+        found: dict[str, dict[str, Any]] = {}
+        await self._each(names, self._head, found.__setitem__)
+        return found
+
+    async def _each(self, names: Iterable[str], work: Callable[[str], Awaitable[_Result]], keep: Callable[[str, _Result], None]) -> None:
+        """``work`` on each of ``names`` and ``keep`` its result, at most ``max_in_flight`` at once,
+        the names taken from the iterable as workers free up (a task per name up front held
+        every name and task at once: gigabytes at 10^7). The first failure cancels the rest
+        and is raised."""
+        remaining = iter(names)
+
+        async def worker() -> None:
+            for name in remaining:  # shared by the workers: one event loop, and next() never awaits
+                keep(name, await work(name))
+
+        workers = [asyncio.ensure_future(worker()) for _ in range(self.max_in_flight)]
+        try:
+            await asyncio.gather(*workers)
+        except BaseException:
+            for task in workers:
+                task.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)
+            raise
 
     async def _index_names(self) -> list[str]:
         index = await self._get_small("index.json")
@@ -210,7 +239,9 @@ class HTTPStorage(ObjectStorage):
             async with gate:
                 return await self._built_index(name, listing[name])
 
-        await self._open_shards(names, list(await asyncio.gather(*(index_of(name) for name in names))))
+        indexes: dict[str, bytes] = {}
+        await self._each(names, index_of, indexes.__setitem__)
+        await self._open_shards(names, [indexes[name] for name in names])
         for name, header in zip(names, self.shards):
             size = int(listing[name]["size"])
             if header.size != size:
@@ -277,3 +308,22 @@ class HTTPStorage(ObjectStorage):
             raise
         except Exception as error:
             raise StorageError(f"{self.location.name(key)}: {type(error).__name__}: {first_line(error)}") from error
+
+
+def _kind_of(names: Iterable[str]) -> tuple[str | None, str | None]:
+    """What a URL list holds, in one pass over the names as they are computed: ``("tar", None)``,
+    ``("tfrecord", None)`` or ``("samples", None)`` (a file a sample); or ``(None, name)``, the
+    first name that is none of these, or of another kind than the names before it."""
+    found = None
+    for name in names:
+        lowered = name.lower()
+        if lowered.endswith(".tar"):
+            kind: str | None = "tar"
+        elif ".tfrec" in lowered and is_tfrecord_name(name):  # every TFRecord marker holds ".tfrec": a cheap first test
+            kind = "tfrecord"
+        else:
+            kind = "samples" if lowered.endswith(SAMPLE_EXTENSIONS) else None
+        if kind is None or (found is not None and kind != found):
+            return None, name
+        found = kind
+    return found, None

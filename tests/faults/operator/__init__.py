@@ -1,0 +1,1 @@
+"""What an operator or a program hands stoker besides files to read: key lists (`Loader.exclude`, a key list file, a ledger's keys), filters and their side tables, URL lists in brace form; each works as it says or is refused by name, in bounded memory."""
