@@ -2,8 +2,8 @@
 
 The wheel ships two kinds of native code: the core (``stoker._native``) and the media part
 (``stoker._media.ffmpegN._media``). Both are Rust, statically linking their Rust dependencies and,
-in the core, three C libraries built from the source their crates vendor: libjpeg-turbo
-(``turbojpeg-sys``), libwebp (``libwebp-sys``) and LMDB (``lmdb-master-sys``). FFmpeg is not in the wheel: the media part
+in the core, two C libraries built from the source their crates vendor: libjpeg-turbo
+(``turbojpeg-sys``) and libwebp (``libwebp-sys``). FFmpeg is not in the wheel: the media part
 uses the user's own, loaded at run time.
 
 The list comes from ``cargo metadata``: the normal (not build-time) dependencies of both crates
@@ -34,7 +34,6 @@ LICENSE_FILE_PREFIXES = ("license", "licence", "copying", "copyright", "notice",
 VENDORED_C = {
     "turbojpeg-sys": ("libjpeg-turbo", "libjpeg-turbo (JPEG codec, with its SIMD kernels)"),
     "libwebp-sys": ("vendor", "libwebp (WebP codec)"),
-    "lmdb-master-sys": ("lmdb/libraries/liblmdb", "LMDB (the node cache's key-value store)"),
 }
 
 

@@ -203,20 +203,23 @@ def key_hashes(offsets: np.ndarray, data: np.ndarray) -> tuple[np.ndarray, np.nd
 
 @final
 class CacheEntries:
-    """The node cache's entries in one LMDB environment (one handle per process and folder)."""
+    """The node cache's entries, in files read with bounds-checked I/O (one handle per process and folder)."""
 
-    def __new__(cls, folder: str | os.PathLike[str], map_bytes: int, max_readers: int, sync: bool) -> CacheEntries: ...
+    def __new__(cls, folder_descriptor: int, folder: str, sync: bool, boot: str | None = None) -> CacheEntries: ...
     def get_many(self, keys: Sequence[bytes]) -> list[bytes | None]:
-        """Each key's bytes (None where missing), in one read transaction; holds the GIL."""
+        """Each key's bytes (None where missing or failing its checks), one read of the state; holds the GIL."""
 
     def put_many(self, items: Sequence[tuple[bytes, bytes | memoryview]], max_bytes: int, detach: bool = False) -> int:
-        """Keep each (key, data) in one write transaction, oldest evicted to stay within max_bytes;
+        """Keep each (key, data) in one store, oldest segments removed to stay within max_bytes;
         how many were kept. detach: let go of the GIL whatever the size (else from 1 MB)."""
 
     def size(self) -> int:
         """Bytes charged to the entries held now."""
 
     def __len__(self) -> int: ...
+    def notices(self) -> list[tuple[str, str]]:
+        """(level, text) pairs to tell the user since the last call: the store emptied and why, damaged entries."""
+
     def close(self) -> None:
         """Let go of this process's handle; later calls raise OSError."""
 

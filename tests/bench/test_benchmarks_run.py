@@ -50,6 +50,7 @@ QUICK = {
     "loader/filter_members.py": (["--samples", "20000"], "stoker's filter is"),
     "loader/dataset_change.py": (["--samples", "100000"], "reads in the continued epoch run at"),
     "storage/node_cache_path.py": (["--samples", "640"], "a miss's own CPU"),
+    "storage/node_cache_scale.py": (["--entries", "3000"], "slowest 1,000"),
     "storage/prefetch.py": (["--batches", "60", "--rtt-ms", "5"], "out of order / in order throughput"),
     "storage/formats.py": (
         ["--images", "200", "--rtt-ms", "0,20", "--formats", "MDS,TFRecord,WebDataset"],

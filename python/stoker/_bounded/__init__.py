@@ -26,6 +26,10 @@ here bounds one kind of it, and names what it refused:
   (``stoker._native.check_tokenizer_json``).
 - keys: a key list (a caller's, a side table's, a file's) read as text keys, a null or a number
   refused by name with its position, an iterable consumed once up to a bound.
+- managed folders: a folder stoker keeps files in (the node cache), opened once and checked (a
+  link refused, another user's refused, one other users can write replaced by a private one),
+  every file in it opened, made and removed through its descriptor, never through a link; only
+  names the caller made are removed (`private_folder`, `ManagedFolder`).
 
 New code that reads outside input uses these parts (docs/contributing.md, "Reading outside
 input"), and lands with a fuzz target in ``tests/faults/``. This package imports nothing of
@@ -60,6 +64,7 @@ from ._json import (
     read_json,
 )
 from ._keys import key_list, key_text
+from ._managed_folder import ManagedFolder, private_folder
 from ._shown_log import LOG_LIMIT, Lines, shown_logger
 from ._shown_text import SHOWN_LIMIT, shown, shown_html
 from ._tree import ALREADY_WALKED, folder_entries, folders_up_from, matching_files, skipped_why, tell_skipped, walk_files
@@ -87,6 +92,7 @@ __all__ = [
     "HttpSettings",
     "HttpStatusError",
     "Lines",
+    "ManagedFolder",
     "Purpose",
     "RedirectChain",
     "classify_http_error",
@@ -100,6 +106,7 @@ __all__ = [
     "open_regular",
     "origin",
     "parse_json",
+    "private_folder",
     "purpose_words",
     "read_json",
     "read_regular",

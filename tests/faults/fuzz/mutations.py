@@ -294,6 +294,24 @@ def _json_mutation(draw: st.DrawFn, data: bytearray) -> None:
         data[value.start() : value.end()] = b"9" * draw(st.sampled_from([101, 4_301, 100_000]))
 
 
+def _node_cache_index(data: bytes) -> list[Field]:
+    """A node cache's index: each copy of the state's numbers (sequence, store, slots, slots
+    used, next segment, replaced, segment count, each segment's number, bytes, charge and live
+    entries), then the words of the first slots (hash, segment, offset, length)."""
+    state = [Field(copy + offset, 8, "little") for copy in (0, 4096) for offset in [*range(16, 72, 8), *range(80, 80 + 32 * 4, 8)]]
+    return state + [Field(offset, 8, "little") for offset in range(8192, min(len(data), 8192 + 32 * 32), 8)]
+
+
+def _node_cache_log(data: bytes) -> list[Field]:
+    """A node cache's segment: each record's name length and value length."""
+    fields, at = [], 0
+    while at + 24 <= len(data) and len(fields) < 128:
+        name, value = int.from_bytes(data[at + 8 : at + 12], "little"), int.from_bytes(data[at + 16 : at + 24], "little")
+        fields += [Field(at + 8, 4, "little"), Field(at + 16, 8, "little")]
+        at += 24 + name + value
+    return fields
+
+
 PARSERS = {
     "jpeg": _jpeg,
     "png": _png,
@@ -339,6 +357,9 @@ PARSERS = {
     "side-table-parquet": _parquet,
     "side-table-csv": _json_numbers,  # the numbers after each comma
     "side-table-jsonl": _json_values,
+    "node-cache-index": _node_cache_index,
+    "node-cache-log": _node_cache_log,
+    "node-cache-boot": lambda data: [Field(0, 8), Field(9, 4)] if len(data) >= 13 else [],  # the boot id's first two groups
 }
 
 

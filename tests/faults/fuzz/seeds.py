@@ -17,7 +17,7 @@ from stoker import Loader
 from stoker.ingest import convert_storage
 from stoker.loader import Sampling
 from stoker.ops import ImageTransform
-from stoker.storage import FileStorage
+from stoker.storage import FileStorage, SampleCache
 from stoker_testbed.data.images import encode, photo
 from stoker_testbed.data.media_files import require_ffmpeg, tone_with_clicks, wav_bytes
 from stoker_testbed.data.peer_formats import (
@@ -34,7 +34,7 @@ from stoker_testbed.data.text import make_corpus
 from ..conftest import make_images
 from .operator_inputs import make_seeds as operator_seeds
 from .tokenizer_mutations import make_seed as make_tokenizer_seed
-from .worker import mixture_loader, token_loader
+from .worker import NODE_CACHE_BYTES, NODE_CACHE_ENTRIES, mixture_loader, node_cache_payload, token_loader
 
 
 @dataclass(frozen=True)
@@ -163,4 +163,17 @@ def make_seeds(root: Path) -> dict[str, Seed]:
     # Operator inputs: a key list file, and a side table in each format a user reads one from.
     for kind, (folder, name) in operator_seeds(root / "operator").items():
         seeds[kind] = Seed(kind, folder, name)
+    # A node cache's folder, its entries over three segments: its index (the state's two copies,
+    # the slots), its first segment (records), its boot mark.
+    cache_folder = root / "node-cache" / "cache"
+    cache = SampleCache(cache_folder, max_bytes=NODE_CACHE_BYTES)
+    for index in range(NODE_CACHE_ENTRIES):
+        cache.put(f"s{index}", node_cache_payload(index))
+    cache.close()
+    for kind, file in (
+        ("node-cache-index", "entries/index"),
+        ("node-cache-log", "entries/log-0000000000000000"),
+        ("node-cache-boot", "entries/boot"),
+    ):
+        seeds[kind] = Seed(kind, cache_folder, file)
     return seeds

@@ -4,8 +4,8 @@ crash (a signal, an abort) takes down only this worker, never the test run.
 Reads one JSON line per case from stdin, ``{"format": ..., "path": ..., "names": [...]}``: a file
 (images, audio, video) or a dataset folder (tar shards and their index, LMDB, Parquet, the
 peers' formats and their indexes and metadata, a provenance ledger, a Loader's, a mixture
-Loader's or a TokenLoader's saved state, a tokenizer.json with a corpus), and the names an error
-may give it by (the file, the folder). Answers one JSON line:
+Loader's or a TokenLoader's saved state, a tokenizer.json with a corpus, a node cache's folder),
+and the names an error may give it by (the file, the folder). Answers one JSON line:
 ``{"outcome": "decoded" | "error", "type": ..., "message": ..., "named": bool, "rss_mb": ...}``,
 where ``named`` says whether the error names the file or one of its samples, and ``rss_mb`` is
 this process's peak resident memory so far.
@@ -183,6 +183,35 @@ def _tokenizer(path: Path) -> None:
     assert all(failure.sample.startswith(str(path / "corpus.jsonl")) for failure in loader.failures), loader.failures
 
 
+# The node cache's seed: its entries, and the bytes each must read back as (or be missing).
+NODE_CACHE_BYTES = 1 << 20
+NODE_CACHE_ENTRIES = 40
+
+
+def node_cache_payload(index: int) -> bytes:
+    return f"entry {index} ".encode() * (150 + 20 * index)
+
+
+def _node_cache(path: Path) -> None:
+    """Open a (mutated) node cache folder: it opens into a working cache, emptied or whole, or
+    fails with a StorageError naming it; an entry read is whole or missing, never other bytes."""
+    from stoker.storage import SampleCache
+
+    cache = SampleCache(path, max_bytes=NODE_CACHE_BYTES)
+    try:
+        for index in range(NODE_CACHE_ENTRIES):
+            data = cache.get(f"s{index}")
+            if data is not None and data != node_cache_payload(index):
+                raise AssertionError(f"s{index}: other bytes read from the cache than were stored ({len(data)} bytes)")
+        cache.put("after", b"after" * 100)
+        if cache.get("after") != b"after" * 100:
+            raise AssertionError("the cache does not keep an entry after it was opened")
+        if len(cache) < 1 or not 0 < cache.size <= NODE_CACHE_BYTES:
+            raise AssertionError(f"the cache says it holds {len(cache)} entries, {cache.size} bytes")
+    finally:
+        cache.close()
+
+
 def run(kind: str, path: Path, names: list[str]) -> None:
     """Decode or read one case; raise what stoker raises."""
     if kind in operator_inputs.KINDS:
@@ -204,6 +233,8 @@ def run(kind: str, path: Path, names: list[str]) -> None:
         _state(kind, path)
     elif kind == "tokenizer":
         _tokenizer(path)
+    elif kind.startswith("node-cache"):
+        _node_cache(path)
     elif kind == "ledger":
         # Read it, then replay every step it holds against the seed's images.
         images = (path / "images.path").read_text()

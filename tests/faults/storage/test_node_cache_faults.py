@@ -86,3 +86,35 @@ def test_a_rank_killed_with_entries_waiting_for_its_writer_leaves_no_claim_and_w
     for index, (data, claim) in enumerate(looks):
         assert (data == bytes([index]) * (64 << 10) and claim is None) or (data is None and claim is not None), index
     cache.close()
+
+
+CHURN = """
+import random, sys
+from stoker.storage import SampleCache
+cache = SampleCache(sys.argv[1], max_bytes=2 << 20)
+rank, wrong, found = int(sys.argv[2]), 0, 0
+payload = lambda index: index.to_bytes(4, "little") * (250 + index % 700)
+names = list(range(rank % 2, 3000, 2))
+for round in range(3):
+    random.Random(rank * 10 + round).shuffle(names)  # in an order of its own: a scan in order would only ever miss
+    for index in names:
+        data = cache.get(f"s{index}")
+        found += data is not None
+        wrong += data is not None and data != payload(index)
+        cache.put(f"s{index}", payload(index))
+print(wrong, found, flush=True)
+"""
+
+
+def test_processes_storing_and_reading_through_evictions_and_index_rebuilds_never_see_other_bytes(tmp_path: Path) -> None:
+    # Four processes, a 2 MB limit for 3,000 names of 1-3 KB: segments go, the index is rebuilt
+    # (a handle's index replaced under it), entries are stored again; every read is whole or missing.
+    ranks = [
+        subprocess.Popen([sys.executable, "-c", CHURN, str(tmp_path), str(rank)], stdout=subprocess.PIPE, text=True) for rank in range(4)
+    ]
+    outputs = [rank.communicate(timeout=300)[0].split() for rank in ranks]
+    assert [rank.returncode for rank in ranks] == [0, 0, 0, 0]
+    assert all(wrong == "0" for wrong, _ in outputs), outputs
+    assert all(int(found) > 0 for _, found in outputs), "the processes read what the others stored"
+    cache = SampleCache(tmp_path, max_bytes=2 << 20)
+    assert 0 < cache.size <= 2 << 20 and len(cache) > 100

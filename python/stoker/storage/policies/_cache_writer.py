@@ -1,5 +1,5 @@
-"""The node cache's stores, made by a thread of their own: many entries to a write transaction,
-without the GIL, while the event loops go on reading.
+"""The node cache's stores, made by a thread of their own: many entries to one store (one turn of
+the node's write lock), without the GIL, while the event loops go on reading.
 
 A cold epoch through the node cache stores every sample it reads. Stored on the event loop's
 thread, a loop turn's responses at a time, a rank's stores came one or two to a transaction
@@ -17,7 +17,9 @@ beside a running CI): LMDB writes 60 KB of pages for an entry stored alone (26-3
 four to sixteen to a transaction), mostly the kernel copying them into new pages of the file,
 plus a wake-up and a turn of the GIL for each. So once an entry waits, the writer gathers others
 for up to 20 ms (or 2 MB of them) before it stores them all in one transaction: 40-55 us a
-sample there since (docs/benchmarks.md, "Several hosts").
+sample there since (docs/benchmarks.md, "Several hosts"). (Those were LMDB's figures; the
+entries' own files since write each entry once, appended: 20-27 us of the writer's CPU a 20 KB
+miss in `benchmarks/storage/node_cache_path.py`, against 69-110 us with LMDB the same hour.)
 `flush` and `close` do not wait for that. Another rank wanting one of them waits on its claim
 that much longer at most; this process reads it from `pending` meanwhile.
 

@@ -5,12 +5,16 @@ For remote storage read for many epochs: the second epoch reads from local disk 
 a sample fetched by one rank is a hit for the others (the LMDBIO paper's "one reader per node",
 applied to remote storage), under one size limit for all of them.
 
-The entries are in LMDB (`CacheEntries`): a store is one write transaction, so a reader in any
-process never sees a partial entry, and a rank killed mid-write never breaks the cache. Claims
+The entries are in a store of stoker's own (`CacheEntries`), every entry checked whole before it
+is used, so a reader in any process never sees a partial entry, a rank killed mid-write never
+breaks the cache, and a damaged file is a miss or a store made anew, never a crash. The folder is
+opened once and checked (`stoker._bounded.private_folder`: a link is refused, a folder other
+users can write is replaced by a private one in it), and every file in it is reached through its
+descriptor, never through a link; nothing outside it is ever removed. Claims
 (`NodeClaims`) keep two ranks from fetching one object at once: locks the kernel drops when a
-rank dies. A loop turn's requests look together: one read transaction for all their names, one
+rank dies. A loop turn's requests look together: one native read for all their names, one
 call taking the misses' claims (see `get_or_claim`); their entries are stored by a writer thread,
-many to a write transaction without the GIL (`CacheWriter`). Eviction is oldest-stored first: an
+many to a store without the GIL (`CacheWriter`). Eviction is oldest-stored first: an
 epoch reads each sample once, so that is the order least recently used would give, without the
 write that recording each read would cost on the hot path. A miss costs the event loop a read, a
 claim and a hand-over on top of the fetch, about 16 us of CPU for a 20 KB sample here, and the
@@ -29,7 +33,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..._bounded import shown_logger
+from ..._bounded import private_folder, shown_logger
 from ...errors import ConfigurationError
 from ._cache_entries import CacheEntries
 from ._cache_writer import CacheWriter
@@ -56,23 +60,28 @@ _logger = shown_logger("stoker.storage")
 
 class SampleCache:
     """Samples on local disk, about ``max_bytes`` of them at most (within one entry; the index's
-    own pages count too), shared by the processes that open the same folder.
+    slots count too), shared by the processes that open the same folder.
 
     Args:
-        folder: Where the cache lives (created).
+        folder: Where the cache lives (made, ``0o700``). A folder other users can write (such as
+            ``/dev/shm``) is replaced by a private one in it, ``.stoker-<uid>``, with a warning.
         max_bytes: The byte limit; the oldest entries go first.
 
     Raises:
         ValueError: A limit that is not positive.
-        StorageError: The folder cannot hold the cache.
+        StorageError: The folder cannot hold the cache, or is refused: a symbolic link, not a
+            folder, another user's (and, inside ``STOKER_CACHE``, a folder on the way to it that
+            is any of these or that other users can write).
     """
 
     def __init__(self, folder: str | os.PathLike[str], max_bytes: int) -> None:
         if max_bytes <= 0:
             raise ConfigurationError(f"max_bytes must be positive, got {max_bytes}")
-        self.folder = Path(folder)
+        within = os.environ.get("STOKER_CACHE", Path.home() / ".cache" / "stoker")
+        self._root = private_folder(folder, what="sample cache", within=within)
+        self.folder = self._root.path  # the folder used: a private one in a shared folder
         self.max_bytes = max_bytes
-        self._entries = CacheEntries(self.folder / "entries", max_bytes)
+        self._entries = CacheEntries(self._root.folder("entries"), max_bytes)
         self.hits = 0  # this process's
         self.misses = 0
         self._lock = threading.Lock()
@@ -81,7 +90,7 @@ class SampleCache:
         self._writer = CacheWriter(self._entries, self._release_many, lambda error: self._warn_once("write", error))
         self._claims: NodeClaims | None = None
         try:
-            self._claims = NodeClaims(self.folder)
+            self._claims = NodeClaims(self._root)
         except OSError as error:  # a read-only cache: its ranks fetch what they miss
             self._warn_once("write", error)
 
@@ -115,7 +124,7 @@ class SampleCache:
         fetches the entry itself (``(None, None)``), as it would with no cache; its entry is
         stored without a claim, and whichever copy answers first is used.
         ``in_thread``: read off the calling event loop (entries of megabytes). Otherwise the
-        first look of every request made in one loop turn is one read transaction and one
+        first look of every request made in one loop turn is one native read and one
         pass over the claims (see `_look_up`).
         """
         lapses = time.monotonic() + CLAIM_SECONDS
@@ -151,7 +160,7 @@ class SampleCache:
     def _retry_claim(self, name: str) -> list[tuple[Any, str | None]]:
         """`_look` at ``name`` once another process held its claim: the claim first, the entry
         only once the claim is taken (the holder stores its entry before letting go). A try
-        that finds it still held costs one lock call, not a read transaction as well."""
+        that finds it still held costs one lock call, not a read of the store as well."""
         claims = self._claims
         assert claims is not None
         claim = claims.new_claim()
@@ -211,7 +220,7 @@ class SampleCache:
     def _look(self, names: list[str], *, counted: bool) -> list[tuple[Any, str | None]]:
         """For each of ``names``: ``(bytes, None)`` when cached, ``(None, claim)`` when now
         claimed by this request, ``(None, None)`` when claims cannot be taken (just fetch), or
-        ``(_HELD, None)`` when another request on the node holds it. One read transaction for
+        ``(_HELD, None)`` when another request on the node holds it. One read of the store for
         all, claims for the misses, and one more read of those claimed (another request may have
         stored one between the read and the claim)."""
         found = self._get_many(names, counted=counted)
@@ -271,7 +280,7 @@ class SampleCache:
 
     async def store(self, name: str, data: bytes | memoryview, claim: str | None = None) -> None:
         """`put`, from an event loop, handed to the cache's writer thread (`CacheWriter`): the
-        entry is stored with others waiting, in one write transaction without the GIL, and
+        entry is stored with others waiting, in one store without the GIL, and
         ``claim`` let go of then. Returns at once (this process reads the entry meanwhile from
         what waits), unless more than the writer's bound waits to be stored: then once the
         writer has caught up."""
@@ -307,9 +316,11 @@ class SampleCache:
         _logger.warning("sample cache %s: cannot %s it (%s: %s); %s", self.folder, what, type(error).__name__, error, outcome)
 
     def close(self) -> None:
-        """Store what waits, and release this process's handle (the entries stay)."""
+        """Store what waits, and release this process's handles (the entries stay)."""
         self._writer.close()
         self._entries.close()
+        if self._claims is not None:
+            self._claims.close()
 
 
 def _first(look: Callable[[], list[tuple[Any, str | None]]]) -> tuple[Any, str | None]:

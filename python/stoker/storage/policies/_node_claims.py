@@ -32,9 +32,9 @@ import itertools
 import os
 import threading
 from collections.abc import Sequence
-from pathlib import Path
 
 from ... import _native
+from ..._bounded import ManagedFolder
 
 __all__ = ["NodeClaims"]
 
@@ -46,11 +46,11 @@ CLAIM_FILES = 32
 class _ProcessClaims:
     """This process's handles on one cache's claims files, and the claims its requests hold."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: ManagedFolder) -> None:
         self.handles: list[int] = []
         try:
-            for number in range(CLAIM_FILES):
-                self.handles.append(os.open(folder / f"claims-{number:02d}", os.O_RDWR | os.O_CREAT, 0o644))
+            for number in range(CLAIM_FILES):  # through the folder's descriptor: a link there is refused, never followed
+                self.handles.append(folder.open(f"claims-{number:02d}", os.O_RDWR | os.O_CREAT, 0o600))
         except OSError:
             for handle in self.handles:
                 os.close(handle)
@@ -58,6 +58,12 @@ class _ProcessClaims:
         self.held: dict[int, str] = {}  # offset -> the claim of this process's request holding it
         self.waiting: dict[int, list[asyncio.Future[None]]] = {}  # offset -> this process's requests waiting
         self.lock = threading.Lock()  # puts and releases run in worker threads
+        self.users = 0  # `NodeClaims` of this process on the folder, not closed (under `_REGISTRY_LOCK`)
+
+    def close(self) -> None:
+        for handle in self.handles:
+            os.close(handle)
+        self.handles = []
 
     def handles_of(self, offsets: list[int]) -> list[int]:
         """The handle of the claims file each of ``offsets`` is in (drawn from its low bits)."""
@@ -65,7 +71,7 @@ class _ProcessClaims:
         return [handles[offset % CLAIM_FILES] for offset in offsets]
 
 
-_PROCESS_CLAIMS: dict[tuple[int, str], _ProcessClaims] = {}
+_PROCESS_CLAIMS: dict[tuple[int, int, int], _ProcessClaims] = {}  # (process, device, inode) -> its claims
 _REGISTRY_LOCK = threading.Lock()
 _NUMBERS = itertools.count()
 
@@ -74,26 +80,48 @@ class NodeClaims:
     """The claims of one cache folder, shared by every process that opens it.
 
     Args:
-        folder: The cache's folder; the claims files are ``claims-00`` to ``claims-31`` in it.
+        folder: The cache's folder (open, checked); the claims files are ``claims-00`` to
+            ``claims-31`` in it.
 
     Raises:
-        OSError: The claims files cannot be opened (a read-only folder).
+        OSError: The claims files cannot be opened (a read-only folder; `StorageError`: a link or
+            another kind of file in a claims file's place).
     """
 
-    def __init__(self, folder: str | os.PathLike[str]) -> None:
-        self._path = Path(folder).resolve()
+    def __init__(self, folder: ManagedFolder) -> None:
+        self._folder = folder
+        status = os.fstat(folder.fileno())
+        self._identity = (status.st_dev, status.st_ino)
+        self._process: int | None = None
         self._process_claims()
 
     def _process_claims(self) -> _ProcessClaims:
         """This process's claims on the file (a forked child gets its own: it holds no locks)."""
-        key = (os.getpid(), str(self._path))
+        key = (os.getpid(), *self._identity)
         claims = _PROCESS_CLAIMS.get(key)
-        if claims is None:
+        if claims is None or self._process != key[0]:
             with _REGISTRY_LOCK:
                 claims = _PROCESS_CLAIMS.get(key)
                 if claims is None:
-                    claims = _PROCESS_CLAIMS[key] = _ProcessClaims(self._path)
+                    claims = _PROCESS_CLAIMS[key] = _ProcessClaims(self._folder)
+                if self._process != key[0]:  # this object's first use in this process
+                    self._process = key[0]
+                    claims.users += 1
         return claims
+
+    def close(self) -> None:
+        """Let go of this object's use of the process's claims files; the last user of the folder
+        in this process closes them (its requests hold no claims by then: the cache is closed)."""
+        key = (os.getpid(), *self._identity)
+        with _REGISTRY_LOCK:
+            claims = _PROCESS_CLAIMS.get(key)
+            if claims is None or self._process != key[0]:
+                return
+            self._process = None
+            claims.users -= 1
+            if claims.users <= 0:
+                del _PROCESS_CLAIMS[key]
+                claims.close()
 
     def new_claim(self) -> str:
         """A claim no other request holds: ``"<process id>:<number>"``."""
