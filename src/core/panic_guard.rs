@@ -13,7 +13,6 @@
 //! allocated, at each place that reads them.
 
 use std::any::Any;
-use std::fmt::Display;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 /// The text a panic carried (`panic!("...")` gives a `&str` or a `String`; anything else is
@@ -56,6 +55,7 @@ pub fn catch_panic<T>(work: impl FnOnce() -> T) -> Result<T, String> {
 mod python {
     use super::*;
     use pyo3::PyResult;
+    use std::fmt::Display;
 
     pyo3::import_exception!(stoker.errors, NativePanicError);
 
