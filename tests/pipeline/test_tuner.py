@@ -244,3 +244,41 @@ def test_a_back_off_is_undone_when_the_other_processes_work_for_this_job() -> No
     assert "undone: other processes' CPU fell with this job's (1.2 -> 0.3 cores)" in reasons[1], reasons
     assert tuner.decisions[1].new == 4, reasons
     assert not any(reason.startswith("other processes") for reason in reasons[2:]), "not backed off again within the cooldown"
+
+
+def test_a_consumer_waiting_for_its_first_item_is_not_read_as_fed() -> None:
+    # A store's first answers take long (an open, a cold start): the consumer waits in `get` all
+    # that time. Read as "consumer waited 0.0%" (a wait counted only once its item came), the
+    # tuner cut the requests in flight 8 -> 4 -> 2 -> 1 before the first batch arrived.
+    first_answer = threading.Event()
+
+    def slow_at_first(item: int) -> int:
+        first_answer.wait(30)
+        return item
+
+    pipeline = (
+        PipelineBuilder().add_source(range(1_000)).pipe(slow_at_first, concurrency=2, name="fetch").add_sink(2).build(stats_interval=0.02)
+    )
+    in_flight = [8]
+    # Every allowed read is in flight (they wait on the store): no rate says more would help either.
+    knob = Knob(
+        "batches of requests in flight",
+        "requests",
+        lambda: in_flight[0],
+        lambda value: in_flight.__setitem__(0, value),
+        saturated=lambda: True,
+    )
+    tuner = Tuner(pipeline, [knob], window=0.05)
+    pipeline.add_monitor(tuner)
+    taken: list[int] = []
+    with pipeline.auto_stop():
+        consumer = threading.Thread(target=lambda: taken.append(pipeline.get(timeout=30)))
+        consumer.start()
+        while pipeline.stats().elapsed_seconds < 1.2:  # six windows without an item (0.2 s each: four of the tuner's)
+            time.sleep(0.05)
+        waiting = pipeline.stats()
+        first_answer.set()
+        consumer.join(30)
+    assert len(taken) == 1
+    assert waiting.items_consumed == 0 and waiting.consumer_wait_seconds > 0.5 * waiting.elapsed_seconds, "the wait in progress counts"
+    assert in_flight == [8] and not tuner.decisions, list(tuner.decisions)

@@ -68,7 +68,10 @@ class _Engine:
         self.source_error: BaseException | None = None
         self.ended_at: float | None = None
         self.started_at: float | None = None
-        self.consumer_wait = 0.0
+        self.consumer_wait = 0.0  # seconds the consumer waited for the items it took
+        # When the consumer's wait now began (None: it is not waiting): a wait in progress counts
+        # in the stats, so a loop waiting for its first item is not read as fed. Under the lock.
+        self.waiting_since: float | None = None
         self.items_consumed = 0
         self.timeline: deque[dict[str, Any]] = deque(maxlen=_TIMELINE_SAMPLES)
         self._pending: deque[StageRunner | None] = deque()
@@ -459,34 +462,45 @@ class _Engine:
         deadline = None if timeout is None else perf_counter() + timeout
         waited_from = perf_counter()
         with self.lock:
-            while True:
-                if self.error is not None:
-                    raise self.error
-                sink = self.sink
-                if self.stopped and sink.items:  # dropped with the pass, not handed out
-                    raise PipelineStoppedError(f"pipeline {self.name} was stopped")
-                if sink.items:
-                    item = sink.pop()
-                    self.items_consumed += 1
-                    self.consumer_wait += perf_counter() - waited_from
-                    self.wake(sink.producer)
-                    starts = self.drain()
-                    break
-                if sink.closed:
-                    if self.ended_at is None:
-                        self.ended_at = perf_counter()
-                    if self.source_error is not None:
-                        raise self.source_error
-                    raise StopIteration
-                if self.stopping:
-                    raise PipelineStoppedError(f"pipeline {self.name} was stopped")
-                remaining = 1.0 if deadline is None else min(1.0, deadline - perf_counter())
-                if remaining <= 0:
-                    raise TimeoutError(f"pipeline {self.name}: no item within {timeout} s")
-                self.consumer_ready.wait(remaining)
+            self.waiting_since = waited_from
+            try:
+                while True:
+                    if self.error is not None:
+                        raise self.error
+                    sink = self.sink
+                    if self.stopped and sink.items:  # dropped with the pass, not handed out
+                        raise PipelineStoppedError(f"pipeline {self.name} was stopped")
+                    if sink.items:
+                        item = sink.pop()
+                        self.items_consumed += 1
+                        self.consumer_wait += perf_counter() - waited_from
+                        self.wake(sink.producer)
+                        starts = self.drain()
+                        break
+                    if sink.closed:
+                        if self.ended_at is None:
+                            self.ended_at = perf_counter()
+                        if self.source_error is not None:
+                            raise self.source_error
+                        raise StopIteration
+                    if self.stopping:
+                        raise PipelineStoppedError(f"pipeline {self.name} was stopped")
+                    remaining = 1.0 if deadline is None else min(1.0, deadline - perf_counter())
+                    if remaining <= 0:
+                        raise TimeoutError(f"pipeline {self.name}: no item within {timeout} s")
+                    self.consumer_ready.wait(remaining)
+            finally:
+                self.waiting_since = None
         if starts:
             self.start_runners(starts)
         return item
+
+    def _consumer_wait(self, now: float) -> float:
+        """Seconds the consumer waited for data by ``now``: for the items it took, and the wait
+        in progress (a loop waiting for its first item has waited, not been fed). Under the lock."""
+        if self.waiting_since is None:
+            return self.consumer_wait
+        return self.consumer_wait + max(0.0, now - self.waiting_since)
 
     # ---- statistics ------------------------------------------------------------------------
 
@@ -497,7 +511,7 @@ class _Engine:
             return PipelineStats(
                 stages=[stage.snapshot(started) for stage in self.stages],
                 elapsed_seconds=end - started,
-                consumer_wait_seconds=self.consumer_wait,
+                consumer_wait_seconds=self._consumer_wait(end),
                 items_consumed=self.items_consumed,
                 timeline=list(self.timeline),
             )
@@ -511,7 +525,7 @@ class _Engine:
                 "items_out": [stage.items_out for stage in self.stages],
                 "queue_length": [len(stage.output.items) for stage in self.stages],
                 "busy_seconds": [stage.busy_seconds(now) for stage in self.stages],
-                "consumer_wait": self.consumer_wait,
+                "consumer_wait": self._consumer_wait(now),
             }
         )
 

@@ -160,7 +160,8 @@ class PipelineStats:
     Attributes:
         stages: One entry per stage, in pipeline order.
         elapsed_seconds: Seconds since the pipeline started.
-        consumer_wait_seconds: Time the consumer spent waiting for the next item.
+        consumer_wait_seconds: Time the consumer spent waiting for the next item (a wait in
+            progress included: a loop waiting for its first item has not been fed).
         items_consumed: Items the consumer took.
         timeline: Periodic samples ``{"time", "items_out": [...], "queue_length": [...],
             "busy_seconds": [...], "consumer_wait"}``, one list entry per stage (cumulative

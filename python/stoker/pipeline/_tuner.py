@@ -17,6 +17,8 @@ caller measures it, how many cores other processes hold. Then one move at most:
 - The consumer hardly waited for two windows, or a stage has idle slots: lower that stage's knob
   to what its measured load needs, also as a trial that is undone if the wait rises or the rate
   falls.
+- The consumer waited and took nothing (its first item, an outage): no move. A wait in progress
+  counts as waited (`PipelineStats.consumer_wait_seconds`), never as fed.
 - Other processes hold the cores and our threads wait to run. When the consumer has data enough,
   CPU-bound stages back off to the cores left: the other processes may be this job's own trainer.
   This is a trial too: it is undone when the other processes' CPU falls with ours, because then
@@ -166,6 +168,11 @@ class Tuner:
         if window.seconds < self.window or (window.items < _MIN_ITEMS and window.seconds < 4 * self.window):
             return
         self._previous, self._partial = stats, None
+        if window.items == 0 and window.wait > self.wait_target:
+            # The consumer waited and got nothing: its first item (a store's first answer, a cold
+            # start) or an outage. Neither fed nor a rate to judge a move by: no move.
+            _logger.debug("no move: the consumer waited %s of %.1f s and took nothing", _percent(window.wait), window.seconds)
+            return
         self._windows += 1
         cpu = self.cpu() if self.cpu is not None else None
         self._step(replace(window, cpu=cpu), perf_counter() - self._began)
