@@ -165,7 +165,8 @@ test: | system-test
 # saved under tests/faults/fuzz/regressions/.
 fuzz: install-dev
 	STOKER_FUZZ_EXAMPLES=2000 STOKER_FUZZ_FRESH=1 $(BIN)/python -m pytest -q tests/faults/test_fuzz.py tests/faults/test_metrics_page_fuzz.py \
-		tests/faults/test_http_fuzz.py tests/faults/test_tokenizer_fuzz.py tests/faults/test_operator_input_fuzz.py
+		tests/faults/test_http_fuzz.py tests/faults/test_tokenizer_fuzz.py tests/faults/test_operator_input_fuzz.py \
+		tests/faults/network/test_failure_text_fuzz.py
 
 clean:
 	rm -rf $(VENV) target .pytest_cache .test-times dist site python/stoker/_media/ffmpeg*

@@ -8,6 +8,7 @@ One family per concern, so ``except`` can be as wide or as narrow as a training 
     │   ├── ShardError, StaleIndexError, CorruptSampleError
     │   ├── JsonError             outside JSON not read: not JSON, or past a bound (also ValueError)
     │   ├── StorageUnavailableError   the store stayed down past the retry deadline
+    │   │   └── StorageUnreachableError   at once: its name does not resolve, its TLS fails
     │   └── StorageClosedError
     ├── DecodeError               a sample's bytes cannot be decoded (also ValueError)
     │   ├── ImageDecodeError, MediaDecodeError
@@ -57,6 +58,7 @@ __all__ = [
     "StorageClosedError",
     "StorageError",
     "StorageUnavailableError",
+    "StorageUnreachableError",
     "TooManyBadSamplesError",
 ]
 
@@ -134,8 +136,9 @@ def _rebuild_json_error(message: str, source: str, reason: str) -> JsonError:
 
 class StorageUnavailableError(StorageError):
     """A store stayed unreachable (refused or lost connections, timeouts, 5xx, throttling) past
-    the retry deadline. Never a per-sample failure to skip: the samples were not read, so nothing
-    was delivered, and a resume reads them again.
+    the retry deadline, or cannot be reached at all (`StorageUnreachableError`). Never a
+    per-sample failure to skip: the samples were not read, so nothing was delivered, and a resume
+    reads them again.
 
     Attributes:
         store: The store, e.g. ``s3://bucket/prefix`` (never credentials).
@@ -155,6 +158,29 @@ class StorageUnavailableError(StorageError):
 
 def _rebuild_unavailable(message: str, store: str, samples: tuple[str, ...], seconds: float) -> StorageUnavailableError:
     return StorageUnavailableError(message, store=store, samples=samples, seconds=seconds)
+
+
+class StorageUnreachableError(StorageUnavailableError):
+    """A store cannot be read for a reason that waiting does not change, raised at once instead
+    of retried to the deadline: its host name does not resolve, or its TLS certificate is not
+    trusted (or the TLS handshake fails). The message names the host and the cause in one line.
+    A `StorageUnavailableError` all the same: nothing was read, never a sample to skip.
+
+    Attributes:
+        store: The host (``host:port``), as the message names it.
+        cause: The cause in words (``"the TLS certificate is not trusted: ..."``).
+    """
+
+    def __init__(self, message: str, *, store: str = "", cause: str = "") -> None:
+        super().__init__(message, store=store)
+        self.cause = cause or message
+
+    def __reduce__(self) -> tuple[object, ...]:  # keeps the attributes across processes
+        return (_rebuild_unreachable, (str(self), self.store, self.cause))
+
+
+def _rebuild_unreachable(message: str, store: str, cause: str) -> StorageUnreachableError:
+    return StorageUnreachableError(message, store=store, cause=cause)
 
 
 class StorageClosedError(StorageError):

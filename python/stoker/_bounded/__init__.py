@@ -18,7 +18,8 @@ here bounds one kind of it, and names what it refused:
 - http: one body policy for every HTTP and object store read (`BODY_LIMITS` per purpose, never
   allocated from a declared length; at most 5 redirects, a loop named at once; every header the
   user supplied dropped on a redirect to another origin; an overall deadline per request), and
-  `HttpClient`, the client that applies it to web servers and metrics pages.
+  `HttpClient`, the client that applies it to web servers and metrics pages; which failures are
+  retried (`classify_http_error`).
 - native calls (in Rust, not here): every entry point of both native modules runs under one
   panic guard (src/core/panic_guard.rs: a Rust panic is a `stoker.errors.NativePanicError`
   naming the call), and sizes read from input are checked before the native code allocates
@@ -30,6 +31,9 @@ here bounds one kind of it, and names what it refused:
   link refused, another user's refused, one other users can write replaced by a private one),
   every file in it opened, made and removed through its descriptor, never through a link; only
   names the caller made are removed (`private_folder`, `ManagedFolder`).
+- tls: certificates always verified, a private CA trusted by ``ca_bundle=`` (`ca_certificates`,
+  `ssl_context`) or a store's SDK setting (`ca_from_environment`), and a certificate, handshake or
+  host name that fails named in one line at once (`StorageUnreachableError`).
 
 New code that reads outside input uses these parts (docs/contributing.md, "Reading outside
 input"), and lands with a fuzz target in ``tests/faults/``. This package imports nothing of
@@ -51,7 +55,14 @@ from ._http import (
     shown_url,
 )
 from ._http_client import HttpClient, HttpHead, fetch_page
-from ._http_status import FailureKind, HttpMissingError, HttpRefusedError, HttpStatusError, classify_http_error
+from ._http_status import (
+    FailureKind,
+    HttpMissingError,
+    HttpRefusedError,
+    HttpStatusError,
+    classify_http_error,
+    status_error_of,
+)
 from ._json import (
     MAX_DIGITS,
     MAX_DOCUMENT_BYTES,
@@ -67,6 +78,15 @@ from ._keys import key_list, key_text
 from ._managed_folder import ManagedFolder, private_folder
 from ._shown_log import LOG_LIMIT, Lines, shown_logger
 from ._shown_text import SHOWN_LIMIT, shown, shown_html
+from ._tls import (
+    ca_certificates,
+    ca_from_environment,
+    handshake_failure,
+    name_does_not_resolve,
+    name_failure,
+    rustls_certificate_failure,
+    ssl_context,
+)
 from ._tree import ALREADY_WALKED, folder_entries, folders_up_from, matching_files, skipped_why, tell_skipped, walk_files
 
 __all__ = [
@@ -95,14 +115,19 @@ __all__ = [
     "ManagedFolder",
     "Purpose",
     "RedirectChain",
+    "ca_certificates",
+    "ca_from_environment",
     "classify_http_error",
     "fetch_page",
     "file_kind",
     "folder_entries",
     "folders_up_from",
+    "handshake_failure",
     "key_list",
     "key_text",
     "matching_files",
+    "name_does_not_resolve",
+    "name_failure",
     "open_regular",
     "origin",
     "parse_json",
@@ -112,11 +137,14 @@ __all__ = [
     "read_regular",
     "refuse_declared",
     "require_regular",
+    "rustls_certificate_failure",
     "shown",
     "shown_html",
     "shown_logger",
     "shown_url",
     "skipped_why",
+    "ssl_context",
+    "status_error_of",
     "tell_skipped",
     "walk_files",
 ]

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Literal
 from urllib.parse import urljoin, urlsplit
@@ -150,12 +150,15 @@ class HttpSettings:
         connect_timeout: Seconds to open a connection.
         max_connections: Connections open at once (the pool's size).
         max_redirects: Redirects one request follows at most.
+        ca: PEM certificates trusted besides the system's (``ca_bundle=``, read by
+            `stoker._bounded.ca_certificates`); certificates are verified whatever it is.
     """
 
     timeout: float = 30.0
     connect_timeout: float = 5.0
     max_connections: int = 256
     max_redirects: int = MAX_REDIRECTS
+    ca: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if not (self.timeout > 0 and self.connect_timeout > 0 and self.max_connections >= 1 and 0 <= self.max_redirects <= MAX_REDIRECTS):

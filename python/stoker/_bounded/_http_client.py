@@ -9,11 +9,12 @@ header but ``Authorization`` and ``Cookie`` to another host. Here redirects are 
 deadline: aiohttp's ``total`` timeout covers connecting, the headers and the whole body, and each
 hop gets what is left of the request's deadline.
 
-What a later change plugs in here: a ``ca_bundle=`` (the connector's SSL context, `_connector`),
-a server without ranges (`get_range`'s answer of 200, refused now, read whole where small), and
-a finer sorting of failures (``_http_status.py``: 4xx, TLS and DNS errors as permanent or
-transient). ``SSL_CERT_FILE`` and ``SSL_CERT_DIR`` are read already by Python's default context.
-The settings (deadline, redirects) and the body policy are `._http`'s.
+TLS: certificates are verified always, against the system's roots (or ``SSL_CERT_FILE`` /
+``SSL_CERT_DIR``, read when the session is made) and the settings' ``ca`` (``ca_bundle=``). A
+certificate not trusted, a failed handshake and a host name that does not resolve are raised at
+once as `StorageUnreachableError` naming the host and the cause (`._tls`). What a later change
+plugs in here: a server without ranges (`get_range`'s answer of 200, refused now). The settings
+(deadline, redirects) and the body policy are `._http`'s.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from ._http import (
 )
 from ._http_status import status_error
 from ._shown_text import shown
+from ._tls import handshake_failure, handshake_refused, name_does_not_resolve, name_failure, openssl_certificate_failure, ssl_context
 
 if TYPE_CHECKING:  # asyncio is imported where a request is made: importing this module stays light
     import asyncio
@@ -241,10 +243,10 @@ class HttpClient:
         return self._proxies.get(parts.scheme.lower())
 
     def _connector(self) -> Any:
-        """The connection pool (where a ``ca_bundle=`` would set its SSL context): TLS verified."""
+        """The connection pool: TLS verified, against the roots of `ssl_context`."""
         import aiohttp
 
-        return aiohttp.TCPConnector(limit=self.settings.max_connections, limit_per_host=0, ssl=True)
+        return aiohttp.TCPConnector(limit=self.settings.max_connections, limit_per_host=0, ssl=ssl_context(self.settings.ca))
 
     async def _exchange(self, method: str, url: str, headers: Mapping[str, str], handle: Callable[[Any, str], Awaitable[T]]) -> T:
         """One request under the policy: redirects followed here, within one deadline."""
@@ -283,6 +285,17 @@ class HttpClient:
                 raise StorageError(f"{name}: not a URL stoker can request") from None
             except aiohttp.ClientResponseError as error:  # the status line or headers do not parse
                 raise StorageError(f"{name}: a malformed response ({_said(error.message)})") from None
+            # What waiting does not change: raised at once, naming the host and the cause.
+            except aiohttp.ClientConnectorCertificateError as error:
+                raise openssl_certificate_failure(name, f"{error.host}:{error.port}", error.certificate_error) from None
+            except aiohttp.ClientConnectorSSLError as error:
+                if handshake_refused(error.os_error):
+                    raise handshake_failure(name, f"{error.host}:{error.port}", _said(str(error.os_error))) from None
+                raise ConnectionError(f"{name}: {type(error).__name__}: {_said(str(error))}") from None  # cut short: retried
+            except aiohttp.ClientConnectorDNSError as error:
+                if name_does_not_resolve(error.os_error):
+                    raise name_failure(name, error.host, _said(str(error.os_error.strerror or error.os_error))) from None
+                raise ConnectionError(f"{name}: {type(error).__name__}: {_said(str(error))}") from None  # the resolver: an outage
             except aiohttp.ClientError as error:  # refused, reset, cut short
                 raise ConnectionError(f"{name}: {type(error).__name__}: {_said(str(error))}") from None
 

@@ -5,7 +5,11 @@ credentials are final, a busy server is waited for, a lost connection, a timeout
 retried, and a verdict of the body policy (a `StorageError`: too large, a redirect refused, a
 malformed response) is never retried as an outage.
 
-A later change sorts 4xx, TLS and DNS failures as permanent or transient here, in one place.
+What waiting does not change fails at once: a 4xx other than 408 and 429 (the server's answer to
+this request, not a sign of load), a certificate that is not trusted, a failed TLS handshake and a
+host name that does not resolve (`StorageUnreachableError`, named by the clients: `._tls`).
+Outages (refused or lost connections, timeouts, 5xx) and throttling (429, 503) are retried to the
+deadline.
 """
 
 from __future__ import annotations
@@ -17,7 +21,15 @@ from typing import Any, Literal
 from ..errors import StorageError
 from ._shown_text import shown
 
-__all__ = ["FailureKind", "HttpMissingError", "HttpRefusedError", "HttpStatusError", "classify_http_error", "status_error"]
+__all__ = [
+    "FailureKind",
+    "HttpMissingError",
+    "HttpRefusedError",
+    "HttpStatusError",
+    "classify_http_error",
+    "status_error",
+    "status_error_of",
+]
 
 FailureKind = Literal["missing", "refused", "overload", "retry", "fatal"]
 
@@ -69,7 +81,12 @@ class HttpRefusedError(HttpStatusError, PermissionError):
 
 def status_error(url: str, response: Any) -> HttpStatusError:
     """The error for a response of status other than the one asked for (an aiohttp response)."""
-    status, phrase = response.status, response.reason or ""
+    return status_error_of(url, response.status, response.reason or "")
+
+
+def status_error_of(url: str, status: int, phrase: str = "") -> HttpStatusError:
+    """The error for ``status`` at ``url``: `HttpMissingError`, `HttpRefusedError` or
+    `HttpStatusError` as its kind says."""
     kind = HttpStatusError(url, status).kind
     if kind == "missing":
         return HttpMissingError(url, status, phrase)
@@ -79,11 +96,12 @@ def status_error(url: str, response: Any) -> HttpStatusError:
 
 
 def classify_http_error(error: BaseException) -> FailureKind:
-    """How a failed request is treated: a missing object or refused credentials are final, so is
-    a malformed response (hostile or broken, not an outage); a busy server is waited for; a lost
-    connection, a timeout or a 5xx is retried."""
+    """How a failed request is treated: a missing object or refused credentials are final, so are
+    a malformed response (hostile or broken, not an outage), any other 4xx but 408 and 429, and
+    what the clients name as unreachable (TLS, a name that does not resolve: a `StorageError`);
+    a busy server is waited for; a lost connection, a timeout or a 5xx is retried."""
     if isinstance(error, StorageError):
-        return "fatal"  # a verdict of the body policy: too large, a redirect loop...
+        return "fatal"  # a verdict: too large, a redirect loop, an untrusted certificate...
     if isinstance(error, HttpStatusError):
         return error.kind
     loaded = sys.modules.get("asyncio")  # no asyncio error without asyncio

@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import _native
 from ..device import BufferPool
-from ..errors import SampleError, StorageClosedError, StorageUnavailableError, TooManyBadSamplesError
+from ..errors import SampleError, StorageClosedError, StorageUnavailableError, StorageUnreachableError, TooManyBadSamplesError
 from ..ops import CaptionBatch, Captions, caption_text, tokenize_captions
 from ..ops.batch import Transform
 from ..pipeline import AbortPipeline
@@ -132,6 +132,8 @@ class BatchAssembler:
         if not outages:
             return
         first = outages[0]
+        if isinstance(first, StorageUnreachableError):  # one line names the host and the cause
+            raise AbortPipeline(first)
         samples = tuple(name for outage in outages for name in outage.samples)
         error = StorageUnavailableError(
             f"{first.store or self.storage.describe()} is unavailable: {len(outages)} sample(s) of a batch could not be read "

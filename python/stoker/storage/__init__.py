@@ -21,7 +21,15 @@ checks for. The package README walks through adding a backend.
 """
 
 from .._deprecation import moved_names
-from ..errors import CorruptSampleError, ShardError, StaleIndexError, StorageClosedError, StorageError, StorageUnavailableError
+from ..errors import (
+    CorruptSampleError,
+    ShardError,
+    StaleIndexError,
+    StorageClosedError,
+    StorageError,
+    StorageUnavailableError,
+    StorageUnreachableError,
+)
 from ._cache import cache_dir
 from ._capabilities import BlockStorage, ColumnStorage, EpochStorage, LatencyReporting, MemberStorage, has_blocks
 from ._labels import label_array
@@ -85,6 +93,7 @@ __all__ = [
     "StorageClosedError",
     "StorageError",
     "StorageUnavailableError",
+    "StorageUnreachableError",
     "StoreTraffic",
     "SubsetStorage",
     "TarShardStorage",

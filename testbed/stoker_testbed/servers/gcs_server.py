@@ -69,16 +69,19 @@ class GcsServer(ServerProcess):
     Args:
         port: Port (default: a free one). A restart keeps the port and the objects.
         host: The address it listens on.
+        public_host: The ``host:port`` its clients name (default: where it listens); it routes
+            requests by it, so a proxy in front of it (TLS) names the proxy's.
     """
 
     name = "fake-gcs-server"
     stop_signal = signal.SIGKILL  # every acknowledged upload is already a file
     startup_timeout = 60.0
 
-    def __init__(self, port: int | None = None, *, host: str = "127.0.0.1") -> None:
+    def __init__(self, port: int | None = None, *, host: str = "127.0.0.1", public_host: str | None = None) -> None:
         super().__init__()
         self.host = host
         self.port = port or free_port()
+        self.public_host = public_host or f"{self.host}:{self.port}"
         self.data_dir = self.workdir / "objects"
         self.data_dir.mkdir()
 
@@ -96,7 +99,7 @@ class GcsServer(ServerProcess):
             "-port",
             str(self.port),
             "-public-host",
-            f"{self.host}:{self.port}",
+            self.public_host,
             "-backend",
             "filesystem",
             "-filesystem-root",

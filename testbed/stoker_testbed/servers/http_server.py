@@ -7,6 +7,10 @@ It answers ``GET`` with ``Range`` (206 and the slice), ``HEAD`` with the size, `
 answers 401 to any request without ``Authorization: Bearer <token>`` (a private dataset).
 
 Run by hand: ``python -m stoker_testbed.servers.http_server --root DIR --port 8000``.
+
+`StdlibFileServer` is Python's own ``python -m http.server``, as a user starts it in a folder of
+shards: it answers a ranged GET with the whole file (it serves no ranges), and its log names every
+request, so a test counts what was fetched.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from pathlib import Path
 
 from stoker_testbed.servers.server import ServerProcess, free_port, wait_for_port
 
-__all__ = ["HttpFileServer"]
+__all__ = ["HttpFileServer", "StdlibFileServer"]
 
 _TOKEN_VARIABLE = "STOKER_TEST_HTTP_TOKEN"
 
@@ -89,6 +93,40 @@ class HttpFileServer(ServerProcess):
                 return response.status == 200
         except OSError:
             return False
+
+
+class StdlibFileServer(ServerProcess):
+    """``python -m http.server`` serving ``root`` on loopback: ``with StdlibFileServer(folder) as
+    server:`` then ``server.url("name")``.
+
+    Args:
+        root: The folder served (as a user would start it there).
+        port: Port (default: a free one).
+    """
+
+    name = "python-http-server"
+    startup_timeout = 30.0
+
+    def __init__(self, root: Path, port: int | None = None) -> None:
+        super().__init__()
+        self.host = "127.0.0.1"
+        self.port = port or free_port()
+        self.root = root
+
+    def url(self, name: str = "") -> str:
+        """The URL of file ``name`` under the root."""
+        return f"http://{self.host}:{self.port}/{name}"
+
+    def requests(self, method: str = "GET") -> list[str]:
+        """The paths asked for by ``method`` so far, as its log names them, in order."""
+        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        return [line.split(f'"{method} ', 1)[1].split(" ", 1)[0] for line in text.splitlines() if f'"{method} ' in line]
+
+    def _command(self) -> Sequence[str]:
+        return [sys.executable, "-u", "-m", "http.server", str(self.port), "--bind", self.host, "--directory", str(self.root)]
+
+    def _ready(self) -> bool:
+        return wait_for_port(self.host, self.port, 0.2)
 
 
 def _serve(root: Path, host: str, port: int, token: str | None) -> None:

@@ -6,7 +6,8 @@ Each connection's bytes keep their order and are delivered ``delay`` seconds aft
 ``slow_fraction`` of connections gets ``slow_factor`` times the delay (a heavy tail: congested
 routes). `kill_connections` drops every open connection, as a network fault would;
 `cut_responses` makes the next replies die mid-flight, a fault that lands on in-flight requests
-whatever the timing. It listens on loopback only.
+whatever the timing. It listens on loopback only. With ``tls``, it is a TLS server in front of a
+plain one (the certificate a test's private CA signed: `stoker_testbed.servers.tls`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import random
+import ssl
 import threading
 from types import TracebackType
 
@@ -32,6 +34,7 @@ class LatencyProxy:
         slow_factor: How much slower those are.
         listen_host: A loopback address.
         seed: Seeds the jitter and the choice of slow connections.
+        tls: Serve TLS with this context (the target is spoken to in plain TCP).
 
     Raises:
         ValueError: A listen address that is not loopback, or a negative delay.
@@ -48,6 +51,7 @@ class LatencyProxy:
         slow_factor: float = 10.0,
         listen_host: str = "127.0.0.1",
         seed: int = 0,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         if not ipaddress.ip_address(listen_host).is_loopback:
             raise ValueError(f"the proxy listens on loopback only, not {listen_host}")
@@ -59,6 +63,7 @@ class LatencyProxy:
         self.slow_fraction = slow_fraction
         self.slow_factor = slow_factor
         self.listen_host = listen_host
+        self.tls = tls
         self._random = random.Random(seed)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="stoker-latency-proxy", daemon=True)
@@ -72,7 +77,9 @@ class LatencyProxy:
     def start(self) -> tuple[str, int]:
         """Start listening; returns (host, port) to connect to."""
         self._thread.start()
-        self._server = asyncio.run_coroutine_threadsafe(asyncio.start_server(self._serve, self.listen_host, 0), self._loop).result()
+        self._server = asyncio.run_coroutine_threadsafe(
+            asyncio.start_server(self._serve, self.listen_host, 0, ssl=self.tls), self._loop
+        ).result()
         self.address = self._server.sockets[0].getsockname()[:2]
         return self.address
 

@@ -7,7 +7,7 @@ from ._block_cache import BlockCache
 from ._block_reads import BlockReader
 from ._disk_cache import SampleCache
 from ._hedged import HedgedCalls, hedged_copy, is_hedged_copy
-from ._retry import ErrorKind, RetryCounters, RetryPolicy, call_with_retries, first_line
+from ._retry import ErrorKind, RetryCounters, RetryPolicy, call_with_retries, failure_line, first_line
 from ._traffic import PRICE_TABLES, PriceTable, StoreTraffic, add_traffic, describe_traffic, epoch_traffic
 
 __all__ = [
@@ -25,6 +25,7 @@ __all__ = [
     "call_with_retries",
     "describe_traffic",
     "epoch_traffic",
+    "failure_line",
     "first_line",
     "hedged_copy",
     "is_hedged_copy",

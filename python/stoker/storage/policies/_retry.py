@@ -23,7 +23,7 @@ from typing import Literal, TypeVar
 from ..._bounded import shown_logger
 from ...errors import ConfigurationError, StorageError, StorageUnavailableError
 
-__all__ = ["ErrorKind", "RetryCounters", "RetryPolicy", "call_with_retries", "first_line"]
+__all__ = ["ErrorKind", "RetryCounters", "RetryPolicy", "call_with_retries", "failure_line", "first_line"]
 
 T = TypeVar("T")
 ErrorKind = Literal["retry", "overload", "fatal"]
@@ -147,6 +147,17 @@ def first_line(error: BaseException) -> str:
     """An error's message without the multi-line debug dumps some clients append."""
     text = str(error).strip()
     return text.splitlines()[0] if text else repr(error)
+
+
+def failure_line(name: str, error: BaseException) -> str:
+    """``name: what went wrong``, in one line: the error's `first_line`, after its type; an error
+    that names what failed itself (``https://host/a.tar: HTTP 400 (Bad Request)``, of sample
+    ``https://host/a.tar#0007``) is not named twice."""
+    said = first_line(error)
+    named, colon, rest = said.partition(": ")
+    if colon and named and name.startswith(named):
+        return f"{name}: {rest}"
+    return f"{name}: {type(error).__name__}: {said}"
 
 
 async def call_with_retries(

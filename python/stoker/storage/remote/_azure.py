@@ -4,6 +4,7 @@ Azure's own request prices. Credentials and Azurite: `open_azure_store`."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from ._cloud_clients import open_azure_store
@@ -29,6 +30,8 @@ class AzureStorage(ObjectStorage):
         endpoint: The blob service's URL, for Azurite or a private endpoint.
         timeout: Seconds per request.
         connect_timeout: Seconds to connect.
+        ca_bundle: A PEM file of CA certificates trusted besides the system's (default:
+            ``REQUESTS_CA_BUNDLE``); certificates are verified whatever it is.
         options: `ObjectStorage`'s (payload, image_extensions, verify, cache_dir, cache_bytes,
             block_bytes, block_cache_bytes, max_in_flight, retry).
 
@@ -36,6 +39,8 @@ class AzureStorage(ObjectStorage):
         ConfigurationError: Not an Azure URL, or a malformed connection string.
         StorageError: Nothing there, access refused, or a manifest or index that cannot be read;
             the message names the object.
+        StorageUnreachableError: The endpoint's name does not resolve, or its TLS certificate is
+            not trusted (at once, naming the host and the reason).
     """
 
     price_table = "azure-blob-hot"
@@ -52,6 +57,7 @@ class AzureStorage(ObjectStorage):
         endpoint: str | None = None,
         timeout: float = 30.0,
         connect_timeout: float = 5.0,
+        ca_bundle: str | os.PathLike[str] | None = None,
         **options: Any,
     ) -> None:
         location = parse_object_url(url, "az")
@@ -64,6 +70,7 @@ class AzureStorage(ObjectStorage):
             "endpoint": endpoint,
             "timeout": timeout,
             "connect_timeout": connect_timeout,
+            "ca_bundle": ca_bundle,
         }
         super().__init__(
             location, open_client=lambda: ObstoreObjects(open_azure_store(location.bucket, **settings), location.name), **options

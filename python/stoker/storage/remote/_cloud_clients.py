@@ -16,6 +16,11 @@ means Azurite), else the environment's Azure identity; ``anonymous=True`` reads 
 container unsigned.
 
 Credentials are handed to the client only: never logged, never part of a name or a message.
+
+TLS: certificates verified always, against the system's roots (or ``SSL_CERT_FILE`` /
+``SSL_CERT_DIR``) and those of ``ca_bundle=``, else of the SDK's setting: for GCS
+``CLOUDSDK_CORE_CUSTOM_CA_CERTS_FILE`` (gcloud's), then ``REQUESTS_CA_BUNDLE`` (Google's Python
+clients, through requests); for Azure ``REQUESTS_CA_BUNDLE`` (the Azure SDK's and CLI's).
 """
 
 from __future__ import annotations
@@ -26,19 +31,36 @@ from typing import Any
 
 from ..._deprecation import warn_deprecated
 from ...errors import ConfigurationError
+from ._s3_client import trusted_ca
 
-__all__ = ["AZURITE_ACCOUNT", "open_azure_store", "open_gcs_store", "open_http_store", "parse_connection_string"]
+__all__ = [
+    "AZURE_CA_VARIABLES",
+    "AZURITE_ACCOUNT",
+    "GCS_CA_VARIABLES",
+    "open_azure_store",
+    "open_gcs_store",
+    "open_http_store",
+    "parse_connection_string",
+]
 
 # Azurite's well-known development account (public, documented by Microsoft; not a secret).
 AZURITE_ACCOUNT = "devstoreaccount1"
 
+GCS_CA_VARIABLES = ("CLOUDSDK_CORE_CUSTOM_CA_CERTS_FILE", "REQUESTS_CA_BUNDLE")
+"""Where Google's tools read a CA bundle (gcloud's setting, then requests'), first set first."""
+AZURE_CA_VARIABLES = ("REQUESTS_CA_BUNDLE",)
+"""Where the Azure SDK and CLI read a CA bundle (requests')."""
 
-def _client_options(endpoint: str | None, timeout: float, connect_timeout: float) -> dict[str, Any]:
-    return {
+
+def _client_options(endpoint: str | None, timeout: float, connect_timeout: float, ca: str | None = None) -> dict[str, Any]:
+    options: dict[str, Any] = {
         "timeout": timedelta(seconds=timeout),
         "connect_timeout": timedelta(seconds=connect_timeout),
         "allow_http": bool(endpoint and endpoint.startswith("http://")),
     }
+    if ca is not None:  # added to the roots the client trusts (obstore's root_certificate)
+        options["root_certificate"] = ca
+    return options
 
 
 def _no_retries(timeout: float) -> dict[str, Any]:
@@ -63,6 +85,7 @@ def open_gcs_store(
     endpoint: str | None = None,
     timeout: float = 30.0,
     connect_timeout: float = 5.0,
+    ca_bundle: str | os.PathLike[str] | None = None,
 ) -> Any:
     """An obstore ``GCSStore`` for ``bucket``.
 
@@ -74,10 +97,12 @@ def open_gcs_store(
         endpoint: Another server than Google's (an emulator); default ``STORAGE_EMULATOR_HOST``.
         timeout: Seconds per request.
         connect_timeout: Seconds to connect.
+        ca_bundle: A PEM file of CA certificates trusted besides the system's (default:
+            ``CLOUDSDK_CORE_CUSTOM_CA_CERTS_FILE``, then ``REQUESTS_CA_BUNDLE``).
 
     Raises:
         ImportError: obstore is not installed.
-        ConfigurationError: Both a file and a key given.
+        ConfigurationError: Both a file and a key given; a CA bundle without certificates.
     """
     store_class = _import_obstore_store("GCSStore", "Google Cloud Storage", "gcs")
     if service_account is not None and service_account_key is not None:
@@ -98,7 +123,7 @@ def open_gcs_store(
     return store_class(
         bucket,
         config=config,
-        client_options=_client_options(endpoint, timeout, connect_timeout),
+        client_options=_client_options(endpoint, timeout, connect_timeout, trusted_ca(ca_bundle, GCS_CA_VARIABLES)),
         retry_config=_no_retries(timeout),
     )
 
@@ -130,6 +155,7 @@ def open_azure_store(
     endpoint: str | None = None,
     timeout: float = 30.0,
     connect_timeout: float = 5.0,
+    ca_bundle: str | os.PathLike[str] | None = None,
 ) -> Any:
     """An obstore ``AzureStore`` for ``container``.
 
@@ -145,10 +171,12 @@ def open_azure_store(
             (``http://127.0.0.1:10000/devstoreaccount1``).
         timeout: Seconds per request.
         connect_timeout: Seconds to connect.
+        ca_bundle: A PEM file of CA certificates trusted besides the system's (default:
+            ``REQUESTS_CA_BUNDLE``).
 
     Raises:
         ImportError: obstore is not installed.
-        ConfigurationError: A malformed connection string.
+        ConfigurationError: A malformed connection string; a CA bundle without certificates.
     """
     store_class = _import_obstore_store("AzureStore", "Azure Blob", "azure")
     connection_string = connection_string or os.environ.get("AZURE_STORAGE_CONNECTION_STRING")
@@ -175,7 +203,7 @@ def open_azure_store(
     return store_class(
         container,
         config=config,
-        client_options=_client_options(endpoint, timeout, connect_timeout),
+        client_options=_client_options(endpoint, timeout, connect_timeout, trusted_ca(ca_bundle, AZURE_CA_VARIABLES)),
         retry_config=_no_retries(timeout),
     )
 

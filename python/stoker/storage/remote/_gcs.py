@@ -27,6 +27,9 @@ class GCSStorage(ObjectStorage):
             ``STORAGE_EMULATOR_HOST``).
         timeout: Seconds per request.
         connect_timeout: Seconds to connect.
+        ca_bundle: A PEM file of CA certificates trusted besides the system's (default:
+            ``CLOUDSDK_CORE_CUSTOM_CA_CERTS_FILE``, then
+            ``REQUESTS_CA_BUNDLE``); certificates are verified whatever it is.
         options: `ObjectStorage`'s (payload, image_extensions, verify, cache_dir, cache_bytes,
             block_bytes, block_cache_bytes, max_in_flight, retry).
 
@@ -34,6 +37,8 @@ class GCSStorage(ObjectStorage):
         ConfigurationError: Not a ``gs://`` URL.
         StorageError: Nothing there, access refused, or a manifest or index that cannot be read;
             the message names the object.
+        StorageUnreachableError: The endpoint's name does not resolve, or its TLS certificate is
+            not trusted (at once, naming the host and the reason).
     """
 
     price_table = "gcs-standard"
@@ -48,6 +53,7 @@ class GCSStorage(ObjectStorage):
         endpoint: str | None = None,
         timeout: float = 30.0,
         connect_timeout: float = 5.0,
+        ca_bundle: str | os.PathLike[str] | None = None,
         **options: Any,
     ) -> None:
         location = parse_object_url(url, "gs")
@@ -58,6 +64,7 @@ class GCSStorage(ObjectStorage):
             "endpoint": endpoint,
             "timeout": timeout,
             "connect_timeout": connect_timeout,
+            "ca_bundle": ca_bundle,
         }
         super().__init__(
             location, open_client=lambda: ObstoreObjects(open_gcs_store(location.bucket, **settings), location.name), **options

@@ -14,13 +14,15 @@ Tar shards are read through their ``.idx`` sidecars where the server has them (a
 convert --to shards` writes them); a shard without one is fetched whole once and indexed, and
 the index is saved in ``$STOKER_CACHE/http-index`` under the URL, size and ETag: later opens (and
 every other rank on the node) read the saved index, and a shard changed on the server is indexed
-again.
+again. TLS: certificates verified always, against the system's roots (or ``SSL_CERT_FILE`` /
+``SSL_CERT_DIR``) and ``ca_bundle=``'s.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
 import shutil
 import tempfile
 import weakref
@@ -29,13 +31,13 @@ from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 from urllib.parse import quote
 
-from ..._bounded import FailureKind, HttpClient, HttpSettings, classify_http_error, shown_logger
+from ..._bounded import FailureKind, HttpClient, HttpSettings, ca_certificates, classify_http_error, shown_logger
 from ...errors import StorageClosedError, StorageError
 from .._cache import cache_dir
 from .._labels import NoLabels
 from ..formats import index_json_format, indexed_dataset, is_tfrecord_name
 from ..local import SAMPLE_EXTENSIONS, build_index, parse_index, write_index
-from ..policies import call_with_retries, first_line
+from ..policies import call_with_retries, failure_line, first_line
 from ._object_formats import open_tfrecords
 from ._object_storage import ObjectStorage
 from ._object_url import ObjectUrl
@@ -114,13 +116,19 @@ class HTTPStorage(ObjectStorage):
         timeout: Seconds one request may take in all (connecting, its redirects, its whole
             body): a server that trickles its answer fails there, and is retried as an outage.
         connect_timeout: Seconds to connect.
+        ca_bundle: A PEM file of CA certificates trusted besides the system's (a private CA's);
+            certificates are verified whatever it is (``SSL_CERT_FILE`` and ``SSL_CERT_DIR``
+            are honoured too).
         options: `ObjectStorage`'s (payload, label, image_extensions, verify, cache_dir,
             cache_bytes, block_bytes, block_cache_bytes, max_in_flight, retry).
 
     Raises:
-        ConfigurationError: Not http(s) URLs on one server, or a URL with a query or credentials.
+        ConfigurationError: Not http(s) URLs on one server, a URL with a query or credentials, or
+            a CA bundle without certificates.
         StorageError: A file missing (named), access refused, a folder without an index, or a
             list mixing kinds of files.
+        StorageUnreachableError: The server's name does not resolve, or its TLS certificate is
+            not trusted (at once, naming the host and the reason).
     """
 
     price_table = "http"
@@ -132,12 +140,18 @@ class HTTPStorage(ObjectStorage):
         headers: dict[str, str] | None = None,
         timeout: float = 30.0,
         connect_timeout: float = 5.0,
+        ca_bundle: str | os.PathLike[str] | None = None,
         **options: Any,
     ) -> None:
         listed = parse_url_list(urls)
         self._names = listed.names
         location = ObjectUrl(listed.scheme, listed.server, listed.prefix)
-        settings = HttpSettings(timeout=timeout, connect_timeout=connect_timeout, max_connections=options.get("max_in_flight", 256))
+        settings = HttpSettings(
+            timeout=timeout,
+            connect_timeout=connect_timeout,
+            max_connections=options.get("max_in_flight", 256),
+            ca=ca_certificates(ca_bundle) if ca_bundle is not None else None,
+        )
         owner = weakref.ref(self)  # the clients run on this storage's loop, and keep no hold on it
 
         def loop() -> asyncio.AbstractEventLoop:
@@ -225,7 +239,7 @@ class HTTPStorage(ObjectStorage):
         except StorageError:
             raise
         except Exception as error:  # not there, refused: final
-            raise StorageError(f"{self.location.name(key)}: {type(error).__name__}: {first_line(error)}") from error
+            raise StorageError(failure_line(self.location.name(key), error)) from error
 
     # ---- tar shards ------------------------------------------------------------------------
 
@@ -307,7 +321,7 @@ class HTTPStorage(ObjectStorage):
         except StorageError:
             raise
         except Exception as error:
-            raise StorageError(f"{self.location.name(key)}: {type(error).__name__}: {first_line(error)}") from error
+            raise StorageError(failure_line(self.location.name(key), error)) from error
 
 
 def _kind_of(names: Iterable[str]) -> tuple[str | None, str | None]:

@@ -9,19 +9,22 @@ pre-allocates the length a response declares (``Content-Length: 1000000000000`` 
 process), so a whole GET is streamed into a bounded buffer instead, after its declared length is
 checked against the purpose's limit. A ranged GET (``get_range``) is left to obstore: it sizes its
 buffer by the range asked for (checked here first: it comes from an index, outside input too) and
-refuses an answer with another range. `HttpObjects` (``_http.py``, beside `HTTPStorage`) is the
-web servers'.
+refuses an answer with another range. What waiting does not change is named in one line as it
+is raised (`object_store_failure`: an untrusted certificate, a host name that does not resolve,
+a 4xx), never obstore's debug dump. `HttpObjects` (``_http.py``, beside `HTTPStorage`) is the web
+servers'.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any, Protocol
 
-from ..._bounded import BODY_LIMITS, BoundedBody, FailureKind, purpose_words, refuse_declared
+from ..._bounded import BODY_LIMITS, BoundedBody, FailureKind, HttpStatusError, purpose_words, refuse_declared
 from ...errors import StorageError
 from ..policies import ErrorKind
-from ._s3_client import classify_object_store_error
+from ._s3_client import classify_object_store_error, object_store_failure
 
 __all__ = ["ObjectClient", "ObstoreObjects", "retry_kind"]
 
@@ -95,22 +98,25 @@ class ObstoreObjects:
 
         limit = BODY_LIMITS[purpose] if declared is None else min(BODY_LIMITS[purpose], declared)
         name, what = self.name_of(key), purpose_words(purpose)
-        result = await obstore.get_async(self.store, key)
-        start, end = result.range  # the length the response declares: checked, never allocated
-        refuse_declared(end - start, limit, name, what)
-        body = BoundedBody(limit, name, what)
-        async for piece in result.stream(min_chunk_size=_PIECE_BYTES):
-            body.add(piece)
-            if body.size == end - start:  # all it declared (the client checks it sent no more)
-                break
+        with _named(name):
+            result = await obstore.get_async(self.store, key)
+            start, end = result.range  # the length the response declares: checked, never allocated
+            refuse_declared(end - start, limit, name, what)
+            body = BoundedBody(limit, name, what)
+            async for piece in result.stream(min_chunk_size=_PIECE_BYTES):
+                body.add(piece)
+                if body.size == end - start:  # all it declared (the client checks it sent no more)
+                    break
         return body.value()
 
     async def get_range(self, key: str, start: int, length: int, *, purpose: str) -> Any:
         import obstore
 
-        refuse_declared(length, BODY_LIMITS[purpose], f"{self.name_of(key)} bytes {start}-{start + length - 1}", purpose_words(purpose))
+        name = self.name_of(key)
+        refuse_declared(length, BODY_LIMITS[purpose], f"{name} bytes {start}-{start + length - 1}", purpose_words(purpose))
         # obstore sizes its buffer by the range asked for, and refuses an answer of another range.
-        data = await obstore.get_range_async(self.store, key, start=start, length=length)
+        with _named(name):
+            data = await obstore.get_range_async(self.store, key, start=start, length=length)
         if len(data) != length:  # a response cut short: worth another try
             raise ConnectionError(f"got {len(data)} of {length} bytes")
         return data
@@ -118,32 +124,37 @@ class ObstoreObjects:
     async def head(self, key: str) -> dict[str, Any]:
         import obstore
 
-        return dict(await obstore.head_async(self.store, key))
+        with _named(self.name_of(key)):
+            return dict(await obstore.head_async(self.store, key))
 
     async def list(self, prefix: str | None) -> AsyncIterator[list[dict[str, Any]]]:
         import obstore
 
-        async for page in obstore.list(self.store, prefix or None, chunk_size=1000):
-            yield [dict(entry) for entry in page]
+        with _named(self.name_of(prefix or "")):
+            async for page in obstore.list(self.store, prefix or None, chunk_size=1000):
+                yield [dict(entry) for entry in page]
 
     async def download(self, key: str, write: Callable[[bytes], Awaitable[None]], *, limit: int, what: str) -> int:
         import obstore
 
         name = self.name_of(key)
-        result = await obstore.get_async(self.store, key)
-        start, end = result.range
-        refuse_declared(end - start, limit, name, what)
         written = 0
-        async for piece in result.stream(min_chunk_size=4 << 20):
-            written += len(piece)
-            if written > limit:
-                raise StorageError(f"{name}: the server sent more than the {limit:,} bytes of {what}")
-            await write(piece)
+        with _named(name):
+            result = await obstore.get_async(self.store, key)
+            start, end = result.range
+            refuse_declared(end - start, limit, name, what)
+            async for piece in result.stream(min_chunk_size=4 << 20):
+                written += len(piece)
+                if written > limit:
+                    raise StorageError(f"{name}: the server sent more than the {limit:,} bytes of {what}")
+                await write(piece)
         return written
 
     def failure_kind(self, error: BaseException) -> FailureKind:
         from obstore import exceptions
 
+        if isinstance(error, HttpStatusError):  # a 4xx `_named` named
+            return error.kind
         if isinstance(error, (FileNotFoundError, exceptions.NotFoundError)):
             return "missing"
         if isinstance(error, (exceptions.PermissionDeniedError, exceptions.UnauthenticatedError)):
@@ -152,3 +163,16 @@ class ObstoreObjects:
 
     async def close(self) -> None:
         return None  # obstore's connections are its runtime's
+
+
+@contextlib.contextmanager
+def _named(name: str) -> Iterator[None]:
+    """Raises what obstore raised within it as `object_store_failure` names it, where it does
+    (one line, without obstore's debug dump: ``from None``); anything else as it is."""
+    try:
+        yield
+    except Exception as error:
+        named = object_store_failure(error, name)
+        if named is error:
+            raise
+        raise named from None

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from ...errors import StorageError
 from ..formats import PeerDataset, RecordTable, hf_dataset, indexed_dataset, tfrecord_dataset
-from ..policies import call_with_retries, first_line
+from ..policies import call_with_retries, failure_line
 
 
 class HostStorage(Protocol):
@@ -167,7 +167,7 @@ async def fetch_whole(storage: HostStorage, name: str, declared: int | None) -> 
     except StorageError:
         raise
     except Exception as error:
-        raise StorageError(f"{storage.location.name(key)}: {type(error).__name__}: {first_line(error)}") from error
+        raise StorageError(failure_line(storage.location.name(key), error)) from error
 
 
 async def _build(storage: HostStorage, dataset: PeerDataset) -> PeerObjects:

@@ -42,7 +42,7 @@ from ..._bounded import MAX_MANIFEST_BYTES, parse_json
 from ...errors import StorageError
 from ..formats import ARRAY_RECORD_SUFFIX, index_json_format, is_tfrecord_name
 from ..local import SAMPLE_EXTENSIONS, SHARD_IMAGE_EXTENSIONS, IndexHeader, ShardBlock, ShardCatalog, decode_member, header_of, parse_index
-from ..policies import BlockReader, ErrorKind, HedgedCalls, RetryPolicy, SampleCache, call_with_retries, first_line
+from ..policies import BlockReader, ErrorKind, HedgedCalls, RetryPolicy, SampleCache, call_with_retries, failure_line, first_line
 from ._object_client import ObjectClient, retry_kind
 from ._object_formats import PeerObjects, open_hf, open_indexed, open_tfrecords
 from ._object_url import ObjectUrl
@@ -198,7 +198,7 @@ class ObjectStorage(RemoteStorage):
         except StorageError:  # unavailable past the deadline, or a verdict such as a bad checksum
             raise
         except Exception as error:  # a final error (the shard gone, access refused): name the sample
-            raise StorageError(f"{self.sample_name(index)}: {type(error).__name__}: {first_line(error)}") from error
+            raise StorageError(failure_line(self.sample_name(index), error)) from error
         self.requests += 1
         self.bytes_fetched += len(data)
         return data
@@ -492,7 +492,7 @@ class ObjectStorage(RemoteStorage):
                 except StorageError:
                     raise
                 except Exception as error:  # a final error (missing object, refused): name the sample
-                    raise StorageError(f"{name}: {type(error).__name__}: {first_line(error)}") from error
+                    raise StorageError(failure_line(name, error)) from error
             try:
                 return {extension: decode_member(extension, data) for extension, data in zip(extensions, parts)}
             except ValueError as error:

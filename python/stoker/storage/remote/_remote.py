@@ -28,7 +28,7 @@ from typing import Any
 from ...errors import ConfigurationError, StorageClosedError, StorageError
 from ...failures import OnError
 from .._protocol import Storage
-from ..policies import ErrorKind, RetryCounters, RetryPolicy, SampleCache, StoreTraffic, call_with_retries, first_line
+from ..policies import ErrorKind, RetryCounters, RetryPolicy, SampleCache, StoreTraffic, call_with_retries, failure_line
 
 __all__ = ["RemoteStorage"]
 
@@ -130,7 +130,7 @@ class RemoteStorage(Storage):
                 except StorageError:  # unavailable past the deadline, or a verdict such as a bad checksum
                     raise
                 except Exception as error:  # a final error (missing object, refused): name the sample
-                    raise StorageError(f"{name}: {type(error).__name__}: {first_line(error)}") from error
+                    raise StorageError(failure_line(name, error)) from error
         except BaseException:  # failed or cancelled: another request may fetch it
             if cache is not None:
                 cache.release(name, claim)

@@ -3,7 +3,10 @@
 Credentials: the arguments, else the ``AWS_*`` environment variables (``AWS_ACCESS_KEY_ID``,
 ``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``, ``AWS_REGION``, ``AWS_ENDPOINT_URL``), else a
 profile of the AWS config files (``profile=`` or ``AWS_PROFILE``, through boto3). They are never
-logged or shown: `describe` names the bucket and prefix only.
+logged or shown: `describe` names the bucket and prefix only. TLS: certificates verified always,
+against the system's roots (or ``SSL_CERT_FILE`` / ``SSL_CERT_DIR``) and those of ``ca_bundle=``,
+else of ``AWS_CA_BUNDLE`` (as the AWS SDKs and CLI read it): an on-premise store (MinIO, Ceph,
+VAST) behind a private CA.
 """
 
 from __future__ import annotations
@@ -36,11 +39,15 @@ class S3Storage(ObjectStorage):
         profile: An AWS config profile to take them from (``stoker[aws-profiles]``).
         timeout: Seconds per request.
         connect_timeout: Seconds to connect.
+        ca_bundle: A PEM file of CA certificates trusted besides the system's (default:
+            ``AWS_CA_BUNDLE``); certificates are verified whatever it is.
         options: `ObjectStorage`'s (payload, image_extensions, verify, cache_dir, cache_bytes,
             block_bytes, block_cache_bytes, max_in_flight, retry).
 
     Raises:
-        ConfigurationError: Not an ``s3://`` URL.
+        ConfigurationError: Not an ``s3://`` URL, or a CA bundle without certificates.
+        StorageUnreachableError: The endpoint's name does not resolve, or its TLS certificate is
+            not trusted (at once, naming the host and the reason).
         StorageError: Nothing there, access refused, or a manifest or index that cannot be read;
             the message names the object.
     """
@@ -67,6 +74,7 @@ class S3Storage(ObjectStorage):
         block_cache_bytes: int = 1 << 30,
         timeout: float = 30.0,
         connect_timeout: float = 5.0,
+        ca_bundle: str | os.PathLike[str] | None = None,
         max_in_flight: int = 256,
         retry: RetryPolicy | None = None,
     ) -> None:
@@ -80,6 +88,7 @@ class S3Storage(ObjectStorage):
             "profile": profile,
             "timeout": timeout,
             "connect_timeout": connect_timeout,
+            "ca_bundle": ca_bundle,
         }
         super().__init__(
             location,
