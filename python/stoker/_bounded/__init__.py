@@ -53,6 +53,7 @@ from ._http import (
     purpose_words,
     refuse_declared,
     shown_url,
+    size_words,
 )
 from ._http_client import HttpClient, HttpHead, fetch_page
 from ._http_status import (
@@ -60,6 +61,7 @@ from ._http_status import (
     HttpMissingError,
     HttpRefusedError,
     HttpStatusError,
+    RangesNotServedError,
     classify_http_error,
     status_error_of,
 )
@@ -114,6 +116,7 @@ __all__ = [
     "Lines",
     "ManagedFolder",
     "Purpose",
+    "RangesNotServedError",
     "RedirectChain",
     "ca_certificates",
     "ca_from_environment",
@@ -142,6 +145,7 @@ __all__ = [
     "shown_html",
     "shown_logger",
     "shown_url",
+    "size_words",
     "skipped_why",
     "ssl_context",
     "status_error_of",

@@ -12,9 +12,9 @@ hop gets what is left of the request's deadline.
 TLS: certificates are verified always, against the system's roots (or ``SSL_CERT_FILE`` /
 ``SSL_CERT_DIR``, read when the session is made) and the settings' ``ca`` (``ca_bundle=``). A
 certificate not trusted, a failed handshake and a host name that does not resolve are raised at
-once as `StorageUnreachableError` naming the host and the cause (`._tls`). What a later change
-plugs in here: a server without ranges (`get_range`'s answer of 200, refused now). The settings
-(deadline, redirects) and the body policy are `._http`'s.
+once as `StorageUnreachableError` naming the host and the cause (`._tls`); a server that answers
+a ranged GET with the whole file as `RangesNotServedError` (read whole by `HTTPStorage`). The
+settings (deadline, redirects) and the body policy are `._http`'s.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from ._http import (
     refuse_declared,
     shown_url,
 )
-from ._http_status import status_error
+from ._http_status import RangesNotServedError, status_error
 from ._shown_text import shown
 from ._tls import handshake_failure, handshake_refused, name_does_not_resolve, name_failure, openssl_certificate_failure, ssl_context
 
@@ -50,15 +50,18 @@ T = TypeVar("T")
 @dataclass(frozen=True)
 class HttpHead:
     """What a HEAD says of a file: its size (as the server declares it: a claim, checked against
-    a purpose's limit before it sizes anything), ETag and time."""
+    a purpose's limit before it sizes anything), ETag and time, and whether the server says it
+    serves byte ranges (``Accept-Ranges: bytes``; one that does not say so may still)."""
 
     size: int
     e_tag: str | None
     last_modified: str | None
+    accept_ranges: bool = False
 
     def as_listing(self) -> dict[str, Any]:
-        """The listing entry object stores give (``size``, ``e_tag``, ``last_modified``)."""
-        return {"size": self.size, "e_tag": self.e_tag, "last_modified": self.last_modified}
+        """The listing entry object stores give (``size``, ``e_tag``, ``last_modified``), and
+        ``accept_ranges``."""
+        return {"size": self.size, "e_tag": self.e_tag, "last_modified": self.last_modified, "accept_ranges": self.accept_ranges}
 
 
 class HttpClient:
@@ -120,8 +123,9 @@ class HttpClient:
         from an index: outside input too).
 
         Raises:
-            StorageError: ``length`` over the limit; a server that answers with another range or
-                with the whole file (200: it does not take ranges).
+            RangesNotServedError: The server answered with the whole file (200: it does not
+                serve ranges; nothing of the body is read).
+            StorageError: ``length`` over the limit; a server that answers with another range.
             ConnectionError: Fewer bytes than asked (cut short: worth a retry).
             HttpStatusError, TimeoutError, aiohttp.ClientError: As `get`.
         """
@@ -131,8 +135,8 @@ class HttpClient:
         headers = {"Range": f"bytes={start}-{start + length - 1}"}
 
         async def body(response: Any, name: str) -> bytes:
-            if response.status == 200:  # a later change may read the whole file instead, where it is small
-                raise StorageError(f"{name}: answered a ranged GET with the whole file (status 200): the server does not serve ranges")
+            if response.status == 200:  # its body is not read: the connection is closed instead
+                raise RangesNotServedError(name)
             if response.status != 206:
                 raise status_error(name, response)
             _check_encoding(response, name)
@@ -160,13 +164,17 @@ class HttpClient:
             text = response.headers.get("Content-Length", "")
             if not text.isdigit() or len(text) > 19:
                 raise StorageError(f"{name}: the server gives no size (Content-Length) for it")
-            return HttpHead(int(text), response.headers.get("ETag"), response.headers.get("Last-Modified"))
+            ranges = "bytes" in response.headers.get("Accept-Ranges", "").lower()
+            return HttpHead(int(text), response.headers.get("ETag"), response.headers.get("Last-Modified"), ranges)
 
         return await self._run(self._exchange("HEAD", url, {}, answer))
 
-    async def stream(self, url: str, write: Callable[[bytes], Awaitable[None]], *, limit: int, what: str) -> int:
+    async def stream(
+        self, url: str, write: Callable[[bytes], Awaitable[None]], *, limit: int, what: str, timeout: float | None = None
+    ) -> int:
         """The body at ``url`` handed to ``write`` piece by piece (never held whole), refused past
-        ``limit`` bytes. Returns the bytes written.
+        ``limit`` bytes, within ``timeout`` seconds in all (default: the settings'; a whole file
+        takes longer than a sample). Returns the bytes written.
 
         Raises:
             StorageError, HttpStatusError, TimeoutError, aiohttp.ClientError: As `get`.
@@ -183,7 +191,7 @@ class HttpClient:
                 await write(chunk)
             return written
 
-        return await self._run(self._exchange("GET", url, {}, body))
+        return await self._run(self._exchange("GET", url, {}, body, timeout))
 
     async def close(self) -> None:
         """Close the session (on its loop, where calls run). Idempotent."""
@@ -248,8 +256,11 @@ class HttpClient:
 
         return aiohttp.TCPConnector(limit=self.settings.max_connections, limit_per_host=0, ssl=ssl_context(self.settings.ca))
 
-    async def _exchange(self, method: str, url: str, headers: Mapping[str, str], handle: Callable[[Any, str], Awaitable[T]]) -> T:
-        """One request under the policy: redirects followed here, within one deadline."""
+    async def _exchange(
+        self, method: str, url: str, headers: Mapping[str, str], handle: Callable[[Any, str], Awaitable[T]], seconds: float | None = None
+    ) -> T:
+        """One request under the policy: redirects followed here, within one deadline
+        (``seconds``, default the settings' timeout)."""
         import asyncio
 
         import aiohttp
@@ -257,7 +268,8 @@ class HttpClient:
         session = self._session_here()
         settings = self.settings
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + settings.timeout
+        seconds = settings.timeout if seconds is None else seconds
+        deadline = loop.time() + seconds
         chain: RedirectChain | None = None  # made at the first redirect: most requests have none
         here, asked = url, shown_url(url)
         while True:
@@ -265,7 +277,7 @@ class HttpClient:
             name = asked if chain is None else f"{asked} (redirected to {shown_url(here)})"
             left = deadline - loop.time()
             if left <= 0:
-                raise TimeoutError(f"{name}: timed out: no whole answer within the {settings.timeout:g} s deadline")
+                raise TimeoutError(f"{name}: timed out: no whole answer within the {seconds:g} s deadline")
             mine = chain is None or chain.sends_user_headers
             sent = {**self._headers, **headers, "Accept-Encoding": "identity"} if mine else {**headers, "Accept-Encoding": "identity"}
             timeout = aiohttp.ClientTimeout(total=left, sock_connect=min(left, settings.connect_timeout))
@@ -280,7 +292,7 @@ class HttpClient:
             # aiohttp's errors are named here, by the URL shown (theirs may carry a signed
             # URL's query), as the kinds `classify_http_error` sorts.
             except asyncio.TimeoutError:  # aiohttp's total (or connect) timeout
-                raise TimeoutError(f"{name}: timed out: no whole answer within the {settings.timeout:g} s deadline") from None
+                raise TimeoutError(f"{name}: timed out: no whole answer within the {seconds:g} s deadline") from None
             except aiohttp.InvalidURL:
                 raise StorageError(f"{name}: not a URL stoker can request") from None
             except aiohttp.ClientResponseError as error:  # the status line or headers do not parse

@@ -7,9 +7,10 @@ malformed response) is never retried as an outage.
 
 What waiting does not change fails at once: a 4xx other than 408 and 429 (the server's answer to
 this request, not a sign of load), a certificate that is not trusted, a failed TLS handshake and a
-host name that does not resolve (`StorageUnreachableError`, named by the clients: `._tls`).
-Outages (refused or lost connections, timeouts, 5xx) and throttling (429, 503) are retried to the
-deadline.
+host name that does not resolve (`StorageUnreachableError`, named by the clients: `._tls`), and a
+server that answers a ranged GET with the whole file (`RangesNotServedError`: its files are read
+whole instead, by `HTTPStorage`). Outages (refused or lost connections, timeouts, 5xx) and
+throttling (429, 503) are retried to the deadline.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ __all__ = [
     "HttpMissingError",
     "HttpRefusedError",
     "HttpStatusError",
+    "RangesNotServedError",
     "classify_http_error",
     "status_error",
     "status_error_of",
@@ -77,6 +79,23 @@ class HttpMissingError(HttpStatusError, FileNotFoundError):
 
 class HttpRefusedError(HttpStatusError, PermissionError):
     """401, 403 or 407: the server refuses (credentials missing or wrong)."""
+
+
+class RangesNotServedError(StorageError):
+    """A server answered a ranged GET with the whole file (status 200): it does not serve byte
+    ranges (``python -m http.server`` does not). Never retried: `HTTPStorage` reads that
+    server's files whole instead, each once.
+
+    Attributes:
+        url: The URL asked for (shown).
+    """
+
+    def __init__(self, url: str) -> None:
+        super().__init__(f"{url}: answered a ranged GET with the whole file (status 200): the server does not serve byte ranges")
+        self.url = url
+
+    def __reduce__(self) -> tuple[Any, ...]:  # the attributes kept across processes
+        return (type(self), (self.url,))
 
 
 def status_error(url: str, response: Any) -> HttpStatusError:

@@ -14,8 +14,14 @@ Tar shards are read through their ``.idx`` sidecars where the server has them (a
 convert --to shards` writes them); a shard without one is fetched whole once and indexed, and
 the index is saved in ``$STOKER_CACHE/http-index`` under the URL, size and ETag: later opens (and
 every other rank on the node) read the saved index, and a shard changed on the server is indexed
-again. TLS: certificates verified always, against the system's roots (or ``SSL_CERT_FILE`` /
-``SSL_CERT_DIR``) and ``ca_bundle=``'s.
+again.
+
+A server that does not serve byte ranges (``python -m http.server``: it answers a ranged GET with
+the whole file) is found at its first such answer, said once in a warning, and read from whole
+local copies from then on (`WholeFiles`, in ``$STOKER_CACHE/http-files``): each file fetched
+once, a shard fetched to be indexed kept as its copy where the server did not say it serves
+ranges (``Accept-Ranges: bytes``). TLS: certificates verified always, against the system's roots
+(or ``SSL_CERT_FILE`` / ``SSL_CERT_DIR``) and ``ca_bundle=``'s.
 """
 
 from __future__ import annotations
@@ -31,13 +37,13 @@ from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 from urllib.parse import quote
 
-from ..._bounded import FailureKind, HttpClient, HttpSettings, ca_certificates, classify_http_error, shown_logger
+from ..._bounded import FailureKind, HttpClient, HttpSettings, RangesNotServedError, ca_certificates, classify_http_error, shown_logger
 from ...errors import StorageClosedError, StorageError
 from .._cache import cache_dir
 from .._labels import NoLabels
 from ..formats import index_json_format, indexed_dataset, is_tfrecord_name
 from ..local import SAMPLE_EXTENSIONS, build_index, parse_index, write_index
-from ..policies import call_with_retries, failure_line, first_line
+from ..policies import WholeFiles, call_with_retries, failure_line, first_line
 from ._object_formats import open_tfrecords
 from ._object_storage import ObjectStorage
 from ._object_url import ObjectUrl
@@ -51,6 +57,9 @@ _SHARDS_INDEXED_AT_ONCE = 4
 """Shards without a sidecar fetched (to local disk) and indexed at once while opening."""
 
 _Result = TypeVar("_Result")
+
+_WHOLE_FILE_BYTES_PER_SECOND = 1 << 20
+"""The slowest a whole file may come before its fetch times out (a trickle ends there)."""
 
 
 class HttpObjects:
@@ -93,7 +102,9 @@ class HttpObjects:
         raise StorageError(f"{self.base}{prefix or ''}: a web server's folder cannot be listed")
 
     async def download(self, key: str, write: Callable[[bytes], Awaitable[None]], *, limit: int, what: str) -> int:
-        return await self.client.stream(self.url(key), write, limit=limit, what=what)
+        # A whole file's deadline grows with it: the request's, and a second per MiB.
+        seconds = self.client.settings.timeout + limit / _WHOLE_FILE_BYTES_PER_SECOND
+        return await self.client.stream(self.url(key), write, limit=limit, what=what, timeout=seconds)
 
     def failure_kind(self, error: BaseException) -> FailureKind:
         return classify_http_error(error)
@@ -115,6 +126,8 @@ class HTTPStorage(ObjectStorage):
             port).
         timeout: Seconds one request may take in all (connecting, its redirects, its whole
             body): a server that trickles its answer fails there, and is retried as an outage.
+            A file fetched whole (to index it, or from a server that serves no ranges) has
+            this plus a second per MiB of it.
         connect_timeout: Seconds to connect.
         ca_bundle: A PEM file of CA certificates trusted besides the system's (a private CA's);
             certificates are verified whatever it is (``SSL_CERT_FILE`` and ``SSL_CERT_DIR``
@@ -152,6 +165,10 @@ class HTTPStorage(ObjectStorage):
             max_connections=options.get("max_in_flight", 256),
             ca=ca_certificates(ca_bundle) if ca_bundle is not None else None,
         )
+        # Each file's size, ETag and time, by key, as its HEAD said (filled as files are asked
+        # for; read and written on the storage's loop).
+        self._heads: dict[str, dict[str, Any]] = {}
+        self._whole = WholeFiles(cache_dir("http-files"), listed.base.rstrip("/"))
         owner = weakref.ref(self)  # the clients run on this storage's loop, and keep no hold on it
 
         def loop() -> asyncio.AbstractEventLoop:
@@ -192,6 +209,9 @@ class HTTPStorage(ObjectStorage):
         names = self._names if self._names is not None else await self._index_names()
         found: dict[str, dict[str, Any]] = {}
         await self._each(names, self._head, found.__setitem__)
+        self._heads.update((self.object_key(name), head) for name, head in found.items())
+        if not all(name.lower().endswith(SAMPLE_EXTENSIONS) for name in found):  # files read by ranges
+            await self._ask_for_ranges(list(found), found)
         return found
 
     async def _each(self, names: Iterable[str], work: Callable[[str], Awaitable[_Result]], keep: Callable[[str, _Result], None]) -> None:
@@ -264,6 +284,33 @@ class HTTPStorage(ObjectStorage):
                     f"{header.size} (rewritten since it was indexed?)"
                 )
 
+    async def _ask_for_ranges(self, names: list[str], listing: dict[str, dict[str, Any]]) -> None:
+        """Whether the server serves byte ranges, asked by one ranged GET of a byte where its
+        HEADs do not say so (``Accept-Ranges: bytes``): known before any shard is fetched to be
+        indexed, that fetch is kept as the shard's copy where it does not."""
+        if all(listing[name].get("accept_ranges") for name in names):
+            self._whole.ranges_served()
+            return
+        name = next((name for name in names if int(listing[name]["size"]) > 0), None)
+        if name is None:
+            return
+        key = self.object_key(name)
+        try:
+            await call_with_retries(
+                lambda: ObjectStorage._ranged_get(self, key, 0, 1, purpose="metadata"),
+                policy=self.retry.for_opening(),
+                classify=self._classify,
+                name=self.location.name(key),
+                counters=self.counters,
+            )
+            self._whole.ranges_served()
+        except RangesNotServedError:
+            self._whole.no_ranges()
+        except StorageError:
+            raise
+        except Exception as error:  # gone or refused since its HEAD: final
+            raise StorageError(failure_line(self.location.name(key), error)) from error
+
     async def _built_index(self, name: str, meta: dict[str, Any]) -> bytes:
         """The index of a shard without a sidecar: saved by an earlier open, or built now from
         the shard fetched whole (to local disk, never held in memory)."""
@@ -294,7 +341,10 @@ class HTTPStorage(ObjectStorage):
                     built = build_index(local)
                 except StorageError as error:  # named by the local copy: name the URL instead
                     raise type(error)(str(error).replace(str(local), url)) from error
-                return write_index(built, saved).read_bytes()
+                written = write_index(built, saved).read_bytes()
+                if not self._whole.serves_ranges:  # its samples are read from a whole copy: this one, not a second fetch
+                    self._whole.adopt(self.object_key(name), local, url, meta)
+                return written
 
             return await asyncio.to_thread(index)
 
@@ -302,26 +352,57 @@ class HTTPStorage(ObjectStorage):
         """File ``name`` fetched whole into ``target``, streamed, retried from the start; never
         more than the ``size`` its HEAD declared (a server that sends more is refused)."""
         key = self.object_key(name)
-
-        async def get() -> None:
-            self.traffic.request("GET")
-            with open(target, "wb") as file:
-
-                async def write(chunk: bytes) -> None:
-                    self.traffic.received(len(chunk))
-                    await asyncio.to_thread(file.write, chunk)
-
-                await self.client.download(key, write, limit=size, what="this file (its size by HEAD)")
-
         try:
             async with self._limit():
                 await call_with_retries(
-                    get, policy=self.retry, classify=self._classify, name=self.location.name(key), counters=self.counters
+                    lambda: self._fetch_whole(key, target, size),
+                    policy=self.retry,
+                    classify=self._classify,
+                    name=self.location.name(key),
+                    counters=self.counters,
                 )
         except StorageError:
             raise
         except Exception as error:
             raise StorageError(failure_line(self.location.name(key), error)) from error
+
+    async def _fetch_whole(self, key: str, target: Path, size: int) -> None:
+        """One attempt at object ``key``, whole, streamed into ``target``: at most ``size`` bytes
+        (its HEAD's), counted."""
+        self.traffic.request("GET")
+        with open(target, "wb") as file:
+
+            async def write(chunk: bytes) -> None:
+                self.traffic.received(len(chunk))
+                await asyncio.to_thread(file.write, chunk)
+
+            await self.client.download(key, write, limit=size, what="this file (its size by HEAD)")
+
+    # ---- a server that serves no ranges -----------------------------------------------------
+
+    async def _ranged_get(self, key: str, start: int, length: int, *, purpose: str = "sample", copy: int = 0) -> Any:
+        """`ObjectStorage._ranged_get`, or, from a server found to serve no ranges (or a file kept
+        whole already), a slice of the file's local copy (`WholeFiles`: fetched once)."""
+        whole = self._whole
+        if not whole.local(key):
+            async with whole.question():  # the first ranged GET alone: its answer says whether ranges are served
+                if not whole.local(key):
+                    try:
+                        data = await super()._ranged_get(key, start, length, purpose=purpose, copy=copy)
+                    except RangesNotServedError:
+                        whole.no_ranges()
+                    else:
+                        whole.ranges_served()
+                        return data
+        head = self._heads.get(key)
+        if head is None:  # a file a manifest named: not asked yet
+            self.traffic.request("HEAD")
+            head = self._heads[key] = await self.client.head(key)
+        data = await self._whole.read(
+            key, start, length, url=self.location.name(key), meta=head, fetch=lambda target, size: self._fetch_whole(key, target, size)
+        )
+        self.traffic.served("local copy", len(data))
+        return data
 
 
 def _kind_of(names: Iterable[str]) -> tuple[str | None, str | None]:

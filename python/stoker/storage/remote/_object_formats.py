@@ -42,6 +42,7 @@ class HostStorage(Protocol):
     def _classify(self, error: BaseException) -> Any: ...
     def _own_loop(self) -> asyncio.AbstractEventLoop: ...
     async def _get_small(self, name: str) -> bytes | None: ...
+    async def _ranged_get(self, key: str, start: int, length: int, *, purpose: str = "sample", copy: int = 0) -> Any: ...
 
 
 __all__ = ["PeerObjects", "open_hf", "open_indexed", "open_tfrecords"]
@@ -78,10 +79,7 @@ class PeerObjects:
         file = self.dataset.files[number]
         if file.compression is None:
             storage = self.storage
-            storage.traffic.request("ranged GET")
-            data = bytes(await storage.client.get_range(storage.object_key(file.name), offset, length, purpose="sample"))
-            storage.traffic.received(len(data))
-            return data
+            return bytes(await storage._ranged_get(storage.object_key(file.name), offset, length))
         raw = await self.raw(number)
         self.storage.traffic.served("block cache", length)
         return bytes(raw[offset : offset + length])

@@ -208,12 +208,9 @@ class ObjectStorage(RemoteStorage):
         key = self.object_key(self.shards[block.shard].shard.name)
         length = block.end - block.start
 
-        async def get(client: ObjectClient) -> memoryview:
+        async def get(copy: int) -> memoryview:
             # A view of the client's buffer: a block is not copied whole, only each sample's slice.
-            self.traffic.request("ranged GET")
-            data = memoryview(await client.get_range(key, block.start, length, purpose="sample"))
-            self.traffic.received(len(data))
-            return data
+            return memoryview(await self._ranged_get(key, block.start, length, copy=copy))
 
         name = f"{self.location.name(key)} bytes {block.start}-{block.end - 1}"
         claim = None
@@ -227,7 +224,7 @@ class ObjectStorage(RemoteStorage):
             async with self._limit():
                 data = await self._hedged_blocks.call(
                     lambda copy: call_with_retries(
-                        lambda: get(self._client_for(copy)), policy=self.retry, classify=self._classify, name=name, counters=self.counters
+                        lambda: get(copy), policy=self.retry, classify=self._classify, name=name, counters=self.counters
                     )
                 )
         except BaseException:  # failed or cancelled: another request may fetch it
@@ -237,6 +234,14 @@ class ObjectStorage(RemoteStorage):
         self.block_downloads += 1
         if self.cache is not None:
             await self.cache.store(name, data, claim)
+        return data
+
+    async def _ranged_get(self, key: str, start: int, length: int, *, purpose: str = "sample", copy: int = 0) -> Any:
+        """``length`` bytes of object ``key`` from ``start`` (a bytes-like object): one ranged GET
+        by the client of ``copy`` (`_client_for`), counted. One attempt: the caller retries."""
+        self.traffic.request("ranged GET")
+        data = await self._client_for(copy).get_range(key, start, length, purpose=purpose)
+        self.traffic.received(len(data))
         return data
 
     def _sample_cache(self) -> SampleCache | None:
@@ -449,9 +454,7 @@ class ObjectStorage(RemoteStorage):
                 if extension is None:  # the payload: each sample's one read of the epoch
                     self._block_reader.served(number)
             else:
-                self.traffic.request("ranged GET")
-                data = bytes(await self.client.get_range(self.object_key(shard.shard.name), offset, size, purpose="sample"))
-                self.traffic.received(len(data))
+                data = bytes(await self._ranged_get(self.object_key(shard.shard.name), offset, size))
             corrupt = self.catalog.corruption(index, member, data, lambda: self.sample_name(index)) if self.verify else None
             if corrupt is not None:
                 raise corrupt
