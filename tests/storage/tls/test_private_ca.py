@@ -170,3 +170,16 @@ def test_an_object_store_behind_a_private_ca_reads_when_its_ca_is_trusted(
     else:
         monkeypatch.setenv(how, str(ca.hashed_folder(tmp_path / "certs")))
     assert _read_all(open_storage(url, retry=PATIENT, **options)) == _by_name(samples)
+
+
+@pytest.mark.usefixtures("no_sdk_ca")
+def test_parquet_read_in_place_behind_an_untrusted_certificate_fails_at_once_naming_it(
+    tls_bucket: tuple[str, dict[str, Any]], object_bucket: TestBucket
+) -> None:
+    # Parquet on a store is listed first (a glob): that listing names the certificate too.
+    url, options = tls_bucket
+    with pytest.raises(StorageUnreachableError) as refused:
+        open_storage(url + "/*.parquet", retry=PATIENT, **options)
+    message = str(refused.value)
+    assert f"the TLS certificate of {urlsplit(options['endpoint']).netloc} is not trusted (UnknownIssuer" in message, message
+    assert "\n" not in message and "Debug source" not in message, message

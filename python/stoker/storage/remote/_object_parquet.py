@@ -137,6 +137,8 @@ def open_object_parquet(url: str, *, retry: RetryPolicy | None = None, **options
     prefix = path[:first_wildcard].rsplit("/", 1)[0] if first_wildcard < len(path) else path
     try:
         objects = _list(client, prefix, path)
+    except StorageError:  # named already: an untrusted certificate, a name that does not resolve
+        raise
     except Exception as error:
         raise StorageError(f"{location.url}: cannot list the objects ({type(error).__name__}: {error})") from error
     if not objects:
