@@ -694,14 +694,23 @@ class Loader:
             yield number, plan.part(number * self.batch_size, (number + 1) * self.batch_size)
 
     def __len__(self) -> int:
-        """Batches left in this epoch for this rank."""
+        """Batches in this rank's epoch, those delivered and those left, as torch's
+        ``len(DataLoader)`` counts an epoch whatever has been read of it: the same before,
+        during and after the epoch, and after a mid-epoch resume (`batches_left` is the rest).
+        A finished epoch is counted until the next one starts (`set_epoch`, or iterating on)."""
+        return self.epoch_batches
+
+    @property
+    def batches_left(self) -> int:
+        """Batches this rank has left in the epoch: what an iteration now delivers before the
+        epoch ends (0 once it has ended): what `len` was in stoker 0.1."""
         return self._batch_count(self.sampler.plan_arrays().size)
 
     @property
     def epoch_batches(self) -> int:
-        """Batches in this rank's whole epoch, those delivered and those left (`len` counts the
-        left): what a trainer counts an epoch in, also after a mid-epoch resume."""
-        return -(-self.sampler.delivered_count // self.batch_size) + len(self)
+        """Batches in this rank's whole epoch, those delivered and those left: `len` (what a
+        trainer counts an epoch in, also after a mid-epoch resume)."""
+        return -(-self.sampler.delivered_count // self.batch_size) + self.batches_left
 
     # ---- the pipeline ---------------------------------------------------------------------
 
