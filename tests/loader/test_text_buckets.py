@@ -114,5 +114,6 @@ def test_options_text_buckets_cannot_work_with_are_refused(tmp_path: Path) -> No
     tokenizers = pytest.importorskip("tokenizers")
     words = tokenizers.Tokenizer(tokenizers.models.WordLevel({"a": 0, "few": 1, "words": 2, "[UNK]": 3}, unk_token="[UNK]"))
     words.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
-    with pytest.raises(ConfigurationError, match="tokenized documents with an offsets"):
+    with pytest.raises(ConfigurationError, match=r"tokenize it into a token file first \(stoker.ingest.write_token_file") as refused:
         TokenLoader(tmp_path / "text.jsonl", tokenizer=words, context_length=256, batch_size=2, buckets=BUCKETS)
+    assert "stoker ingest" not in str(refused.value), "no such command: the message named one"

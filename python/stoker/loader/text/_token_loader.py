@@ -190,8 +190,9 @@ class TokenLoader:
         """The length buckets' batching, checked against the other options."""
         if self.text is not None:
             raise ConfigurationError(
-                "buckets by length need each document's length before the epoch: give tokenized documents with an offsets "
-                "index (a TokenFile; stoker ingest writes one from raw text)"
+                "buckets by length need each document's length before the epoch, which raw text has only once tokenized: "
+                "tokenize it into a token file first (stoker.ingest.write_token_file; docs/tokens.md, 'From raw text to "
+                "length buckets') and give TokenFile('corpus.bin')"
             )
         return LengthBatches(
             self.source,
