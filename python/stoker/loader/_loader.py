@@ -330,8 +330,10 @@ class Loader:
     ) -> None:
         """Continue from this rank's state, or from every rank's states to change world size.
         Another batch size is carried over too (the rest of the epoch is dealt in the new
-        batches; logged), except with buckets or ``drop_last``, where it is a change refused
-        like the others below.
+        batches; logged). With buckets it needs every rank's states (the rest of the epoch is
+        cut again by bucket for the new size, `stoker.sampling.RecutOrder`; once an epoch) and
+        ``leftovers="drop"``; with carried leftovers or ``drop_last`` it is a change refused
+        like the others below (which samples are left over depends on the batch size).
 
         A dataset that gained or lost samples since the state was saved is resumed by key, given
         the key list of the dataset the state was saved over (``keys_before``; found by itself
@@ -487,7 +489,9 @@ class Loader:
         around a loss spike after resuming from a checkpoint before it. ``steps`` count as
         `step` does (batches delivered since the run began, carried across resumes); the
         batches are those this run deals at those steps, which are the ones the run that
-        reached them had when its checkpoint was taken between batches delivered in order. The
+        reached them trained on there only if it delivered batches in order: train with
+        ``Sampling(in_order=True)`` to cut out batches by step (by default a batch leaves as it
+        completes, so step N may have seen a batch dealt later; by key needs no order). The
         samples are never read, are recorded as left out in `state_dict` (a resume keeps them
         out), and `verify_epoch` proves the rest of the epoch was delivered once, counting them
         apart. Applies from the next batch.
