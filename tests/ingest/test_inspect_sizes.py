@@ -135,3 +135,22 @@ def test_objects_on_a_web_server_are_sized_by_their_listing(http_server: HttpFil
     assert main(["inspect", url, "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["bytes"] == sum(len(payload) for payload, _ in SAMPLES[:4]) and report["labels"] == {}
+
+
+def test_a_parquet_text_corpus_is_inspected_by_its_text_column(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # As pandas writes one (FineWeb's layout: a string column "text", no column of bytes): the
+    # Loader never guesses a text column to be the samples, so inspect refused it, advising an
+    # image_column= that `stoker inspect` has no option for.
+    pandas = pytest.importorskip("pandas")
+    texts = [f"document {index} " * (index + 1) for index in range(30)]
+    (tmp_path / "corpus").mkdir()
+    pandas.DataFrame({"text": texts, "url": ["https://example.org"] * 30}).to_parquet(tmp_path / "corpus" / "part-0.parquet")
+    for path in (tmp_path / "corpus" / "part-0.parquet", tmp_path / "corpus"):
+        assert main(["inspect", str(path)]) == 0
+        said = capsys.readouterr().out
+        assert inspect_storage(path)["bytes"] == (tmp_path / "corpus" / "part-0.parquet").stat().st_size
+        assert ": parquet, 30 samples, " in said and " 0 B" not in said, said
+        assert "text: column 'text' (no column of bytes: a text corpus)" in said and "labels: none" in said, said
+    pandas.DataFrame({"body": texts}).to_parquet(tmp_path / "other.parquet")
+    with pytest.raises(Exception, match="no column of bytes"):
+        inspect_storage(tmp_path / "other.parquet")  # no column called text: the storage's own refusal stands

@@ -15,8 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from .._bounded import shown
+from .._bounded import open_regular, shown, walk_files
 from .._units import byte_size
+from ..errors import StorageError
 from ..storage import ObjectStorage, PeerFormatStorage, Storage, label_array, open_storage, storage_format
 from ..storage.formats import ArrayRecordStorage, LanceStorage
 from ..storage.local import FileStorage, JsonlStorage, LmdbStorage, MemoryStorage, ParquetStorage, TarShardStorage
@@ -32,8 +33,18 @@ def inspect_storage(path: str | os.PathLike[str]) -> dict[str, Any]:
     ``label_range`` for numbers with fractions)."""
     scheme = str(path).split("://", 1)[0].lower() if "://" in str(path) else ""
     kind = OBJECT_STORE_SCHEMES.get(scheme) or scheme or storage_format(path)
-    with open_storage(path) as storage:
+    text_column = None
+    try:
+        storage = open_storage(path)
+    except StorageError:
+        text_column = _text_column(path) if kind == "parquet" else None
+        if text_column is None:
+            raise
+        storage = open_storage(path, image_column=text_column)
+    with storage:
         report: dict[str, Any] = {"path": str(path), "format": kind, "samples": len(storage)}
+        if text_column is not None:
+            report["text_column"] = text_column
         peer = storage.peer if isinstance(storage, ObjectStorage) else storage if isinstance(storage, PeerFormatStorage) else None
         if peer is not None:  # a peer's format: which, its files, and which fields a read returns
             report["layout"] = peer.dataset.format
@@ -62,6 +73,27 @@ def inspect_storage(path: str | os.PathLike[str]) -> dict[str, Any]:
             report["bytes" if isinstance(size, int) else "bytes_unknown"] = size
         report.update(_labels(storage))
     return report
+
+
+def _text_column(path: str | os.PathLike[str]) -> str | None:
+    """The ``text`` column of a local Parquet text corpus (FineWeb's, or what ``datasets`` and
+    pandas write) that has no column of bytes: the Loader never guesses a text column to be the
+    samples, but ``inspect`` reads none of them, and `stoker inspect` has no option to name one.
+    None where there is no such column (the first Parquet file's schema says)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    location = Path(path)
+    try:
+        files = walk_files(location, lambda name: name.endswith(".parquet")) if location.is_dir() else [location]
+        if not files:
+            return None
+        with open_regular(files[0], "a Parquet file") as file:
+            schema = pq.read_schema(file)
+    except (OSError, StorageError, pa.ArrowException):  # not Parquet after all: the storage's own error stands
+        return None
+    field = next((field for field in schema if field.name == "text"), None)
+    return "text" if field is not None and (pa.types.is_string(field.type) or pa.types.is_large_string(field.type)) else None
 
 
 def _stored_bytes(storage: Storage) -> int | str:
@@ -144,6 +176,8 @@ def format_report(report: dict[str, Any], top: int = 20) -> str:
         lines.append(f"  {report['files']} {report['layout'].upper()} files; fields: {shown(report['fields'], 2_000)}")
     elif "payloads" in report:
         lines.append(f"  payloads {_payloads(report)}")
+    if "text_column" in report:
+        lines.append(f"  text: column {shown(report['text_column'])!r} (no column of bytes: a text corpus)")
     if "value_format" in report:
         lines.append(f"  values: {report['value_format']}")
     labels = report["labels"]
