@@ -257,7 +257,7 @@ def main() -> None:
     if arguments.arm:
         print(json.dumps(measure_arm(arguments.arm, paths, str(tokenizer), arguments.seconds)))
         return
-    from stoker.bench import require_optimized_core
+    from stoker.bench import RATIO_HEADER, ratio_cell, require_optimized_core
 
     require_optimized_core()
     cores = len(os.sched_getaffinity(0))
@@ -292,14 +292,14 @@ def main() -> None:
             print(f"left out: {name} (delivered no batch in {result['seconds']:.0f} s)")
             continue
         results[name] = result
-    print(f"| loader | tokens/s | vs stoker | packing efficiency | CPU (cores of {cores}) | cores per M tokens/s | peak memory |")
+    print(f"| loader | tokens/s | {RATIO_HEADER} | packing efficiency | CPU (cores of {cores}) | cores per M tokens/s | peak memory |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     ours = results.get("stoker", {}).get("tokens", 0) / max(results.get("stoker", {}).get("seconds", 1), 1e-9)
     for name, result in results.items():
         rate = result["tokens"] / result["seconds"]
         per_million = result["cpu_cores"] / (rate / 1e6) if rate else float("nan")
         print(
-            f"| {name} | {rate:,.0f} | {ours / rate if name != 'stoker' and rate else 1:.2f}x | {result['tokens'] / result['positions']:.1%} | "
+            f"| {name} | {rate:,.0f} | {ratio_cell(ours, rate, own_row=name == 'stoker')} | {result['tokens'] / result['positions']:.1%} | "
             f"{result['cpu_cores']:.2f} | {per_million:.2f} | {result['peak_mb']:,.0f} MB |"
         )
     for name in ("tokenizer alone (the tokenizers package)", "tokenizer alone (stoker's native copy)"):

@@ -545,7 +545,11 @@ def build_parser() -> argparse.ArgumentParser:
     top = commands.add_parser("top", formatter_class=_HelpWithDefaults, help="running loaders live, from their metrics endpoints (q quits)")
     top.add_argument("urls", nargs="+", metavar="URL", help="a loader's metrics endpoint (serve_metrics): http://HOST:PORT/metrics")
     top.add_argument("--interval", type=real_number(0.1, 3600), default=1.0, help="seconds between refreshes")
-    top.add_argument("--once", action="store_true", help="print one refresh (figures over one interval) and exit")
+    top.add_argument(
+        "--once",
+        action="store_true",
+        help="print one refresh (figures over one interval) and exit: 1 when no endpoint gave a loader's figures, else 0",
+    )
     top.set_defaults(run=_top)
     report = commands.add_parser(
         "report", formatter_class=_HelpWithDefaults, help="plots and an HTML page from a `stoker bench --json` run"

@@ -59,6 +59,18 @@ def test_every_batch_is_one_buckets_rows_each_a_whole_document_padded_to_it(tmp_
     assert len(seen) + sum(counts["left_over"]) == len(source)
 
 
+@pytest.mark.parametrize("buckets", [None, BUCKETS], ids=["packed", "buckets"])
+def test_stats_count_the_documents_read_and_the_tokens_delivered(tmp_path: Path, buckets: LengthBuckets | None) -> None:
+    source = corpus(tmp_path)
+    loader = TokenLoader(source, context_length=256, batch_size=4, buckets=buckets, seed=1)
+    batches = list(loader)
+    stats = loader.stats()
+    assert stats.tokens == sum(batch.real_tokens for batch in batches) > 0
+    assert stats.documents == (len(source) if buckets is None else sum(len(batch.input_ids) for batch in batches))
+    assert stats.seconds > 0 and stats.text_bytes == 0
+    assert f"{stats.tokens:,} tokens delivered" in str(stats) and "of text" not in str(stats), "tokenized documents have no text rate"
+
+
 def test_three_ranks_take_equal_steps_and_together_read_each_document_once(tmp_path: Path) -> None:
     source = corpus(tmp_path)
     steps, seen = [], Counter[int]()
@@ -102,5 +114,6 @@ def test_options_text_buckets_cannot_work_with_are_refused(tmp_path: Path) -> No
     tokenizers = pytest.importorskip("tokenizers")
     words = tokenizers.Tokenizer(tokenizers.models.WordLevel({"a": 0, "few": 1, "words": 2, "[UNK]": 3}, unk_token="[UNK]"))
     words.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
-    with pytest.raises(ConfigurationError, match="tokenized documents with an offsets"):
+    with pytest.raises(ConfigurationError, match=r"tokenize it into a token file first \(stoker.ingest.write_token_file") as refused:
         TokenLoader(tmp_path / "text.jsonl", tokenizer=words, context_length=256, batch_size=2, buckets=BUCKETS)
+    assert "stoker ingest" not in str(refused.value), "no such command: the message named one"

@@ -125,6 +125,32 @@ def test_a_killed_run_resumes_with_the_same_tokens(corpus: tuple[list[str], Path
         np.testing.assert_array_equal(ours, theirs)
 
 
+def test_stats_count_each_loaders_own_work_a_resumed_one_from_its_resume(corpus: tuple[list[str], Path, Path]) -> None:
+    texts, folder, tokenizer = corpus
+
+    def loader() -> TokenLoader:
+        return TokenLoader(folder, tokenizer=Tokenizer(tokenizer, eos=EOS), context_length=128, batch_size=2, seed=4, read_ahead=16)
+
+    first = loader()
+    batches = iter(first)
+    taken = [next(batches) for _ in range(5)]
+    state = first.state_dict()
+    batches.close()
+    before = first.stats()
+    assert before.tokens == sum(batch.real_tokens for batch in taken), "the tokens delivered, not those read ahead"
+    assert 0 < before.documents <= len(texts) and before.text_bytes > 0 and before.seconds > 0
+    resumed = loader()
+    resumed.load_state_dict(state)
+    rest = list(resumed)
+    after = resumed.stats()
+    assert after.tokens == sum(batch.real_tokens for batch in rest) > 0
+    assert before.tokens + after.tokens == sum(len(tokens) for tokens in tokens_of(tokenizer, texts))
+    # Its own reads: the documents of the packer's unfinished rows (each read once) and the rest.
+    assert 0 < after.documents <= len(texts) and after.text_bytes > 0 and after.seconds > 0
+    said = str(after)
+    assert f"{after.documents:,} documents read, {after.tokens:,} tokens delivered" in said and " 0 B/s" not in said, said
+
+
 def test_a_state_over_other_text_or_another_tokenizer_is_refused(corpus: tuple[list[str], Path, Path], tmp_path: Path) -> None:
     _, folder, tokenizer = corpus
     loader = TokenLoader(folder, tokenizer=Tokenizer(tokenizer, eos=EOS), context_length=128, batch_size=2)

@@ -296,3 +296,27 @@ def test_a_filter_nested_past_any_sense_is_named() -> None:
     data = MemoryStorage({"s0": b"x"})
     with pytest.raises(ConfigurationError, match="nested too deeply|does not parse"):
         Loader(data, batch_size=1, sampling=Sampling(where=Where("not " * 990 + "score > 0", table={"key": ["s0"], "score": [1]})))
+
+
+def test_the_documented_grammar_names_every_form_a_filter_takes_and_each_example_works() -> None:
+    # docs/loader.md and Sampling's docstring said "comparisons, in, and, or, not": chained
+    # comparisons and `not in`, which work, were not named (issue 73).
+    page = (Path(__file__).parents[2] / "docs" / "loader.md").read_text()
+    docstring = " ".join((Sampling.__doc__ or "").split())
+    for form in ("`not in`", "chained as in Python", '`"512 <= width < 4096"`'):
+        assert form in page, form
+    for form in ("``not in``", "chained as in Python", '``"512 <= width < 4096"``'):
+        assert form in docstring, form
+    data = columns()
+    storage = MemoryStorage({f"r{index}": b"x" for index in range(ROWS)})
+    table = {"key": [f"r{index}" for index in range(ROWS)], **data}
+    rows = [dict(zip(data, values)) for values in zip(*data.values())]
+    documented = {
+        "512 <= width < 4096": lambda row: 512 <= row["width"] < 4096,
+        "language not in ['xx']": lambda row: row["language"] not in ["xx"],
+        "aesthetic >= 5.5 and width >= 512": lambda row: row["aesthetic"] >= 5.5 and row["width"] >= 512,
+        "language in ['en', 'de']": lambda row: row["language"] in ["en", "de"],
+    }
+    for expression, condition in documented.items():
+        kept = Loader(storage, batch_size=64, sampling=Sampling(where=Where(expression, table=table))).storage.keys
+        assert set(kept) == {f"r{index}" for index, row in enumerate(rows) if condition(row)}, expression

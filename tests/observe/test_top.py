@@ -16,7 +16,7 @@ import pytest
 
 pytest.importorskip("prometheus_client")
 
-from stoker.observe._top import Endpoint, Scrape, straggler  # noqa: E402
+from stoker.observe._top import Endpoint, Scrape, _status, refresh, render, straggler, top  # noqa: E402
 from stoker_testbed.availability import unavailable  # noqa: E402
 
 STOKER = str(Path(sys.executable).with_name("stoker"))
@@ -129,3 +129,27 @@ def test_a_straggler_whose_cores_other_processes_take_is_named_for_it_from_the_e
     assert hogged.reads_from == "from local disk, files at /data"
     verdict = straggler([calm, hogged])
     assert verdict is not None and "host h1" in verdict and "other processes on host h1 use 80% of the cores it may run on" in verdict
+
+
+def test_a_long_verdict_wraps_at_the_width_and_keeps_every_word() -> None:
+    slow = endpoint("0", 0.4, 0.010)  # waits 40% with decode 90% busy: a bottleneck verdict with advice
+    said = slow.bottleneck()
+    for width in (40, 60, 80):
+        lines = render([slow], width)
+        assert all(len(line) <= width for line in lines), lines
+        assert " ".join(said.split()) in " ".join(" ".join(lines).split()), f"the whole verdict, to its last word: {lines}"
+
+
+def test_exit_status_is_1_when_no_endpoint_gives_figures_and_0_when_one_does(capsys: pytest.CaptureFixture[str]) -> None:
+    dead = ["http://127.0.0.1:1/metrics", "http://127.0.0.1:9/metrics"]
+    shown: list[str] = []
+    assert top(dead, interval=0.1, once=True, write=shown.append) == 1
+    assert sum("unreachable" in line for line in shown) == 2
+    assert "stoker top: no loader's figures at any of the 2 endpoint(s) (2 unreachable)" in capsys.readouterr().err
+
+    def one_alive(url: str) -> Scrape:
+        if url == dead[0]:
+            raise OSError("connection refused")
+        return Scrape(time.monotonic(), {("stoker_run_seconds_total", (("rank", "0"),)): 1.0})
+
+    assert _status(refresh(dead, {}, fetch=one_alive)) == 0

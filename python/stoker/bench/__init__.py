@@ -1,7 +1,7 @@
 """`stoker bench`: measured runs, side-by-side peers, scenarios from the papers."""
 
 from ._build import require_optimized_core
-from ._compare import Comparison, compare, format_comparison
+from ._compare import RATIO_HEADER, Comparison, compare, format_comparison, format_table, ratio_cell
 from ._folder import PeerData, peer_data
 from ._images import encode_jpeg, image_folder, iter_jpegs, make_jpegs, natural_image
 from ._memory import PeakMemory
@@ -24,6 +24,7 @@ __all__ = [
     "RunResult",
     "SCALING",
     "PeakMemory",
+    "RATIO_HEADER",
     "SCENARIOS",
     "alpaca_like_lengths",
     "available_peers",
@@ -33,6 +34,7 @@ __all__ = [
     "encode_jpeg",
     "format_comparison",
     "format_shuffle",
+    "format_table",
     "format_text_run",
     "image_folder",
     "iter_jpegs",
@@ -42,6 +44,7 @@ __all__ = [
     "natural_image",
     "packed_efficiency",
     "peer_data",
+    "ratio_cell",
     "require_optimized_core",
     "run_in_subprocess",
     "run_loader",

@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._units import byte_rate
 from ..observe import CpuLimits, CpuWatch
 from ._memory import PeakMemory
 
@@ -111,7 +112,7 @@ def format_text_run(run: TextRun) -> str:
     return "\n".join(
         [
             f"stoker bench: {run.source}; {run.tokenizer}; {run.cores} cores",
-            f"TokenLoader ({run.seconds:.0f} s): {rate:,.0f} tokens/s from {run.text_bytes / 1e6 / run.seconds:.1f} MB/s of text "
+            f"TokenLoader ({run.seconds:.0f} s): {rate:,.0f} tokens/s from {byte_rate(run.text_bytes / run.seconds if run.seconds else 0.0)} of text "
             f"({run.documents:,} documents), packing efficiency {run.efficiency:.1%}, CPU {100 * run.cpu_cores / run.cores:.0f}% of "
             f"{run.cores} cores ({per_million:.2f} cores per million tokens/s), peak RSS {run.peak_rss_mb:.0f} MB, "
             f"first batch {run.first_batch_seconds:.2f} s",

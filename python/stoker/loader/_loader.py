@@ -330,8 +330,10 @@ class Loader:
     ) -> None:
         """Continue from this rank's state, or from every rank's states to change world size.
         Another batch size is carried over too (the rest of the epoch is dealt in the new
-        batches; logged), except with buckets or ``drop_last``, where it is a change refused
-        like the others below.
+        batches; logged). With buckets it needs every rank's states (the rest of the epoch is
+        cut again by bucket for the new size, `stoker.sampling.RecutOrder`; once an epoch) and
+        ``leftovers="drop"``; with carried leftovers or ``drop_last`` it is a change refused
+        like the others below (which samples are left over depends on the batch size).
 
         A dataset that gained or lost samples since the state was saved is resumed by key, given
         the key list of the dataset the state was saved over (``keys_before``; found by itself
@@ -487,7 +489,9 @@ class Loader:
         around a loss spike after resuming from a checkpoint before it. ``steps`` count as
         `step` does (batches delivered since the run began, carried across resumes); the
         batches are those this run deals at those steps, which are the ones the run that
-        reached them had when its checkpoint was taken between batches delivered in order. The
+        reached them trained on there only if it delivered batches in order: train with
+        ``Sampling(in_order=True)`` to cut out batches by step (by default a batch leaves as it
+        completes, so step N may have seen a batch dealt later; by key needs no order). The
         samples are never read, are recorded as left out in `state_dict` (a resume keeps them
         out), and `verify_epoch` proves the rest of the epoch was delivered once, counting them
         apart. Applies from the next batch.
@@ -694,14 +698,23 @@ class Loader:
             yield number, plan.part(number * self.batch_size, (number + 1) * self.batch_size)
 
     def __len__(self) -> int:
-        """Batches left in this epoch for this rank."""
+        """Batches in this rank's epoch, those delivered and those left, as torch's
+        ``len(DataLoader)`` counts an epoch whatever has been read of it: the same before,
+        during and after the epoch, and after a mid-epoch resume (`batches_left` is the rest).
+        A finished epoch is counted until the next one starts (`set_epoch`, or iterating on)."""
+        return self.epoch_batches
+
+    @property
+    def batches_left(self) -> int:
+        """Batches this rank has left in the epoch: what an iteration now delivers before the
+        epoch ends (0 once it has ended): what `len` was in stoker 0.1."""
         return self._batch_count(self.sampler.plan_arrays().size)
 
     @property
     def epoch_batches(self) -> int:
-        """Batches in this rank's whole epoch, those delivered and those left (`len` counts the
-        left): what a trainer counts an epoch in, also after a mid-epoch resume."""
-        return -(-self.sampler.delivered_count // self.batch_size) + len(self)
+        """Batches in this rank's whole epoch, those delivered and those left: `len` (what a
+        trainer counts an epoch in, also after a mid-epoch resume)."""
+        return -(-self.sampler.delivered_count // self.batch_size) + self.batches_left
 
     # ---- the pipeline ---------------------------------------------------------------------
 

@@ -75,8 +75,9 @@ class Sampling:
         where: Only the samples this filter keeps, worked out once over the storage's metadata
             columns (Parquet, Lance) or a side table keyed by sample key (`Where`), never per
             read: ``"aesthetic >= 5.5 and width >= 512"``, ``"language in ['en', 'de']"``
-            (columns, constants, comparisons, ``in``, ``and``, ``or``, ``not``; parsed, never
-            evaluated as Python). Ranks get equal counts of the kept samples; the filter is part
+            (columns, constants: numbers, text, true/false; comparisons ``== != < <= > >=``,
+            chained as in Python: ``"512 <= width < 4096"``; ``in`` and ``not in`` a list;
+            ``and``, ``or``, ``not``, parentheses; parsed, never evaluated as Python). Ranks get equal counts of the kept samples; the filter is part
             of the fingerprint. One that keeps nothing, or names a column that is not there, is
             a `ConfigurationError` when the Loader is made.
 

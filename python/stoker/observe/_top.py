@@ -7,11 +7,17 @@ words: each loader's bottleneck, and, with several loaders, the straggler: in a 
 the rank that waits for data sets every rank's pace.
 
 Plain text all through (no colour, no mouse), so it works over ssh in any terminal; ``q`` or
-Ctrl-C quits. ``--once`` prints one refresh and exits, for scripts and logs.
+Ctrl-C quits. ``--once`` prints one refresh and exits, for scripts and logs. Verdicts and
+messages wrap at the screen's width (a verdict cut there lost its advice); the exit status is 1
+when no endpoint gave a loader's figures (every one unreachable or unreadable), so a script
+that checks a job with ``--once`` sees a dead job.
 """
 
 from __future__ import annotations
 
+import shutil
+import sys
+import textwrap
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -29,6 +35,9 @@ __all__ = ["Endpoint", "Scrape", "render", "scrape", "top"]
 _FED = 0.05
 # A stage whose slots are this busy is the bottleneck.
 _BUSY = 0.75
+# Screen lines one wrapped line may take at most: a server's message is outside text, and a
+# long one must not push the other loaders off the screen.
+_MOST_LINES = 4
 
 
 def scrape(url: str, timeout: float = 2.0) -> Scrape:
@@ -142,27 +151,47 @@ def straggler(endpoints: Sequence[Endpoint]) -> str | None:
     return straggler_verdict(ranks)
 
 
+def wrapped(text: str, width: int, indent: str = "") -> list[str]:
+    """``text`` shown (`shown`: control characters escaped) and wrapped into lines of at most
+    ``width`` characters, the first after ``indent`` and the others two spaces further in, at
+    most `_MOST_LINES` of them (the last cut with an ellipsis)."""
+    width = max(width, len(indent) + 12)
+    lines = textwrap.wrap(
+        shown(text, width * _MOST_LINES),
+        width,
+        initial_indent=indent,
+        subsequent_indent=indent + "  ",
+        break_long_words=True,
+        break_on_hyphens=False,
+    )
+    if len(lines) > _MOST_LINES:
+        lines = [*lines[: _MOST_LINES - 1], lines[_MOST_LINES - 1][: width - 1] + "\u2026"]
+    return lines or [indent]
+
+
 def render(endpoints: Sequence[Endpoint], width: int = 120) -> list[str]:
     """The screen's lines for ``endpoints``, each at most ``width`` characters with every control
     character escaped: URLs, ranks, stage names, where reads go and servers' messages are outside
-    text (`stoker._bounded.shown`)."""
+    text (`stoker._bounded.shown`). Verdicts, messages and each loader's heading wrap (`wrapped`);
+    a table row is cut at the edge."""
     lines = [f"stoker top: {len(endpoints)} loader(s); q or Ctrl-C quits".ljust(width)[:width]]
     verdict = straggler(endpoints)
-    lines.append(("straggler: " + verdict) if verdict else "straggler: none (no rank waits for data much more than the others)")
+    lines += wrapped(("straggler: " + verdict) if verdict else "straggler: none (no rank waits for data much more than the others)", width)
     for endpoint in endpoints:
         lines.append("")
         if endpoint.error:
-            lines.append(f"{endpoint.url}: {endpoint.failure} ({endpoint.error})")
+            lines += wrapped(f"{endpoint.url}: {endpoint.failure} ({endpoint.error})", width)
             continue
-        lines.append(
+        lines += wrapped(
             f"rank {endpoint.rank}  {endpoint.url}  {endpoint.batches_per_second:,.1f} batches/s  "
-            f"data wait {endpoint.wait:.1%}  tuning moves {endpoint.tuning_moves}"
+            f"data wait {endpoint.wait:.1%}  tuning moves {endpoint.tuning_moves}",
+            width,
         )
-        lines.append(f"  {'stage':<14}{'items/s':>12}{'busy':>8}{'queue':>8}")
+        lines.append(shown(f"  {'stage':<14}{'items/s':>12}{'busy':>8}{'queue':>8}", width))
         for name, rate, busy, fill, _ in endpoint.stages:
-            lines.append(f"  {name:<14}{rate:>12,.1f}{busy:>8.0%}{fill:>8.0%}")
-        lines.append(f"  {endpoint.bottleneck()}")
-    return [shown(line, width) for line in lines]
+            lines.append(shown(f"  {name:<14}{rate:>12,.1f}{busy:>8.0%}{fill:>8.0%}", width))
+        lines += wrapped(endpoint.bottleneck(), width, indent="  ")
+    return lines
 
 
 def refresh(urls: Sequence[str], previous: dict[str, Scrape], fetch: Callable[[str], Scrape] = scrape) -> list[Endpoint]:
@@ -197,7 +226,8 @@ def top(urls: Sequence[str], *, interval: float = 1.0, once: bool = False, write
     """Show ``urls``' loaders live until ``q`` or Ctrl-C (or one refresh with ``once``).
 
     Returns:
-        0 (the exit status).
+        The exit status: 0 when the last refresh showed a loader's figures, 1 when every
+        endpoint was unreachable or unreadable (said on stderr).
 
     Raises:
         ConfigurationError: No URL, or prometheus_client is not installed.
@@ -205,15 +235,18 @@ def top(urls: Sequence[str], *, interval: float = 1.0, once: bool = False, write
     if not urls:
         raise ConfigurationError("stoker top needs at least one metrics URL (http://HOST:PORT/metrics)")
     previous: dict[str, Scrape] = {}
-    refresh(urls, previous)
+    last = refresh(urls, previous)
     if once:
         time.sleep(interval)
-        for line in render(refresh(urls, previous)):
+        last = refresh(urls, previous)
+        width = shutil.get_terminal_size().columns if sys.stdout.isatty() else 120  # a log or a pipe: 120
+        for line in render(last, width):
             write(line)
-        return 0
+        return _status(last)
     import curses
 
     def run(screen: curses.window) -> None:
+        nonlocal last
         curses.curs_set(0)
         screen.timeout(int(interval * 1000))
         while True:
@@ -222,7 +255,8 @@ def top(urls: Sequence[str], *, interval: float = 1.0, once: bool = False, write
                 return
             height, width = screen.getmaxyx()
             screen.erase()
-            for row, line in enumerate(render(refresh(urls, previous), max(width - 1, 20))[: height - 1]):
+            last = refresh(urls, previous)
+            for row, line in enumerate(render(last, max(width - 1, 20))[: height - 1]):
                 try:
                     screen.addstr(row, 0, line)
                 except curses.error:  # wide characters (a label's CJK) ran past the screen's edge
@@ -233,4 +267,14 @@ def top(urls: Sequence[str], *, interval: float = 1.0, once: bool = False, write
         curses.wrapper(run)
     except KeyboardInterrupt:
         pass
-    return 0
+    return _status(last)
+
+
+def _status(endpoints: Sequence[Endpoint]) -> int:
+    """The exit status for the last refresh: 1, said on stderr, when no endpoint gave figures."""
+    if any(not endpoint.error for endpoint in endpoints):
+        return 0
+    failures = {failure: sum(1 for endpoint in endpoints if endpoint.failure == failure) for failure in ("unreachable", "unreadable")}
+    said = ", ".join(f"{count} {failure}" for failure, count in failures.items() if count)
+    print(f"stoker top: no loader's figures at any of the {len(endpoints)} endpoint(s) ({said})", file=sys.stderr)
+    return 1

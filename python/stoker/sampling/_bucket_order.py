@@ -134,7 +134,8 @@ class BucketOrder:
         return start, full
 
     def carried(self) -> np.ndarray:
-        """``"carry"``: the storage indices this epoch leaves for the next one to read first."""
+        """``"carry"``: the storage indices this epoch leaves for the next one to read first of
+        their bucket (its first batches of that bucket, wherever the batch shuffle puts them)."""
         parts = []
         for number, size in enumerate(self.sizes.tolist()):
             first = int(self._stream_starts[number] + self._full[number] * self.batch_size)

@@ -44,8 +44,10 @@ class Buckets:
             checks a sample of them against the files' headers.
         leftovers: What becomes of each epoch's leftovers (each bucket's last partial batch,
             and the batches past a multiple of the ranks): ``"drop"`` (counted; a later epoch's
-            shuffle gives them their turn) or ``"carry"`` (the next epoch reads them first;
-            every sample is read once per pass of its bucket). See `BucketOrder`.
+            shuffle gives them their turn) or ``"carry"`` (the next epoch reads them first of
+            their bucket: that bucket's first batches hold them, wherever the epoch's shuffle of
+            batches puts those, not at the epoch's start; every sample is read once per pass of
+            its bucket). See `BucketOrder`.
 
     Raises:
         ConfigurationError: No shapes, a side that is not a positive whole number under 65,536,

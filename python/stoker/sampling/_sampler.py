@@ -77,7 +77,8 @@ class Sampler:
         batch_size: The batch size the bucketed order is cut for (with ``buckets`` only).
         leftovers: With ``buckets``, what becomes of each epoch's leftovers: ``"drop"`` (a later
             epoch's shuffle gives them their turn) or ``"carry"`` (the next epoch reads them
-            first); see `BucketOrder`.
+            first of their bucket, in that bucket's first batches wherever the shuffle of
+            batches puts them, not at the epoch's start); see `BucketOrder`.
 
     Raises:
         ValueError: Bad sizes, seed or rank, or blocks that do not cover ``num_samples``.

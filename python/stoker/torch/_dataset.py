@@ -30,4 +30,5 @@ class LoaderDataset(IterableDataset):
             yield data, torch.from_numpy(batch.labels)
 
     def __len__(self) -> int:
+        """The Loader's epoch in batches (`Loader.__len__`), as torch counts a dataset's length."""
         return len(self.loader)

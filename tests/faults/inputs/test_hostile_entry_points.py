@@ -61,9 +61,14 @@ def test_special_files_where_a_file_is_expected_are_refused_by_name(tmp_path: Pa
     fifo = tmp_path / "data.jsonl"
     os.mkfifo(fifo)
     os.mkfifo(tmp_path / "shard.tar")
+    os.mkfifo(tmp_path / "text.parquet")  # inspect looks for a text column in a Parquet it cannot open
+    (tmp_path / "garbage").mkdir()
+    (tmp_path / "garbage" / "part-0.parquet").write_bytes(b"PAR1" + b"\xff" * 64 + b"PAR1")
     (tmp_path / "run.json").symlink_to("/dev/zero")
     for arguments, named in (
         (["inspect", str(fifo)], "data.jsonl: a FIFO, not a regular file"),
+        (["inspect", str(tmp_path / "text.parquet")], "text.parquet: a FIFO, not a regular file"),
+        (["inspect", str(tmp_path / "garbage")], "part-0.parquet"),
         (["convert", str(fifo), str(tmp_path / "out")], "data.jsonl: a FIFO"),
         (["report", str(fifo)], "a FIFO, not a regular file"),
         (["report", str(tmp_path / "run.json")], "a character device, not a regular file"),

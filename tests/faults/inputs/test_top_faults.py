@@ -93,7 +93,8 @@ def test_pages_that_are_not_a_loaders_metrics_are_named_and_passed_over(hostile_
         )
     finally:
         silent.close()
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 1, "no endpoint gave a loader's figures"
+    assert "no loader's figures at any of the 3 endpoint(s) (2 unreachable, 1 unreadable)" in done.stderr, done.stderr
     assert f"{hostile_server}/garbage: unreadable (not Prometheus text" in done.stdout, done.stdout
     assert f"{hostile_server}/endless: unreachable (" in done.stdout and "over 4 MiB" in done.stdout, done.stdout
     assert f"{silent_url}: unreachable (" in done.stdout and "timed out" in done.stdout, done.stdout

@@ -84,8 +84,8 @@ class LengthBatches:
         lengths = getattr(source, "lengths", None)
         if lengths is None:
             raise ConfigurationError(
-                "buckets by length need each document's length before the epoch: give tokenized documents with an offsets "
-                "index (a TokenFile)"
+                "buckets by length need each document's length before the epoch: give a TokenFile (a token file with its "
+                "offsets; stoker.ingest.write_token_file writes one), not token shards, whose lengths are known only once read"
             )
         if not shuffle:
             raise ConfigurationError("buckets shuffle within each bucket and across batches: leave shuffle=True")

@@ -178,7 +178,7 @@ class TokenLoader:
         self._agreement = None if buckets is not None else _step_agreement(equal_steps, world_size)
         self.ended_early = 0  # epochs this rank ended at the agreed last step with batches left
         self._pipeline: Pipeline[Any] | None = None
-        self._counters = TextStats()
+        self._counters = TextStats(raw_text=self.text is not None)
         self._new_packer()
 
     @property
@@ -190,8 +190,9 @@ class TokenLoader:
         """The length buckets' batching, checked against the other options."""
         if self.text is not None:
             raise ConfigurationError(
-                "buckets by length need each document's length before the epoch: give tokenized documents with an offsets "
-                "index (a TokenFile; stoker ingest writes one from raw text)"
+                "buckets by length need each document's length before the epoch, which raw text has only once tokenized: "
+                "tokenize it into a token file first (stoker.ingest.write_token_file; docs/tokens.md, 'From raw text to "
+                "length buckets') and give TokenFile('corpus.bin')"
             )
         return LengthBatches(
             self.source,
@@ -224,6 +225,20 @@ class TokenLoader:
     def __iter__(self) -> Iterator[PackedBatch]:
         """This rank's packed batches for the epoch; with an agreed last step, only as many as
         every rank has (a batch held back is not delivered: the state is as before it)."""
+        batches = self._agreed_batches()
+        started = time.perf_counter()
+        try:
+            for batch in batches:
+                now = time.perf_counter()
+                self._counters.delivered(batch.real_tokens, now - started)  # the consumer's time since the last one included
+                started = now
+                yield batch
+            self._counters.delivered(0, time.perf_counter() - started)
+        finally:
+            batches.close()  # a break out of the loop stops the text pipeline now, not when collected
+
+    def _agreed_batches(self) -> Generator[PackedBatch, None, None]:
+        """`_batches`, ended at the step every rank agreed on where there is a vote."""
         if self._agreement is None:
             yield from self._batches()
             return
@@ -249,7 +264,9 @@ class TokenLoader:
 
     def _batches(self) -> Generator[PackedBatch, None, None]:
         if self._length_batches is not None:
-            yield from self._length_batches.batches(self._plan)
+            for batch in self._length_batches.batches(self._plan):
+                self._counters.read(len(batch.input_ids))  # one document a row
+                yield batch
             return
         if self.text is not None:
             yield from self._text_batches()
@@ -259,6 +276,7 @@ class TokenLoader:
             start = self.packer.documents_consumed
             indices = plan.part(start, start + self.read_ahead).indices.tolist()
             documents = self.source.documents(indices)
+            self._counters.read(len(documents))
             lengths = np.array([len(document) for document in documents], dtype=np.int64)
             tokens = np.concatenate(documents) if documents else np.zeros(0, np.uint32)
             self.packer.add_many(tokens, lengths)
@@ -295,15 +313,12 @@ class TokenLoader:
             .build(name="stoker-text")
         )
         self._pipeline = pipeline
-        started = time.perf_counter()
         with pipeline.auto_stop():
             for start, result in pipeline:
                 if isinstance(result, Exception):
                     raise result
                 self._take(start, result)
                 yield from self.packer.batches()
-                self._counters.seconds += time.perf_counter() - started
-                started = time.perf_counter()
         yield from self.packer.batches(final=True)
 
     def _take(self, start: int, chunk: TextChunk) -> None:
@@ -319,11 +334,12 @@ class TokenLoader:
                 positions=[int(part.positions[slot]) for slot in slots],
             )
         self.packer.add_many(chunk.tokens, chunk.lengths)
-        self._counters.add(chunk)
+        self._counters.read(len(chunk.lengths), chunk.text_bytes)
 
     def stats(self) -> TextStats:
-        """Documents, tokens and text bytes packed so far, the rate, the packing efficiency, bad
-        documents, and the text pipeline's per-stage figures (`TextStats`)."""
+        """Documents read, tokens delivered and text bytes read by this loader so far (a resumed
+        one counting from its resume), the rates, the packing efficiency, bad documents, and the
+        text pipeline's per-stage figures (`TextStats`)."""
         return self._counters.snapshot(self.packer.report.efficiency, self._bad.log, self._pipeline)
 
     def diagnose(self, *, training_step: bool = True, contention: Any | None = None) -> Any:
@@ -401,18 +417,32 @@ class TokenLoader:
         self.sampler.load_state_dict(state["sampler"])
         try:
             self._new_packer()
-            plan = self._plan
             if self._length_batches is not None:
-                self._length_batches.restore(state.get("taken"), plan)
+                self._length_batches.restore(state.get("taken"), self._plan)
+            # A document split over several unfinished rows is read once, not once a piece.
+            read: dict[int, np.ndarray] = {}
+            started = time.perf_counter()
             self.packer.load_state_dict(
                 state["packer"],
-                plan_size=plan.size,
-                fetch=lambda document: self.source.documents(plan.part(document, document + 1).indices.tolist())[0],
+                plan_size=self._plan.size,
+                fetch=lambda document: read[document] if document in read else read.setdefault(document, self._read_again(document)),
             )
+            self._counters.seconds += time.perf_counter() - started  # the resume's reads are this loader's work
         except BaseException:
             self.sampler.load_state_dict(before)  # a refused state leaves the loader as it was
             self._new_packer()
             raise
+
+    def _read_again(self, document: int) -> np.ndarray:
+        """The tokens of this epoch's ``document`` (its place in the plan), read again to rebuild
+        a resumed packer's unfinished rows: counted in `stats` as this loader's reads."""
+        indices = self._plan.part(document, document + 1).indices.tolist()
+        if self.text is None:
+            self._counters.read(1)
+            return self.source.documents(indices)[0]
+        chunk = self.text.chunk(indices)
+        self._counters.read(1, chunk.text_bytes)
+        return chunk.tokens
 
     @property
     def report(self) -> Any:

@@ -190,8 +190,14 @@ class HTTPStorage(ObjectStorage):
                 f"{self.location.name(self.object_key(odd))}: a URL list holds tar shards, TFRecord files or images, one kind at a time"
             )
         if kind == "samples":  # one file a sample: each HEADed to know it is there, nothing kept
-            await self._each(names, self._head, lambda name, head: None)
+            sized = [0]  # the HEADs' sizes summed as they come (`stoker inspect`), no entry kept a file
+
+            def size(name: str, head: dict[str, Any]) -> None:
+                sized[0] += int(head.get("size") or 0)
+
+            await self._each(names, self._head, size)
             self._keys, self._labels = names, NoLabels(len(names))
+            self.listed_bytes = sized[0]
             return
         listing = await self._listing()
         if kind == "tar":

@@ -111,6 +111,8 @@ class ObjectStorage(RemoteStorage):
         self._copy_client: ObjectClient | None = None
         self._loop_closers.append(self.client.close)
         self.layout = "objects"
+        # The objects' bytes as listed (one object a sample, found by listing); None: not listed.
+        self.listed_bytes: int | None = None
         self.shards: list[IndexHeader] = []
         self.payload = payload
         self.label_field = label
@@ -428,6 +430,7 @@ class ObjectStorage(RemoteStorage):
         if not names:
             raise StorageError(f"{self.url}: no dataset.json and no image objects under this prefix")
         names.sort()
+        self.listed_bytes = sum(int(listing[name].get("size") or 0) for name in names)
         if all("/" in name for name in names):
             self.classes = sorted({name.split("/", 1)[0] for name in names})
             position = {name: index for index, name in enumerate(self.classes)}
