@@ -3,6 +3,7 @@ the Loader's exact place in ``accelerator.save_state`` / ``load_state``."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -24,7 +25,9 @@ class AcceleratedLoader:
         accelerator.register_for_checkpointing(loader)
         model, optimizer = accelerator.prepare(model, optimizer)
         accelerator.load_state(folder)  # on a resume: the Loader continues where it was
-        for batch in loader: ...
+        for epoch in range(loader.epoch, epochs):  # from the checkpoint's epoch on a resume
+            loader.set_epoch(epoch)
+            for batch in loader: ...
 
     Batches reach the device one ahead on a side stream where it is CUDA (`stoker.device.
     to_device`; batches read ahead are not counted as delivered), and are `stoker.device.
@@ -44,6 +47,7 @@ class AcceleratedLoader:
         self.device = str(accelerator.device) if accelerator is not None else "cpu"
         self.inputs: Inputs = inputs or (lambda batch: batch)
         self._checkpoint = LoaderCheckpoint(loader)
+        self._loaded = False  # a state was loaded, and no set_epoch came since
 
     def __len__(self) -> int:
         """Batches in this rank's whole epoch (`Loader.epoch_batches`): what schedulers and the
@@ -58,8 +62,33 @@ class AcceleratedLoader:
             for batch in self.loader:
                 yield self.inputs(as_tensors(batch))
 
+    @property
+    def epoch(self) -> int:
+        """The epoch a training loop goes on with: the Loader's, or the next one once the
+        Loader's is finished (a state saved at an epoch's end). After ``load_state``, ``for epoch
+        in range(loader.epoch, epochs)`` continues where the checkpoint was."""
+        sampler = self.loader.sampler
+        finished = sampler.delivered_count > 0 and len(sampler) == 0
+        return sampler.epoch + 1 if finished else sampler.epoch
+
+    @property
+    def step(self) -> int:
+        """Batches this rank's loop was handed since the run began, carried by ``save_state`` and
+        ``load_state`` (`Loader.step`): a count to save every N steps by that a resume goes on."""
+        return self.loader.step
+
     def set_epoch(self, epoch: int) -> None:
-        """Start epoch ``epoch`` unless the Loader is already in it (a resumed epoch goes on)."""
+        """Start epoch ``epoch`` unless the Loader is already in it (a resumed epoch goes on).
+
+        The first call after ``load_state`` with an epoch before `epoch` (a loop starting at 0
+        again) warns: the loop would train again what the checkpoint had trained."""
+        if self._loaded and epoch < self.epoch:
+            warnings.warn(
+                f"set_epoch({epoch}) after load_state, whose Loader state goes on with epoch {self.epoch}: this loop trains "
+                "again what the checkpoint had trained. Loop over range(loader.epoch, epochs) to go on where it was",
+                stacklevel=2,
+            )
+        self._loaded = False
         if epoch != self.loader.sampler.epoch:
             self.loader.set_epoch(epoch)
 
@@ -75,3 +104,4 @@ class AcceleratedLoader:
                 seed or shuffle: the message says what differs).
         """
         self._checkpoint.load_state_dict(state)
+        self._loaded = True
