@@ -1,7 +1,9 @@
 """A short Hugging Face Trainer run fed by stoker (`StokerTrainer`), as a user would write one,
 two CPU processes under torchrun, a checkpoint every 4 steps.
 
-    torchrun --nproc-per-node=2 tests/accelerate/trainer_job.py WORK --attempt N [--kill-at STEP] [--resume CKPT]
+    torchrun --nproc-per-node=2 tests/accelerate/trainer_job.py WORK --attempt N [--kill-at STEP] [--resume CKPT|latest]
+
+or as one process (``python tests/accelerate/trainer_job.py ...``, as docs/accelerate.md's script runs).
 
 Each rank appends ``{"step", "rank", "keys"}`` per step to ``WORK/log-<attempt>-<rank>.jsonl``
 (padding left out). ``--kill-at STEP``: rank 0 kills itself (SIGKILL) at that step's start, and torchrun ends
@@ -65,13 +67,14 @@ class Steps(TrainerCallback):
             os.kill(os.getpid(), signal.SIGKILL)
 
 
-def main() -> None:
+def main(arguments: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("work", type=Path)
     parser.add_argument("--attempt", type=int, required=True)
     parser.add_argument("--kill-at", type=int, default=-1)
-    parser.add_argument("--resume", default=None)
-    args = parser.parse_args()
+    parser.add_argument("--resume", default=None, help="a checkpoint folder, or 'latest': train(resume_from_checkpoint=True)")
+    parser.add_argument("--accumulate", type=int, default=1, help="gradient_accumulation_steps")
+    args = parser.parse_args(arguments)
     model = Model(args.work / f"log-{args.attempt}-{os.environ.get('RANK', 0)}.jsonl")
     training = TrainingArguments(
         output_dir=str(args.work / "out"),
@@ -84,6 +87,7 @@ def main() -> None:
         logging_strategy="no",
         learning_rate=0.1,
         seed=0,
+        gradient_accumulation_steps=args.accumulate,
     )
     storage = MemoryStorage({f"s{index:04d}": np.float32(index).tobytes() for index in range(SAMPLES)})
     trainer = StokerTrainer(
@@ -95,7 +99,7 @@ def main() -> None:
         inputs=model_inputs,
         callbacks=[Steps(model, args.kill_at, args.attempt)],
     )
-    trainer.train(resume_from_checkpoint=args.resume)
+    trainer.train(resume_from_checkpoint=True if args.resume == "latest" else args.resume)
     mark_finished(args.work, args.attempt, int(os.environ.get("RANK", 0)))
     # Gloo's threads end before the interpreter does: a process group left to the exit's
     # destructors aborts a rank now and then ("terminate called without an active exception",

@@ -6,13 +6,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
 from transformers import Trainer, TrainerCallback
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
-from .._bounded import shown_logger
+from .._bounded import folder_entries, shown_logger
 from ..distributed import read_state_file
 from ..errors import ConfigurationError
 from ..loader import Loader, Sampling
@@ -25,6 +26,7 @@ _logger = shown_logger("stoker.accelerate")
 
 # The Loader's state in each checkpoint folder, beside the Trainer's own files.
 LOADER_STATE_NAME = "stoker_loader.json"
+_CHECKPOINT_FOLDER = re.compile(rf"{PREFIX_CHECKPOINT_DIR}-(\d+)")
 
 
 class StokerTrainer(Trainer):
@@ -74,16 +76,20 @@ class StokerTrainer(Trainer):
     def train(self, resume_from_checkpoint: str | bool | None = None, *args: Any, **kwargs: Any) -> Any:
         """As `transformers.Trainer.train`; the Loader resumes from the checkpoint's loader state.
 
+        ``resume_from_checkpoint=True`` takes the latest checkpoint folder that holds the
+        Loader's state: one without it (a run stopped between the Trainer's save and the
+        Loader's, which comes last) is passed over, and named in the log.
+
         Raises:
             FileNotFoundError: The checkpoint folder has no stoker loader state (saved by
                 another Trainer); the message names the file looked for.
             ValueError: The loader state file is not one (too large, not JSON, refused by the
-                Loader); the message names it or what differs.
+                Loader); the message names it or what differs. Or no checkpoint folder at all
+                for ``resume_from_checkpoint=True``.
         """
         if resume_from_checkpoint is True:
-            resume_from_checkpoint = get_last_checkpoint(self.args.output_dir)
-            if resume_from_checkpoint is None:
-                raise ValueError(f"no valid checkpoint found in output directory ({self.args.output_dir})")
+            # TrainingArguments gives output_dir a default ("trainer_output") when None is passed.
+            resume_from_checkpoint = _latest_checkpoint(Path(self.args.output_dir or "trainer_output"))
         self._resume_from = str(resume_from_checkpoint) if resume_from_checkpoint else None
         return super().train(resume_from_checkpoint or None, *args, **kwargs)
 
@@ -100,7 +106,57 @@ class StokerTrainer(Trainer):
                 raise FileNotFoundError(f"{path}: this checkpoint holds no stoker loader state (was it saved by a StokerTrainer?)")
             self.train_loader.load_state_dict(read_state_file(path))
             _logger.info("the Loader continues epoch %d from %s", loader.sampler.epoch, path)
+            self._warn_of_a_split_accumulation(loader)
         return self.train_loader
+
+    def _warn_of_a_split_accumulation(self, loader: Loader) -> None:
+        """The Trainer counts a resumed epoch's batches from the resume (its own resume, which
+        re-reads the epoch's first batches, counts from the start): with gradient accumulation
+        over an epoch whose batch count it does not divide, the epoch's last, partial
+        accumulation then ends no optimizer step. Said, since an uninterrupted run differs."""
+        accumulate, batches = self.args.gradient_accumulation_steps, loader.epoch_batches
+        mid_epoch = loader.sampler.delivered_count > 0 and len(loader.sampler) > 0
+        if accumulate > 1 and batches % accumulate and mid_epoch:
+            _logger.warning(
+                "gradient_accumulation_steps=%d with %d batches an epoch: after a mid-epoch resume the Trainer steps this "
+                "epoch's last %d batches together with the next epoch's first %d (or not at all in the last epoch), one "
+                "optimizer step fewer than an uninterrupted run (the samples and their order are the same); an epoch of a "
+                "multiple of %d batches resumes exactly",
+                accumulate,
+                batches,
+                batches % accumulate,
+                accumulate,
+                accumulate,
+            )
+
+
+def _latest_checkpoint(output_dir: Path) -> str:
+    """The latest ``checkpoint-N`` folder in ``output_dir`` holding the Loader's state, later
+    ones without it named in the log; the latest of all when none holds it (refused then).
+
+    Raises:
+        ValueError: ``output_dir`` holds no checkpoint folder.
+    """
+    steps = {}
+    if output_dir.is_dir():
+        folders, _ = folder_entries(output_dir, skipped=[])  # an entry whose kind cannot be read is no checkpoint
+        for name, _status in folders:
+            match = _CHECKPOINT_FOLDER.fullmatch(name)
+            if match is not None:
+                steps[output_dir / name] = int(match.group(1))
+    if not steps:
+        raise ValueError(f"no valid checkpoint found in output directory ({output_dir})")
+    latest_first = sorted(steps, key=steps.__getitem__, reverse=True)
+    complete = next((folder for folder in latest_first if (folder / LOADER_STATE_NAME).is_file()), latest_first[0])
+    passed_over = latest_first[: latest_first.index(complete)]
+    if passed_over:
+        _logger.warning(
+            "%s: no %s (the run stopped while saving it?); resuming from %s, the latest checkpoint with the Loader's state",
+            ", ".join(folder.name for folder in passed_over),
+            LOADER_STATE_NAME,
+            complete,
+        )
+    return str(complete)
 
 
 class _SaveLoaderState(TrainerCallback):
