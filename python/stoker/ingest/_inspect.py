@@ -30,7 +30,8 @@ def inspect_storage(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Describe the dataset at ``path`` as plain data: format, sample count, its size as stored
     (``bytes``, or ``bytes_unknown`` saying why not), payload types by count, and its labels
     (``labels``: a histogram by value or class name, empty when no sample has a label;
-    ``label_range`` for numbers with fractions)."""
+    ``label_range`` for numbers with fractions), and ``notes`` on how Parquet files were written
+    (columns a read leaves out, pages without checksums), said here every time."""
     scheme = str(path).split("://", 1)[0].lower() if "://" in str(path) else ""
     kind = OBJECT_STORE_SCHEMES.get(scheme) or scheme or storage_format(path)
     text_column = None
@@ -72,6 +73,8 @@ def inspect_storage(path: str | os.PathLike[str]) -> dict[str, Any]:
             size = _stored_bytes(storage)
             report["bytes" if isinstance(size, int) else "bytes_unknown"] = size
         report.update(_labels(storage))
+        if isinstance(storage, ParquetStorage) and storage.notes:
+            report["notes"] = list(storage.notes)
     return report
 
 
@@ -192,4 +195,6 @@ def format_report(report: dict[str, Any], top: int = 20) -> str:
         lines.append(f"    {shown(name, 80):<30} {count:>9}  {100 * count / max(1, report['samples']):5.1f}%")
     if len(labels) > top:
         lines.append(f"    ... {len(labels) - top} more")
+    for note in report.get("notes", []):
+        lines.append(f"  note: {shown(note, 2_000)}")
     return "\n".join(lines)

@@ -28,11 +28,17 @@ def check_extra(extra: Sequence[str | Captions], storage: Storage) -> tuple[tupl
     if not all(isinstance(extension, str) and extension for extension in names):
         raise TypeError(f"extra must be member extensions such as ('txt', 'json') and at most one Captions, got {extra!r}")
     members = tuple(dict.fromkeys([extension.lstrip(".") for extension in names] + [item.member.lstrip(".") for item in captions]))
-    if members and not isinstance(storage, MemberStorage):
+    if not members:
+        return members, (captions[0] if captions else None)
+    if not isinstance(storage, MemberStorage):
         raise StorageError(
-            f"{storage.describe()}: one payload per sample; extra members (WebDataset's .txt, .json...) need tar shards "
+            f"{storage.describe()}: one payload per sample, no extra members beside it; extra= reads members of tar shards "
+            "(WebDataset's .txt, .json...) and other columns of Parquet, Lance and save_to_disk datasets "
             "(a storage with members: stoker.storage.MemberStorage)"
         )
+    # No sample is read: a storage whose kind of data has no members refuses now, saying why
+    # (MDS or TFRecord records, of which stoker reads one field), not at the first batch.
+    storage.try_read_members([], members)
     return members, (captions[0] if captions else None)
 
 

@@ -82,6 +82,8 @@ def _storage(kind: str, path: Path, names: list[str]) -> None:
                 except StorageError as error:
                     if not any(name in str(error) for name in (str(path), *names)):
                         raise AssertionError(f"column {column!r} failed without naming its dataset: {error}") from error
+        if isinstance(storage, PeerFormatStorage) and storage.format == "datasets":
+            _datasets_columns(storage, path, names)
         keys = list(storage.keys)
         for key, result in zip(keys, storage.try_read_indices(range(len(keys)))):
             if isinstance(result, Exception):
@@ -90,6 +92,27 @@ def _storage(kind: str, path: Path, names: list[str]) -> None:
                     raise AssertionError(f"sample {key!r} failed without its name: {type(result).__name__}: {result}")
     finally:
         storage.close()
+
+
+def _datasets_columns(storage: PeerFormatStorage, path: Path, names: list[str]) -> None:
+    """A save_to_disk folder's other columns as a filter (`read_values`) and ``extra=``
+    (`try_read_members`) read them: values, or errors that name the dataset or its file."""
+    try:
+        columns = storage.column_names()
+    except StorageError as error:
+        if not any(name in str(error) for name in (str(path), *names)):
+            raise AssertionError(f"the columns failed without naming the dataset: {error}") from error
+        return
+    for column in columns:
+        try:
+            storage.read_values(column)
+        except StorageError as error:
+            if not any(name in str(error) for name in (str(path), *names)):
+                raise AssertionError(f"column {column!r} failed without naming its dataset: {error}") from error
+    others = [column for column in columns if column != storage.fields.payload]
+    for index, result in enumerate(storage.try_read_members(range(len(storage)), others)):
+        if isinstance(result, Exception) and not any(name in str(result) for name in (str(path), *names)):
+            raise AssertionError(f"sample {index}'s columns {others} failed without naming it: {result}")
 
 
 def _text(path: Path, names: list[str]) -> None:

@@ -122,15 +122,21 @@ def test_files_whose_labels_are_of_another_kind_are_refused_by_name(tmp_path: Pa
         ParquetStorage(tmp_path)
 
 
-def test_unread_columns_and_missing_checksums_are_said(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_unread_columns_and_missing_checksums_are_said_once_per_dataset_at_info(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     table = pa.table({"image": payloads(4), "label": pa.array([0, 1, 0, 1]), "caption": pa.array(["a", "b", "c", "d"])})
     parquet.write_table(table, tmp_path / "plain.parquet")
-    caplog.set_level(logging.WARNING, logger="stoker.storage")
-    ParquetStorage(tmp_path / "plain.parquet")
-    said = caplog.text
-    assert "not read: caption" in said
-    assert "carry no checksums" in said and "write_page_checksum=True" in said
+    caplog.set_level(logging.INFO, logger="stoker.storage")
+    storage = ParquetStorage(tmp_path / "plain.parquet")
+    said = [record for record in caplog.records if record.name == "stoker.storage"]
+    assert {record.levelno for record in said} == {logging.INFO}, "how the files were written is a note, not a warning"
+    text = caplog.text
+    assert "not read: caption" in text
+    assert "carry no checksums" in text and "write_page_checksum=True" in text
+    assert len(storage.notes) == 2 and "not read: caption" in storage.notes[0]
     caplog.clear()
+    again = ParquetStorage(tmp_path / "plain.parquet")
+    assert caplog.text == "", "a second open of the same dataset says nothing again"
+    assert again.notes == storage.notes, "the notes stay on the storage (stoker inspect shows them)"
     parquet.write_table(table.drop(["caption"]), tmp_path / "checked.parquet", write_page_checksum=True)
-    ParquetStorage(tmp_path / "checked.parquet")
-    assert caplog.text == ""
+    checked = ParquetStorage(tmp_path / "checked.parquet")
+    assert caplog.text == "" and checked.notes == []

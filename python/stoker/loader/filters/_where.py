@@ -6,9 +6,12 @@ A filter is an expression over column names, ``"aesthetic >= 5.5 and width >= 51
 a list, ``and``, ``or``, ``not``, parentheses, numbers, text and true/false. It is parsed by
 Python's parser and evaluated by this module over whole columns (NumPy), never by `eval`: a
 filter string from a config file can name columns and constants, nothing else. The columns come
-from the storage (Parquet, Lance and MDS columns: `read_values`, else the numeric `read_column`;
-the fields of WebDataset ``json`` members, ``meta.aesthetic`` for a nested one: `member_fields`)
-or from a side table keyed by sample key (`Where(expression, table=...)`), for any storage.
+from the storage (Parquet, Lance, ``save_to_disk`` and MDS columns: `read_values`, else the numeric
+`read_column`; the fields of WebDataset ``json`` members, ``meta.aesthetic`` for a nested one:
+`member_fields`) or from a side table keyed by sample key (`Where(expression, table=...)`), for
+any storage. A column the storage says has class names (`column_classes`: a Hugging Face
+``ClassLabel``, integers on disk) is compared with ``==``, ``!=``, ``in`` and ``not in`` by its
+class names as well as its integers: ``label in ['cat']`` is ``label in [0]``.
 
 The samples kept are one index array (`FilteredStorage`), so the Loader's sampling, equal counts
 per rank, exact resume and fingerprint all work over them as over any storage; the filter is
@@ -23,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from ..._bounded import shown_logger
+from ..._bounded import shown, shown_logger
 from ...errors import ConfigurationError, StorageError
 from ...storage import BlockStorage, FilteredStorage, MemberStorage, Storage, member_fields
 from ._comparisons import COMPARISONS, contained, ordered
@@ -107,6 +110,14 @@ class _Columns:
                 self._from_table(name) if self.table is not None and name in table_names(self.table) else self._from_storage(name)
             )
         return self._read[name]
+
+    def classes(self, name: str) -> list[str] | None:
+        """The class names of column ``name`` where the storage has them (a Hugging Face
+        ``ClassLabel``: integers on disk, names to people); None for a side table's column."""
+        if self.table is not None and name in table_names(self.table):
+            return None
+        named = getattr(self.storage, "column_classes", None)
+        return named(name) if callable(named) else None
 
     def _from_storage(self, name: str) -> np.ndarray:
         reader = getattr(self.storage, "read_values", None) or getattr(self.storage, "read_column", None)
@@ -213,11 +224,14 @@ def _condition(node: ast.AST, columns: _Columns, expression: str) -> np.ndarray:
 
 
 def _compare(node: ast.Compare, columns: _Columns, expression: str) -> np.ndarray:
-    left = _evaluate(node.left, columns, expression)
+    left_node: ast.AST = node.left
+    left = _evaluate(left_node, columns, expression)
     results = []
     for operator, right_node in zip(node.ops, node.comparators):
-        right = _evaluate(right_node, columns, expression)
+        right = written = _evaluate(right_node, columns, expression)
         where = f"where {expression!r}: {ast.unparse(node)!r}"
+        if isinstance(operator, (ast.In, ast.NotIn, ast.Eq, ast.NotEq)):
+            left, right = _class_numbers(left, right_node, columns, where), _class_numbers(right, left_node, columns, where)
         if isinstance(operator, (ast.In, ast.NotIn)):
             found = contained(left, right, where)
             results.append(found if isinstance(operator, ast.In) else ~found)
@@ -225,8 +239,37 @@ def _compare(node: ast.Compare, columns: _Columns, expression: str) -> np.ndarra
             results.append(ordered(operator, left, right, where))
         else:
             raise ConfigurationError(f"{where}: {type(operator).__name__} is not a comparison a filter takes")
-        left = right
+        left, left_node = written, right_node  # a chain goes on from the value as written
     return np.logical_and.reduce(results)
+
+
+def _class_numbers(value: Any, other: ast.AST, columns: _Columns, where: str) -> Any:
+    """``value`` as the column ``other`` stores it where ``other`` is a ``ClassLabel`` column
+    and ``value`` names its classes (``label == 'cat'``, ``label in ['cat', 'dog']``): each
+    class name as its integer; integers, and anything compared with another column, as they are.
+
+    Raises:
+        ConfigurationError: A name that is not one of the column's classes (a typo would
+            otherwise keep nothing, or everything with ``!=``).
+    """
+    name = _dotted(other) if isinstance(other, (ast.Name, ast.Attribute)) else None
+    if name is None or not isinstance(value, (str, list)):
+        return value
+    classes = columns.classes(name)
+    if not classes:
+        return value
+    numbers = {label: number for number, label in enumerate(classes)}
+
+    def number(item: Any) -> Any:
+        if not isinstance(item, str):
+            return item
+        if item not in numbers:
+            listed = ", ".join(f"'{shown(label, 80)}'" for label in classes[:20])
+            more = f" and {len(classes) - 20} more" if len(classes) > 20 else ""
+            raise ConfigurationError(f"{where}: {name!r} has no class {item!r} (its classes: {listed}{more})")
+        return numbers[item]
+
+    return [number(item) for item in value] if isinstance(value, list) else number(value)
 
 
 def shuffle_quality(storage: FilteredStorage, shuffle: str, window: int) -> dict[str, float]:

@@ -11,16 +11,18 @@ the range (the values buffer's place in the file plus the value's offset), and a
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from ..._bounded import MAX_METADATA_BYTES, parse_json, shown_logger
 from ...errors import ShardError, StorageError
+from .._arrow_columns import class_label_names
 from ._fields import FieldChoice, choose_fields
 from ._paths import relative_name
 
-__all__ = ["arrow_fields", "hf_arrow_files", "hf_class_names", "scan_arrow", "scan_batches"]
+__all__ = ["arrow_column_names", "arrow_fields", "hf_arrow_files", "hf_class_names", "read_arrow_columns", "scan_arrow", "scan_batches"]
 
 _logger = shown_logger("stoker.storage")
 
@@ -52,14 +54,7 @@ def hf_class_names(info: bytes | None, source: str = "dataset_info.json") -> dic
     except ValueError as error:
         _logger.warning("%s; labels are numbers without class names", error)
         return {}
-    features = document.get("features") if isinstance(document, dict) else None
-    if not isinstance(features, dict):
-        return {}
-    return {
-        str(name): [str(label) for label in feature["names"]]
-        for name, feature in features.items()
-        if isinstance(feature, dict) and feature.get("_type") == "ClassLabel" and isinstance(feature.get("names"), list)
-    }
+    return class_label_names(document.get("features") if isinstance(document, dict) else None)
 
 
 def _open(raw: bytes | memoryview, name: str) -> Any:
@@ -70,6 +65,51 @@ def _open(raw: bytes | memoryview, name: str) -> Any:
         return buffer, pa.ipc.open_stream(buffer)
     except (pa.ArrowInvalid, pa.ArrowException, ValueError, OSError) as error:
         raise ShardError(f"{name}: not an Arrow IPC stream ({error})") from error
+
+
+def _mapped(path: str) -> Any:
+    """The Arrow stream in the file at ``path``, mapped into memory (nothing read until used)."""
+    import pyarrow as pa
+
+    try:
+        return pa.ipc.open_stream(pa.memory_map(path))
+    except (pa.ArrowException, ValueError, OSError) as error:
+        raise ShardError(f"{path}: not an Arrow IPC stream ({error})") from error
+
+
+def arrow_column_names(path: str) -> list[str]:
+    """The columns of the Arrow stream file at ``path``.
+
+    Raises:
+        ShardError: Not an Arrow stream, or a damaged schema.
+    """
+    try:
+        return [str(name) for name in _mapped(path).schema.names]
+    except ValueError as error:  # a field name that is not UTF-8
+        raise ShardError(f"{path}: a damaged Arrow schema ({error})") from error
+
+
+def read_arrow_columns(path: str, columns: Sequence[str]) -> Any:
+    """``columns`` of the Arrow stream file at ``path`` as a table, mapped from the file, not
+    copied (a filter's column, the ``extra=`` columns beside the payload); each batch checked
+    in full before a value of it is used, as the scan checks them.
+
+    Raises:
+        ShardError: Not an Arrow stream, a column missing, or a damaged batch; names the file.
+    """
+    import pyarrow as pa
+
+    batches = []
+    try:
+        for batch in _mapped(path):
+            chosen = batch.select(list(columns))
+            chosen.validate(full=True)
+            batches.append(chosen)
+        return pa.Table.from_batches(batches) if batches else _mapped(path).schema.empty_table().select(list(columns))
+    except ShardError:
+        raise
+    except (pa.ArrowException, KeyError, OSError, ValueError) as error:
+        raise ShardError(f"{path}: columns {list(columns)} cannot be read ({type(error).__name__}: {error})") from error
 
 
 def _payload_types(schema: Any) -> tuple[list[str], list[str]]:

@@ -14,9 +14,12 @@ from typing import Any
 import numpy as np
 
 from ...errors import ShardError, StorageError
+from .._arrow_columns import filter_values, member_columns
 from .._column_cache import cached_column
 from .._protocol import Storage
 from ..local import read_spans
+from ..policies import BlockCache
+from ._arrow import arrow_column_names, read_arrow_columns
 from ._dataset import MAX_RAW_BYTES
 from ._detect import local_peer_dataset
 from ._mds import mds_column_values
@@ -81,6 +84,9 @@ class PeerFormatStorage(Storage):
         assert self.dataset.fields is not None  # chosen by the scan or loaded with the table
         self.fields = self.dataset.fields
         self.classes = self.dataset.classes
+        self._column_names: list[str] | None = None  # read on first use; two threads at once read the same names
+        # other columns (`try_read_members`) by file, within a quarter of the inflated-file bound
+        self._member_cache = BlockCache(max(1, block_cache_bytes // 4), size_of=lambda table: int(table.nbytes))
 
     def _path(self, number: int) -> Path:
         return self.root / self.dataset.files[number].name if self.root.is_dir() else self.root
@@ -168,19 +174,28 @@ class PeerFormatStorage(Storage):
         return str(self.root)
 
     def read_values(self, name: str) -> np.ndarray:
-        """Every sample's value in the MDS column ``name``, for a filter (`Sampling(where=...)`):
-        numbers as float64, ``str`` columns as text. The first call reads every shard once; the
-        column is then kept in the cache folder under the dataset's digest.
+        """Every sample's value in the column ``name``, for a filter (`Sampling(where=...)`): a
+        ``save_to_disk`` folder's Arrow columns as Parquet's are read (`filter_values`: numbers
+        as float64, text and the rest as objects), the column alone, mapped from each file; an
+        MDS column (numbers as float64, ``str`` columns as text), whose first use reads every
+        shard once and is then kept in the cache folder under the dataset's digest.
 
         Raises:
-            StorageError: Not an MDS dataset, no such column, or a column of payloads (images,
-                bytes, arrays, JSON), each named.
-            ShardError: A damaged shard, named.
+            StorageError: TFRecord or LitData records (stoker reads one field of them), no such
+                column, or an MDS column of payloads (images, bytes, arrays, JSON), each named.
+            ShardError: A damaged file, named.
         """
+        if self.format == "datasets":
+            self._check_columns([name])
+            parts = [
+                filter_values(read_arrow_columns(str(self._path(number)), [name]).column(name)) for number in range(len(self.dataset.files))
+            ]
+            return np.concatenate(parts) if parts else np.zeros(0)
         layout = self.dataset.mds
         if self.format != "mds" or layout is None:
             raise StorageError(
-                f"{self.describe()}: {self.format} records carry no columns a filter reads; give them as Where(expression, table=...)"
+                f"{self.describe()}: stoker reads no columns of {self.format} records for a filter (it reads those of MDS, Parquet and "
+                "save_to_disk folders); give them as Where(expression, table=...)"
             )
         if name not in layout.columns:
             raise StorageError(f"{self.describe()}: no column {name!r} (columns: {', '.join(layout.columns)})")
@@ -193,6 +208,55 @@ class PeerFormatStorage(Storage):
             return np.concatenate(parts) if parts else np.zeros(0)
 
         return cached_column(self.content_digest(), "mds", name, len(self), every_shard)
+
+    def column_classes(self, name: str) -> list[str] | None:
+        """The class names of column ``name`` where it is a ``ClassLabel`` of a ``save_to_disk``
+        folder (from its ``dataset_info.json``), so a filter may name a class: ``label == 'cat'``."""
+        return self.dataset.class_names.get(name)
+
+    def column_names(self) -> list[str]:
+        """A ``save_to_disk`` folder's columns (its first Arrow file's), read once; none for
+        the other formats (MDS's are in ``dataset.mds.columns``).
+
+        Raises:
+            ShardError: The first Arrow file is not one, named.
+        """
+        if self.format != "datasets":
+            return []
+        if self._column_names is None:
+            self._column_names = arrow_column_names(str(self._path(0))) if self.dataset.files else []
+        return self._column_names
+
+    def _check_columns(self, names: Sequence[str]) -> None:
+        missing = [name for name in names if name not in self.column_names()]
+        if missing:
+            raise StorageError(f"{self.describe()}: no column {missing[0]!r} (columns: {', '.join(self.column_names())})")
+
+    def try_read_members(self, indices: Sequence[int], extensions: Sequence[str]) -> list[dict[str, Any] | Exception]:
+        """Other columns of each sample of a ``save_to_disk`` folder (``extra=("text",)``), as a
+        Parquet file's are read (`member_columns`): ``{column: value}``, an Arrow file's columns
+        at a time; an exception in place of a sample whose column is null or missing.
+
+        Raises:
+            StorageError: MDS, LitData or TFRecord records: stoker reads one field of them (the
+                payload), so ``extra=`` is refused when the Loader is made, saying so.
+        """
+        if self.format != "datasets":
+            raise StorageError(
+                f"{self.describe()}: stoker reads one field of {self.format} records (payload={self.fields.payload!r}); extra= reads "
+                "other columns of Parquet files and save_to_disk folders, and members of tar shards"
+            )
+        return member_columns(
+            indices,
+            extensions,
+            available=self.column_names(),
+            where=self.describe(),
+            locate=lambda index: self.table.locate(index),
+            load=lambda number, columns: read_arrow_columns(str(self._path(int(number))), columns),
+            cache=self._member_cache,
+            row_name=lambda number, position: f"{self._path(int(number))}#{position}",
+            block_name=lambda number: str(self._path(int(number))),
+        )
 
     # ---- blocks: a file is a block -------------------------------------------------------
 

@@ -11,8 +11,9 @@ and `stats` shows it (``row_groups_read`` against ``row_groups``).
 Pages that carry a CRC-32 (Parquet's optional page checksum; `stoker convert --to parquet` writes
 them) are verified, so a corrupt page fails the samples of its row group by name instead of
 delivering wrong bytes. A row group is the unit that fails: Parquet cannot read past a bad page.
-A dataset without them is warned about when it opens, and files that disagree on the kind of
-label are refused (`_parquet_checks`).
+A dataset without them is noted (at INFO, once per dataset; `stoker inspect` shows it), and files
+that disagree on the kind of label are refused (`_parquet_checks`). Other columns are read for a
+filter and beside each sample (``extra=``) as a ``save_to_disk`` folder's are (`_arrow_columns`).
 
 The Parquet library is pyarrow (Arrow C++: reads release the GIL, so many row groups are read at
 once from the pipeline's threads).
@@ -30,10 +31,11 @@ import numpy as np
 
 from ..._bounded import matching_files, walk_files
 from ...errors import StorageError
+from .._arrow_columns import filter_values, member_columns
 from .._protocol import Storage
 from ..policies import BlockCache
-from ._parquet_checks import check_label_kinds, say_unread_columns, warn_without_checksums
-from ._parquet_layout import ParquetLayout, find_layout, payload_values
+from ._parquet_checks import check_label_kinds, checksum_note, say_notes, unread_columns_note
+from ._parquet_layout import ParquetLayout, class_columns, find_layout, payload_values
 
 __all__ = ["ParquetStorage", "import_pyarrow", "parquet_files"]
 
@@ -123,9 +125,18 @@ class ParquetStorage(Storage):
         self.metadata = [self._read_footer(name) for name in self.names]
         self.layout = self._common_layout(image_column, label_column, key_column)
         check_label_kinds(self.names, self.metadata, self.layout)
-        if self.names:
-            say_unread_columns(self.names[0], self.metadata[0], self.layout)
-            warn_without_checksums(self.names[0], self.metadata[0], self.layout, self._open)
+        notes = (
+            [
+                unread_columns_note(self.names[0], self.metadata[0], self.layout),
+                checksum_note(self.names[0], self.metadata[0], self.layout, self._open),
+            ]
+            if self.names
+            else []
+        )
+        self.notes = [note for note in notes if note is not None]
+        """How the files were written that a user may want to know (columns left unread, pages
+        without checksums): said at INFO once per dataset in a process, shown by `stoker inspect`."""
+        say_notes(self.path, self.notes)
         self._group_rows: list[np.ndarray] = []  # per file: row where each row group starts, and the total
         self._file_starts = np.zeros(len(self.names) + 1, np.int64)
         for number, metadata in enumerate(self.metadata):
@@ -211,8 +222,7 @@ class ParquetStorage(Storage):
             raise StorageError(f"{self.path}: column {name!r} holds {schema.field(name).type}, not numbers")
         parts = []
         for number in range(len(self.names)):
-            column = self._read_columns(number, [name]).column(name)
-            parts.append(np.asarray(column.cast(pyarrow.float64()).fill_null(float("nan")).to_numpy(), dtype=np.float64))
+            parts.append(filter_values(self._read_columns(number, [name]).column(name)))
         return np.concatenate(parts) if parts else np.zeros(0)
 
     def read_values(self, name: str) -> np.ndarray:
@@ -226,13 +236,12 @@ class ParquetStorage(Storage):
         schema = self.metadata[0].schema.to_arrow_schema()
         if name not in schema.names:
             raise StorageError(f"{self.path}: no column {name!r} (columns: {', '.join(schema.names)})")
-        kind = schema.field(name).type
-        import pyarrow
+        return np.concatenate([filter_values(self._read_columns(number, [name]).column(name)) for number in range(len(self.names))])
 
-        if pyarrow.types.is_integer(kind) or pyarrow.types.is_floating(kind):
-            return self.read_column(name)
-        parts = [self._read_columns(number, [name]).column(name).to_numpy(zero_copy_only=False) for number in range(len(self.names))]
-        return np.concatenate(parts).astype(object) if parts else np.zeros(0, object)
+    def column_classes(self, name: str) -> list[str] | None:
+        """The class names of column ``name`` where it is a ``ClassLabel`` (from the Hugging
+        Face features in the schema's metadata), so a filter may name a class: ``label == 'cat'``."""
+        return class_columns(self.metadata[0].schema.to_arrow_schema()).get(name)
 
     # ---- reads ----------------------------------------------------------------------------
 
@@ -312,41 +321,29 @@ class ParquetStorage(Storage):
         """Other columns of each row at ``indices`` (`MemberStorage`: a column is a row's member,
         as ``txt`` is a WebDataset sample's): ``{column: value}`` (text as str, binary as
         bytes, a struct as a dict), read a row group at a time; an exception in place of a row
-        whose column is null, or for every row where a column does not exist.
+        whose column is null, or for every row where a column does not exist (`member_columns`).
         """
-        names = self.metadata[0].schema.to_arrow_schema().names
-        missing = [column for column in extensions if column not in names]
-        if missing:
-            return [StorageError(f"{self.path}: no column {missing[0]!r} (columns: {', '.join(names)})") for _ in indices]
-        results: list[dict[str, Any] | Exception] = [{} for _ in indices]
-        by_group: dict[tuple[int, int], list[tuple[int, int]]] = {}
-        for slot, index in enumerate(indices):
+
+        def locate(index: int) -> tuple[tuple[int, int], int]:
             number, row = self._locate(index)
             group = int(np.searchsorted(self._group_rows[number], row, side="right")) - 1
-            by_group.setdefault((number, group), []).append((slot, row - int(self._group_rows[number][group])))
-        for (number, group), wanted in by_group.items():
-            try:
-                table = self._member_cache.get(
-                    (number, group, tuple(extensions)),
-                    lambda: self._load_members(number, group, extensions),  # noqa: B023 - called at once
-                )
-                columns = {column: table.column(column) for column in extensions}
-                for slot, offset in wanted:
-                    values = {column: values[offset].as_py() for column, values in columns.items()}
-                    empty = [column for column, value in values.items() if value is None]
-                    results[slot] = (
-                        StorageError(
-                            f"{self.names[number]} row {int(self._group_rows[number][group]) + offset}: column {empty[0]!r} is empty (null)"
-                        )
-                        if empty
-                        else values
-                    )
-            except Exception as error:  # pyarrow's errors for a damaged row group; UTF-8 that is not
-                for slot, _ in wanted:
-                    results[slot] = StorageError(
-                        f"{self.names[number]} row group {group}: columns {list(extensions)} cannot be read ({type(error).__name__}: {error})"
-                    )
-        return results
+            return (number, group), row - int(self._group_rows[number][group])
+
+        def row_name(block: Any, offset: int) -> str:
+            number, group = block
+            return f"{self.names[number]} row {int(self._group_rows[number][group]) + offset}"
+
+        return member_columns(
+            indices,
+            extensions,
+            available=self.metadata[0].schema.to_arrow_schema().names,
+            where=self.path,
+            locate=locate,
+            load=lambda block, columns: self._load_members(block[0], block[1], columns),
+            cache=self._member_cache,
+            row_name=row_name,
+            block_name=lambda block: f"{self.names[block[0]]} row group {block[1]}",
+        )
 
     def _load_members(self, number: int, group: int, columns: Sequence[str]) -> Any:
         with self._open(self.names[number]) as file:

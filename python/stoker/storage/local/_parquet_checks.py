@@ -3,16 +3,21 @@
 - **One kind of label.** A label column holds integers, floats or class names, and every file
   must hold the same kind: a file of strings among files of ClassLabel integers (or floats among
   integers) is refused, naming the file and both kinds, not read as a mixture.
-- **Columns left unread** are said once (a warning), so a dataset whose captions or boxes sit in
-  other columns does not pass without a word.
-- **Page checksums.** pyarrow writes none by default; without them a flipped bit in a page is read
-  as wrong pixels, not caught. A dataset whose pages carry none gets a warning saying how to
-  write them. The first data page header of the payload column is read (Thrift compact
+- **Columns left unread** are noted, so a dataset whose captions or boxes sit in other columns
+  does not pass without a word.
+- **Page checksums.** pyarrow (and so ``datasets``) writes none by default; without them a flipped
+  bit in a page is read as wrong data, not caught. A dataset whose pages carry none is noted,
+  saying how to write them.
+
+Both notes describe how the files were written, not a fault: each is said at INFO once per
+dataset in a process (`say_notes`), not as a warning on every open, and `stoker inspect` shows
+them (`ParquetStorage.notes`). The first data page header of the payload column is read (Thrift compact
   encoding: three i32 fields, then the optional CRC as field 4).
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from typing import IO, Any
 
@@ -51,17 +56,35 @@ def check_label_kinds(names: Sequence[str], metadata: Sequence[Any], layout: Par
             )
 
 
-def say_unread_columns(name: str, metadata: Any, layout: ParquetLayout) -> None:
-    """Log the columns no read uses (once per dataset)."""
+def unread_columns_note(name: str, metadata: Any, layout: ParquetLayout) -> str | None:
+    """What `say_notes` says of the columns no read uses, or None where every column is read."""
     used = {layout.payload, layout.label, layout.key} - {None}
     unread = [column for column in metadata.schema.to_arrow_schema().names if column not in used]
-    if unread:
-        _logger.warning(
-            "%s: reading columns %s; not read: %s (image_column=, label_column=, key_column= choose others)",
-            name,
-            ", ".join(sorted(str(column) for column in used)),
-            ", ".join(unread),
-        )
+    if not unread:
+        return None
+    return (
+        f"{name}: reading columns {', '.join(sorted(str(column) for column in used))}; not read: {', '.join(unread)} "
+        "(image_column=, label_column=, key_column= choose others; Loader(extra=(column,)) reads one beside each sample)"
+    )
+
+
+_said: set[str] = set()  # the datasets whose notes were said in this process; guarded by _said_lock
+_said_lock = threading.Lock()
+_MOST_SAID = 100_000  # past this many datasets the record is cleared: a note said again, never memory without bound
+
+
+def say_notes(dataset: str, notes: Sequence[str]) -> None:
+    """Log ``notes`` on ``dataset`` at INFO, the first time it is opened in this process only:
+    they describe how the files were written, which every later open would repeat word for word
+    (`stoker inspect` shows them every time)."""
+    with _said_lock:
+        if dataset in _said:
+            return
+        if len(_said) >= _MOST_SAID:
+            _said.clear()
+        _said.add(dataset)
+    for note in notes:
+        _logger.info("%s", note)
 
 
 def _varint(data: bytes, at: int) -> tuple[int, int]:
@@ -98,17 +121,18 @@ def page_has_checksum(header: bytes) -> bool:
     return False
 
 
-def warn_without_checksums(name: str, metadata: Any, layout: ParquetLayout, open_file: Callable[[str], IO[bytes] | Any]) -> None:
-    """Warn when the first page of ``name``'s payload column carries no checksum."""
+def checksum_note(name: str, metadata: Any, layout: ParquetLayout, open_file: Callable[[str], IO[bytes] | Any]) -> str | None:
+    """What `say_notes` says when the first page of ``name``'s payload column carries no
+    checksum, or None where it carries one (or the page cannot be read: the read path reports that)."""
     if metadata.num_row_groups == 0:
-        return
+        return None
     group = metadata.row_group(0)
     column = next(
         (group.column(index) for index in range(group.num_columns) if group.column(index).path_in_schema.split(".")[0] == layout.payload),
         None,
     )
     if column is None:
-        return
+        return None
     offset = column.dictionary_page_offset if column.has_dictionary_page and column.dictionary_page_offset else column.data_page_offset
     try:
         with open_file(name) as file:
@@ -116,10 +140,11 @@ def warn_without_checksums(name: str, metadata: Any, layout: ParquetLayout, open
             header = file.read(64)
         has_checksum = page_has_checksum(header)
     except (OSError, ValueError):
-        return  # the read path reports a file it cannot read; this is only a hint
-    if not has_checksum:
-        _logger.warning(
-            "%s: its pages carry no checksums, so a flipped bit would be read as wrong pixels, not caught; write them with "
-            "pyarrow.parquet.write_table(table, path, write_page_checksum=True) (stoker convert --to parquet does)",
-            name,
-        )
+        return None  # the read path reports a file it cannot read; this is only a hint
+    if has_checksum:
+        return None
+    return (
+        f"{name}: its pages carry no checksums (pyarrow and datasets write none by default), so a flipped bit would be read as "
+        "wrong data, not caught; write them with pyarrow.parquet.write_table(table, path, write_page_checksum=True) "
+        "(stoker convert --to parquet does)"
+    )

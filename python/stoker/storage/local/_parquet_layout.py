@@ -13,8 +13,9 @@ from typing import Any
 
 from ..._bounded import MAX_METADATA_BYTES, parse_json
 from ...errors import StorageError
+from .._arrow_columns import class_label_names
 
-__all__ = ["ParquetLayout", "find_layout", "payload_values"]
+__all__ = ["ParquetLayout", "class_columns", "find_layout", "payload_values"]
 
 _PAYLOAD_NAMES = ("image", "img", "jpg", "jpeg", "png", "webp", "bytes", "audio", "data", "payload")
 _LABEL_NAMES = ("label", "labels", "cls", "class", "target")
@@ -50,6 +51,12 @@ def _huggingface_features(schema: Any) -> dict[str, Any]:
     except (ValueError, AttributeError):
         return {}
     return features if isinstance(features, dict) else {}
+
+
+def class_columns(schema: Any) -> dict[str, list[str]]:
+    """Each ``ClassLabel`` column's class names, from the Hugging Face features in ``schema``'s
+    metadata (none where it has none)."""
+    return class_label_names(_huggingface_features(schema))
 
 
 def _is_bytes(field_type: Any) -> bool:
@@ -125,9 +132,7 @@ def find_layout(schema: Any, where: str, *, payload: str | None, label: str | No
         label = None
     if label is not None:
         _check_label_type(label, field(label, "label"), where)
-        feature = features.get(label)
-        if isinstance(feature, dict) and feature.get("_type") == "ClassLabel" and isinstance(feature.get("names"), list):
-            classes = [str(name) for name in feature["names"]]
+        classes = class_label_names(features).get(label)
     import pyarrow as pa
 
     if key is None:
