@@ -70,10 +70,17 @@ def member_columns(
         cache: Where loaded blocks are held (keyed by block and columns).
         row_name: A row's name, from its block and place, for messages.
         block_name: A block's name, for messages.
+
+    Raises:
+        StorageError: A column the dataset does not have, when ``indices`` is empty (the
+            Loader's check of ``extra=`` when it is made); with rows, each gets the error.
     """
     missing = [column for column in columns if column not in available]
     if missing:
-        return [StorageError(f"{where}: no column {missing[0]!r} (columns: {', '.join(available)})") for _ in indices]
+        error = StorageError(f"{where}: no column {missing[0]!r} (columns: {', '.join(available)})")
+        if not indices:  # asked for no row (the Loader's check when it is made): refused now, not per sample later
+            raise error
+        return [error for _ in indices]
     results: list[dict[str, Any] | Exception] = [{} for _ in indices]
     by_block: dict[Hashable, list[tuple[int, int]]] = {}
     for slot, index in enumerate(indices):

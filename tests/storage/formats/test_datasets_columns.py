@@ -105,3 +105,8 @@ def test_extra_on_records_stoker_reads_one_field_of_names_that_cause(tmp_path: P
     ) as refused:
         Loader(tmp_path / "tf", batch_size=4, extra=("txt",), decode=None)
     assert "tar shards" not in str(refused.value).split(";")[0]
+
+
+def test_an_extra_column_the_dataset_lacks_is_refused_when_the_loader_is_made(dataset: Path) -> None:
+    with pytest.raises(StorageError, match=r"no column 'caption' \(columns: image, label, text, score\)"):
+        Loader(dataset, batch_size=8, extra=("caption",))
