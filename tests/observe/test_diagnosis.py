@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from stoker import _interpreter
 from stoker.bench import run_loader
 from stoker.observe import DataWaitMeter, DataWaitReport, diagnose
 from stoker.pipeline import PipelineStats, StageStats, TaskTimeSummary
@@ -79,6 +80,39 @@ def test_a_stage_that_waits_with_its_slots_full_is_latency_bound() -> None:
     verdict = diagnose(stats, cpu_fraction=0.3, cores=2, meter=meter(0.8))
     assert (verdict.bottleneck, verdict.kind) == ("decode", "latency"), verdict.message
     assert "raise decode concurrency (try 4)" in verdict.message and "CPU-bound" not in verdict.message
+
+
+# Python code in threads with a GIL, as a 2-core run records it: 4 slots busy, each task on the CPU
+# a quarter of its time (the rest waiting for the GIL), the process using half of 2 cores.
+PYTHON_TAKING_TURNS = {"concurrency": 4, "busy": 3.9, "cpu_share": 0.25}
+
+
+def test_with_a_gil_python_threads_taking_turns_are_said_to_be_held_by_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Once: "transform is latency-bound ... raise transform concurrency (try 8)": more threads,
+    # more turns on the same core.
+    monkeypatch.setattr(_interpreter, "gil_enabled", lambda: True)
+    stats = loader_stats(stage("fetch", concurrency=4, busy=0.3, cpu_share=0.1), stage("transform", **PYTHON_TAKING_TURNS))
+    verdict = diagnose(stats, cpu_fraction=0.5, cores=2, meter=meter(0.6))
+    assert (verdict.bottleneck, verdict.kind) == ("transform", "gil"), verdict.message
+    assert "transform is held by the GIL" in verdict.message and "keep only 1.0 core busy" in verdict.message
+    assert "More concurrency will not help" in verdict.message and "free-threaded Python" in verdict.message
+    assert "raise transform concurrency" not in verdict.message
+
+
+def test_on_a_free_threaded_build_the_diagnosis_names_no_gil(monkeypatch: pytest.MonkeyPatch) -> None:
+    # No GIL to take turns on: threads on the CPU a quarter of their time wait on something else.
+    monkeypatch.setattr(_interpreter, "gil_enabled", lambda: False)
+    stats = loader_stats(stage("fetch", concurrency=4, busy=0.3, cpu_share=0.1), stage("transform", **PYTHON_TAKING_TURNS))
+    verdict = diagnose(stats, cpu_fraction=0.5, cores=2, meter=meter(0.6))
+    assert (verdict.bottleneck, verdict.kind) == ("transform", "latency"), verdict.message
+    assert "GIL" not in verdict.message and "raise transform concurrency (try 8)" in verdict.message
+
+
+def test_with_a_gil_native_work_on_several_cores_is_not_blamed_on_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_interpreter, "gil_enabled", lambda: True)
+    stats = loader_stats(stage("fetch", concurrency=4, busy=0.3, cpu_share=0.1), stage("decode", concurrency=4, busy=3.9, cpu_share=0.95))
+    verdict = diagnose(stats, cpu_fraction=0.97, cores=4, meter=meter(0.6))
+    assert verdict.kind == "cpu" and "GIL" not in verdict.message, verdict.message
 
 
 def test_a_slow_source_is_latency_bound_and_told_to_read_further_ahead() -> None:

@@ -6,7 +6,9 @@ how many it delivered; the stage closest to its capacity is the bottleneck. Then
 bottleneck decides the knob: slots all busy while the CPU idles means the stage waits on
 latency (raise its concurrency); the CPU at its limit means the stage is CPU-bound (concurrency
 will not help; do less work or add cores); a training loop that hardly waits means the loader is
-ahead (the model is the bottleneck, nothing to tune here).
+ahead (the model is the bottleneck, nothing to tune here). With a GIL, a stage whose tasks take
+turns on it (several running, about one core busy between them, the process no busier) is held by
+the GIL, and the verdict says so; a free-threaded build has no GIL to name.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .. import _interpreter
 from ..pipeline import PipelineStats, StageStats
 from ._contention import Contention
 from ._meter import DataWaitReport
@@ -75,7 +78,8 @@ class Diagnosis:
 
     Attributes:
         bottleneck: The stage name, or ``"training loop"`` when the loader keeps up.
-        kind: ``"cpu"``, ``"latency"``, ``"starved"`` or ``"compute"``.
+        kind: ``"cpu"``, ``"gil"`` (Python code taking turns on the interpreter's lock),
+            ``"contention"``, ``"latency"``, ``"starved"`` or ``"compute"``.
         message: One or two sentences for a person.
         facts: Supporting numbers (per-stage state, waits, CPU, storage facts).
     """
@@ -194,6 +198,17 @@ def _verdict(
     saturated = cpu_fraction is not None and cpu_fraction >= _CPU_SATURATED
     computing = stage.compute_share is not None and stage.compute_share >= _COMPUTING
     share = f"its tasks spend {100 * (stage.compute_share or 0):.0f}% of their time on the CPU"
+    process_cores = cpu_fraction * cores if cpu_fraction is not None else None
+    if cores >= 2 and _interpreter.held_by_the_gil(busy, busy * (stage.compute_share or 0), process_cores):
+        return Diagnosis(
+            stage.name,
+            "gil",
+            f"{stage.name} is held by the GIL: {busy:.1f} of {stage.concurrency} slots busy, yet together its tasks keep only "
+            f"{busy * (stage.compute_share or 0):.1f} core busy ({share}) and {cpu}{after}: its Python code runs one thread at "
+            f"a time. More concurrency will not help: do the work in an op that releases the GIL (stoker.ops, numpy, Pillow), "
+            f"run it in a process pool (pipe(executor=ProcessPoolExecutor())), or use a free-threaded Python (3.14t).{loop}{notes}",
+            facts,
+        )
     if computing and not saturated and stage.concurrency < cores:
         return Diagnosis(
             stage.name,

@@ -14,6 +14,10 @@ caller measures it, how many cores other processes hold. Then one move at most:
   is busy, keep one more finished item ready (bursts). Each raise is a *trial*: it is kept only if
   the next window delivers 5% more or meets the target, and undone otherwise; an undone value is
   not tried again for a while (hysteresis), so the settings never visibly oscillate.
+- With a GIL, a busy stage whose tasks take turns on it (several running, about one core busy
+  between them, the process no busier: Python code) is held at one core's worth, never raised:
+  more threads would only take more turns, and each one's low CPU share would read as waiting on
+  I/O. A free-threaded build has no such hold (`stoker._interpreter.held_by_the_gil`).
 - The consumer hardly waited for two windows, or a stage has idle slots: lower that stage's knob
   to what its measured load needs, also as a trial that is undone if the wait rises or the rate
   falls.
@@ -41,9 +45,10 @@ from dataclasses import dataclass, replace
 from time import perf_counter
 from typing import TYPE_CHECKING
 
+from .. import _interpreter
 from .._bounded import shown_logger
 from ._stats import PipelineStats, TuningDecision
-from ._tuning_inputs import CpuRoom, Knob, Window
+from ._tuning_inputs import CpuRoom, Knob, StageWindow, Window
 
 if TYPE_CHECKING:
     from ._pipeline import Pipeline
@@ -220,6 +225,10 @@ class Tuner:
                 continue
             bottleneck = True
             old = knob.get()
+            if _held_by_the_gil(stage, window.cpu):
+                # Python code taking turns on the GIL: one core's worth whatever the threads.
+                _logger.debug("no raise: %s's %.1f busy tasks take turns on the GIL", knob.stage, stage.busy)
+                continue
             if window.cpu_bound(stage):
                 cpu = window.cpu
                 if cpu is not None and cpu.others >= _COMPETING_OTHERS and cpu.waited >= 0.2:
@@ -386,6 +395,14 @@ class Tuner:
         decision = TuningDecision(round(now, 2), knob.name, old, new, why)
         self.decisions.append(decision)
         _logger.info("pipeline %s: %s", self.pipeline.name if self.pipeline is not None else "?", decision.describe())
+
+
+def _held_by_the_gil(stage: StageWindow, cpu: CpuRoom | None) -> bool:
+    """Whether ``stage``'s threads take turns on the GIL (`stoker._interpreter.held_by_the_gil`),
+    and not on cores the kernel shares out (threads waiting to run are contention, not the GIL)."""
+    if cpu is not None and cpu.waited >= 0.2:
+        return False
+    return _interpreter.held_by_the_gil(stage.busy, stage.busy * stage.cpu_share, cpu.used if cpu is not None else None)
 
 
 def _detached(knob: Knob) -> Knob:
