@@ -84,6 +84,7 @@ class _Engine:
         self._loop_thread: threading.Thread | None = None
         self._loop_tasks: set[asyncio.Task[Any]] = set()
         # Called on the scheduler thread after each timeline sample (a live tuner, a meter).
+        # Added to, taken from and copied under the lock (`add_monitor`, `_sample`, `stop`).
         self.monitors: list[Callable[[], None]] = []
         self.stages: list[StageRunner] = []
         upstream: _Buffer | None = None
@@ -225,9 +226,16 @@ class _Engine:
 
     @property
     def sink_size(self) -> int:
-        """Finished items the sink keeps ready for the consumer."""
+        """Finished items the sink keeps ready for the consumer. Read under the lock: the sink's
+        capacity and the last stage's concurrency change together (`_Stage.set_concurrency`)."""
         last = self.stages[-1]
-        return self.sink.capacity - (last.concurrency if isinstance(last, _Stage) else 0)
+        with self.lock:
+            return self.sink.capacity - (last.concurrency if isinstance(last, _Stage) else 0)
+
+    def add_monitor(self, monitor: Callable[[], None]) -> None:
+        """Call ``monitor`` on the scheduler thread after each sample (see `Pipeline.add_monitor`)."""
+        with self.lock:
+            self.monitors.append(monitor)
 
     # ---- waking stages ---------------------------------------------------------------------
 
@@ -292,8 +300,8 @@ class _Engine:
             if starts:
                 self.start_runners(starts)
             while job is not None:
-                outcome, value, seconds = self._execute(stage, job)
-                job, starts = self._complete(stage, job, outcome, value, seconds)
+                outcome, value, seconds, cpu_seconds = self._execute(stage, job)
+                job, starts = self._complete(stage, job, outcome, value, seconds, cpu_seconds)
                 if starts:
                     self.start_runners(starts)
         except BaseException as error:  # KeyboardInterrupt or a bug: never lose it silently
@@ -308,7 +316,7 @@ class _Engine:
                 self.start_runners(starts)
             while job is not None:
                 outcome, value, seconds = await self._execute_async(stage, job)
-                job, starts = self._complete(stage, job, outcome, value, seconds)
+                job, starts = self._complete(stage, job, outcome, value, seconds, 0.0)
                 if starts:
                     self.start_runners(starts)
         except asyncio.CancelledError:
@@ -324,7 +332,10 @@ class _Engine:
             stage.runners -= 1
         return job
 
-    def _execute(self, stage: _Stage, job: _Job) -> tuple[_Outcome, Any, float]:
+    def _execute(self, stage: _Stage, job: _Job) -> tuple[_Outcome, Any, float, float]:
+        """Run one step of ``job`` in this thread, outside the lock: what it gave, its seconds, and
+        the CPU seconds of this thread meanwhile (added to the stage's under the lock, by
+        `_complete`: many runner threads end steps at once)."""
         started = perf_counter()
         cpu_started = thread_time()
         try:
@@ -347,8 +358,7 @@ class _Engine:
             outcome = _Outcome.VALUE
         # CPU time of the op's own thread: near its wall time for CPU-bound work, near zero for
         # work that waits (I/O, sleeps). The diagnosis tells the two apart with it.
-        stage.task_cpu_seconds += thread_time() - cpu_started
-        return outcome, value, perf_counter() - started
+        return outcome, value, perf_counter() - started, thread_time() - cpu_started
 
     async def _execute_async(self, stage: _Stage, job: _Job) -> tuple[_Outcome, Any, float]:
         spec = stage.spec
@@ -374,12 +384,16 @@ class _Engine:
             return _Outcome.FAILED, error, perf_counter() - started
         return _Outcome.VALUE, value, perf_counter() - started
 
-    def _complete(self, stage: _Stage, job: _Job, outcome: _Outcome, value: Any, seconds: float) -> tuple[_Job | None, list[Any]]:
-        """Hand a step's outcome to the stage; return the runner's next job and stages to start."""
+    def _complete(
+        self, stage: _Stage, job: _Job, outcome: _Outcome, value: Any, seconds: float, cpu_seconds: float
+    ) -> tuple[_Job | None, list[Any]]:
+        """Hand a step's outcome, its seconds and its thread's CPU seconds (0 on the event loop) to
+        the stage; return the runner's next job and stages to start."""
         record = None
         abort = value.error if outcome == _Outcome.FAILED and isinstance(value, AbortPipeline) else None
         with self.lock:
             stage.task_times.record(seconds)
+            stage.task_cpu_seconds += cpu_seconds
             next_job: _Job | None = None
             if outcome == _Outcome.VALUE:
                 stage.emit(job, value)
@@ -538,11 +552,15 @@ class _Engine:
         if self._report_interval is not None and now - self._last_report >= self._report_interval:
             self._last_report = now
             _logger.info("pipeline %s:\n%s", self.name, Lines(self.stats().format_table()))
-        for monitor in list(self.monitors):
+        with self.lock:
+            monitors = list(self.monitors)
+        for monitor in monitors:
             try:
                 monitor()
             except Exception:  # a monitor's bug must not stop the pipeline: it is dropped, loudly
                 _logger.exception("pipeline %s: monitor %r raised; it is removed", self.name, monitor)
-                self.monitors.remove(monitor)
+                with self.lock:
+                    if monitor in self.monitors:  # not if stop() let go of them meanwhile
+                        self.monitors.remove(monitor)
         assert self._loop is not None
         self._loop.call_later(self._sample_interval, self._sample)

@@ -155,7 +155,7 @@ class Pipeline(Generic[T]):
         """Call ``monitor()`` on the scheduler thread after every stats sample (each
         ``stats_interval``) while the pipeline runs: for a live tuner or an exporter. It must
         return quickly; one that raises is logged and removed."""
-        self._engine.monitors.append(monitor)
+        self._engine.add_monitor(monitor)
 
     def stats(self) -> PipelineStats:
         """Per-stage statistics now, as plain data. Cheap; callable from any thread at any time."""

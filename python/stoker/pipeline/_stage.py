@@ -80,8 +80,9 @@ class _Stage:
         self.failure_count = 0
         self.failure_records: list[Failure] = []
         self.task_times = _TaskTimeHistogram()
-        # Added to by the runner threads without the lock: float += is a single bytecode under
-        # the GIL, and on free-threaded builds a lost update only blurs a diagnostic number.
+        # Each step's thread CPU seconds, measured in the runner's thread and added under the
+        # engine's lock like every other figure (a `+=` without it lost updates: a load and a
+        # store that another thread's step may come between).
         self.task_cpu_seconds = 0.0
         self._busy_area = 0.0
         self._wait_input = 0.0
