@@ -17,7 +17,9 @@ caller measures it, how many cores other processes hold. Then one move at most:
 - With a GIL, a busy stage whose tasks take turns on it (several running, about one core busy
   between them, the process no busier: Python code) is held at one core's worth, never raised:
   more threads would only take more turns, and each one's low CPU share would read as waiting on
-  I/O. A free-threaded build has no such hold (`stoker._interpreter.held_by_the_gil`).
+  I/O. A free-threaded build has no such hold (`stoker._interpreter.held_by_the_gil`). While
+  other processes keep this one's threads waiting for cores, the GIL and that contention look
+  alike in these figures, and the contention rules below decide.
 - The consumer hardly waited for two windows, or a stage has idle slots: lower that stage's knob
   to what its measured load needs, also as a trial that is undone if the wait rises or the rate
   falls.
