@@ -37,6 +37,21 @@ def test_sync_stage_runs_exactly_its_concurrency_at_once(concurrency: int) -> No
     assert peak == concurrency
 
 
+def test_concurrency_raised_before_the_start_gets_its_threads() -> None:
+    """Once: the worker pool was sized at the start from the built concurrency only, so a stage
+    raised from 1 to 6 before it started ran 2 tasks at once. A barrier of 6 opens only with 6."""
+    barrier = threading.Barrier(6, timeout=10)
+
+    def op(item: int) -> int:
+        barrier.wait()
+        return item
+
+    pipeline = PipelineBuilder().add_source(range(30)).pipe(op, concurrency=1, name="op").add_sink(2).build()
+    pipeline.set_concurrency("op", 6)
+    with pipeline.auto_stop():
+        assert sorted(pipeline) == list(range(30))
+
+
 def test_async_stage_runs_its_concurrency_on_the_loop() -> None:
     concurrency = 32
     running = 0

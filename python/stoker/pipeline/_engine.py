@@ -108,7 +108,9 @@ class _Engine:
             stage.output.start_clock(self.started_at)
         with self.lock:
             self._record_sample()  # the timeline starts at zero, however short the run
-        self._pool = _WorkerPool(self._num_threads, f"stoker-{self.name}-worker")
+            # Sized and set under the lock: a concurrency raised before now, or while it starts
+            # (set_concurrency then finds the pool), gets its threads.
+            self._pool = _WorkerPool(self._pool_threads(), f"stoker-{self.name}-worker")
         loop = asyncio.new_event_loop()
         self._loop = loop
         ready = threading.Event()
@@ -207,11 +209,16 @@ class _Engine:
             stage.set_concurrency(concurrency)
             if stage is self.stages[-1]:
                 self.consumer_ready.notify_all()
-            wanted = sum(each.concurrency for each in self.stages if isinstance(each, _Stage) and not each.spec.runs_on_loop)
             if self._pool is not None:
-                self._pool.set_max_threads(max(self._num_threads, wanted))
+                self._pool.set_max_threads(self._pool_threads())
             starts = self.drain()
         self.start_runners(starts)
+
+    def _pool_threads(self) -> int:
+        """Threads the pool may start: the pipeline's setting, or the sum of the sync stages'
+        concurrency now, whichever is more. Under the lock."""
+        wanted = sum(each.concurrency for each in self.stages if isinstance(each, _Stage) and not each.spec.runs_on_loop)
+        return max(self._num_threads, wanted)
 
     def set_sink_size(self, size: int) -> None:
         """Keep up to ``size`` finished items ready for the consumer from now on."""
