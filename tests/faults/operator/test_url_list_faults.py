@@ -59,6 +59,38 @@ def test_a_pattern_that_is_no_list_is_refused_by_name(urls: str, message: str) -
     assert "https://host/" in str(refused.value)
 
 
+@pytest.mark.parametrize(
+    ("urls", "message", "named"),
+    [
+        ("https://[::1/a-{0..2}.tar", "Invalid IPv6 URL", "[::1/a-{0..2}.tar"),
+        ("https://user:PW-SECRET@[::1/a-{0..2}.tar", "Invalid IPv6 URL", "[::1/a-{0..2}.tar"),
+        ("https://[::1]:99999999/a.tar", "not a URL stoker can request", "https://[::1]:99999999/a.tar"),
+        ("https://host:99999/a-{0..2}.tar", "Port out of range", "https://host:99999/a-0.tar"),
+        ("https://host:http/a-{0..2}.tar", "Port could not be cast", "https://host:http/a-0.tar"),
+        ("https://user:PW-SECRET@host:8080/a-{0..2}.tar", "credentials in a URL", "https://host:8080/a-0.tar"),
+        ("ftp://user:PW-SECRET@host:8080/a-{0..2}.tar", "not an http", "ftp://host:8080/a-0.tar"),
+        ("https://host:8080/a.tar::https://user:PW-SECRET@other:8080/b.tar", "share one server", "https://other:8080/b.tar"),
+    ],
+    ids=[
+        "ipv6 unclosed",
+        "ipv6 unclosed with credentials",
+        "ipv6 port",
+        "port past 65535",
+        "port of text",
+        "credentials",
+        "ftp",
+        "two servers",
+    ],
+)
+def test_a_url_urllib_cannot_split_or_with_credentials_is_refused_naming_it_without_them(urls: str, message: str, named: str) -> None:
+    # Before: urllib's own ValueError (an IPv6 address without its bracket), a port past 65535
+    # accepted and every request named "http:<not a URL>", and the credentials' URL named
+    # without its port ("https://host/a-0.tar").
+    with pytest.raises(ConfigurationError, match=message) as refused:
+        parse_url_list(urls)
+    assert named in str(refused.value) and "SECRET" not in str(refused.value), str(refused.value)
+
+
 @pytest.fixture
 def server() -> Iterator[HttpFileServer]:
     web = started(HttpFileServer(), "the HTTP test server (aiohttp)")

@@ -25,7 +25,8 @@ from urllib.parse import ParseResult, unquote, urlparse
 
 import numpy as np
 
-from ....errors import ConfigurationError
+from ...._bounded import shown, shown_url
+from ....errors import ConfigurationError, StokerError
 from ._brace import BracePattern
 
 __all__ = ["HTTP_SCHEMES", "MAX_URLS", "UrlList", "UrlNames", "expand_urls", "parse_url_list"]
@@ -206,18 +207,22 @@ class _Checks:
     def check(self, url: str, part: ParseResult) -> None:
         """Raises ConfigurationError: not http(s) with a host, another server, credentials, or a query."""
         if part.scheme.lower() not in HTTP_SCHEMES or not part.netloc:
-            raise ConfigurationError(f"not an http:// or https:// URL with a host: {url!r}")
+            raise ConfigurationError(f"not an http:// or https:// URL with a host: {shown_url(url)!r}")
         if (part.scheme.lower(), part.netloc.lower()) != self.server:
-            raise ConfigurationError(f"one dataset's URLs must share one server: {self.first_url!r} and {url!r} do not")
-        if "@" in part.netloc:
             raise ConfigurationError(
-                f"{part.scheme}://{part.hostname}{part.path}: credentials in a URL end up in logs; pass headers= instead"
+                f"one dataset's URLs must share one server: {shown_url(self.first_url)!r} and {shown_url(url)!r} do not"
             )
+        if "@" in part.netloc:
+            raise ConfigurationError(f"{shown_url(url)}: credentials in a URL end up in logs; pass headers= instead")
         if part.query or part.fragment:
             raise ConfigurationError(
-                f"{part.scheme}://{part.netloc}{part.path}: a URL with a query (a signed URL) is not supported: "
+                f"{shown_url(url)}: a URL with a query (a signed URL) is not supported: "
                 "its query would be logged with every sample's name; pass secrets as headers="
             )
+        try:
+            part.port  # noqa: B018 (urllib checks the port when asked for it)
+        except ValueError as error:  # past 65535, or not a number
+            raise ConfigurationError(f"{shown(url, 200)}: not a URL stoker can request ({error})") from error
 
     def folder(self, urls: Iterable[str]) -> str:
         """Check each of ``urls``; the folder they share (a path from ``/``). One pass, nothing kept."""
@@ -261,8 +266,20 @@ def parse_url_list(urls: str | Sequence[str]) -> UrlList:
     Raises:
         ConfigurationError: Not http(s) URLs; more than one server; a query, fragment or
             credentials in a URL (a signed or secret URL would end up in logs and ledgers: pass
-            secrets as ``headers=``); a URL that names no file, or a file named twice.
+            secrets as ``headers=``); a URL that names no file, or a file named twice; a URL
+            urllib cannot read (a port past 65535, an IPv6 address without its closing bracket).
     """
+    try:
+        return _parse_url_list(urls)
+    except StokerError:
+        raise
+    except ValueError as error:  # urllib's own, on a URL it cannot split
+        text = str(urls)[:200].rpartition("@")[2]  # what may hold credentials left out
+        raise ConfigurationError(f"{shown(text, 200)!r}: not a URL stoker can request ({error})") from error
+
+
+def _parse_url_list(urls: str | Sequence[str]) -> UrlList:
+    """`parse_url_list`, raising urllib's ValueError as it comes."""
     expanded = expand_urls(urls)
     checks = _Checks(expanded[0])
     first = urlparse(expanded[0])
