@@ -24,6 +24,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import resource
 import shutil
 import signal
@@ -126,7 +127,7 @@ class Probe:
     quick: bool = False
     expect_ok: bool = False  # a correct result exists: a named error is a failure too
     answers: tuple[tuple[str, Any, dict[str, str]], ...] = ()  # (path, Answer kwargs, answer() options)
-    judge: str = ""  # "headers": no user header reached another origin; "gets": count the GETs
+    judge: str = ""  # "headers": no user header reached another origin; "loop", "chain": redirects followed
     timeout: float = 120.0
 
 
@@ -327,7 +328,7 @@ storage = open_storage(url, timeout=5); data = storage.read_many(list(storage.ke
             "5",
             read_objects,
             True,
-            judge="gets",
+            judge="loop",
             answers=(("objects/s-2.jpg", _redirect("/objects/s-2.jpg"), {"method": "GET"}),),
         ),
         Probe(
@@ -335,7 +336,7 @@ storage = open_storage(url, timeout=5); data = storage.read_many(list(storage.ke
             "beyond",
             read_objects,
             False,
-            judge="gets",
+            judge="chain",
             answers=tuple(("objects/s-2.jpg" if hop == 0 else f"hop/{hop}", _redirect(f"/hop/{hop + 1}"), {}) for hop in range(100)),
         ),
         Probe(
@@ -804,11 +805,15 @@ def run_probe(probe: Probe, python: str, path: str | None, server: Any, memory_g
             }
             if sent:
                 outcome, verdict = f"wrong: {', '.join(sorted(sent))} sent to another origin; {outcome}", "FAILS"
-        shown = [line for line in (stdout + (work / "err").read_text(errors="replace")).splitlines() if "SECRET" in line]
-        if shown:
-            outcome, verdict = f"wrong: a secret shown: {shown[0][:80]}; {outcome}", "FAILS"
-        if server is not None and probe.judge == "gets":
-            outcome += f" ({len(server.requests)} requests)"
+        if "SECRET" in stdout + (work / "err").read_text(errors="replace"):
+            outcome, verdict = f"wrong: a secret shown; {outcome}", "FAILS"
+        if server is not None and probe.judge == "loop":  # named at its first repeat: one GET of the looping URL
+            looped = sum(request.method == "GET" and request.target == "/objects/s-2.jpg" for request in server.requests)
+            outcome, verdict = f"{outcome} ({looped} GETs of the loop)", verdict if looped <= 2 else "FAILS"
+        if server is not None and probe.judge == "chain":  # at most 5 redirects followed
+            hops = sum(request.target.startswith("/hop/") for request in server.requests)
+            outcome, verdict = f"{outcome} ({hops} redirects followed)", verdict if hops <= 5 else "FAILS"
+        outcome = re.sub(r"[\w:-]*SECRET[\w-]*", "<secret>", outcome)  # the table shows where, not the secret
         return {"outcome": outcome, "verdict": verdict, "seconds": seconds, "rss_mb": peak_mb}
     finally:
         shutil.rmtree(work, ignore_errors=True)
