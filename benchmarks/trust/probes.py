@@ -14,7 +14,9 @@ under test run in the children. ``--python`` and ``--path`` run the children wit
 the table of issue 72's closing note compares main with the commit before its work
 (``--compare PYTHON PYTHONPATH`` adds that column).
 
-Run:  python benchmarks/trust/probes.py [--quick] [--only NAME,...] [--compare PYTHON PYTHONPATH]
+Run:  python benchmarks/trust/probes.py [--quick] [--only NAME,...] [--json FILE] [--compare PYTHON PYTHONPATH]
+e.g.  python benchmarks/trust/probes.py --compare /tmp/ci-base/.venv/bin/python /tmp/ci-base/python:/tmp/ci-base/testbed
+      python benchmarks/trust/probes.py --tables before.json after.json   (tables of earlier runs, side by side)
 """
 
 from __future__ import annotations
