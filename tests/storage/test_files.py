@@ -85,19 +85,19 @@ def test_empty_folder_is_an_error(tmp_path: Path) -> None:
 
 def test_a_permission_error_names_the_sample_and_file(folder, monkeypatch: pytest.MonkeyPatch) -> None:
     # Tests run as root in CI, where chmod cannot deny a read: the OS error is injected instead.
-    import builtins
+    import os
 
     root, samples = folder
     storage = FileStorage(root)
     victim = sorted(samples)[0]
-    real_open = builtins.open
+    real_open = os.open
 
     def guarded_open(path, *args, **kwargs):  # type: ignore[no-untyped-def]
-        if str(path).endswith(victim):
+        if str(path).endswith(victim):  # as a file of mode 000 is to a user other than root
             raise PermissionError(13, "Permission denied", str(path))
         return real_open(path, *args, **kwargs)
 
-    monkeypatch.setattr(builtins, "open", guarded_open)
+    monkeypatch.setattr(os, "open", guarded_open)
     with pytest.raises(StorageError) as caught:
         storage.read(victim)
     assert victim in str(caught.value) and "Permission denied" in str(caught.value)

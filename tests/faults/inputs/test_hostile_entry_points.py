@@ -83,6 +83,36 @@ def test_special_files_where_a_file_is_expected_are_refused_by_name(tmp_path: Pa
         JsonlStorage(fifo)
 
 
+READ_A_MANIFEST = """
+import resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))  # a read without end fails here, not on the machine
+from stoker.storage import FileStorage
+storage = FileStorage(sys.argv[1])
+for key, result in zip(storage.keys, storage.try_read_indices(range(len(storage)))):
+    print(key, f"{type(result).__name__}: {result}" if isinstance(result, Exception) else len(result), flush=True)
+"""
+
+
+def test_a_manifest_naming_a_fifo_or_a_device_fails_those_samples_by_name_and_reads_the_rest(tmp_path: Path) -> None:
+    # A manifest names its paths (and a folder's cached listing its files): what sits there at
+    # read time may be anything. Before: the FIFO's read blocked for ever, and /dev/zero's read
+    # ran until memory did (a MemoryError under this 2 GB bound).
+    image = jpeg(16, 16, seed=1)
+    (tmp_path / "x.jpg").write_bytes(image)
+    os.mkfifo(tmp_path / "fifo.jpg")
+    (tmp_path / "zero.jpg").symlink_to("/dev/zero")
+    (tmp_path / "m.csv").write_text("path,label\nx.jpg,0\nfifo.jpg,1\nzero.jpg,1\n")
+    try:
+        done = subprocess.run([sys.executable, "-c", READ_A_MANIFEST, str(tmp_path / "m.csv")], capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("a sample's read blocked on the FIFO")
+    assert done.returncode == 0, done.stderr[-2000:]
+    said = dict(line.split(" ", 1) for line in done.stdout.splitlines())
+    assert said["x.jpg"] == str(len(image)), "the other samples are read"
+    assert said["fifo.jpg"].startswith("StorageError: ") and "fifo.jpg: a FIFO, not a regular file" in said["fifo.jpg"]
+    assert said["zero.jpg"].startswith("StorageError: ") and "zero.jpg: a character device, not a regular file" in said["zero.jpg"]
+
+
 def test_a_split_into_more_folds_than_samples_is_refused(tmp_path: Path) -> None:
     (tmp_path / "data" / "cat").mkdir(parents=True)
     for number in range(4):

@@ -98,8 +98,12 @@ class FileStorage(Storage):
         for index in indices:
             key = self._keys[index]
             try:
-                with open(self._root / key, "rb", buffering=0) as file:
+                # Never blocks on a FIFO nor reads a device (/dev/zero reads forever): a manifest
+                # or a listing names the path, and what sits there now may be anything.
+                with open_regular(self._root / key, "a sample") as file:
                     results.append(file.read())
+            except StorageError as error:  # not a regular file: named by open_regular
+                results.append(error)
             except OSError as error:
                 failure = StorageError(error.errno, f"sample {key!r}: {error.strerror}", str(self._root / key))
                 failure.__cause__ = error
