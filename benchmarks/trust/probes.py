@@ -658,6 +658,19 @@ saved = make(); next(iter(saved)); state = saved.state_dict(); state.pop("docume
 make().load_state_dict(state); wrong("accepted")""",
         ),
         Probe(
+            "a manifest naming a FIFO and /dev/zero",
+            "beyond",
+            """
+from stoker.storage import FileStorage
+(work / "x.jpg").write_bytes(b"\\xff\\xd8\\xff\\xd9"); os.mkfifo(work / "fifo.jpg"); (work / "zero.jpg").symlink_to("/dev/zero")
+(work / "m.csv").write_text("path,label\\nx.jpg,0\\nfifo.jpg,1\\nzero.jpg,1\\n")
+storage = FileStorage(work / "m.csv"); results = storage.try_read_indices(range(len(storage)))
+failed = [key for key, result in zip(storage.keys, results) if isinstance(result, Exception)]
+(ok if sorted(failed) == ["fifo.jpg", "zero.jpg"] else wrong)(f"{len(results) - len(failed)} read, {failed} failed by name")""",
+            True,
+            timeout=60,
+        ),
+        Probe(
             "stoker inspect on a folder with a symlink loop",
             "10",
             """
