@@ -29,7 +29,7 @@ from typing import IO, Any
 
 import numpy as np
 
-from ..._bounded import matching_files, walk_files
+from ..._bounded import matching_files, open_regular, walk_files
 from ...errors import StorageError
 from .._arrow_columns import filter_values, member_columns
 from .._protocol import Storage
@@ -74,6 +74,24 @@ def parquet_files(path: str | os.PathLike[str]) -> list[Path]:
     return found
 
 
+def _open_native(name: str) -> Any:
+    """A local Parquet file as pyarrow's own file (``pyarrow.OSFile``), not a Python file object.
+
+    A Python file makes each read a Python object: with ``pre_buffer`` pyarrow reads on its I/O
+    threads, and one of them may drop such a buffer after the interpreter began to exit, when a
+    thread can no longer take the GIL; C++ then ends the process ("terminate called without an
+    active exception", SIGABRT, about one short ``stoker inspect`` in 40). pyarrow's own file
+    needs no GIL. The file is checked first (`open_regular`: never a FIFO or a device) and the
+    same file reopened through its descriptor where the system names one (``/proc/self/fd``), so
+    nothing can be swapped in between.
+    """
+    import pyarrow
+
+    with open_regular(name, "a Parquet file") as checked:
+        same_file = f"/proc/self/fd/{checked.fileno()}"
+        return pyarrow.OSFile(same_file if os.path.exists(same_file) else name, "rb")
+
+
 class ParquetStorage(Storage):
     """Samples as rows of Parquet files: ``ParquetStorage("data/")`` (every ``*.parquet`` under
     it), a file, or a glob.
@@ -115,7 +133,7 @@ class ParquetStorage(Storage):
         self.path = str(path)
         if opener is None:
             self.names = [str(file) for file in parquet_files(path)]
-            self._open: Callable[[str], IO[bytes] | io.RawIOBase] = lambda name: open(name, "rb")  # noqa: SIM115 - closed by the reader
+            self._open: Callable[[str], Any] = _open_native
         else:
             self.names, self._open = list(names or ()), opener
         self._cache = BlockCache(cache_bytes, size_of=lambda values: int(values.nbytes))
