@@ -6,6 +6,8 @@ ignores ranges, a signed URL in a redirect. Each is a named error that says whic
 
 from __future__ import annotations
 
+import io
+import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -167,14 +169,24 @@ def test_five_redirects_are_followed_and_a_sixth_refused(hops: int, hostile: Hos
                 storage.read_many(["s-0.jpg"])
 
 
-def test_a_server_that_ignores_ranges_is_named_at_once(hostile: HostileHttpServer) -> None:
+def test_a_server_that_ignores_ranges_is_said_once_and_read_from_a_whole_copy(
+    hostile: HostileHttpServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    # It was refused by name until HTTPStorage learnt to read such a server from whole copies
+    # (tests/faults/network/test_servers_without_ranges.py holds that side): never a wrong byte.
     hostile.reset()
     shard = "shards/shard-000000.tar"
     whole = hostile.files[shard]
     hostile.answer(shard, Answer(b"200 OK", (("Content-Length", str(len(whole))),), whole), method="GET")
-    with _open(hostile, "shards") as storage, pytest.raises(StorageError, match="the server does not serve ranges"):
-        storage.read_many([storage.keys[0]])
-    assert sum(request.method == "GET" and request.target == "/" + shard for request in hostile.requests) == 1
+    with caplog.at_level("WARNING", logger="stoker"), _open(hostile, "shards") as storage:
+        first = storage.keys[0]
+        got = storage.read_many([first])
+    with tarfile.open(fileobj=io.BytesIO(whole)) as archive:
+        members = [member for member in archive.getmembers() if member.name.startswith(first + ".") and member.name.endswith(".jpg")]
+        assert len(members) == 1 and got == [archive.extractfile(members[0]).read()], "the sample's own bytes, from the whole copy"  # type: ignore[union-attr]
+    said = [record.getMessage() for record in caplog.records if "does not serve byte ranges" in record.getMessage()]
+    assert len(said) == 1, said
+    assert sum(request.method == "GET" and request.target == "/" + shard for request in hostile.requests) <= 2
 
 
 def test_an_error_after_a_redirect_to_a_signed_url_names_it_without_its_query(hostile: HostileHttpServer) -> None:
@@ -224,3 +236,21 @@ def test_a_url_is_shown_without_its_credentials_query_or_fragment(
 @given(st.from_regex(_bounded_http._PLAIN_URL, fullmatch=True))
 def test_a_plain_url_is_shown_as_the_long_way_shows_it(url: str) -> None:
     assert shown_url(url) == _bounded_http._parsed_shown_url(url)
+
+
+def test_an_endless_body_for_a_sample_is_cut_at_the_size_its_head_said(hostile: HostileHttpServer) -> None:
+    # Found by benchmarks/trust/probes.py: with no Content-Length, 16 endless bodies were read up
+    # to a sample's 2 GiB each (the process held 6 GB) before each failed at the request's
+    # deadline. A URL list HEADs each file when it opens: a GET reads no more than that said.
+    hostile.reset()
+    for number in range(4):
+        hostile.files[f"endless/s-{number}.jpg"] = bytes(100)
+        hostile.answer(f"endless/s-{number}.jpg", Answer(b"200 OK", (), b"", endless=True), method="GET")
+    retry = RetryPolicy(attempts=1, deadline=600, open_deadline=600)
+    with open_storage(hostile.url("endless/s-{0..3}.jpg"), retry=retry, timeout=600) as storage:
+        results = storage.try_read_indices(range(4))
+    for number, result in enumerate(results):
+        assert isinstance(result, StorageError), result
+        assert f"s-{number}.jpg: over 100 bytes" in str(result), "cut at its HEAD's size, named (not at the deadline)"
+    received = sum(request.method == "GET" and request.target.startswith("/endless/s-") for request in hostile.requests)
+    assert received == 4, "a body over its size is a verdict, not an outage to retry"

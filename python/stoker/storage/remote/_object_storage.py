@@ -38,6 +38,8 @@ from collections.abc import Callable, Sequence
 from pathlib import PurePosixPath
 from typing import Any
 
+import numpy as np
+
 from ..._bounded import MAX_MANIFEST_BYTES, parse_json
 from ...errors import StorageError
 from ..formats import ARRAY_RECORD_SUFFIX, index_json_format, is_tfrecord_name
@@ -113,6 +115,10 @@ class ObjectStorage(RemoteStorage):
         self.layout = "objects"
         # The objects' bytes as listed (one object a sample, found by listing); None: not listed.
         self.listed_bytes: int | None = None
+        # Each sample object's size as its listing or HEAD said, by index (-1: not said); a GET
+        # reads no more than that, so a server that sends an endless body for a 100-byte object
+        # is refused at byte 101, not at the 2 GiB a sample may have (with hundreds in flight).
+        self._sample_sizes: np.ndarray | None = None
         self.shards: list[IndexHeader] = []
         self.payload = payload
         self.label_field = label
@@ -431,6 +437,7 @@ class ObjectStorage(RemoteStorage):
             raise StorageError(f"{self.url}: no dataset.json and no image objects under this prefix")
         names.sort()
         self.listed_bytes = sum(int(listing[name].get("size") or 0) for name in names)
+        self._sample_sizes = np.array([said_size(listing[name]) for name in names], dtype=np.int64)
         if all("/" in name for name in names):
             self.classes = sorted({name.split("/", 1)[0] for name in names})
             position = {name: index for index, name in enumerate(self.classes)}
@@ -463,7 +470,9 @@ class ObjectStorage(RemoteStorage):
                 raise corrupt
             return data
         self.traffic.request("GET")
-        data = await self.client.get(self.object_key(self._keys[index]), purpose="sample")
+        sizes = self._sample_sizes
+        declared = int(sizes[index]) if sizes is not None and sizes[index] >= 0 else None
+        data = await self.client.get(self.object_key(self._keys[index]), purpose="sample", declared=declared)
         self.traffic.received(len(data))
         return data
 
@@ -509,3 +518,9 @@ class ObjectStorage(RemoteStorage):
             if isinstance(result, BaseException) and not isinstance(result, Exception):
                 raise result
         return results  # type: ignore[return-value]
+
+
+def said_size(meta: dict[str, Any]) -> int:
+    """An object's size as its listing or HEAD said it, or -1 where it said none."""
+    size = meta.get("size")
+    return int(size) if size is not None else -1
