@@ -98,6 +98,18 @@ class AzuriteServer(ServerProcess):
     def _ready(self) -> bool:
         return wait_for_port(self.host, self.port, 0.2)
 
+    def kill(self) -> None:
+        """Stop Azurite at once, its blobs kept: SIGTERM, which it answers by saving its blob
+        index and exiting (well under a second), then SIGKILL if it has not.
+
+        A SIGKILL, as other servers get, loses what Azurite's index (LokiJS, saved every 5 s)
+        gained or changed since its last save: after a kill mid-epoch 258 of 300 blobs were left,
+        and a resume was refused as over another dataset. Azure itself loses nothing in an
+        outage, and the outage tests test stoker's side of one, so the emulator's own loss is
+        kept out of them.
+        """
+        self.stop(timeout=10.0)
+
     def connection_string(self) -> str:
         """The connection string that points Azure's clients at this server."""
         return f"DefaultEndpointsProtocol=http;AccountName={self.account};AccountKey={self.account_key};BlobEndpoint={self.endpoint};"

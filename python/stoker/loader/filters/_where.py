@@ -147,6 +147,8 @@ class _Columns:
                 _logger.info("where: %d samples are not in the side table: not kept", int((~found).sum()))
         values = table_column(self.table, name)
         rows = self._rows
+        if len(values) == 0:  # a side table of no rows: no sample is in it, so none is kept
+            return np.full(len(rows), np.nan) if values.dtype.kind in "iufb" else np.full(len(rows), None, dtype=object)
         if values.dtype.kind in "iufb":
             out = values.astype(np.float64)[np.maximum(rows, 0)]
             out[rows < 0] = np.nan  # compares false with anything: not kept

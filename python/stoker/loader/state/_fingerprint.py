@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from ..._bounded import shown
 from ...errors import ConfigurationError, ProvenanceError
 from ...sampling import PositionSet
 
@@ -203,9 +204,15 @@ def require_parts(saved: Any, parts: dict[str, type], loader: str) -> None:
     """
     if not isinstance(saved, dict):
         raise ConfigurationError(f"not a {loader} state: expected the dict {loader}.state_dict() returns, got {type(saved).__name__}")
+    if not any(name in saved for name in parts):  # another object's dict altogether: say what a state is
+        held = [shown(str(name)) for name in islice(saved, 20)]
+        raise ConfigurationError(
+            f"not a {loader} state: expected what {loader}.state_dict() returns (a dict holding {', '.join(parts)}), got {held}"
+            + (" ..." if len(saved) > 20 else "")
+        )
     for name, kind in parts.items():
         if name not in saved:
-            raise ConfigurationError(f"{loader} state: {name!r} is missing (every state {loader}.state_dict() writes holds it)")
+            raise ConfigurationError(f"not a whole {loader} state: {name!r} is missing (every state {loader}.state_dict() writes holds it)")
         if not isinstance(saved[name], kind) or isinstance(saved[name], bool):
             raise ConfigurationError(f"{loader} state: {name!r} must be a {kind.__name__}, got {type(saved[name]).__name__}")
 
