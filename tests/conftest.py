@@ -9,6 +9,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -152,11 +153,18 @@ def object_bucket(request: pytest.FixtureRequest) -> TestBucket:
 
 
 @pytest.fixture(scope="session")
-def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def ray_cluster() -> Iterator[str]:
     """One local two-node Ray cluster for the whole session (tests/ray and tests/faults),
     this process connected to it; yields its address."""
     pytest.importorskip("ray")
     from stoker_testbed.servers.ray_cluster import local_ray_cluster
 
-    with local_ray_cluster(tmp_path_factory.mktemp("ray")) as address:
-        yield address
+    # A short folder of its own: Ray's sockets live under it, and a Unix socket's path holds at
+    # most 107 bytes (a pytest-xdist worker's temp folder, .../popen-gw0/ray0/session_.../sockets/
+    # plasma_store.1, is past that, and the second node never started).
+    folder = Path(tempfile.mkdtemp(prefix="ray-", dir="/tmp"))
+    try:
+        with local_ray_cluster(folder) as address:
+            yield address
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
