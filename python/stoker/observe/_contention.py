@@ -134,7 +134,7 @@ class Contention:
         waited = f"stoker's threads waited to run {100 * self.runqueue_wait_share:.0f}% of the time they were ready"
         limits = self.limits
         if limits.quota is not None and limits.quota < limits.affinity:
-            held = f", held back {self.throttled_seconds:.1f} s by it" if self.throttled_seconds else ""
+            held = f", held back {self.throttled_seconds:.1f} s by it" if (self.throttled_seconds or 0.0) >= 0.05 else ""
             return f"this container is limited to {limits.quota:g} cores (its cgroup's CPU quota{held}) of the machine's {limits.online}: {waited}"
         if limits.affinity < limits.online:
             return f"this process may run on {limits.affinity} of the machine's {limits.online} cores (its CPU affinity, e.g. taskset): {waited}"

@@ -56,8 +56,25 @@ class CassandraCluster:
         for node in self.nodes[1:]:
             node.launch()
         for node in self.nodes[1:]:
-            node.wait_ready()
+            self._wait_gossiping(node)
         self.wait_until_up(len(self.nodes))
+
+    def _wait_gossiping(self, node: CassandraServer, attempts: int = 3) -> None:
+        """Wait until ``node`` serves, launching it again when it gave up on the seed.
+
+        A node that is not a seed first asks the seed for the ring (the shadow round) and exits
+        with "Unable to gossip with any peers" if no answer came within the ring delay, which
+        the nodes run at 0 to start in seconds; a seed busy starting on 2 loaded cores can miss
+        that second. The seed is up by then, so a second launch is answered.
+        """
+        for attempt in range(attempts):
+            try:
+                node.wait_ready()
+                return
+            except ServerError as error:
+                if "Unable to gossip with any peers" not in str(error) or attempt == attempts - 1:
+                    raise
+                node.launch()
 
     def kill(self, number: int) -> None:
         """SIGKILL node ``number`` (its data stays for `restart`)."""
@@ -65,7 +82,12 @@ class CassandraCluster:
 
     def restart(self, number: int) -> None:
         """Start node ``number`` again and wait until the ring sees every node up."""
-        self.nodes[number].start()
+        node = self.nodes[number]
+        if number == 0:
+            node.start()
+        else:
+            node.launch()
+            self._wait_gossiping(node)
         self.wait_until_up(len(self.nodes))
 
     def up_hosts(self) -> set[str]:
