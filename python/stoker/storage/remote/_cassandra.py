@@ -133,7 +133,7 @@ class CassandraStorage(RemoteStorage):
             sessions = []
             for _ in range(connections_per_host):
                 hedging = replica_hedging(self.read_latencies) if hedge else None
-                cluster, session = connection.connect(executor_threads=1, read_hedging=hedging, quiet=self.quiet_replicas)
+                cluster, session = connection.connect(executor_threads=1, read_hedging=hedging, quiet=self.quiet_replicas, retry=self.retry)
                 self._clusters.append(cluster)
                 sessions.append(session)
             self._session = sessions[0]

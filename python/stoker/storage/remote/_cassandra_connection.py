@@ -12,6 +12,7 @@ history). Nothing here logs or shows the password: `describe` names hosts and ke
 from __future__ import annotations
 
 import os
+import random
 import re
 import ssl
 import statistics
@@ -21,7 +22,9 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
+from ..._bounded import shown_logger
 from ...errors import ConfigurationError, StorageError
+from ..policies import RetryPolicy
 
 __all__ = [
     "READ_PROFILE",
@@ -32,6 +35,11 @@ __all__ = [
     "connection_error",
     "replica_hedging",
 ]
+
+_log = shown_logger(__name__)
+# Pauses between tries to connect (full jitter). One generator shared by every connecting thread:
+# random.Random's methods each take its lock, so draws from several threads stay whole.
+_JITTER = random.Random()
 
 # The execution profile of sample reads: rows as plain tuples. The driver's default row factory
 # builds a namedtuple class for every result (about 0.4 ms of CPU per 100 KB row here).
@@ -151,14 +159,24 @@ class CassandraConnection:
             context.load_cert_chain(self.cert_file, self.key_file)
         return context
 
-    def connect(self, *, executor_threads: int = 2, read_hedging: Any = None, quiet: QuietReplicas | None = None) -> tuple[Any, Any]:
+    def connect(
+        self,
+        *,
+        executor_threads: int = 2,
+        read_hedging: Any = None,
+        quiet: QuietReplicas | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> tuple[Any, Any]:
         """A connected ``(cluster, session)`` (cassandra-driver); shut the cluster down when done.
         ``read_hedging``: the speculative-execution policy of sample reads (`replica_hedging`;
         None: none), for statements marked idempotent; ``quiet``: replicas that lately lost a
-        hedge, asked last by the sample reads' routing.
+        hedge, asked last by the sample reads' routing; ``retry``: a cluster that cannot be
+        reached is tried again until the policy's opening deadline (a job started while a node
+        restarts, or a resume right after an outage, rides it out), saying so every
+        ``log_every`` seconds; a refused login is final. None: one try.
 
         Raises:
-            StorageError: Cannot reach the cluster or log in; says which.
+            StorageError: Cannot reach the cluster (within the deadline) or log in; says which.
             ImportError: cassandra-driver is not installed.
         """
         try:
@@ -179,47 +197,70 @@ class CassandraConnection:
 
         auth = PlainTextAuthProvider(self.username, self.password or "") if self.username else None
         level = getattr(ConsistencyLevel, self.consistency)
-        cluster = Cluster(
-            self.hosts,
-            port=self.port,
-            auth_provider=auth,
-            ssl_context=self.ssl_context(),
-            connect_timeout=self.connect_timeout,
-            executor_threads=executor_threads,
-            reconnection_policy=ExponentialReconnectionPolicy(0.2, 5.0),
-            # A keyspace or table just made must be known to every node before the first
-            # write or read of it (else "INCOMPATIBLE_SCHEMA"): busy clusters take longer than
-            # the driver's 10 s default to agree.
-            max_schema_agreement_wait=60,
-            # Protocol v4: v5 wraps frames in checksummed segments that the Python driver
-            # decodes in pure Python, a measurable share of the CPU per row.
-            protocol_version=4,
-            execution_profiles={
-                # Token-aware: each read goes straight to a replica of its row.
-                EXEC_PROFILE_DEFAULT: ExecutionProfile(
-                    load_balancing_policy=balancing(), request_timeout=self.request_timeout, consistency_level=level
-                ),
-                READ_PROFILE: ExecutionProfile(
-                    load_balancing_policy=read_balancing(),
-                    request_timeout=self.request_timeout,
-                    row_factory=tuple_factory,
-                    consistency_level=level,
-                    speculative_execution_policy=read_hedging,
-                ),
-            },
-        )
-        try:
-            session = cluster.connect()
-        except Exception as error:
-            cluster.shutdown()
-            raise connection_error(self, error) from error
-        return cluster, session
+
+        def cluster_object() -> Any:
+            return Cluster(
+                self.hosts,
+                port=self.port,
+                auth_provider=auth,
+                ssl_context=self.ssl_context(),
+                connect_timeout=self.connect_timeout,
+                executor_threads=executor_threads,
+                reconnection_policy=ExponentialReconnectionPolicy(0.2, 5.0),
+                # A keyspace or table just made must be known to every node before the first
+                # write or read of it (else "INCOMPATIBLE_SCHEMA"): busy clusters take longer than
+                # the driver's 10 s default to agree.
+                max_schema_agreement_wait=60,
+                # Protocol v4: v5 wraps frames in checksummed segments that the Python driver
+                # decodes in pure Python, a measurable share of the CPU per row.
+                protocol_version=4,
+                execution_profiles={
+                    # Token-aware: each read goes straight to a replica of its row.
+                    EXEC_PROFILE_DEFAULT: ExecutionProfile(
+                        load_balancing_policy=balancing(), request_timeout=self.request_timeout, consistency_level=level
+                    ),
+                    READ_PROFILE: ExecutionProfile(
+                        load_balancing_policy=read_balancing(),
+                        request_timeout=self.request_timeout,
+                        row_factory=tuple_factory,
+                        consistency_level=level,
+                        speculative_execution_policy=read_hedging,
+                    ),
+                },
+            )
+
+        policy = retry.for_opening() if retry is not None else None
+        started = time.monotonic()
+        said = started
+        tries = 0
+        while True:
+            cluster = cluster_object()
+            try:
+                return cluster, cluster.connect()
+            except Exception as error:
+                cluster.shutdown()
+                failure = connection_error(self, error)
+                if policy is None or _login_refused(error):
+                    raise failure from error
+                pause = policy.pause(tries, _JITTER)
+                if time.monotonic() + pause - started > policy.deadline:
+                    raise StorageError(f"{failure} (tried for {time.monotonic() - started:.0f} s)") from error
+                if time.monotonic() - said >= policy.log_every:
+                    said = time.monotonic()
+                    _log.warning("%s; still trying (%.0f s so far, up to %.0f s)", failure, said - started, policy.deadline)
+                tries += 1
+                time.sleep(pause)
+
+
+def _login_refused(error: BaseException) -> bool:
+    text = str(error)
+    return "AuthenticationFailed" in text or "Bad credentials" in text or "authentication" in text.lower()
 
 
 def connection_error(connection: CassandraConnection, error: BaseException) -> StorageError:
     """A clear error for a failed connection: authentication or unreachable."""
     text = str(error)
-    if "AuthenticationFailed" in text or "Bad credentials" in text or "authentication" in text.lower():
+    if _login_refused(error):
         who = connection.username or "(no username)"
         return StorageError(f"{connection.describe()}: login refused for user {who!r} (check STOKER_CASSANDRA_USERNAME/PASSWORD)")
     return StorageError(f"{connection.describe()}: cannot connect ({type(error).__name__}: {text.splitlines()[0] if text else ''})")
