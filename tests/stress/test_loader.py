@@ -211,3 +211,35 @@ def test_the_tuners_moves_are_read_while_it_makes_them(folder: Path) -> None:
     assert len(moves) == 1000, "the last 1,000 moves are kept"
     assert sum(loader.snapshot().tuning_moves.values()) == len(moves)
     assert len(loader.stats().tuning) == len(moves)  # type: ignore[union-attr]
+
+
+def mixture_loader() -> Loader:
+    from stoker.storage import MemoryStorage, MixedStorage
+
+    big = MemoryStorage({f"b{index}": b"big" for index in range(500)})
+    small = MemoryStorage({f"s{index}": b"small" for index in range(100)})
+    mixture = MixedStorage({"big": big, "small": small}, {"big": 0.7, "small": 0.3}, num_samples=320, seed=5)
+    return Loader(mixture, batch_size=8, sampling=Sampling(seed=2, in_order=True))
+
+
+def test_a_state_taken_while_a_scheduled_mixture_change_is_applied_resumes_the_same_stream() -> None:
+    # A curriculum's points apply between two batches (the pipeline is stopped and built again
+    # over the new draw) while a checkpoint thread takes states: each state, resumed without the
+    # schedule (it carries it), must go on with the very batches the run went on with. Once: a
+    # point was marked applied when it fell due, before its weights were applied after the
+    # pipeline stopped, and a state between carried the point as applied with the old weights.
+    loader = mixture_loader()
+    loader.set_mixture_schedule({0: {"big": 0.7, "small": 0.3}, 10: {"big": 0.2, "small": 0.8}, 25: {"big": 0.5, "small": 0.5}})
+    states: list[dict[str, Any]] = []
+    _, join = hammer(lambda: states.append(loader.state_dict()), readers=1)
+    try:
+        stream = [list(batch.keys) for batch in loader]
+    finally:
+        join()
+    distinct = list({repr(state): state for state in states}.values())
+    assert len(distinct) >= 3, "states were taken all along the run"
+    for state in distinct:
+        resumed = mixture_loader()
+        resumed.load_state_dict(state)
+        rest = [list(batch.keys) for batch in resumed] if resumed.batches_left else []
+        assert rest == stream[state["step"] :], f"a state at step {state['step']} resumed another stream"
