@@ -192,3 +192,30 @@ def test_metrics_scraped_by_many_threads_while_the_loop_runs_only_grow_and_end_e
         assert not failed, failed
         assert delivered(server.url) == epochs * batches
     assert not problems, problems[:5]
+
+
+def test_each_bucket_gets_one_buffer_pool_whichever_decode_threads_ask_first() -> None:
+    # Once: a bucket's pool was looked up and made in two steps, so decode threads asking for a
+    # new bucket at once each made one, and all but the last were lost with their buffers.
+    from stoker.loader.buckets import BucketShapes
+    from stoker.ops import ImageTransform
+    from stoker.sampling import Buckets
+
+    buckets = Buckets([(8, 8), (8, 16), (16, 8)], crop="center")
+    transform = ImageTransform(resize_shorter=8, center_crop=(8, 8))
+    bucket_of = np.arange(3, dtype=np.int64)
+    seen: list[tuple[int, BufferPool]] = []  # the pools kept alive, so no two share an id
+
+    for _ in range(100):  # a fresh set of buckets each round: each pool made by a race
+        shapes = BucketShapes(buckets, transform, bucket_of, batch_size=2, capacity=4, pin_memory=False)
+
+        def ask(number: int, shapes: BucketShapes = shapes) -> None:
+            _, pool = shapes.for_batch(np.array([number % 3]))
+            seen.append((number % 3, pool))
+
+        seen.clear()
+        together(ask)
+        pools: dict[int, set[int]] = {}
+        for bucket, pool in seen:
+            pools.setdefault(bucket, set()).add(id(pool))
+        assert all(len(made) == 1 for made in pools.values()), {bucket: len(made) for bucket, made in pools.items()}
