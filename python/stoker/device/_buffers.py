@@ -11,6 +11,7 @@ A `Batch` drops its own reference when released (`Batch.release`, ``with batch:`
 from __future__ import annotations
 
 import sys
+import threading
 import weakref
 from collections import deque
 from collections.abc import Callable
@@ -42,32 +43,39 @@ class BufferPool:
 
     def __init__(self, allocate: Callable[[], np.ndarray], capacity: int) -> None:
         self._allocate = allocate
-        self.capacity = capacity
-        # deque's append and pop are atomic: the return path runs from the garbage collector,
-        # possibly inside acquire on the same thread, where a lock would deadlock.
+        self.capacity = capacity  # one attribute: the tuner's thread may set it, any thread read it
+        # Leases are taken by every decode thread and returned from whichever thread drops the
+        # last array of a batch (the garbage collector's finalizer). `_lock` guards `_free` and
+        # `allocated`. It is reentrant: a collection may run a return inside `acquire` or another
+        # return on the same thread, which then goes on through the lock it already holds; the
+        # allocation itself runs outside it.
+        self._lock = threading.RLock()
         self._free: deque[np.ndarray] = deque()
         self.allocated = 0
 
     def acquire(self) -> np.ndarray:
         """An array over a buffer nothing else can read now; its buffer returns when it dies."""
-        try:
-            buffer = self._free.pop()
-        except IndexError:
+        with self._lock:
+            buffer = self._free.pop() if self._free else None
+            if buffer is None:
+                self.allocated += 1
+        if buffer is None:
             buffer = self._allocate()
-            self.allocated += 1
         owner = _LeaseOwner(buffer)
         leased = np.asarray(owner)
         weakref.finalize(owner, self._give_back, buffer)
         return leased
 
     def _give_back(self, buffer: np.ndarray) -> None:
-        if len(self._free) < self.capacity:
-            self._free.append(buffer)
+        with self._lock:  # the room checked and taken in one turn: never more than `capacity` kept
+            if len(self._free) < self.capacity:
+                self._free.append(buffer)
 
     @property
     def free(self) -> int:
         """Buffers ready to be leased again."""
-        return len(self._free)
+        with self._lock:
+            return len(self._free)
 
 
 def pinned_allocator(shape: tuple[int, ...], dtype: str) -> Callable[[], Any]:

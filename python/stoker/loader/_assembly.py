@@ -11,6 +11,7 @@ delivered.
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -90,8 +91,9 @@ class BatchAssembler:
         self.keys: Sequence[str] = storage.keys
         self.labels = label_array(storage.labels)
         # Bytes read so far and in how many batches: what a batch holds before decode, for the
-        # live tuner's memory count. Updated by several threads without a lock: a lost update
-        # only blurs an estimate.
+        # live tuner's memory count. Added to by every fetch thread and read by the tuner's:
+        # `_counts_lock` keeps the two whole together.
+        self._counts_lock = threading.Lock()
         self.bytes_fetched = 0
         self.batches_fetched = 0
         # With a provenance ledger: each batch carries its samples' CRC-32 and length, and the
@@ -100,8 +102,15 @@ class BatchAssembler:
         self.prepare_rows: Callable[[Batch], Any] | None = None
 
     def _count(self, payloads: Sequence[bytes | Exception]) -> None:
-        self.bytes_fetched += sum(len(payload) for payload in payloads if not isinstance(payload, Exception))
-        self.batches_fetched += 1
+        size = sum(len(payload) for payload in payloads if not isinstance(payload, Exception))
+        with self._counts_lock:
+            self.bytes_fetched += size
+            self.batches_fetched += 1
+
+    def fetched_batch_bytes(self) -> float:
+        """Mean bytes of one batch as read so far (0.0 before the first)."""
+        with self._counts_lock:
+            return self.bytes_fetched / self.batches_fetched if self.batches_fetched else 0.0
 
     def set_samples(self, keys: Sequence[str], labels: Sequence[int | float | None]) -> None:
         """The storage's samples changed (a mixture's new epoch)."""

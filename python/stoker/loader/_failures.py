@@ -68,6 +68,12 @@ class FailureLog:
                     file.write(json.dumps(failure.to_json()) + "\n")
             return self._by_epoch[epoch]
 
+    def kept(self) -> list[Failure]:
+        """A copy of the kept failures, oldest first, taken under the lock (decode threads add
+        to the list while the training loop or a monitor reads it)."""
+        with self._lock:
+            return list(self.failures)
+
     def in_epoch(self, epoch: int) -> list[Failure]:
         """The kept failures of ``epoch``."""
         with self._lock:

@@ -250,7 +250,7 @@ class Loader:
         assembler, sample_prefetch = self._assembler, self._sample_prefetch
         hooks = TuningHooks(
             settle=self._settle_tuned,
-            fetched_batch_bytes=lambda: assembler.bytes_fetched / assembler.batches_fetched if assembler.batches_fetched else 0.0,
+            fetched_batch_bytes=assembler.fetched_batch_bytes,
             requests=lambda: sample_prefetch if self.sample_prefetch else None,
         )
         # With buckets, the largest bucket's batch: what the memory budget must allow.
@@ -285,7 +285,12 @@ class Loader:
             storage, self.sampler, self._assembler, self._deliveries, self._policy, self._tuning, read_options, batching, self._source
         )
         self._view_indices: np.ndarray | None = None  # while reading through a view (see _read_through)
+        # Changes asked for while the loop runs, applied by the loop's thread between two batches
+        # (`_replan`); asked for by any thread, so `_pending_lock` guards the three: a change is
+        # added and taken in one turn of it, never lost between a read and a write.
+        self._pending_lock = threading.Lock()
         self._pending_weights: dict[str, float] | None = None  # set_mixture_weights, between steps
+        self._pending_through: int | None = None  # the schedule's point those weights are, if they are one
         self._pending_exclusion: range | None = None  # exclude, between steps
         self._pending_keys: list[tuple[list[str], int | None]] | None = None  # exclude by key, between steps (keys, slot)
         self._iteration_lock = threading.Lock()
@@ -299,7 +304,7 @@ class Loader:
     @property
     def failures(self) -> list[Failure]:
         """Every bad sample met so far (see the class notes)."""
-        return list(self._policy.log.failures)
+        return self._policy.log.kept()
 
     @property
     def failure_count(self) -> int:
@@ -365,7 +370,8 @@ class Loader:
                 message says what differs.
             ValueError: Not a Loader state, or states that do not fit together.
         """
-        self._state.load_state_dict(state, allow_changes=allow_changes, keys_before=keys_before, new_samples=new_samples)
+        with self._deliveries.lock:  # the record lock: a state taken meanwhile is of before or after
+            self._state.load_state_dict(state, allow_changes=allow_changes, keys_before=keys_before, new_samples=new_samples)
 
     def save_keys(self, path: str | os.PathLike[str]) -> str:
         """Write this Loader's dataset's key list (every key, in storage order, with the
@@ -463,9 +469,11 @@ class Loader:
         self._mixture.check(weights)
         self._mixture.check_room()
         if self._iterating is None:
-            self._mixture.apply(dict(weights))
+            with self._deliveries.lock:
+                self._mixture.apply(dict(weights))
         else:
-            self._pending_weights = dict(weights)
+            with self._pending_lock:
+                self._pending_weights = dict(weights)  # over a schedule's point due now, which counts as applied
 
     def exclude(self, *, steps: range | None = None, keys: Iterable[str] | None = None) -> None:
         """Leave the batches of ``steps``, or the samples of ``keys``, out of this epoch.
@@ -524,17 +532,21 @@ class Loader:
         if keys is not None:
             listed = self._exclusions.read_keys(keys)
             if self._iterating is None:
-                self._exclusions.by_keys(listed)
+                with self._deliveries.lock:
+                    self._exclusions.by_keys(listed)
             else:
                 slot = self._exclusions.check_keys(listed)
-                self._pending_keys = [*(self._pending_keys or []), (listed, slot)]
+                with self._pending_lock:
+                    self._pending_keys = [*(self._pending_keys or []), (listed, slot)]
             return
         assert steps is not None
         self._exclusions.check_steps(steps)
         if self._iterating is None:
-            self._exclusions.by_steps(steps)
+            with self._deliveries.lock:
+                self._exclusions.by_steps(steps)
         else:
-            self._pending_exclusion = steps
+            with self._pending_lock:
+                self._pending_exclusion = steps
 
     def set_mixture_schedule(self, points: dict[int, dict[str, float]]) -> None:
         """A curriculum by step: a `stoker.storage.MixedStorage`'s weights from each of the
@@ -602,15 +614,24 @@ class Loader:
         begun = self._iterating is not None or self.sampler.delivered_count > 0 or self.sampler.done_everywhere > 0
         self._filters.set(points, step=self._deliveries.next_step, begun=begun)
 
-    def _scheduled_weights(self) -> dict[str, float] | None:
-        """The schedule's weights due before the next batch, taken (None if none is due)."""
+    def _scheduled_weights(self) -> tuple[int, dict[str, float]] | None:
+        """The schedule's point due before the next batch, (its step, its weights), or None if
+        none is due. The caller marks it applied (`_apply_weights`) when it applies its weights,
+        under the record lock: a state never says a point was applied with the weights before it."""
         schedule = self._mixture.schedule if self._mixture is not None else None
         due = schedule.due(self._deliveries.next_step) if schedule is not None else None
         if schedule is None or due is None:
             return None
-        schedule.applied_through = due[0]
         _logger.info("mixture weights from step %d (the schedule's, at step %d): %s", self._deliveries.next_step, due[0], due[1])
-        return due[1]
+        return due
+
+    def _apply_weights(self, weights: dict[str, float], through: int | None) -> None:
+        """Draw the rest of the epoch with ``weights``; ``through``: the schedule's point they
+        are (None: weights the user set). Under the record lock, held by the caller."""
+        assert self._mixture is not None
+        self._mixture.apply(weights)
+        if through is not None and self._mixture.schedule is not None:
+            self._mixture.schedule.applied_through = through
 
     # ---- what it reports (LoaderRecords) ----------------------------------------------------
 
@@ -640,8 +661,9 @@ class Loader:
 
     @property
     def totals(self) -> RunTotals:
-        """The finished epochs' counts (what counters across epochs add to the running one)."""
-        return self._records.totals
+        """The finished epochs' counts (what counters across epochs add to the running one): a
+        copy taken whole, which later epochs do not change."""
+        return self._records.totals_now()
 
     def record_provenance(self, directory: str | os.PathLike[str]) -> ProvenanceLedger:
         """Keep a provenance ledger in ``directory`` from now on: every delivered batch's samples
@@ -678,11 +700,14 @@ class Loader:
 
     def set_epoch(self, epoch: int) -> None:
         """Start epoch ``epoch``: a new order from (seed, epoch), and a new draw of a mixture."""
-        self.sampler.set_epoch(epoch)
-        self._state.epoch_changed()
-        self._filters.begin_epoch(self._deliveries.next_step)
-        self._sync_storage_epoch()
-        self._deliveries.new_epoch(epoch)
+        # Under the record lock: a state taken from another thread meanwhile is of the old epoch
+        # or of the new one (once, the sampler's new epoch was saved with the old epoch's digest).
+        with self._deliveries.lock:
+            self.sampler.set_epoch(epoch)
+            self._state.epoch_changed()
+            self._filters.begin_epoch(self._deliveries.next_step)
+            self._sync_storage_epoch()
+            self._deliveries.new_epoch(epoch)
 
     def _sync_storage_epoch(self) -> None:
         # A mixture draws its samples per epoch: keys and labels change with it.
@@ -765,8 +790,8 @@ class Loader:
         try:
             scheduled = self._scheduled_weights()
             if scheduled is not None:
-                assert self._mixture is not None
-                self._mixture.apply(scheduled)
+                with self._deliveries.lock:
+                    self._apply_weights(scheduled[1], scheduled[0])
             plan = self.sampler.plan_arrays()
             if plan.size == 0 and self.sampler.delivered_count > 0:
                 _logger.info(
@@ -782,9 +807,11 @@ class Loader:
             pipeline.start()
             while True:
                 scheduled = self._scheduled_weights()
-                if scheduled is not None:
-                    self._pending_weights = scheduled
-                if self._pending_weights is not None or self._pending_exclusion is not None or self._pending_keys is not None:
+                with self._pending_lock:
+                    if scheduled is not None:
+                        self._pending_through, self._pending_weights = scheduled
+                    pending = self._pending_weights is not None or self._pending_exclusion is not None or self._pending_keys is not None
+                if pending:
                     pipeline = self._replan(pipeline)
                 try:
                     batch = pipeline.get()
@@ -808,19 +835,21 @@ class Loader:
         """Between two batches: stop the epoch's pipeline (what it read ahead was not
         delivered), apply the pending weights and exclusion, and go on with a pipeline over the
         rest."""
-        weights, self._pending_weights = self._pending_weights, None
-        exclusion, self._pending_exclusion = self._pending_exclusion, None
-        keys, self._pending_keys = self._pending_keys, None
+        with self._pending_lock:
+            weights, self._pending_weights = self._pending_weights, None
+            through, self._pending_through = self._pending_through, None
+            exclusion, self._pending_exclusion = self._pending_exclusion, None
+            keys, self._pending_keys = self._pending_keys, None
         pipeline.stop(timeout=_QUICK_STOP)
         if self._tuning is not None:
             self._tuning.detach()
-        if weights is not None:
-            assert self._mixture is not None
-            self._mixture.apply(weights)
-        if exclusion is not None:
-            self._exclusions.by_steps(exclusion)
-        for listed, slot in keys or []:
-            self._exclusions.by_keys(listed, from_slot=slot)
+        with self._deliveries.lock:  # the record lock: a state taken meanwhile is of before or after
+            if weights is not None:
+                self._apply_weights(weights, through)
+            if exclusion is not None:
+                self._exclusions.by_steps(exclusion)
+            for listed, slot in keys or []:
+                self._exclusions.by_keys(listed, from_slot=slot)
         rebuilt = self._build(self.sampler.plan_arrays())
         self._records.pipeline_replaced(pipeline, rebuilt)
         if self._tuning is not None:

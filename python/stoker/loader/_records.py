@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import threading
 from collections import Counter
 from typing import Any
 
@@ -58,6 +59,11 @@ class LoaderRecords:
     ) -> None:
         self.storage, self.sampler, self.assembler, self.deliveries = storage, sampler, assembler, deliveries
         self.policy, self.tuning, self.reads, self.batching, self.source = policy, tuning, reads, batching, source
+        # The consumer's thread changes the four figures below as epochs and pipelines come and
+        # go; `snapshot`, `stats` and `totals_now` read them from any thread (a metrics scrape, a
+        # checkpoint thread). `_lock` keeps them whole together: an epoch's counts join `totals`
+        # in the same turn as its pipeline stops being `running`, so no reader counts it twice.
+        self._lock = threading.Lock()
         self.totals = RunTotals()  # the finished epochs' counts (for counters across epochs)
         self.running: Pipeline[Any] | None = None
         self.last_stats: PipelineStats | None = None
@@ -65,44 +71,59 @@ class LoaderRecords:
 
     def epoch_started(self, pipeline: Pipeline[Any]) -> None:
         """An epoch's pipeline was built: its stats are the running ones from now on."""
-        self._traffic_start = self.storage.traffic_report() if isinstance(self.storage, RemoteStorage) else None
-        self.running = pipeline
+        traffic_start = self.storage.traffic_report() if isinstance(self.storage, RemoteStorage) else None
+        with self._lock:
+            self._traffic_start = traffic_start
+            self.running = pipeline
 
     def pipeline_replaced(self, old: Pipeline[Any], new: Pipeline[Any]) -> None:
         """The epoch goes on in ``new`` (``old`` stopped): ``old``'s figures join the totals."""
-        self.totals.add(old.stats())
-        self.running = new
+        finished = old.stats()
+        with self._lock:
+            self.totals.add(finished)
+            self.running = new
 
     def epoch_ended(self, pipeline: Pipeline[Any] | None) -> None:
         """The epoch's (stopped) pipeline ended: keep its stats, count them, log the traffic."""
-        if pipeline is not None:
-            self.last_stats = pipeline.stats()
-            self.totals.add(self.last_stats)
-        self.running = None
+        finished = pipeline.stats() if pipeline is not None else None
+        with self._lock:
+            if finished is not None:
+                self.last_stats = finished
+                self.totals.add(finished)
+            self.running = None
         self.policy.log.summarize(self.sampler.epoch, self.sampler.delivered_count)
         traffic = self.epoch_traffic()
         if traffic:
             _logger.info("epoch %d from %s: %s", self.sampler.epoch, self.storage.describe(), describe_traffic(traffic))
 
+    def totals_now(self) -> RunTotals:
+        """A copy of the finished epochs' counts, taken whole (see `Loader.totals`)."""
+        with self._lock:
+            return self.totals.copy()
+
     def stats(self) -> PipelineStats | None:
         """See `Loader.stats`."""
-        pipeline = self.running
-        stats = pipeline.stats() if pipeline is not None else self.last_stats
+        with self._lock:
+            pipeline, last = self.running, self.last_stats
+        stats = pipeline.stats() if pipeline is not None else last
         if stats is None:
             return None
-        tuning = list(self.tuning.decisions) if self.tuning is not None else []
+        tuning = self.tuning.moves() if self.tuning is not None else []
         return dataclasses.replace(stats, sample_failures=self.policy.log.counts(), tuning=tuning, storage=self.epoch_traffic())
 
     def snapshot(self) -> LiveSnapshot:
         """See `Loader.snapshot`."""
-        pipeline = self.running
+        # The pipeline and the totals are taken in one turn of the lock: the pipeline's own stats
+        # (read after, under the engine's lock) are then never in those totals too.
+        with self._lock:
+            pipeline, totals, last = self.running, self.totals.copy(), self.last_stats
         running = pipeline.stats() if pipeline is not None else None
-        last = running if running is not None else self.last_stats
-        moves = Counter(move.knob for move in (self.tuning.decisions if self.tuning is not None else []))
+        last = running if running is not None else last
+        moves = Counter(move.knob for move in (self.tuning.moves() if self.tuning is not None else []))
         return LiveSnapshot(
             rank=self.sampler.rank,
             step=self.deliveries.step,
-            totals=self.totals.copy(),
+            totals=totals,
             running=running,
             stages=tuple(last.stages) if last is not None else (),
             bad_samples=self.policy.log.counts(),
@@ -111,9 +132,11 @@ class LoaderRecords:
 
     def epoch_traffic(self) -> dict[str, Any]:
         """What reading network storage took since the epoch began, priced (see `Reads.prices`)."""
-        if self._traffic_start is None or not isinstance(self.storage, RemoteStorage):
+        with self._lock:
+            start = self._traffic_start
+        if start is None or not isinstance(self.storage, RemoteStorage):
             return {}
-        traffic = epoch_traffic(self._traffic_start, self.storage.traffic_report())
+        traffic = epoch_traffic(start, self.storage.traffic_report())
         prices = self.reads.prices
         if prices == "store":  # the store's own list prices; S3's where a store names none (Cassandra)
             prices = getattr(self.storage, "price_table", "aws-s3-standard")

@@ -80,10 +80,19 @@ class LoaderTuning:
         self.wait_target = wait_target
         self.memory_budget = memory_budget if memory_budget is not None else default_memory_budget()
         self.batch_bytes = batch_bytes
+        # Appended by the tuner on the pipeline's scheduler thread, read by `stats` and
+        # `snapshot` on any thread: read only through `moves` (one copy, taken whole).
         self.decisions: deque[TuningDecision] = deque(maxlen=1000)
         self.tuner: Tuner | None = None
         self.window = 1.0  # seconds between moves; shorter in tests
         self._cpu = CpuMeter()
+
+    def moves(self) -> list[TuningDecision]:
+        """The tuner's moves so far, oldest first. `deque.copy` is one call that holds the deque
+        whole (its own lock on a free-threaded build; no bytecode in between under the GIL);
+        iterating the deque itself while the tuner appends raises "deque mutated during
+        iteration"."""
+        return list(self.decisions.copy())
 
     def fetched_batch_bytes(self) -> float:
         """Mean bytes of one batch as read."""

@@ -127,7 +127,10 @@ class ProvenanceLedger:
         count = len(batch.keys)
         # Indices in the storage the ledger names: a view's (an epoch continued over a changed
         # dataset reads through one) are mapped to it, so replay reads the same samples.
-        indices = (batch.indices if self.index_map is None else self.index_map[np.asarray(batch.indices, np.int64)]).tolist()
+        # `index_map` is read once: the Loader's thread may set or clear it while a decode
+        # thread prepares rows, and two reads could see an array, then None.
+        index_map = self.index_map
+        indices = (batch.indices if index_map is None else index_map[np.asarray(batch.indices, np.int64)]).tolist()
         places, offsets = sample_locations(self.storage, indices)
         # Typed conversions throughout: an untyped pa.array of a NumPy array costs six times more,
         # and this runs on the training loop's thread for every batch.

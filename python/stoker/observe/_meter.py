@@ -4,6 +4,7 @@ waiting for the next batch, and whether the loop is data-bound or compute-bound.
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from time import perf_counter
@@ -60,6 +61,9 @@ class DataWaitMeter(Generic[T]):
     def __init__(self, iterable: Iterable[T], *, verbose: bool = True) -> None:
         self._iterable = iterable
         self.verbose = verbose
+        # The training loop's thread adds to the figures; `report` may be read from another (a
+        # logging or checkpoint thread): `_lock` keeps a step's figures whole together.
+        self._lock = threading.Lock()
         self.steps = 0
         self.wait_seconds = 0.0
         self.compute_seconds = 0.0
@@ -73,17 +77,19 @@ class DataWaitMeter(Generic[T]):
             while True:
                 asked = perf_counter()
                 if last_return is not None:
-                    self.compute_seconds += asked - last_return
+                    with self._lock:
+                        self.compute_seconds += asked - last_return
                 try:
                     item = next(iterator)
                 except StopIteration:
                     return
                 last_return = perf_counter()
-                if self.first_batch_seconds is None:
-                    self.first_batch_seconds = last_return - started
-                else:
-                    self.wait_seconds += last_return - asked
-                self.steps += 1
+                with self._lock:
+                    if self.first_batch_seconds is None:
+                        self.first_batch_seconds = last_return - started
+                    else:
+                        self.wait_seconds += last_return - asked
+                    self.steps += 1
                 yield item
         finally:
             self.close()
@@ -94,4 +100,6 @@ class DataWaitMeter(Generic[T]):
             print(f"data wait: {self.report().verdict}", file=sys.stderr, flush=True)
 
     def report(self) -> DataWaitReport:
-        return DataWaitReport(self.steps, self.wait_seconds, self.compute_seconds)
+        """The totals so far, taken whole (any thread may ask)."""
+        with self._lock:
+            return DataWaitReport(self.steps, self.wait_seconds, self.compute_seconds)

@@ -6,6 +6,7 @@ transform of a recorded batch found again for replay.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -62,6 +63,9 @@ class BucketShapes:
         self.buckets = buckets
         self.bucket_of = bucket_of
         self.transforms = [_bucket_transform(transform, buckets, number) for number in range(len(buckets))]
+        # Each bucket's pool, made by the first decode thread that needs it: `_pools_lock` makes
+        # the look-up and the making one step, so a bucket never gets two pools.
+        self._pools_lock = threading.Lock()
         self._pools: dict[int, BufferPool] = {}
         self._batch_size, self._pin_memory = batch_size, pin_memory
         self.capacity = capacity
@@ -69,14 +73,15 @@ class BucketShapes:
     def for_batch(self, indices: np.ndarray) -> tuple[Transform, BufferPool]:
         """The transform and pool of the bucket of a batch (its samples share one)."""
         number = int(self.bucket_of[int(indices[0])])
-        pool = self._pools.get(number)
-        if pool is None:
-            transform = self.transforms[number]
-            allocate: Callable[[], np.ndarray] = lambda: allocate_batch(transform, self._batch_size)  # noqa: E731
-            if self._pin_memory:
-                shape = allocate_batch(transform, 1).shape[1:]
-                allocate = pinned_allocator((self._batch_size, *shape), transform.dtype)
-            pool = self._pools[number] = BufferPool(allocate, capacity=self.capacity)
+        with self._pools_lock:
+            pool = self._pools.get(number)
+            if pool is None:
+                transform = self.transforms[number]
+                allocate: Callable[[], np.ndarray] = lambda: allocate_batch(transform, self._batch_size)  # noqa: E731
+                if self._pin_memory:
+                    shape = allocate_batch(transform, 1).shape[1:]
+                    allocate = pinned_allocator((self._batch_size, *shape), transform.dtype)
+                pool = self._pools[number] = BufferPool(allocate, capacity=self.capacity)
         pool.capacity = self.capacity
         return self.transforms[number], pool
 

@@ -1,6 +1,11 @@
 """What a Loader delivered: the sampler's record, the epoch's delivery digest, the step count and
 the provenance ledger, kept together under one lock so a checkpoint never falls between them.
 
+That lock (`Deliveries.lock`, the record lock) is reentrant: the Loader also holds it across each
+change that moves the record and the digest together (a new epoch, a loaded state, an exclusion,
+new mixture weights), and `LoaderState.state_dict` holds it while it writes the state, so a state
+taken from another thread is of one moment, never of a change half made.
+
 A batch counts as delivered when the Loader yields it, unless a read-ahead wrapper holds
 deliveries (`hold`): then it counts once the wrapper hands it on (`release`), and batches still
 held when the wrapper stops were never delivered (a continued epoch reads them again).
@@ -34,7 +39,7 @@ class Deliveries:
     def __init__(self, sampler: Sampler, seed_of: Callable[[int], int]) -> None:
         self.sampler = sampler
         self.seed_of = seed_of
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()  # the record lock (see the module notes)
         self.step = 0  # batches this rank delivered since the run began (carried by the state)
         self.digest = DeliveryDigest(epoch=sampler.epoch)
         # Positions left out on purpose (`exclude`): in `digest` too, so the epoch's proof

@@ -109,7 +109,13 @@ class LoaderState:
         self.ledger_directory: Any = None  # where key lists are written and looked for (the ledger's)
 
     def state_dict(self) -> dict[str, Any]:
-        """See `Loader.state_dict`."""
+        """See `Loader.state_dict`. Written under the record lock (`Deliveries.lock`), which the
+        Loader holds across each change of the epoch's record: every part is of one moment."""
+        self.fingerprint()  # the dataset's digest, worked out once, before the lock is taken
+        with self.deliveries.lock:
+            return self._state_locked()
+
+    def _state_locked(self) -> dict[str, Any]:
         sampler, digest, excluded, step = self.deliveries.state()
         return {
             "version": 1,

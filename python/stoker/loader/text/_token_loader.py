@@ -184,7 +184,7 @@ class TokenLoader:
     @property
     def failures(self) -> list[Any]:
         """Every bad document so far (`stoker.failures.Failure`: name, stage, reason, action)."""
-        return list(self._bad.log.failures)
+        return self._bad.log.kept()
 
     def _bucketed(self, buckets: LengthBuckets, shuffle: bool) -> LengthBatches:
         """The length buckets' batching, checked against the other options."""
