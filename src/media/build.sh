@@ -7,17 +7,36 @@
 #   libraries.txt    the FFmpeg libraries it was linked against, dependencies first
 #   _media.pyi       its type stub
 #   __init__.py      loads those libraries when the package is imported, before the module
-# Usage: src/media/build.sh [--wheel]   --wheel links with zig for glibc 2.28 (manylinux_2_28),
-# as `maturin build --zig` does for the core; without it, cargo's own linker (development).
+# Usage: src/media/build.sh [--wheel] [--python PATH]
+#   --wheel          links with zig for glibc 2.28 (manylinux_2_28), as `maturin build --zig` does
+#                    for the core; without it, cargo's own linker (development).
+#   --python PATH    built for that interpreter alone (_media.cpython-314t-....so beside the abi3
+#                    module): a free-threaded CPython loads no abi3 module.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+wheel=
+interpreter=
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --wheel) wheel=1 ;;
+        --python) interpreter=$(cd "$(dirname "$2")" && pwd)/$(basename "$2"); shift ;;  # absolute: cargo runs from target/
+        *) echo "unknown argument $1" >&2; exit 2 ;;
+    esac
+    shift
+done
 avcodec=$(pkg-config --modversion libavcodec | cut -d. -f1)
 case "$avcodec" in
     58) major=4 ;; 59) major=5 ;; 60) major=6 ;; 61) major=7 ;; 62) major=8 ;;
     *) echo "libavcodec $avcodec is not an FFmpeg major stoker knows (4-8)" >&2; exit 1 ;;
 esac
 features=python,pyo3/extension-module,pyo3/abi3-py310
-if [ "${1:-}" = --wheel ]; then
+suffix=.abi3.so
+if [ -n "$interpreter" ]; then
+    features=python,pyo3/extension-module  # the same crates, PyO3 set up for this interpreter
+    suffix=$("$interpreter" -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))")
+    export PYO3_PYTHON=$interpreter
+fi
+if [ -n "$wheel" ]; then
     # zig compiles with its own glibc 2.28 headers; the binding's build would add the system's
     # include folder (where FFmpeg's headers are) and mix two glibcs. So it gets a folder of its
     # own holding only FFmpeg's headers and libraries (the binding's FFMPEG_DIR route).
@@ -66,7 +85,7 @@ for stem in libavutil libswresample libswscale libavcodec libavformat; do
         esac
     done
 done
-mv -f "$staged" "$out/_media.abi3.so"
+mv -f "$staged" "$out/_media$suffix"
 cp python/stoker/_media/_media.pyi "$out/_media.pyi"
 cat >"$out/__init__.py" <<PYTHON
 """stoker's media part built against FFmpeg $major (libavcodec $avcodec), made by src/media/build.sh."""
@@ -75,4 +94,4 @@ from .. import load_libraries
 
 load_libraries(__path__[0])
 PYTHON
-echo "media part for FFmpeg $major (libavcodec $avcodec): $out/_media.abi3.so, needs $(tr '\n' ' ' <"$out/libraries.txt")"
+echo "media part for FFmpeg $major (libavcodec $avcodec): $out/_media$suffix, needs $(tr '\n' ' ' <"$out/libraries.txt")"

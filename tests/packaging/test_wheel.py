@@ -62,7 +62,7 @@ def wheel() -> Path:
             os.killpg(build.pid, signal.SIGKILL)
             raise
     assert build.returncode == 0, stdout[-4000:] + stderr[-4000:]
-    (path,) = (ROOT / "dist").glob("stoker-*.whl")
+    (path,) = (ROOT / "dist").glob("stoker-*-abi3-*.whl")
     return path
 
 

@@ -101,6 +101,11 @@ def main() -> None:
     mode, *paths = sys.argv[1:]
     findings = without_ffmpeg(Path(paths[0])) if mode == "without-ffmpeg" else with_ffmpeg(Path(paths[0]), Path(paths[1]))
     findings["path"] = os.environ.get("PATH", "")
+    # A free-threaded interpreter turns the GIL on when it loads a module that needs it.
+    findings["gil"] = getattr(sys, "_is_gil_enabled", lambda: True)()
+    from stoker import _native
+
+    findings["native"] = Path(_native.__file__).name
     print(json.dumps(findings))
 
 

@@ -89,10 +89,14 @@ def available_peers(methods: Iterable[str] = PEERS) -> dict[str, str | None]:
     return reasons
 
 
-def run_in_subprocess(name: str, root: Path, output: str = "uint8", timeout: float = 1800, cores: int | None = None) -> dict[str, Any]:
+def run_in_subprocess(
+    name: str, root: Path, output: str = "uint8", timeout: float = 1800, cores: int | None = None, interpreter: str | None = None
+) -> dict[str, Any]:
     """Run one method over one epoch of ``root`` in a fresh process; its measurements as a dict.
     With ``cores``, a method of `SCALING` in a process allowed the first ``cores`` cores only
-    (``taskset``'s affinity mask, set in the child before anything starts).
+    (``taskset``'s affinity mask, set in the child before anything starts). With
+    ``interpreter``, the process is that Python (another build, e.g. a free-threaded one, with
+    stoker installed), not this one.
 
     Returns:
         ``images_per_second`` (the epoch, from building the loader to its last batch: start-up
@@ -106,7 +110,9 @@ def run_in_subprocess(name: str, root: Path, output: str = "uint8", timeout: flo
     """
     if output not in OUTPUTS:
         raise ConfigurationError(f"output must be one of {OUTPUTS}, got {output!r}")
-    command = [sys.executable, "-m", "stoker.bench._peers", name, output, str(root)] + ([str(cores)] if cores is not None else [])
+    command = [interpreter or sys.executable, "-m", "stoker.bench._peers", name, output, str(root)] + (
+        [str(cores)] if cores is not None else []
+    )
     process = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
     if process.returncode != 0:
         lines = process.stderr.strip().splitlines() or ["no output"]
