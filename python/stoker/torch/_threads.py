@@ -32,11 +32,23 @@ from ._fetching import BatchFetcher
 __all__ = ["ThreadWorkers", "ThreadedIteration"]
 
 _iterations = itertools.count()
+_iterations_lock = threading.Lock()  # next() on a shared itertools.count is not atomic without the GIL
+
+
+def _next_iteration() -> int:
+    """A number no other pass has (passes may start in several threads at once)."""
+    with _iterations_lock:
+        return next(_iterations)
 
 
 class ThreadWorkers:
     """``num_workers`` threads, each running ``worker_init_fn(worker_id)`` once and then fetching and
     collating the batches sent to it, each with a `BatchFetcher` of its own.
+
+    Shared state: ``_tasks`` and ``results`` are `queue.SimpleQueue`s (whole by themselves);
+    ``draws_random_numbers`` only ever goes from False to True, written by a worker whose own
+    fetcher saw draws (was: every worker stored ``flag or mine`` after each batch, so a worker
+    that had read False stored it back over another's True); ``_stopping`` is one flag set once.
 
     Args:
         dataset: The user's map-style dataset (shared by the threads).
@@ -104,7 +116,8 @@ class ThreadWorkers:
                     result = self._make_batch(fetcher, indices)
                 except BaseException:
                     result = ExceptionWrapper(where=where)
-            self.draws_random_numbers = self.draws_random_numbers or bool(fetcher.draws_random_numbers)
+            if fetcher.draws_random_numbers:  # only ever set: a stale False is never stored back
+                self.draws_random_numbers = True
             self.results.put((iteration, batch_number, result))
             del result, task, indices
         fetcher.close()
@@ -112,6 +125,9 @@ class ThreadWorkers:
 
 class ThreadedIteration(_BaseDataLoaderIter):
     """One pass over a map-style dataset with `ThreadWorkers` (see the module notes).
+
+    Owned by the thread that iterates it (as torch's iterators are): its counters and the
+    batches that arrived out of order are touched by that thread only.
 
     Args:
         loader: torch's DataLoader holding the settings (its dataset is never read here).
@@ -123,7 +139,7 @@ class ThreadedIteration(_BaseDataLoaderIter):
         super().__init__(loader)
         self._workers = workers
         self._stop_workers_at_end = stop_workers_at_end
-        self._iteration = next(_iterations)
+        self._iteration = _next_iteration()
         self._in_order = loader.in_order
         self._worker_cycle = itertools.cycle(range(loader.num_workers))
         self._sent = 0
