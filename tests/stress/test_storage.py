@@ -128,7 +128,7 @@ def test_hedged_copies_from_many_loops_stay_within_the_budget_and_are_counted() 
 def test_whole_files_fetched_once_each_from_many_loops_and_counted(tmp_path: Path) -> None:
     # Once: `fetched += 1` ran without the lock when a fetch ended, on whichever loop's thread
     # fetched it, and counts were lost.
-    files, size = 300, 64
+    files, size = 150, 64
     whole = WholeFiles(tmp_path, "http://127.0.0.1:1")
     fetches: list[str] = []
 
