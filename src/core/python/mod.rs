@@ -13,7 +13,7 @@
 //! | class | what changes | kept whole by |
 //! | --- | --- | --- |
 //! | `ImageTransform`, `AudioTransform`, `VideoTransform`, `TextTokenizer` | nothing | immutable after `__new__` (a decode's scratch buffers are thread-local) |
-//! | `TokenPacker` | the packer's rows and counters | a `Mutex`: waited for detached (`lock_py_attached`, or inside `py.detach`), and no Python object is made while it is held (was: `state()` built its dicts holding it, while another thread could wait for it attached: a deadlock with the GIL, or with a free-threaded build's stop-the-world garbage collection) |
+//! | `TokenPacker` | the packer's rows and counters | a `Mutex`: waited for detached (`lock_py_attached`, or inside `py.detach`), and no Python object is made while it is held (was: `state()` built its dicts holding it while other calls waited for it holding the GIL: a collection inside `state()` ran a finalizer, another thread took the GIL and waited for the lock, and neither went on; `tests/stress/test_native_classes.py` stuck in 3 runs of 3. Without the GIL, the same wait blocks a stop-the-world collection) |
 //! | `CacheEntries` | the open entries (gone after `close`) | an `RwLock` around an `Arc`: a call clones the `Arc` and lets go of the lock before any work; inside, the entries' own `Mutex`es and `RwLock` (never held across a call into Python) and a `flock` between processes |
 //!
 //! Module-wide state (the rayon pools by size, `media`'s polyphase filter banks) is a `OnceLock<Mutex<_>>`
