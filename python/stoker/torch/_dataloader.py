@@ -22,6 +22,7 @@ The deliberate differences from torch are listed in ``docs/torch.md``.
 from __future__ import annotations
 
 import multiprocessing as python_multiprocessing
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Generic, Literal, TypeVar
 
@@ -37,6 +38,11 @@ from ._worker_deaths import NamedWorkerDeaths
 __all__ = ["DataLoader"]
 
 T_co = TypeVar("T_co", covariant=True)
+
+# Guards every loader's `_thread_workers` while a pass starts (was: read and set without a lock,
+# so two passes started at once each started persistent threads, and one set was never stopped).
+# One lock for all loaders, not one each: a pass starts rarely, and a loader stays picklable.
+_STARTING = threading.Lock()
 WorkerKind = Literal["processes", "threads"]
 # Attributes that live on torch's DataLoader inside: read from it, and set on it (where torch
 # refuses an assignment after construction, its own check raises its own error).
@@ -166,9 +172,10 @@ class DataLoader(Generic[T_co]):
         if self.worker_kind == "processes":
             return NamedWorkerDeaths(iter(self._torch))
         self._torch.check_worker_number_rationality()  # torch's warning, as at each pass there
-        workers = self._thread_workers or self._start_threads()
         persistent = bool(self.persistent_workers)
-        self.__dict__["_thread_workers"] = workers if persistent else None
+        with _STARTING:
+            workers = self._thread_workers or self._start_threads()
+            self.__dict__["_thread_workers"] = workers if persistent else None
         return ThreadedIteration(self._torch, workers, stop_workers_at_end=not persistent)
 
     def _start_threads(self) -> ThreadWorkers:

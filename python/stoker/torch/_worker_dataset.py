@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -33,8 +34,11 @@ class WorkerDataset(Dataset[Any]):
         self.dataset = dataset
         self.items_in_flight = items_in_flight
         self._own_fetch = own_batch_fetch(dataset)  # looked up once, not at every batch
-        self._fetcher: BatchFetcher | None = None
-        self._fetcher_pid = 0
+        # A `BatchFetcher` per thread (and per process): a fetcher is owned by the one thread
+        # that fetches with it. With ``num_workers=0`` the threads that iterate fetch here
+        # themselves (was: one fetcher shared by them, whose pool one thread could replace, and
+        # so cancel, while another's items were in it).
+        self._fetchers = threading.local()
 
     def __len__(self) -> int:
         return len(self.dataset)
@@ -45,9 +49,10 @@ class WorkerDataset(Dataset[Any]):
     def __getitems__(self, indices: Sequence[Any]) -> Any:
         if self._own_fetch is not None:  # the dataset fetches its batches itself: as under torch
             return self._own_fetch(indices)
-        if self._fetcher is None or self._fetcher_pid != os.getpid():
-            self._fetcher, self._fetcher_pid = BatchFetcher(self.items_in_flight), os.getpid()
-        return self._fetcher.fetch(self.dataset, indices)
+        mine = self._fetchers
+        if getattr(mine, "pid", None) != os.getpid():
+            mine.fetcher, mine.pid = BatchFetcher(self.items_in_flight), os.getpid()
+        return mine.fetcher.fetch(self.dataset, indices)
 
     def __getstate__(self) -> dict[str, Any]:
         # A worker started by spawn or forkserver gets the dataset, not this process's fetcher.

@@ -1,6 +1,24 @@
 //! The Python-facing module `stoker._native`. Thin: argument conversion and GIL release only;
 //! the work lives in the pure-Rust modules beside this one. Every entry point runs under
 //! `panic_guard::guard`: a panic is a `stoker.errors.NativePanicError`, never a `PanicException`.
+//!
+//! ## Shared without the GIL
+//!
+//! The module declares `gil_used = false`, so on a free-threaded build any number of threads call
+//! one object at once, with nothing serializing them. Every class is `#[pyclass(frozen)]` (PyO3
+//! then checks at compile time that it is `Sync`, and never borrow-checks it at run time: a
+//! non-frozen class's `&mut self` method called from two threads raises "Already borrowed"
+//! there). What a class may change sits behind a lock of its own:
+//!
+//! | class | what changes | kept whole by |
+//! | --- | --- | --- |
+//! | `ImageTransform`, `AudioTransform`, `VideoTransform`, `TextTokenizer` | nothing | immutable after `__new__` (a decode's scratch buffers are thread-local) |
+//! | `TokenPacker` | the packer's rows and counters | a `Mutex`: waited for detached (`lock_py_attached`, or inside `py.detach`), and no Python object is made while it is held (was: `state()` built its dicts holding it while other calls waited for it holding the GIL: a collection inside `state()` ran a finalizer, another thread took the GIL and waited for the lock, and neither went on; `tests/stress/test_native_classes.py` stuck in 3 runs of 3. Without the GIL, the same wait blocks a stop-the-world collection) |
+//! | `CacheEntries` | the open entries (gone after `close`) | an `RwLock` around an `Arc`: a call clones the `Arc` and lets go of the lock before any work; inside, the entries' own `Mutex`es and `RwLock` (never held across a call into Python) and a `flock` between processes |
+//!
+//! Module-wide state (the rayon pools by size, `media`'s polyphase filter banks) is a `OnceLock<Mutex<_>>`
+//! held only for a lookup, never across a call into Python. The `_media` module
+//! (`src/media/python.rs`) has functions only.
 
 use pyo3::prelude::*;
 

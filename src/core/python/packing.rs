@@ -6,6 +6,7 @@ use std::sync::Mutex;
 use numpy::{PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1};
 use pyo3::exceptions::{PyMemoryError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::sync::MutexExt;
 use pyo3::types::PyDict;
 
 use crate::packing::packer::{Config, Counters, LongDocuments, Packer, Strategy};
@@ -45,8 +46,17 @@ fn check_batch_size(rows: usize, context: usize) -> PyResult<()> {
 }
 
 impl TokenPacker {
+    /// The packer, for a thread detached from the interpreter (inside `py.detach`).
     fn lock(&self) -> PyResult<std::sync::MutexGuard<'_, Packer>> {
         self.inner.lock().map_err(|_| PyRuntimeError::new_err("the packer panicked earlier and is unusable"))
+    }
+
+    /// The packer, for a thread attached to the interpreter: it waits for the lock detached, so
+    /// that a thread holding the lock never waits on one blocked here (for the GIL on a GIL
+    /// build, for a stop-the-world pause such as the garbage collector's on a free-threaded
+    /// one). No Python object is made while the lock is held, for the same reason.
+    fn lock_attached(&self, py: Python<'_>) -> PyResult<std::sync::MutexGuard<'_, Packer>> {
+        self.inner.lock_py_attached(py).map_err(|_| PyRuntimeError::new_err("the packer panicked earlier and is unusable"))
     }
 }
 
@@ -117,24 +127,24 @@ impl TokenPacker {
     }
 
     /// No more documents: close every row.
-    fn finish(&self) -> PyResult<()> {
+    fn finish(&self, py: Python<'_>) -> PyResult<()> {
         guard("TokenPacker.finish", None, || {
-            self.lock()?.finish();
+            self.lock_attached(py)?.finish();
             Ok(())
         })
     }
 
     /// Rows finished and not yet taken.
     #[getter]
-    fn ready_rows(&self) -> PyResult<usize> {
-        guard("TokenPacker.ready_rows", None, || Ok(self.lock()?.ready_rows()))
+    fn ready_rows(&self, py: Python<'_>) -> PyResult<usize> {
+        guard("TokenPacker.ready_rows", None, || Ok(self.lock_attached(py)?.ready_rows()))
     }
 
     /// Take up to `rows` finished rows as a batch dict, or None when there is none.
     fn take_batch<'py>(&self, py: Python<'py>, rows: usize, pad_id: i64) -> PyResult<Option<Bound<'py, PyDict>>> {
         guard("TokenPacker.take_batch", None, || {
             let (taken, context) = {
-                let mut packer = self.lock()?;
+                let mut packer = self.lock_attached(py)?;
                 let context = packer.config().context;
                 // Checked before the rows are taken, so a batch too large to make loses no row.
                 check_batch_size(rows.min(packer.ready_rows()), context)?;
@@ -183,13 +193,17 @@ impl TokenPacker {
     /// The packer's state as plain data: rows and pieces as (document, start, length) triples.
     fn state<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         guard("TokenPacker.state", None, || {
-            let packer = self.lock()?;
-            let (ready, open, pending) = packer.state();
+            // Copied out under the lock, made into Python objects after (see `lock_attached`).
+            let (ready, open, pending, counters) = {
+                let packer = self.lock_attached(py)?;
+                let (ready, open, pending) = packer.state();
+                (ready, open, pending, packer.counters)
+            };
             let state = PyDict::new(py);
             state.set_item("ready", ready.iter().map(|row| segments_to_python(row)).collect::<Vec<_>>())?;
             state.set_item("open", open.iter().map(|row| segments_to_python(row)).collect::<Vec<_>>())?;
             state.set_item("pending", segments_to_python(&pending))?;
-            state.set_item("counters", counters_dict(py, &packer.counters)?)?;
+            state.set_item("counters", counters_dict(py, &counters)?)?;
             Ok(state)
         })
     }
@@ -231,7 +245,7 @@ impl TokenPacker {
                 }
                 fetched.push_back(tokens);
             }
-            self.lock()?
+            self.lock_attached(state.py())?
                 .restore(&ready, &open, &pending, counters, |document, _, _| {
                     fetched.pop_front().ok_or_else(|| format!("document {document}: no fetched tokens left for this piece"))
                 })
@@ -243,7 +257,7 @@ impl TokenPacker {
     #[getter]
     fn counters<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         guard("TokenPacker.counters", None, || {
-            let counters = self.lock()?.counters;
+            let counters = self.lock_attached(py)?.counters;
             counters_dict(py, &counters)
         })
     }

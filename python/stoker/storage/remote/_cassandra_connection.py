@@ -16,6 +16,7 @@ import random
 import re
 import ssl
 import statistics
+import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -286,6 +287,10 @@ _FIRST_DELAY = 1.0  # seconds before a copy while no read has answered yet
 class ReadLatencies:
     """The last reads' latencies, and the hedge delay they give.
 
+    Added to by every loop that reads (the storage's own, a pipeline's) and read by the driver's
+    threads as each request starts: ``recent`` is behind ``_lock``, so the median never iterates
+    it while another thread appends (without the GIL, "deque mutated during iteration").
+
     Args:
         floor: Least seconds before a copy is sent.
         factor: The delay in medians.
@@ -295,15 +300,19 @@ class ReadLatencies:
         self.floor = floor
         self.factor = factor
         self.recent: deque[float] = deque(maxlen=64)
+        self._lock = threading.Lock()
 
     def add(self, seconds: float) -> None:
-        self.recent.append(seconds)
+        with self._lock:
+            self.recent.append(seconds)
 
     def delay(self) -> float:
         """Seconds a read waits before a copy goes to another replica."""
-        if not self.recent:
+        with self._lock:
+            recent = list(self.recent)
+        if not recent:
             return max(self.floor, _FIRST_DELAY)
-        return max(self.floor, self.factor * statistics.median(self.recent))
+        return max(self.floor, self.factor * statistics.median(recent))
 
 
 def replica_hedging(latencies: ReadLatencies, copies: int = 1) -> Any:
@@ -342,12 +351,18 @@ QUIET_SECONDS = 5.0
 
 
 class QuietReplicas:
-    """Replicas that lately lost a hedge, by address, until when they are asked last."""
+    """Replicas that lately lost a hedge, by address, until when they are asked last.
+
+    Written after each read (on the loops that read) and read by the driver's threads as they
+    plan a request: each ``_until`` entry is one dict store or load (whole by itself); the
+    ``demotions`` count is a read-modify-write, under ``_lock``.
+    """
 
     def __init__(self, seconds: float = QUIET_SECONDS) -> None:
         self.seconds = seconds
         self._until: dict[str, float] = {}
         self.demotions = 0
+        self._lock = threading.Lock()
 
     def answered(self, response: Any) -> None:
         """After a read: if another replica answered before the first one asked, that one is quiet."""
@@ -355,7 +370,8 @@ class QuietReplicas:
         if not tried or answered is None or answered is tried[0]:
             return
         self._until[str(tried[0].endpoint.address)] = time.monotonic() + self.seconds
-        self.demotions += 1
+        with self._lock:
+            self.demotions += 1
 
     def is_quiet(self, host: Any) -> bool:
         until = self._until.get(str(host.endpoint.address))

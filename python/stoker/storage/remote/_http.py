@@ -169,7 +169,8 @@ class HTTPStorage(ObjectStorage):
             ca=ca_certificates(ca_bundle) if ca_bundle is not None else None,
         )
         # Each file's size, ETag and time, by key, as its HEAD said (filled as files are asked
-        # for; read and written on the storage's loop).
+        # for, on whichever loop reads: each entry is one dict load or store, whole by itself,
+        # and two loops asking at once for a file not yet there cost one HEAD more).
         self._heads: dict[str, dict[str, Any]] = {}
         self._whole = WholeFiles(cache_dir("http-files"), listed.base.rstrip("/"))
         owner = weakref.ref(self)  # the clients run on this storage's loop, and keep no hold on it

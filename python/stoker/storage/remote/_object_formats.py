@@ -85,7 +85,15 @@ class PeerObjects:
         return bytes(raw[offset : offset + length])
 
     async def raw(self, number: int) -> bytes | memoryview:
-        """A compressed file's inflated bytes: held, on its way, or fetched now (with retries)."""
+        """A compressed file's inflated bytes: held, on its way, or fetched now (with retries).
+
+        ``_held``, ``_held_bytes`` and ``_coming`` are owned by the storage's own loop thread: a
+        call from another loop (a pipeline's prefetcher) is run there. (Was: run on the caller's
+        loop, so two loops' threads updated the tables at once, and a file on its way on one
+        loop was awaited from another, which asyncio refuses.)"""
+        own = self.storage._own_loop()
+        if asyncio.get_running_loop() is not own:
+            return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self.raw(number), own))
         held = self._held.get(number)
         if held is not None:
             self._held.move_to_end(number)
@@ -121,7 +129,9 @@ class PeerObjects:
         return await asyncio.to_thread(self.dataset.raw, number, stored, name)
 
     def prefetch(self, blocks: Sequence[int]) -> None:
-        """Start fetching compressed files ``blocks`` (file numbers) not held or coming."""
+        """Start fetching compressed files ``blocks`` (file numbers) not held or coming. The two
+        tables are read from this thread without the loop's say: each test is one dict lookup,
+        and a stale answer costs one call of `raw` on the loop, which looks again."""
         loop = self.storage._own_loop()
         for number in blocks:
             if self.dataset.files[number].compression is not None and number not in self._held and number not in self._coming:

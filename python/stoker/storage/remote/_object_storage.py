@@ -207,8 +207,7 @@ class ObjectStorage(RemoteStorage):
             raise
         except Exception as error:  # a final error (the shard gone, access refused): name the sample
             raise StorageError(failure_line(self.sample_name(index), error)) from error
-        self.requests += 1
-        self.bytes_fetched += len(data)
+        self._count_fetched(data)
         return data
 
     async def _fetch_block(self, number: int) -> memoryview:

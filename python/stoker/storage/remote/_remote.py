@@ -90,10 +90,24 @@ class RemoteStorage(Storage):
 
     @property
     def counters(self) -> RetryCounters:
-        """Retries and outages of this store (made on first use, when `describe` can name it)."""
-        if self._counters is None:
-            self._counters = RetryCounters(self.describe())
-        return self._counters
+        """Retries and outages of this store (made on first use, when `describe` can name it).
+        Made under the storage's lock: two loops' first retries at once once made two, and the
+        retries counted in the one dropped were lost."""
+        counters = self._counters
+        if counters is None:
+            with self._lock:
+                if self._counters is None:
+                    self._counters = RetryCounters(self.describe())
+                counters = self._counters
+        return counters
+
+    def _count_fetched(self, data: bytes | memoryview) -> None:
+        """One request's bytes in `requests` and `bytes_fetched`, under the storage's lock:
+        `fetch_index` runs on whatever loop calls it (the storage's own, a pipeline's), so
+        these counters are read-modify-writes from several threads at once."""
+        with self._lock:
+            self.requests += 1
+            self.bytes_fetched += len(data)
 
     # ---- async reads ----------------------------------------------------------------------
 
@@ -135,14 +149,15 @@ class RemoteStorage(Storage):
             if cache is not None:
                 cache.release(name, claim)
             raise
-        self.requests += 1
-        self.bytes_fetched += len(data)
+        self._count_fetched(data)
         if cache is not None:
             await cache.store(name, data, claim)
         return data
 
     def request_latencies(self) -> Sequence[float]:
-        return tuple(self._latencies)
+        # One call of the deque's own (`copy`, whole under its lock on a free-threaded build):
+        # `tuple()` would iterate it while the storage's loop appends ("deque mutated").
+        return tuple(self._latencies.copy())
 
     def _sample_cache(self) -> SampleCache | None:
         """The cache samples go through: ``cache``, unless a backend caches larger units
@@ -245,9 +260,11 @@ class RemoteStorage(Storage):
 
     def stats(self) -> dict[str, int]:
         """Requests, bytes, retries, server-busy waits, samples given up on, cache hits."""
+        with self._lock:  # the two read together: never a request counted without its bytes
+            requests, fetched = self.requests, self.bytes_fetched
         return {
-            "requests": self.requests,
-            "bytes": self.bytes_fetched,
+            "requests": requests,
+            "bytes": fetched,
             "retries": self.counters.retries,
             "overloads": self.counters.overloads,
             "given_up": self.counters.given_up,

@@ -15,6 +15,7 @@ the epoch's changes (`changes`, which a Loader saves in its state) rebuilds the 
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -38,12 +39,21 @@ class MixedStorage(Storage):
 
     Raises:
         ValueError: Missing or non-positive weights, or no sources.
+
+    Threads: the draw (``_source_of``, ``_source_index``, ``_repeat``, ``_change``) is changed by
+    one thread (the Loader's: `set_epoch`, `reweight`) while readers in any thread turn positions
+    into samples; both sides hold ``_draw_lock``, so a reader takes a position's source and its
+    index in that source from the same draw. (Was: read apart, so a `reweight` between the two
+    reads paired a new source with an index drawn in another: a sample of the wrong source, or
+    an IndexError past a small source's end.) Not the storage's ``_lock``: `index_of` holds that
+    while it makes every key.
     """
 
     def __init__(
         self, sources: Mapping[str, Storage], weights: Mapping[str, float], *, num_samples: int | None = None, seed: int = 0
     ) -> None:
         super().__init__()
+        self._draw_lock = threading.Lock()
         if not sources:
             raise ConfigurationError("no sources to mix")
         _check_weights(weights, sources)
@@ -74,13 +84,15 @@ class MixedStorage(Storage):
             indices.append(drawn.astype(np.int64))
             repeats.append(np.arange(share, dtype=np.int64) // size)
         # Arrays, not a string and a label per sample: keys and labels are made when asked for.
-        self._source_of = np.concatenate(sources)
-        self._source_index = np.concatenate(indices)
-        self._repeat = np.concatenate(repeats).astype(np.int32)
-        self._change = np.zeros(len(self._source_of), np.int32)  # the weight change that drew each
-        self._keys = _MixtureKeys(self)
-        self._labels = _MixtureLabels(self)
-        self._index_of = None
+        source_of = np.concatenate(sources)
+        with self._draw_lock:
+            self._source_of = source_of
+            self._source_index = np.concatenate(indices)
+            self._repeat = np.concatenate(repeats).astype(np.int32)
+            self._change = np.zeros(len(source_of), np.int32)  # the weight change that drew each
+            self._keys = _MixtureKeys(self)
+            self._labels = _MixtureLabels(self)
+            self._index_of = None
 
     def reweight(self, weights: Mapping[str, float], delivered: Sequence[int] | np.ndarray, *, record: object = None) -> None:
         """Give the samples not yet delivered new weights, from now on in this epoch (and in the
@@ -161,19 +173,21 @@ class MixedStorage(Storage):
             repeats.append(positions // size)
         arrangement = np.random.default_rng([self.seed, self.epoch, change, len(self.names)]).permutation(len(slots))
         targets = slots[arrangement]
-        self._source_of[targets] = np.concatenate(numbers)
-        self._source_index[targets] = np.concatenate(indices)
-        self._repeat[targets] = np.concatenate(repeats)
-        self._change[targets] = change
-        self._index_of = None
+        with self._draw_lock:
+            self._source_of[targets] = np.concatenate(numbers)
+            self._source_index[targets] = np.concatenate(indices)
+            self._repeat[targets] = np.concatenate(repeats)
+            self._change[targets] = change
+            self._index_of = None
 
     def key_at(self, position: int) -> str:
         """Sample ``position``'s key: ``name/key``, ``@N`` when the N-th weight change drew it,
         ``#R`` for its R-th appearance in the epoch."""
-        number = int(self._source_of[position])
+        with self._draw_lock:
+            number, index = int(self._source_of[position]), int(self._source_index[position])
+            change, repeat = int(self._change[position]), int(self._repeat[position])
         name = self.names[number]
-        change, repeat = int(self._change[position]), int(self._repeat[position])
-        key = self.sources[name].keys[int(self._source_index[position])]
+        key = self.sources[name].keys[index]
         return f"{name}/{key}" + (f"@{change}" if change else "") + (f"#{repeat + 1}" if repeat else "")
 
     def _label_columns(self) -> list[np.ndarray]:
@@ -194,9 +208,11 @@ class MixedStorage(Storage):
     def _read_indices(self, indices: Sequence[int]) -> list[bytes | Exception]:
         results: list[bytes | Exception] = [StorageError("not read")] * len(indices)
         wanted: dict[int, list[tuple[int, int]]] = {}
-        for slot, position in enumerate(indices):
-            source = int(self._source_of[position])
-            wanted.setdefault(source, []).append((slot, int(self._source_index[position])))
+        positions = np.asarray(indices, dtype=np.int64)
+        with self._draw_lock:  # each position's source and index from one draw (copies, by the indexing)
+            sources, inside = self._source_of[positions].tolist(), self._source_index[positions].tolist()
+        for slot, (source, index) in enumerate(zip(sources, inside)):
+            wanted.setdefault(source, []).append((slot, index))
         for source, requests in wanted.items():
             data = self.sources[self.names[source]].try_read_indices([index for _, index in requests])
             for (slot, _), payload in zip(requests, data):
@@ -246,7 +262,8 @@ class _MixtureLabels(Sequence[Any]):
             result = np.full(index.shape, -1, self.dtype)
             if result.dtype.kind == "f":
                 result[:] = np.nan
-            sources, positions = mixture._source_of[index], mixture._source_index[index]
+            with mixture._draw_lock:
+                sources, positions = mixture._source_of[index], mixture._source_index[index]
             for number, column in enumerate(mixture._label_columns()):
                 chosen = sources == number
                 result[chosen] = column[positions[chosen]]
@@ -256,8 +273,9 @@ class _MixtureLabels(Sequence[Any]):
         if not -len(self) <= index < len(self):
             raise IndexError(index)
         position = int(index) % len(self)
-        source = mixture.sources[mixture.names[int(mixture._source_of[position])]]
-        return source.labels[int(mixture._source_index[position])]
+        with mixture._draw_lock:
+            number, inside = int(mixture._source_of[position]), int(mixture._source_index[position])
+        return mixture.sources[mixture.names[number]].labels[inside]
 
     def __iter__(self) -> Iterator[Any]:
         return (self[position] for position in range(len(self)))
