@@ -140,10 +140,10 @@ wheel-free-threaded: $(FT_VENV)/.installed | $(VENV)/.wheel-tools system-build
 	rm -f dist/stoker-*-cp314t-*.whl
 	$(BIN)/maturin build --release $(RELEASE_BUILD) --interpreter $(FT_BIN)/python --out dist
 
-# The tests whose dependencies the free-threaded venv has: the engine and its stress, the Loader
-# on local storage, sampling, the ops, the faults of local input, and the check that importing
-# stoker and each of its packages leaves the GIL off.
-FT_TESTS := tests/freethreaded tests/stress tests/pipeline tests/sampling tests/ops tests/loader tests/storage/local tests/faults/local
+# On the free-threaded build: the check that importing stoker and each of its packages leaves
+# the GIL off, and the stress suite (every shared part from many threads at once, where no GIL
+# serializes anything). The wider suite on 3.14t is the next step (issue 79's note says where it stands).
+FT_TESTS := tests/freethreaded tests/stress
 test-free-threaded: $(FT_VENV)/.installed
 	$(FT_BIN)/python -m pytest -o addopts=-ra -n $(PYTEST_WORKERS) -p no:cacheprovider $(FT_TESTS) $(PYTEST_ARGS)
 
