@@ -17,7 +17,7 @@ out, never shown as 0.
 
 Run:  python benchmarks/loader/free_threaded.py [--gil PYTHON] [--free-threaded PYTHON]
           [--count 1000] [--items 4000] [--repeats 3] [--json F]
-(defaults: .venv/bin/python and .venv-freethreaded/bin/python, which make test-free-threaded makes)
+(defaults: this Python, and .venv-freethreaded/bin/python, which make test-free-threaded makes)
 """
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ def transform_rate(interpreter: str, engine: str, items: int, threads: int) -> f
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--child", nargs=3, metavar=("ENGINE", "ITEMS", "THREADS"), help=argparse.SUPPRESS)
-    parser.add_argument("--gil", default=str(ROOT / ".venv" / "bin" / "python"), help="a GIL build with stoker installed")
+    parser.add_argument("--gil", default=sys.executable, help="a GIL build with stoker installed (default: this Python)")
     parser.add_argument("--free-threaded", default=str(ROOT / ".venv-freethreaded" / "bin" / "python"), help="a 3.14t build with stoker")
     parser.add_argument("--count", type=int, default=1000, help="images of the native path (500x375 JPEGs)")
     parser.add_argument("--items", type=int, default=4000, help="items of the Python-transform pipeline")

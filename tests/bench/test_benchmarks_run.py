@@ -61,6 +61,9 @@ QUICK = {
     "images/scaling.py": (["--count", "64", "--cores", "1,2,64"], "unmeasured: 64 cores"),
     "text/packing.py": (["--documents", "200", "--speed-tokens", "200000"], "packing speed"),
     "trainers/frameworks.py": (["--count", "64", "--rounds", "1"], "| jax |"),
+    # The GIL build is this interpreter; the free-threaded one is .venv-freethreaded's where make
+    # built it (the table names it unmeasured otherwise).
+    "loader/free_threaded.py": (["--count", "32", "--items", "100", "--repeats", "1"], "native path, GIL"),
 }
 
 

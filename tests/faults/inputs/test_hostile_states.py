@@ -310,3 +310,16 @@ def test_a_token_loader_refuses_a_state_over_other_text_with_the_same_lines(corp
     again = TokenLoader(path, tokenizer=Tokenizer(corpus[1], eos=EOS), context_length=32, batch_size=2)
     with pytest.raises(ValueError, match="saved over other documents .*content"):
         again.load_state_dict(state)
+
+
+@pytest.mark.parametrize("step", [-1, 2**63, 2**64, 10**30, "3", 2.5])
+def test_a_loader_state_with_a_step_no_ledger_can_hold_is_refused_by_name(step: Any) -> None:
+    # A step past int64 was loaded without a word, then failed the loop's first batch in the
+    # provenance ledger (numpy's OverflowError); found by the hostile pass of issue 79.
+    state = loader_state()
+    state["step"] = step
+    loader = Loader(SyntheticStorage(SAMPLES), batch_size=10, decode=free_decode)
+    with pytest.raises(ValueError, match="'step'"):
+        loader.load_state_dict(state)
+    assert sum(len(batch.keys) for batch in loader) == SAMPLES, "the refused state changed nothing"
+    loader.close()
