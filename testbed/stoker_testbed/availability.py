@@ -37,4 +37,10 @@ def started(server: Server, what: str) -> Server:
     except (ServerError, OSError) as error:
         server.close()
         unavailable(what, error)
+    except BaseException:
+        # pytest-timeout's failure or Ctrl-C in the middle of a start: the processes launched so
+        # far go too (five Cassandra JVMs of a 3-node cluster whose start ran past the test's
+        # 300 s were left running for the rest of a CI run, each a heap and a core's share).
+        server.close()
+        raise
     return server
