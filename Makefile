@@ -16,7 +16,7 @@ BIN    := $(VENV)/bin
 # zig links the release wheel.
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: bench test test-quick test-free-threaded check docs install install-dev media wheel wheel-free-threaded fuzz rust-test python-test system-build system-test clean
+.PHONY: bench test test-quick test-free-threaded check docs install install-dev media wheel wheel-free-threaded free-threaded-venv fuzz rust-test python-test system-build system-test clean
 
 system-build:
 	@bash packaging/system_packages.sh build
@@ -106,7 +106,7 @@ wheel: | $(VENV)/.wheel-tools system-build
 	rm -f dist/stoker-*.whl
 	bash src/media/build.sh --wheel
 	$(BIN)/maturin build --release $(RELEASE_BUILD) --out dist
-	$(MAKE) --no-print-directory wheel-free-threaded
+	$(MAKE) --no-print-directory free-threaded-venv
 	@ls -l dist/*.whl
 
 # Free-threaded CPython 3.14 (3.14t, PEP 703 and 779): no GIL, so stoker's threads run Python in
@@ -123,28 +123,35 @@ FT_UV   := $(BIN)/uv pip install --quiet --python $(FT_BIN)/python
 $(FT_BIN)/python: | $(BIN)/python
 	$(BIN)/uv venv --quiet --python "$$(bash packaging/free_threaded_python.sh)" $(FT_VENV)
 
-# What the free-threaded tests need (PyPI has free-threaded wheels of each): stoker's own
-# dependencies, the test tools, and the few the chosen tests import. Heavier peers (torch, Ray,
-# JAX, the trainers) stay with the GIL build's suite.
-FT_PACKAGES := pytest==9.2.0 pytest-timeout==2.4.0 pytest-xdist==3.8.0 hypothesis==6.170.17 pillow pyarrow
-$(FT_VENV)/.installed: $(FT_BIN)/python $(BUILD_INPUTS) testbed/pyproject.toml | $(VENV)/.wheel-tools system-build
-	@echo "== building stoker's native parts for free-threaded CPython 3.14t =="
-	$(FT_UV) $(BUILD_TOOLS) $(WHEEL_TOOLS)  # the build backend runs in this venv: maturin finds zig there
-	bash src/media/build.sh --wheel --python $(FT_BIN)/python
-	MATURIN_PEP517_ARGS="$(RELEASE_BUILD)" $(FT_UV) --no-build-isolation -e . $(FT_PACKAGES)
-	$(FT_UV) -e testbed
-	$(FT_BIN)/python -c "import sys, stoker._native; assert not sys._is_gil_enabled()"
-	@touch $@
-
-wheel-free-threaded: $(FT_VENV)/.installed | $(VENV)/.wheel-tools system-build
+# The cp314t wheel: .venv's maturin and zig build it for the 3.14t interpreter (nothing to build
+# with goes into the free-threaded venv).
+wheel-free-threaded: | $(FT_BIN)/python $(VENV)/.wheel-tools system-build
 	rm -f dist/stoker-*-cp314t-*.whl
+	bash src/media/build.sh --wheel --python $(FT_BIN)/python
 	$(BIN)/maturin build --release $(RELEASE_BUILD) --interpreter $(FT_BIN)/python --out dist
+
+# The free-threaded venv runs that wheel itself, installed (building the native parts a second
+# time for an editable install cost about 3 minutes of the two cores): it is built again when a
+# source is newer than it, and installed again when it is newer than the install. What the tests
+# need besides (PyPI has free-threaded wheels of each): the test tools and the few the chosen
+# tests import. Heavier peers (torch, Ray, JAX, the trainers) stay with the GIL build's suite.
+FT_PACKAGES := pytest==9.2.0 pytest-timeout==2.4.0 pytest-xdist==3.8.0 hypothesis==6.170.17 pillow pyarrow
+FT_WHEEL := ls -t dist/stoker-*-cp314t-*.whl 2>/dev/null | head -1
+free-threaded-venv: | $(FT_BIN)/python $(VENV)/.wheel-tools system-build
+	@wheel=$$($(FT_WHEEL)); \
+	if [ -z "$$wheel" ] || [ -n "$$(find python src pyproject.toml Cargo.toml Cargo.lock -type f -newer "$$wheel" -not -path '*/__pycache__/*' | head -1)" ]; then \
+		$(MAKE) --no-print-directory wheel-free-threaded; fi
+	@wheel=$$($(FT_WHEEL)); \
+	if [ ! -f $(FT_VENV)/.installed ] || [ "$$wheel" -nt $(FT_VENV)/.installed ]; then \
+		echo "== installing $$wheel into $(FT_VENV) =="; \
+		$(FT_UV) --reinstall-package stoker "$$wheel" $(FT_PACKAGES) && $(FT_UV) -e testbed && touch $(FT_VENV)/.installed; fi
+	$(FT_BIN)/python -c "import sys, stoker._native; assert not sys._is_gil_enabled()"
 
 # On the free-threaded build: the check that importing stoker and each of its packages leaves
 # the GIL off, and the stress suite (every shared part from many threads at once, where no GIL
 # serializes anything). The wider suite on 3.14t is the next step (issue 79's note says where it stands).
 FT_TESTS := tests/freethreaded tests/stress
-test-free-threaded: $(FT_VENV)/.installed
+test-free-threaded: free-threaded-venv
 	$(FT_BIN)/python -m pytest -o addopts=-ra -n $(PYTEST_WORKERS) -p no:cacheprovider $(FT_TESTS) $(PYTEST_ARGS)
 
 check: install-dev
@@ -214,7 +221,7 @@ test: | system-test
 # runs 60 per format, seeded; the hostile HTTP server half as many per dataset). A failing case is
 # saved under tests/faults/fuzz/regressions/.
 fuzz: install-dev
-	STOKER_FUZZ_EXAMPLES=2000 STOKER_FUZZ_FRESH=1 $(BIN)/python -m pytest -q tests/faults/test_fuzz.py tests/faults/test_metrics_page_fuzz.py \
+	STOKER_FUZZ_EXAMPLES=2000 STOKER_FUZZ_SECONDS=0 STOKER_FUZZ_FRESH=1 $(BIN)/python -m pytest -q tests/faults/test_fuzz.py tests/faults/test_metrics_page_fuzz.py \
 		tests/faults/test_http_fuzz.py tests/faults/test_tokenizer_fuzz.py tests/faults/test_operator_input_fuzz.py \
 		tests/faults/network/test_failure_text_fuzz.py
 

@@ -11,8 +11,9 @@
 # reach package registries only (Debian serves them no python3.14 source package; PyPI and npm
 # ship none).
 # The build: no profile-guided optimisation (an hour on 2 cores; this interpreter runs tests and
-# a benchmark whose figures are ratios against the GIL build, not records) and no ensurepip (uv
-# makes its virtual environments).
+# a benchmark whose figures are ratios against the GIL build, not records), no ensurepip (uv
+# makes its virtual environments) and no test modules (CPython's own test suite, Lib/test: the
+# most of what `make install` copies and compiles, and nothing of stoker's imports it).
 set -euo pipefail
 version=3.14.7
 goproxy_sha256=e79b1270b4b62593f6686c8db8edd384b4a9b14e5824a8c9fce0a95656dd6321
@@ -64,7 +65,7 @@ build=$work/build
 mkdir -p "$build"
 (
     cd "$build"
-    "$source_folder/configure" --quiet --disable-gil --prefix="$prefix" --without-ensurepip >"$work/configure.log" 2>&1 ||
+    "$source_folder/configure" --quiet --disable-gil --disable-test-modules --prefix="$prefix" --without-ensurepip >"$work/configure.log" 2>&1 ||
         { tail -30 "$work/configure.log" >&2; exit 1; }
     make --quiet -j"$(nproc)" >"$work/make.log" 2>&1 || { tail -40 "$work/make.log" >&2; exit 1; }
     # The standard library's bytecode is compiled at install, once per optimisation level; the

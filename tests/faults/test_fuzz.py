@@ -15,8 +15,11 @@ Hypothesis found), and `test_saved_regressions_stay_fixed` runs every saved file
 Inputs that are no file (a filter expression, a key list handed to ``exclude``) are drawn whole by
 a strategy (``tests/faults/fuzz/operator_inputs.py``) and judged the same way.
 
-Budget: ``STOKER_FUZZ_EXAMPLES`` cases per format (default 60, a few minutes in all);
-``make fuzz`` runs 2,000 per format with fresh randomness.
+Budget: ``STOKER_FUZZ_EXAMPLES`` cases per format (default 60, a few minutes in all), the same
+cases each run, in the same order; a format whose cases are slow (Lance opens a dataset and its
+runtime per case: 1.2 s each on a quiet machine, 5 s on a loaded one) stops drawing new ones after
+``STOKER_FUZZ_SECONDS`` (default 30) and says how many it ran. ``make fuzz`` runs 2,000 per
+format with fresh randomness and no time budget.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -42,6 +46,7 @@ from .fuzz.seeds import Seed, make_seeds
 ROOT = Path(__file__).resolve().parents[2]
 REGRESSIONS = Path(__file__).resolve().parent / "fuzz" / "regressions"
 EXAMPLES = int(os.environ.get("STOKER_FUZZ_EXAMPLES", "60"))
+SECONDS = float(os.environ.get("STOKER_FUZZ_SECONDS", "30"))  # make fuzz: 0, no budget
 FRESH = os.environ.get("STOKER_FUZZ_FRESH") == "1"  # make fuzz: new randomness each run
 CASE_TIMEOUT = 60.0  # seconds before a case counts as a hang (a bound on hangs, not a speed target)
 MAX_RSS_MB = 1024  # a mutated file of a few KB must not take a GB
@@ -152,17 +157,44 @@ def test_mutated_inputs_decode_or_fail_by_name(kind: str, seeds: dict[str, Seed]
     fields = PARSERS[kind](original)
     answer = worker.run(kind, *_case(seed, original, tmp_path / "case"))
     assert answer["outcome"] == "decoded", f"the seed itself fails: {answer}"
+    budget = Budget(SECONDS)
 
     @settings(max_examples=EXAMPLES, deadline=None, derandomize=not FRESH, database=None, suppress_health_check=list(HealthCheck))
     @given(data=mutated(original, fields, json_text=kind in JSON_KINDS))
     def check(data: bytes) -> None:
+        if not budget.allows_another():
+            return
         answer = worker.run(kind, *_case(seed, data, tmp_path / "case"))
         reason = _verdict(answer)
         if reason is not None:
+            budget.seconds = 0  # Hypothesis shrinks the failure and replays it: every case runs from here
             saved = _save(kind, data, reason)
             raise AssertionError(f"{kind}: {reason} (saved as {saved.relative_to(ROOT)})")
 
     check()
+    print(f"{kind}: {budget.cases} mutated cases judged{budget.cut_short()}")
+
+
+class Budget:
+    """How many cases a format has run, and whether its time budget allows another (``seconds``
+    0: no budget). Hypothesis keeps drawing after the budget is spent; the cases it draws then
+    are not run (drawing costs microseconds, a slow format's case seconds)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.started = time.monotonic()
+        self.cases = 0
+        self.skipped = 0
+
+    def allows_another(self) -> bool:
+        if self.seconds and time.monotonic() - self.started > self.seconds:
+            self.skipped += 1
+            return False
+        self.cases += 1
+        return True
+
+    def cut_short(self) -> str:
+        return f" ({self.skipped} not run: past the {self.seconds:.0f} s budget)" if self.skipped else ""
 
 
 @pytest.mark.parametrize("kind", sorted(GENERATED))
