@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import signal
 import tempfile
@@ -71,6 +72,34 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
     items.sort(key=lambda item: "ray_cluster" in getattr(item, "fixturenames", ()))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    item.stash[_CPU_AT_START] = _cpu_seconds()
+    return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Record the CPU a test took (this process's, and that of the child processes it ended and
+    reaped; a session's servers count at the session's end) as the ``cpu_seconds`` property of
+    its JUnit record: on two cores CPU, not waiting, is what lengthens a parallel run, and
+    `packaging/slowest_tests.py` lists the tests that took the most."""
+    try:
+        return (yield)
+    finally:
+        started = item.stash.get(_CPU_AT_START, None)
+        if started is not None:
+            item.user_properties.append(("cpu_seconds", f"{_cpu_seconds() - started:.1f}"))
+
+
+_CPU_AT_START = pytest.StashKey[float]()
+
+
+def _cpu_seconds() -> float:
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -144,6 +144,8 @@ class OutOfOrderPrefetcher:
         self.in_flight_history: list[int] = []  # batches in flight after each delivery
         self.stall_escapes = 0  # batches requested early because one was stalled
         self.hedged = 0  # requests sent a second time
+        # Owned by the event loop's thread: only this prefetcher's tasks append and read it (the
+        # Loader hands over a copy of the store's own latencies, `RemoteStorage.request_latencies`).
         self._latencies: deque[float] = deque(latencies, maxlen=256)
 
     def __aiter__(self) -> AsyncIterator[list[FetchedSample]]:
