@@ -14,6 +14,10 @@ pytest.importorskip("torch")
 BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "images" / "torch_dataloader.py"
 
 
+# Fifteen processes with torch (five rows, three loaders) at 1/100 scale: about two minutes on a
+# quiet machine, and past pytest's 300 s once at load 10 at a parallel run's end. The bound is
+# for hangs.
+@pytest.mark.timeout(600)
 def test_the_benchmark_runs_every_row() -> None:
     done = subprocess.run([sys.executable, str(BENCHMARK), "--quick"], capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr

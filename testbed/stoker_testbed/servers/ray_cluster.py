@@ -51,7 +51,7 @@ def local_ray_cluster(temp: Path) -> Iterator[str]:
         if not wait_for_port("127.0.0.1", port, 120):
             unavailable("a local Ray cluster", f"the Ray head did not open {address}: {(temp / 'node-0.log').read_text()[-2000:]}")
         node(f"--address={address}")
-        ray.init(address=address, log_to_driver=False)
+        _connect(address, deadline=time.monotonic() + 150)
         deadline = time.monotonic() + 120
         while len([entry for entry in ray.nodes() if entry["Alive"]]) < 2 and time.monotonic() < deadline:
             time.sleep(0.5)
@@ -75,3 +75,20 @@ def local_ray_cluster(temp: Path) -> Iterator[str]:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)  # what is left of it
             process.wait()
+
+
+def _connect(address: str, deadline: float) -> None:
+    """``ray.init`` to the cluster, again until ``deadline`` when it fails: it gives the head's
+    GCS 60 s to answer, and a head started on two cores at load 10 (the end of a parallel test
+    run) did not answer in time once ("Timed out while waiting for GCS to become available")."""
+    import ray
+
+    while True:
+        try:
+            ray.init(address=address, log_to_driver=False)
+            return
+        except (ConnectionError, RuntimeError) as error:
+            ray.shutdown()  # what the failed attempt set up, before the next one
+            if time.monotonic() >= deadline:
+                unavailable("a local Ray cluster", f"this process could not connect to {address}: {error}")
+            time.sleep(2)
