@@ -235,8 +235,10 @@ def check_state_parts(saved: dict[str, Any], *, max_mixture_changes: int) -> Non
 
     if "fingerprint" in saved and not isinstance(saved["fingerprint"], dict):
         raise ConfigurationError(f"Loader state: 'fingerprint' must be a dict, got {type(saved['fingerprint']).__name__}")
-    if "step" in saved and not (integer(saved["step"]) and saved["step"] >= 0):
-        raise ConfigurationError(f"Loader state: 'step' must be an int >= 0, got {saved['step']!r}")
+    # At most int64's largest: the provenance ledger writes steps as int64, and a larger one
+    # was loaded without a word and failed the loop's first batch with numpy's OverflowError.
+    if "step" in saved and not (integer(saved["step"]) and 0 <= saved["step"] < 2**63):
+        raise ConfigurationError(f"Loader state: 'step' must be an int from 0 to 2**63 - 1, got {saved['step']!r}")
     for part in ("delivered_digest", "excluded_digest"):
         digest = saved.get(part)
         if part in saved and not (
