@@ -7,6 +7,7 @@ outside the lock and reports the outcome back through `emit`, `finish` and `park
 from __future__ import annotations
 
 from collections import deque
+from numbers import Integral
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
@@ -161,8 +162,11 @@ class _Stage:
         """Run up to ``concurrency`` tasks from now on. Raising it makes room in the output queue
         for the new tasks' results; lowering it lets running tasks finish (runners beyond the new
         limit stop claiming jobs), so nothing in flight is dropped."""
-        if concurrency < 1:
-            raise ConfigurationError(f"concurrency must be at least 1, got {concurrency}")
+        # A whole number, as the builder asks: 2.5 or True was taken (a float capacity in the
+        # output queue), and None or "x" failed with a TypeError from the comparison.
+        if isinstance(concurrency, bool) or not isinstance(concurrency, Integral) or concurrency < 1:
+            raise ConfigurationError(f"stage {self.name!r}: concurrency must be at least 1 (a whole number), got {concurrency!r}")
+        concurrency = int(concurrency)
         self.output.capacity += concurrency - self.concurrency
         self._account_busy()
         self.concurrency = concurrency
