@@ -66,6 +66,18 @@ def test_a_state_or_an_epoch_set_from_another_thread_mid_loop_is_refused(folder:
     assert loader.sampler.epoch == 1
 
 
+def test_the_iterating_thread_may_start_the_next_epoch_over_a_loop_it_left(folder: Path) -> None:
+    # Lightning's epoch cut short (limit_train_batches): the loop's generator is left suspended,
+    # and the same thread calls set_epoch for the next epoch before it drops that generator.
+    loader = new_loader(folder)
+    left = iter(loader)
+    next(left)
+    loader.set_epoch(1)
+    assert loader.sampler.epoch == 1
+    left.close()
+    assert sorted(value for batch in loader for value in batch.data) == list(range(SAMPLES)), "epoch 1 whole"
+
+
 def test_steps_excluded_from_many_threads_mid_epoch_are_each_left_out_or_refused(folder: Path) -> None:
     # Three threads each leave one step out while the loop runs. Once: each call replaced the
     # one waiting before it, and the epoch left out one batch, not three, without a word.

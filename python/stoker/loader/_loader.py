@@ -295,6 +295,7 @@ class Loader:
         self._pending_keys: list[tuple[list[str], int | None]] | None = None  # exclude by key, between steps (keys, slot)
         self._iteration_lock = threading.Lock()
         self._iterating: str | None = None  # the thread iterating now
+        self._iterating_thread: threading.Thread | None = None  # the same thread (names can repeat)
 
     @property
     def prefetcher(self) -> OutOfOrderPrefetcher | None:
@@ -380,8 +381,11 @@ class Loader:
                 self._state.load_state_dict(state, allow_changes=allow_changes, keys_before=keys_before, new_samples=new_samples)
 
     def _refuse_while_iterating(self, what: str) -> None:
-        """Raise if a loop is running over this Loader (called under `_iteration_lock`)."""
-        if self._iterating is not None:
+        """Raise if another thread's loop is running over this Loader (called under
+        `_iteration_lock`). The iterating thread itself may call: a loop it left suspended and
+        will not resume (Lightning's epoch cut short by ``limit_train_batches``, whose next
+        epoch starts with ``set_epoch`` before the old generator is dropped) is no running epoch."""
+        if self._iterating_thread is not None and self._iterating_thread is not threading.current_thread():
             raise RuntimeError(
                 f"{what} while thread {self._iterating!r} iterates this Loader: the running epoch would go on over the "
                 "old record; call it between runs of the loop (after the loop ends or breaks)"
@@ -723,7 +727,7 @@ class Loader:
         """Start epoch ``epoch``: a new order from (seed, epoch), and a new draw of a mixture.
 
         Raises:
-            RuntimeError: A loop is iterating this Loader (call it between runs of the loop).
+            RuntimeError: Another thread's loop is iterating this Loader (call it between runs of the loop).
         """
         # Under the iteration lock: from another thread mid-loop, the running pipeline went on
         # with the old epoch's plan while the record counted the new one (epoch 3 "48
@@ -819,6 +823,7 @@ class Loader:
                     "(make one Loader per consumer, with rank and world_size to split the data)"
                 )
             self._iterating = threading.current_thread().name
+            self._iterating_thread = threading.current_thread()
         finished = False
         pipeline: Pipeline[Any] | None = None
         try:
@@ -864,6 +869,7 @@ class Loader:
             self._records.epoch_ended(pipeline)
             with self._iteration_lock:
                 self._iterating = None
+                self._iterating_thread = None
 
     def _replan(self, pipeline: Pipeline[Any]) -> Pipeline[Any]:
         """Between two batches: stop the epoch's pipeline (what it read ahead was not
