@@ -295,6 +295,7 @@ class Loader:
         self._pending_keys: list[tuple[list[str], int | None]] | None = None  # exclude by key, between steps (keys, slot)
         self._iteration_lock = threading.Lock()
         self._iterating: str | None = None  # the thread iterating now
+        self._iterating_thread: threading.Thread | None = None  # the same thread (names can repeat)
 
     @property
     def prefetcher(self) -> OutOfOrderPrefetcher | None:
@@ -370,8 +371,25 @@ class Loader:
                 message says what differs.
             ValueError: Not a Loader state, or states that do not fit together.
         """
-        with self._deliveries.lock:  # the record lock: a state taken meanwhile is of before or after
-            self._state.load_state_dict(state, allow_changes=allow_changes, keys_before=keys_before, new_samples=new_samples)
+        # Under the iteration lock: an iteration cannot start while the state is loaded, and one
+        # running is refused (its pipeline reads the old plan and its deliveries would be
+        # recorded over the new state: the loop went on delivering the old epoch while the
+        # loaded record counted none, and `verify_epoch` failed with 0 deliveries for 64).
+        with self._iteration_lock:
+            self._refuse_while_iterating("load_state_dict")
+            with self._deliveries.lock:  # the record lock: a state taken meanwhile is of before or after
+                self._state.load_state_dict(state, allow_changes=allow_changes, keys_before=keys_before, new_samples=new_samples)
+
+    def _refuse_while_iterating(self, what: str) -> None:
+        """Raise if another thread's loop is running over this Loader (called under
+        `_iteration_lock`). The iterating thread itself may call: a loop it left suspended and
+        will not resume (Lightning's epoch cut short by ``limit_train_batches``, whose next
+        epoch starts with ``set_epoch`` before the old generator is dropped) is no running epoch."""
+        if self._iterating_thread is not None and self._iterating_thread is not threading.current_thread():
+            raise RuntimeError(
+                f"{what} while thread {self._iterating!r} iterates this Loader: the running epoch would go on over the "
+                "old record; call it between runs of the loop (after the loop ends or breaks)"
+            )
 
     def save_keys(self, path: str | os.PathLike[str]) -> str:
         """Write this Loader's dataset's key list (every key, in storage order, with the
@@ -546,6 +564,13 @@ class Loader:
                 self._exclusions.by_steps(steps)
         else:
             with self._pending_lock:
+                # One range waits at a time: a second one replacing it was lost without a word
+                # (three threads each excluding a step mid-epoch left out one batch, not three).
+                if self._pending_exclusion is not None and self._pending_exclusion != steps:
+                    raise ConfigurationError(
+                        f"exclude(steps={steps!r}) while exclude(steps={self._pending_exclusion!r}) waits for the next "
+                        "batch: give the steps as one range, or call again after the next batch"
+                    )
                 self._pending_exclusion = steps
 
     def set_mixture_schedule(self, points: dict[int, dict[str, float]]) -> None:
@@ -699,7 +724,20 @@ class Loader:
     # ---- epochs and resume ----------------------------------------------------------------
 
     def set_epoch(self, epoch: int) -> None:
-        """Start epoch ``epoch``: a new order from (seed, epoch), and a new draw of a mixture."""
+        """Start epoch ``epoch``: a new order from (seed, epoch), and a new draw of a mixture.
+
+        Raises:
+            RuntimeError: Another thread's loop is iterating this Loader (call it between runs of the loop).
+        """
+        # Under the iteration lock: from another thread mid-loop, the running pipeline went on
+        # with the old epoch's plan while the record counted the new one (epoch 3 "48
+        # deliveries for 64 samples" at `verify_epoch`).
+        with self._iteration_lock:
+            self._refuse_while_iterating("set_epoch")
+            self._start_epoch(epoch)
+
+    def _start_epoch(self, epoch: int) -> None:
+        """`set_epoch` without the check: the loop itself starts the next epoch this way."""
         # Under the record lock: a state taken from another thread meanwhile is of the old epoch
         # or of the new one (once, the sampler's new epoch was saved with the old epoch's digest).
         with self._deliveries.lock:
@@ -785,6 +823,7 @@ class Loader:
                     "(make one Loader per consumer, with rank and world_size to split the data)"
                 )
             self._iterating = threading.current_thread().name
+            self._iterating_thread = threading.current_thread()
         finished = False
         pipeline: Pipeline[Any] | None = None
         try:
@@ -797,7 +836,7 @@ class Loader:
                 _logger.info(
                     "epoch %d is finished; starting epoch %d (call set_epoch to choose)", self.sampler.epoch, self.sampler.epoch + 1
                 )
-                self.set_epoch(self.sampler.epoch + 1)
+                self._start_epoch(self.sampler.epoch + 1)
                 plan = self.sampler.plan_arrays()
             self._policy.start_epoch(plan.size + self.sampler.delivered_count)
             pipeline = self._build(plan)
@@ -830,6 +869,7 @@ class Loader:
             self._records.epoch_ended(pipeline)
             with self._iteration_lock:
                 self._iterating = None
+                self._iterating_thread = None
 
     def _replan(self, pipeline: Pipeline[Any]) -> Pipeline[Any]:
         """Between two batches: stop the epoch's pipeline (what it read ahead was not

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import multiprocessing as python_multiprocessing
 import threading
+import weakref
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Generic, Literal, TypeVar
 
@@ -174,9 +175,16 @@ class DataLoader(Generic[T_co]):
         self._torch.check_worker_number_rationality()  # torch's warning, as at each pass there
         persistent = bool(self.persistent_workers)
         with _STARTING:
-            workers = self._thread_workers or self._start_threads()
+            workers = self._thread_workers
+            if workers is None:
+                workers = self._start_threads()
+                if persistent:
+                    # Stopped once this DataLoader is collected (each pass holds it, below), as
+                    # torch's persistent worker processes are (was: never stopped before the
+                    # interpreter's exit: a DataLoader made each epoch left its threads behind).
+                    weakref.finalize(self, workers.stop)
             self.__dict__["_thread_workers"] = workers if persistent else None
-        return ThreadedIteration(self._torch, workers, stop_workers_at_end=not persistent)
+        return ThreadedIteration(self._torch, workers, stop_workers_at_end=not persistent, owner=self)
 
     def _start_threads(self) -> ThreadWorkers:
         dataset, collate = self.dataset, self.collate_fn

@@ -128,10 +128,13 @@ class ThreadedIteration(_BaseDataLoaderIter):
         loader: torch's DataLoader holding the settings (its dataset is never read here).
         workers: The threads (kept across passes with ``persistent_workers``).
         stop_workers_at_end: Stop the threads when this pass ends or is dropped.
+        owner: Held while this pass lives: the stoker DataLoader, whose collection stops its
+            persistent workers (not under a pass that still uses them).
     """
 
-    def __init__(self, loader: Any, workers: ThreadWorkers, stop_workers_at_end: bool) -> None:
+    def __init__(self, loader: Any, workers: ThreadWorkers, stop_workers_at_end: bool, owner: Any = None) -> None:
         super().__init__(loader)
+        self._owner = owner
         self._workers = workers
         self._stop_workers_at_end = stop_workers_at_end
         self._iteration = next(_iterations)
