@@ -111,33 +111,49 @@ def row(
     return entry
 
 
+FORMATS = ("MDS", "LitData", "TFRecord", "datasets", "ArrayRecord", "Lance", "WebDataset")
+
+
 def main() -> None:
     require_optimized_core()
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--images", type=int, default=4000, help="JPEGs of about 400 x 300")
     parser.add_argument("--rtt-ms", default="0,50", help="round trips to the S3 server (0: local files only)")
-    parser.add_argument("--formats", default="MDS,LitData,TFRecord,datasets,ArrayRecord,Lance,WebDataset", help="which formats to compare")
+    parser.add_argument("--formats", default=",".join(FORMATS), help="which formats to compare")
     parser.add_argument("--json")
     args = parser.parse_args()
+    unknown = set(args.formats.split(",")) - set(FORMATS)
+    if unknown:
+        parser.error(f"--formats: no such format {', '.join(sorted(unknown))} (choose from {', '.join(FORMATS)})")
     samples = [(payload, label) for payload, label in jpeg_samples(args.images, size=300)]
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="stoker-formats-") as scratch:
         os.environ["STOKER_CACHE"] = str(Path(scratch) / "cache")  # stoker's saved tables: this run's
-        mds = write_mds(Path(scratch) / "mds", samples, size_limit=64 << 20)
-        records = Path(scratch) / "tfrecord"
-        write_tfrecords(records, samples, files=8)
-        from tfrecord.tools.tfrecord2idx import create_index
+        # Only the formats asked for are written (each writer is its peer's library, some heavy
+        # to import: the smoke run in tests/bench asks for three of the seven).
+        chosen = set(args.formats.split(","))
+        root = Path(scratch)
+        mds = write_mds(root / "mds", samples, size_limit=64 << 20) if "MDS" in chosen else root / "mds"
+        records = root / "tfrecord"
+        if "TFRecord" in chosen:
+            write_tfrecords(records, samples, files=8)
+            from tfrecord.tools.tfrecord2idx import create_index
 
-        for path in sorted(records.iterdir()):
-            create_index(str(path), str(path) + ".idx")
-        saved = write_hf_disk(Path(scratch) / "saved", samples, shards=8)
-        chunks = write_litdata(Path(scratch) / "litdata", samples, chunk_bytes="64MB", items=False)
-        arrays = Path(scratch) / "array_record"
-        write_array_record(arrays, samples, files=8)
-        lance_uri = write_lance(Path(scratch) / "train.lance", samples, rows_per_file=1024)
-        tars = Path(scratch) / "webdataset"
-        tar_shards = write_webdataset(tars, samples, shard_bytes=max(1 << 20, sum(len(payload) for payload, _ in samples) // 8))
-        print(f"{args.images} JPEGs written as MDS, LitData, TFRecord, ArrayRecord and a save_to_disk folder", file=sys.stderr, flush=True)
+            for path in sorted(records.iterdir()):
+                create_index(str(path), str(path) + ".idx")
+        saved = write_hf_disk(root / "saved", samples, shards=8) if "datasets" in chosen else root / "saved"
+        chunks = write_litdata(root / "litdata", samples, chunk_bytes="64MB", items=False) if "LitData" in chosen else root / "litdata"
+        arrays = root / "array_record"
+        if "ArrayRecord" in chosen:
+            write_array_record(arrays, samples, files=8)
+        lance_uri = write_lance(root / "train.lance", samples, rows_per_file=1024) if "Lance" in chosen else root / "train.lance"
+        tars = root / "webdataset"
+        tar_shards = (
+            write_webdataset(tars, samples, shard_bytes=max(1 << 20, sum(len(payload) for payload, _ in samples) // 8))
+            if "WebDataset" in chosen
+            else []
+        )
+        print(f"{args.images} JPEGs written as {', '.join(sorted(chosen))}", file=sys.stderr, flush=True)
         for rtt in (float(value) for value in args.rtt_ms.split(",") if value):
             if rtt == 0:
                 local = (
