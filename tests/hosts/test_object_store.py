@@ -43,6 +43,18 @@ def arrive():
         while len(os.listdir(barrier)) < world:
             time.sleep(0.05)
 
+def start_together():
+    # The ranks start their epochs together, as a job's ranks do after their rendezvous: started
+    # seconds apart on a loaded machine, one rank of h1 had read its whole epoch before the test
+    # cut h1 off at its other rank's step 3. Bounded: a rank that failed to start is reported by
+    # its own output, and the others go on.
+    folder = barrier + ".ready"
+    os.makedirs(folder, exist_ok=True)
+    open(f"{folder}/{rank}", "w").close()
+    waited = time.monotonic()
+    while len(os.listdir(folder)) < world and time.monotonic() - waited < 120:
+        time.sleep(0.02)
+
 try:
     with S3Storage("s3://hosts/d", cache_dir=cache, cache_bytes=64 << 20, retry=retry, **options) as storage:
         # Two batches in flight and one kept ready, pinned (the tuner would raise them).
@@ -53,6 +65,7 @@ try:
             reads=Reads(fetch_concurrency=2),
             throughput=Throughput(prefetch=1, autotune=False),
         )
+        start_together()
         for epoch in range(epochs):
             loader.set_epoch(epoch)
             started = time.monotonic()
