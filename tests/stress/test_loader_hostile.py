@@ -13,19 +13,10 @@ import pytest
 
 from stoker import Loader
 from stoker.errors import ConfigurationError
-from tests.stress.test_loader import BATCH, BATCHES, SAMPLES, new_loader
+from tests.stress.test_loader import BATCH, BATCHES, SAMPLES, folder, new_loader
 
 pytestmark = pytest.mark.usefixtures("switch_often")
-
-
-@pytest.fixture(scope="module")
-def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """SAMPLES files in two class folders, each holding its own number (as in test_loader)."""
-    root = tmp_path_factory.mktemp("samples")
-    for index in range(SAMPLES):
-        (root / f"c{index % 2}").mkdir(exist_ok=True)
-        (root / f"c{index % 2}" / f"{index:03d}.jpg").write_bytes(index.to_bytes(4, "little"))
-    return root
+__all__ = ["folder"]  # test_loader's fixture: SAMPLES files, each holding its own number
 
 
 def from_another_thread(call: Callable[[], Any]) -> BaseException | None:
