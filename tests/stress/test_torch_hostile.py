@@ -42,7 +42,7 @@ def test_passes_abandoned_in_other_threads_and_dropped_loaders_leave_no_worker_t
             passing = iter(loader)
             next(passing)  # and dropped mid-epoch
 
-        for _ in range(3):  # one after another: passes at once over persistent workers hang (below)
+        for _ in range(3):  # one after another: passes at once are the test below
             thread = threading.Thread(target=abandon)
             thread.start()
             thread.join(60)
@@ -59,18 +59,25 @@ def test_a_pass_outliving_its_persistent_loader_still_delivers_every_item() -> N
     assert stoker_threads() == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="two passes at once over one DataLoader's persistent worker threads share one results queue, and each "
-    "lets go of the other's batches as a dropped pass's: the second pass waits forever (torch resets its one "
-    "persistent iterator instead); also seen with 3 threads each taking a first batch, 2 runs of 4",
-)
-def test_a_second_pass_over_persistent_workers_is_not_left_waiting_forever() -> None:
+def test_passes_at_once_over_persistent_workers_each_deliver_every_item() -> None:
+    # Once: the passes shared one results queue, each letting go of the other's batches as a
+    # dropped pass's: the second of two passes waited forever (also 3 threads each taking a first
+    # batch, 2 runs of 4). Each pass now has a queue of its own.
     loader = DataLoader(Numbers(200), batch_size=10, num_workers=2, worker_kind="threads", persistent_workers=True)
     first, second = iter(loader), iter(loader)
-    assert len(list(first)) == 20
-    taken: list[object] = []
-    waiting = threading.Thread(target=lambda: taken.append(next(second)), daemon=True)
-    waiting.start()
-    waiting.join(20)
-    assert not waiting.is_alive(), "the second pass waits forever for a batch the first let go"
+    assert sorted(int(item) for batch in first for item in batch) == list(range(200))
+    assert sorted(int(item) for batch in second for item in batch) == list(range(200))
+    seen: list[list[int]] = []
+
+    def read_whole_pass(loader: DataLoader = loader) -> None:
+        seen.append(sorted(int(item) for batch in loader for item in batch))
+
+    threads = [threading.Thread(target=read_whole_pass, daemon=True) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not any(thread.is_alive() for thread in threads), "a pass waits forever for a batch another took"
+    assert seen == [list(range(200))] * 3
+    del loader, first, second, read_whole_pass
+    assert stoker_threads() == []

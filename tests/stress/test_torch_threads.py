@@ -3,6 +3,7 @@ delivered once, a worker's exception raised to the consumer, what the workers sh
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
 from typing import Any
@@ -72,13 +73,14 @@ def test_the_random_draws_flag_once_set_is_never_lost() -> None:
         return indices
 
     workers = ThreadWorkers(workers_count, make_batch, None, None)
+    results: queue.SimpleQueue[tuple[int, Any]] = queue.SimpleQueue()
     try:
         for number in range(batches):
-            workers.send(number % workers_count, 0, number, "draw" if number == 5 else number)
+            workers.send(number % workers_count, results, number, "draw" if number == 5 else number)
         seen_drawing = False
         lost = 0
         for _ in range(batches):
-            _, number, _ = workers.results.get(timeout=30)
+            number, _ = results.get(timeout=30)
             seen_drawing = seen_drawing or number == 5
             if seen_drawing and not workers.draws_random_numbers:
                 lost += 1

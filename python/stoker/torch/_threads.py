@@ -31,16 +31,18 @@ from ._fetching import BatchFetcher
 
 __all__ = ["ThreadWorkers", "ThreadedIteration"]
 
-# Pass numbers, drawn by whichever thread starts a pass: `next` on a count is one step, whole on a
-# free-threaded build too (3.14.7t: 800,000 distinct numbers drawn by 8 threads at once).
-_iterations = itertools.count()
+# A pass's batches come back on a queue of its own, sent with each task: passes over one set of
+# persistent workers never see each other's batches (was: one results queue shared, each pass
+# letting go of the other's batches as a dropped pass's, so of two passes at once the second
+# waited forever). A dropped pass's queue is collected with the last batch its workers put there.
+Results = queue.SimpleQueue[tuple[int, Any]]
 
 
 class ThreadWorkers:
     """``num_workers`` threads, each running ``worker_init_fn(worker_id)`` once and then fetching and
     collating the batches sent to it, each with a `BatchFetcher` of its own.
 
-    Shared state: ``_tasks`` and ``results`` are `queue.SimpleQueue`s (whole by themselves);
+    Shared state: ``_tasks`` and each pass's results are `queue.SimpleQueue`s (whole by themselves);
     ``draws_random_numbers`` only ever goes from False to True, written by a worker whose own
     fetcher saw draws (was: every worker stored ``flag or mine`` after each batch, so a worker
     that had read False stored it back over another's True); ``_stopping`` is one flag set once.
@@ -60,12 +62,11 @@ class ThreadWorkers:
         worker_init_fn: Callable[[int], None] | None,
         items_in_flight: int | None,
     ) -> None:
-        self.results: queue.SimpleQueue[tuple[int, int, Any]] = queue.SimpleQueue()
         self.draws_random_numbers = False
         self._make_batch = make_batch
         self._worker_init_fn = worker_init_fn
         self._items_in_flight = items_in_flight
-        self._tasks: list[queue.SimpleQueue[tuple[int, int, Any] | None]] = [queue.SimpleQueue() for _ in range(num_workers)]
+        self._tasks: list[queue.SimpleQueue[tuple[Results, int, Any] | None]] = [queue.SimpleQueue() for _ in range(num_workers)]
         self._stopping = False
         self.threads = [
             threading.Thread(target=self._work, args=(worker_id,), name=f"stoker-torch-worker-{worker_id}", daemon=True)
@@ -75,9 +76,10 @@ class ThreadWorkers:
             thread.start()
         join_at_exit(self)
 
-    def send(self, worker_id: int, iteration: int, batch_number: int, indices: Any) -> None:
-        """Have worker ``worker_id`` make batch ``batch_number`` of ``iteration``."""
-        self._tasks[worker_id].put((iteration, batch_number, indices))
+    def send(self, worker_id: int, results: Results, batch_number: int, indices: Any) -> None:
+        """Have worker ``worker_id`` make batch ``batch_number`` and put it on ``results`` (its
+        pass's queue) as ``(batch_number, batch)``."""
+        self._tasks[worker_id].put((results, batch_number, indices))
 
     def stop(self) -> None:
         """Ask every thread to end once its current batch is done (threads are daemons: one stuck
@@ -104,7 +106,7 @@ class ThreadWorkers:
         except BaseException:
             failed_to_start = ExceptionWrapper(where=where)
         while (task := self._tasks[worker_id].get()) is not None and not self._stopping:
-            iteration, batch_number, indices = task
+            results, batch_number, indices = task
             result: Any = failed_to_start  # a worker that did not start fails each batch sent to it
             if failed_to_start is None:
                 try:
@@ -113,8 +115,8 @@ class ThreadWorkers:
                     result = ExceptionWrapper(where=where)
             if fetcher.draws_random_numbers:  # only ever set: a stale False is never stored back
                 self.draws_random_numbers = True
-            self.results.put((iteration, batch_number, result))
-            del result, task, indices
+            results.put((batch_number, result))
+            del result, task, indices, results
         fetcher.close()
 
 
@@ -137,7 +139,7 @@ class ThreadedIteration(_BaseDataLoaderIter):
         self._owner = owner
         self._workers = workers
         self._stop_workers_at_end = stop_workers_at_end
-        self._iteration = next(_iterations)
+        self._results: Results = queue.SimpleQueue()
         self._in_order = loader.in_order
         self._worker_cycle = itertools.cycle(range(loader.num_workers))
         self._sent = 0
@@ -153,7 +155,7 @@ class ThreadedIteration(_BaseDataLoaderIter):
             indices = self._next_index()
         except StopIteration:
             return
-        self._workers.send(next(self._worker_cycle), self._iteration, self._sent, indices)
+        self._workers.send(next(self._worker_cycle), self._results, self._sent, indices)
         self._sent += 1
 
     def _next_data(self) -> Any:
@@ -184,11 +186,10 @@ class ThreadedIteration(_BaseDataLoaderIter):
             if not self._in_order and self._arrived:
                 return self._arrived.pop(min(self._arrived))
             try:
-                iteration, number, result = self._workers.results.get(timeout=self._timeout or None)
+                number, result = self._results.get(timeout=self._timeout or None)
             except queue.Empty:
                 raise RuntimeError(f"DataLoader timed out after {self._timeout} seconds") from None
-            if iteration == self._iteration:  # a dropped earlier pass's batches are let go
-                self._arrived[number] = result
+            self._arrived[number] = result
 
     def _end(self) -> None:
         if self._stop_workers_at_end:
