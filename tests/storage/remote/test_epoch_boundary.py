@@ -46,11 +46,15 @@ def test_the_next_epoch_is_requested_before_it_starts_and_never_twice(s3_server:
         assert early > 0, "epoch 1's first samples were requested during epoch 0"
         assert epoch_contents(loader, expected()) == Counter(storage.keys), "the next iteration is epoch 1, whole"
         assert loader.sampler.epoch == 1
-        # Epoch 1's end warms epoch 2 in turn (at most the 8 batches a remote loader keeps in
-        # flight): those are the only samples asked a third time.
+        # Epoch 1's end warms epoch 2 in turn, as many batches as were in flight then: 8 at
+        # first, more where the tuner raised the cap (a loaded machine's slow store made it 12
+        # in a clean-clone run). Those are the only samples asked a third time, and they are
+        # epoch 2's first samples, whole batches of them.
         third = {index for index, count in storage.asked.items() if count == 3}
         assert set(storage.asked.values()) <= {2, 3}, "no sample of epochs 0 and 1 was requested twice for one epoch"
-        assert third <= set(loader.sampler.next_epoch_indices(8 * 10).tolist()), "only epoch 2's first samples"
+        assert third, "epoch 2's first samples were requested during epoch 1"
+        assert len(third) % 10 == 0 or len(third) == len(storage), f"{len(third)} samples warmed: not whole batches"
+        assert third == set(loader.sampler.next_epoch_indices(len(third)).tolist()), "only epoch 2's first samples"
 
 
 def test_a_run_stopped_right_after_an_epoch_resumes_exactly(s3_server: S3Server, objects: str) -> None:
