@@ -2,6 +2,8 @@
 # Builds CPython 3.14 free-threaded (3.14t: --disable-gil, PEP 703/779) into a cache folder and
 # prints its interpreter's path; a second run finds it built and prints the path at once.
 #   packaging/free_threaded_python.sh          build if needed, print .../bin/python3.14t
+#   packaging/free_threaded_python.sh --gil    the same source built with the GIL: .../bin/python3.14
+#                                              (benchmarks/loader/free_threaded.py's fair GIL side)
 # The Makefile's free-threaded targets (make test-free-threaded, make wheel) call it.
 #
 # Where the source comes from: $STOKER_CPYTHON_SOURCE (a CPython 3.14 source archive or folder
@@ -18,8 +20,17 @@ set -euo pipefail
 version=3.14.7
 goproxy_sha256=e79b1270b4b62593f6686c8db8edd384b4a9b14e5824a8c9fce0a95656dd6321
 cache=${STOKER_PYTHON_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/stoker/python}
-prefix=$cache/$version-freethreaded
-interpreter=$prefix/bin/python3.14t
+if [ "${1:-}" = "--gil" ]; then
+    prefix=$cache/$version
+    interpreter=$prefix/bin/python3.14
+    configure_gil=
+    gil_check="assert sys._is_gil_enabled(), 'built without the GIL'"
+else
+    prefix=$cache/$version-freethreaded
+    interpreter=$prefix/bin/python3.14t
+    configure_gil=--disable-gil
+    gil_check="assert not sys._is_gil_enabled(), 'built with the GIL'"
+fi
 complete=$prefix/.complete  # written last: a build cut short is built again
 if [ -f "$complete" ]; then
     echo "$interpreter"
@@ -59,19 +70,19 @@ if [ -z "$source_folder" ] || [ ! -x "$source_folder/configure" ]; then
     echo "no CPython $version source could be fetched from proxy.golang.org; set STOKER_CPYTHON_SOURCE to one (python.org's tarball)" >&2
     exit 1
 fi
-echo "== building CPython $version free-threaded into $prefix (a few minutes, once) ==" >&2
+echo "== building CPython $version ${configure_gil:+free-threaded }into $prefix (a few minutes, once) ==" >&2
 rm -rf "$prefix"
 build=$work/build
 mkdir -p "$build"
 (
     cd "$build"
-    "$source_folder/configure" --quiet --disable-gil --disable-test-modules --prefix="$prefix" --without-ensurepip >"$work/configure.log" 2>&1 ||
+    "$source_folder/configure" --quiet $configure_gil --disable-test-modules --prefix="$prefix" --without-ensurepip >"$work/configure.log" 2>&1 ||
         { tail -30 "$work/configure.log" >&2; exit 1; }
     make --quiet -j"$(nproc)" >"$work/make.log" 2>&1 || { tail -40 "$work/make.log" >&2; exit 1; }
     # The standard library's bytecode is compiled at install, once per optimisation level; the
     # tests import it at level 0 only, and Python compiles what it imports on the first run.
     make --quiet install COMPILEALL_OPTS="-j0" >"$work/install.log" 2>&1 || { tail -40 "$work/install.log" >&2; exit 1; }
 )
-"$interpreter" -c "import sys; assert not sys._is_gil_enabled(), 'built with the GIL'" >&2
+"$interpreter" -c "import sys; $gil_check" >&2
 touch "$complete"
 echo "$interpreter"

@@ -18,6 +18,13 @@ out, never shown as 0.
 Run:  python benchmarks/loader/free_threaded.py [--gil PYTHON] [--free-threaded PYTHON]
           [--count 1000] [--items 4000] [--repeats 3] [--json F]
 (defaults: this Python, and .venv-freethreaded/bin/python, which make test-free-threaded makes)
+
+The fair GIL side is the same CPython source built with the GIL, with the abi3 wheel:
+  gil=$(bash packaging/free_threaded_python.sh --gil)       # CPython 3.14.7, GIL on (minutes, once)
+  .venv/bin/uv venv --python "$gil" .venv-gil && .venv/bin/uv pip install --python .venv-gil/bin/python \
+      dist/stoker-*-abi3-*.whl pillow -e testbed
+  .venv/bin/uv pip install --python .venv-freethreaded/bin/python "spdl==0.8.*"   # the peer, on 3.14t
+  .venv/bin/python benchmarks/loader/free_threaded.py --gil .venv-gil/bin/python
 """
 
 from __future__ import annotations

@@ -50,11 +50,13 @@ def _jsonl(tmp_path: Path) -> tuple[Path, int]:
 
 
 def _mds(tmp_path: Path) -> tuple[Path, int]:
+    pytest.importorskip("streaming")  # MosaicML's writer (it imports torch: not on 3.14t)
     write_mds(tmp_path / "mds", SAMPLES)
     return tmp_path / "mds", _files(tmp_path / "mds", "*.mds")
 
 
 def _tfrecord(tmp_path: Path) -> tuple[Path, int]:
+    pytest.importorskip("tfrecord")  # the writer's package (a dev-group sdist, not in the free-threaded venv)
     (tmp_path / "records").mkdir()
     write_tfrecords(tmp_path / "records", SAMPLES)
     return tmp_path / "records", _files(tmp_path / "records", "*.tfrecord*")
