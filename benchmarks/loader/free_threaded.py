@@ -16,7 +16,7 @@ noisy); the table gives the median. An interpreter or a peer that is not there i
 out, never shown as 0.
 
 Run:  python benchmarks/loader/free_threaded.py [--gil PYTHON] [--free-threaded PYTHON]
-          [--count 1000] [--items 4000] [--repeats 3] [--json F]
+          [--count 1000] [--items 4000] [--work 20000] [--repeats 3] [--json F]
 (defaults: this Python, and .venv-freethreaded/bin/python, which make test-free-threaded makes)
 
 The fair GIL side is the same CPython source built with the GIL, with the abi3 wheel:
@@ -41,11 +41,14 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 
 
+WORK = 20_000  # the transform's loop length (--work): about 1 ms a item on this machine kind
+
+
 def user_transform(item: int) -> int:
-    """A user's own per-item Python work (about a millisecond of bytecode, no call that lets the
-    GIL go): what a GIL build runs on one core however many threads the stage has."""
+    """A user's own per-item Python work (``WORK`` steps of bytecode, no call that lets the GIL
+    go): what a GIL build runs on one core however many threads the stage has."""
     total = item
-    for value in range(3000):
+    for value in range(WORK):
         total = (total * 31 + value) % 1_000_003
     return total
 
@@ -68,8 +71,10 @@ def run_spdl(items: int, threads: int) -> int:
     return count
 
 
-def child(engine: str, items: int, threads: int) -> None:
+def child(engine: str, items: int, threads: int, work: int) -> None:
     """One configuration in this process: items/s of the Python-transform pipeline."""
+    global WORK
+    WORK = work
     run = {"stoker": run_stoker, "spdl": run_spdl}[engine]
     started = time.perf_counter()
     count = run(items, threads)
@@ -94,8 +99,8 @@ def has_module(interpreter: str, module: str) -> bool:
     return done.returncode == 0
 
 
-def transform_rate(interpreter: str, engine: str, items: int, threads: int) -> float:
-    command = [interpreter, __file__, "--child", engine, str(items), str(threads)]
+def transform_rate(interpreter: str, engine: str, items: int, threads: int, work: int) -> float:
+    command = [interpreter, __file__, "--child", engine, str(items), str(threads), str(work)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=1800, cwd=ROOT)
     if done.returncode != 0:
         raise RuntimeError(f"{engine} on {interpreter}: {done.stderr.strip().splitlines()[-1:]}")
@@ -104,16 +109,22 @@ def transform_rate(interpreter: str, engine: str, items: int, threads: int) -> f
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--child", nargs=3, metavar=("ENGINE", "ITEMS", "THREADS"), help=argparse.SUPPRESS)
+    parser.add_argument("--child", nargs=4, metavar=("ENGINE", "ITEMS", "THREADS", "WORK"), help=argparse.SUPPRESS)
     parser.add_argument("--gil", default=sys.executable, help="a GIL build with stoker installed (default: this Python)")
     parser.add_argument("--free-threaded", default=str(ROOT / ".venv-freethreaded" / "bin" / "python"), help="a 3.14t build with stoker")
     parser.add_argument("--count", type=int, default=1000, help="images of the native path (500x375 JPEGs)")
     parser.add_argument("--items", type=int, default=4000, help="items of the Python-transform pipeline")
+    parser.add_argument(
+        "--work",
+        type=int,
+        default=WORK,
+        help="loop steps of the transform per item (default about 1 ms; 3000, about 0.14 ms, shows the engine's own per-item cost)",
+    )
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", type=Path, help="write the measurements here")
     args = parser.parse_args()
     if args.child:
-        child(args.child[0], int(args.child[1]), int(args.child[2]))
+        child(args.child[0], int(args.child[1]), int(args.child[2]), int(args.child[3]))
         return
 
     from stoker.bench import image_folder, run_in_subprocess
@@ -137,13 +148,13 @@ def main() -> None:
         for threads in (1, 2):
             runs[f"Python transform, stoker, {threads} thread(s), {build}"] = (
                 build,
-                lambda i=interpreter, t=threads: transform_rate(i, "stoker", args.items, t),
+                lambda i=interpreter, t=threads: transform_rate(i, "stoker", args.items, t, args.work),
             )
     if "free-threaded" in versions:
         if has_module(builds["free-threaded"], "spdl.pipeline"):
             runs["Python transform, SPDL, 2 thread(s), free-threaded"] = (
                 "free-threaded",
-                lambda: transform_rate(builds["free-threaded"], "spdl", args.items, 2),
+                lambda: transform_rate(builds["free-threaded"], "spdl", args.items, 2, args.work),
             )
         else:
             print("  not compared: SPDL on the free-threaded build (not installed there: pip install spdl)", file=sys.stderr)
