@@ -19,7 +19,11 @@
 set -euo pipefail
 version=3.14.7
 goproxy_sha256=e79b1270b4b62593f6686c8db8edd384b4a9b14e5824a8c9fce0a95656dd6321
-cache=${STOKER_PYTHON_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/stoker/python}
+if [ $# -gt 1 ] || { [ $# -eq 1 ] && [ "$1" != "--gil" ]; }; then
+    echo "usage: $0 [--gil]   (free-threaded CPython 3.14, or with --gil the same built with the GIL)" >&2
+    exit 2
+fi
+cache=${STOKER_PYTHON_CACHE:-${XDG_CACHE_HOME:-${HOME:?set STOKER_PYTHON_CACHE, or HOME}/.cache}/stoker/python}
 if [ "${1:-}" = "--gil" ]; then
     prefix=$cache/$version
     interpreter=$prefix/bin/python3.14
@@ -32,14 +36,14 @@ else
     gil_check="assert not sys._is_gil_enabled(), 'built with the GIL'"
 fi
 complete=$prefix/.complete  # written last: a build cut short is built again
-if [ -f "$complete" ]; then
+if [ -f "$complete" ] && [ -x "$interpreter" ]; then
     echo "$interpreter"
     exit 0
 fi
 mkdir -p "$cache"
 exec 9>"$cache/.build.lock"  # two builds at once (make -j) wait for each other
 flock 9
-if [ -f "$complete" ]; then
+if [ -f "$complete" ] && [ -x "$interpreter" ]; then
     echo "$interpreter"
     exit 0
 fi
@@ -57,7 +61,7 @@ fetch() {  # fetch URL SHA256 FILE: download, then check the pinned hash
 source_folder=
 if [ -n "${STOKER_CPYTHON_SOURCE:-}" ]; then
     if [ -d "$STOKER_CPYTHON_SOURCE" ]; then
-        source_folder=$STOKER_CPYTHON_SOURCE
+        source_folder=$(cd "$STOKER_CPYTHON_SOURCE" && pwd)  # absolute: configure runs from the build folder
     else
         tar -xf "$STOKER_CPYTHON_SOURCE" -C "$work" && source_folder=$(echo "$work"/Python-*)
     fi
@@ -66,7 +70,10 @@ elif fetch "https://proxy.golang.org/github.com/python/cpython/@v/v$version+inco
     source_folder="$work/github.com/python/cpython@v$version+incompatible"
     chmod +x "$source_folder"/configure "$source_folder"/install-sh "$source_folder"/config.guess "$source_folder"/config.sub
 fi
-if [ -z "$source_folder" ] || [ ! -x "$source_folder/configure" ]; then
+if [ -n "${STOKER_CPYTHON_SOURCE:-}" ] && { [ -z "$source_folder" ] || [ ! -x "$source_folder/configure" ]; }; then
+    echo "STOKER_CPYTHON_SOURCE=$STOKER_CPYTHON_SOURCE: not a CPython source archive or folder (no executable configure in it)" >&2
+    exit 1
+elif [ -z "$source_folder" ] || [ ! -x "$source_folder/configure" ]; then
     echo "no CPython $version source could be fetched from proxy.golang.org; set STOKER_CPYTHON_SOURCE to one (python.org's tarball)" >&2
     exit 1
 fi

@@ -89,9 +89,18 @@ def describe(interpreter: str) -> str | None:
     probe = "import sys, stoker._native; print(sys.version.split()[0], 'GIL' if getattr(sys, '_is_gil_enabled', lambda: True)() else 'free-threaded')"
     try:
         done = subprocess.run([interpreter, "-c", probe], capture_output=True, text=True, timeout=120)
-    except OSError:
+    except (OSError, subprocess.TimeoutExpired):
         return None
-    return done.stdout.strip() if done.returncode == 0 else None
+    described = done.stdout.strip()
+    return described if done.returncode == 0 and described.endswith(("GIL", "free-threaded")) else None
+
+
+def at_least_one(text: str) -> int:
+    """An argument that counts something: a whole number >= 1."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value}: must be at least 1")
+    return value
 
 
 def has_module(interpreter: str, module: str) -> bool:
@@ -112,17 +121,19 @@ def main() -> None:
     parser.add_argument("--child", nargs=4, metavar=("ENGINE", "ITEMS", "THREADS", "WORK"), help=argparse.SUPPRESS)
     parser.add_argument("--gil", default=sys.executable, help="a GIL build with stoker installed (default: this Python)")
     parser.add_argument("--free-threaded", default=str(ROOT / ".venv-freethreaded" / "bin" / "python"), help="a 3.14t build with stoker")
-    parser.add_argument("--count", type=int, default=1000, help="images of the native path (500x375 JPEGs)")
-    parser.add_argument("--items", type=int, default=4000, help="items of the Python-transform pipeline")
+    parser.add_argument("--count", type=at_least_one, default=1000, help="images of the native path (500x375 JPEGs)")
+    parser.add_argument("--items", type=at_least_one, default=4000, help="items of the Python-transform pipeline")
     parser.add_argument(
         "--work",
-        type=int,
+        type=at_least_one,
         default=WORK,
         help="loop steps of the transform per item (default about 1 ms; 3000, about 0.14 ms, shows the engine's own per-item cost)",
     )
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=at_least_one, default=3)
     parser.add_argument("--json", type=Path, help="write the measurements here")
     args = parser.parse_args()
+    if args.json is not None and not args.json.parent.is_dir():
+        parser.error(f"--json {args.json}: no folder {args.json.parent}")
     if args.child:
         child(args.child[0], int(args.child[1]), int(args.child[2]), int(args.child[3]))
         return
@@ -135,8 +146,12 @@ def main() -> None:
         described = describe(interpreter)
         if described is None:
             print(f"  not measured: the {build} build ({interpreter}: no such interpreter with stoker)", file=sys.stderr)
+        elif not described.endswith(build):  # a GIL interpreter given as --free-threaded, or the reverse
+            print(f"  not measured: the {build} build ({interpreter} is {described})", file=sys.stderr)
         else:
             versions[build] = described
+    if not versions:
+        sys.exit("no interpreter to measure: give --gil and --free-threaded ones with stoker installed")
     images = Path(image_folder(args.count))
     runs: dict[str, tuple[str, Any]] = {}  # label -> (build, how to measure once)
     for build in versions:
