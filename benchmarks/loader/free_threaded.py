@@ -95,14 +95,6 @@ def describe(interpreter: str) -> str | None:
     return described if done.returncode == 0 and described.endswith(("GIL", "free-threaded")) else None
 
 
-def at_least_one(text: str) -> int:
-    """An argument that counts something: a whole number >= 1."""
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value}: must be at least 1")
-    return value
-
-
 def has_module(interpreter: str, module: str) -> bool:
     done = subprocess.run([interpreter, "-c", f"import {module}"], capture_output=True, timeout=120)
     return done.returncode == 0
@@ -117,19 +109,21 @@ def transform_rate(interpreter: str, engine: str, items: int, threads: int, work
 
 
 def main() -> None:
+    from stoker.cli import whole_number
+
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--child", nargs=4, metavar=("ENGINE", "ITEMS", "THREADS", "WORK"), help=argparse.SUPPRESS)
     parser.add_argument("--gil", default=sys.executable, help="a GIL build with stoker installed (default: this Python)")
     parser.add_argument("--free-threaded", default=str(ROOT / ".venv-freethreaded" / "bin" / "python"), help="a 3.14t build with stoker")
-    parser.add_argument("--count", type=at_least_one, default=1000, help="images of the native path (500x375 JPEGs)")
-    parser.add_argument("--items", type=at_least_one, default=4000, help="items of the Python-transform pipeline")
+    parser.add_argument("--count", type=whole_number(1, 10**7), default=1000, help="images of the native path (500x375 JPEGs)")
+    parser.add_argument("--items", type=whole_number(1, 10**9), default=4000, help="items of the Python-transform pipeline")
     parser.add_argument(
         "--work",
-        type=at_least_one,
+        type=whole_number(1, 10**9),
         default=WORK,
         help="loop steps of the transform per item (default about 1 ms; 3000, about 0.14 ms, shows the engine's own per-item cost)",
     )
-    parser.add_argument("--repeats", type=at_least_one, default=3)
+    parser.add_argument("--repeats", type=whole_number(1, 1000), default=3)
     parser.add_argument("--json", type=Path, help="write the measurements here")
     args = parser.parse_args()
     if args.json is not None and not args.json.parent.is_dir():
