@@ -47,6 +47,9 @@ _ALONE_WITHOUT_GIL: dict[str, str] = {
     "tests/pipeline/test_stats.py": "it compares the waits it measures, which workers without a GIL lengthen unevenly",
 }
 
+# What runs alone on this interpreter (asked once: the answer does not change within a run).
+_ALONE_HERE = _ALONE if getattr(sys, "_is_gil_enabled", lambda: True)() else {**_ALONE, **_ALONE_WITHOUT_GIL}
+
 # Fixtures that start a server too heavy to start once per worker (Cassandra: about a minute and
 # a GB; the Ray cluster: a dozen processes), and files whose own module fixtures start one. They
 # share one group, so one worker runs them one after another: a 3-node Cassandra starting beside
@@ -75,8 +78,7 @@ def _test_id(item: pytest.Item) -> str:
 def run_alone(item: pytest.Item) -> str | None:
     """Why ``item`` runs alone in `make test`'s second part, or None when it runs side by side."""
     test = _test_id(item)
-    alone = {**_ALONE, **_ALONE_WITHOUT_GIL} if not getattr(sys, "_is_gil_enabled", lambda: True)() else _ALONE
-    return next((why for prefix, why in alone.items() if test.startswith(prefix)), None)
+    return next((why for prefix, why in _ALONE_HERE.items() if test.startswith(prefix)), None)
 
 
 def worker_group(item: pytest.Item) -> str | None:
