@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import io
+import threading
 from collections.abc import Iterator
 
 import numpy as np
@@ -34,6 +35,32 @@ def test_a_lease_ends_only_when_every_view_is_gone() -> None:
     third = pool.acquire()
     assert pool.allocated == 2, "reused once nothing reads it"
     assert not np.shares_memory(second, third)
+
+
+def test_a_lease_handed_over_returns_its_buffer_once_when_the_new_arrays_are_gone() -> None:
+    pool = BufferPool(lambda: np.zeros(8, np.uint8), capacity=2)
+    made: list[np.ndarray] = []
+    maker = threading.Thread(target=lambda: made.append(pool.acquire()[1:7]))  # a decode thread's lease
+    maker.start()
+    maker.join()
+    old = made.pop()
+    old[:] = 7
+    new = BufferPool.hand_over(old)
+    assert new is not old and np.shares_memory(new, old) and new.shape == (6,) and (new == 7).all()
+    assert BufferPool.hand_over(old) is old, "the old lease no longer owns the buffer"
+    plain = np.zeros(3)
+    assert BufferPool.hand_over(plain) is plain and BufferPool.hand_over([1, 2]) == [1, 2]
+    del old
+    gc.collect()
+    assert pool.free == 0, "the old lease's death returns nothing: the new one still reads it"
+    newer = BufferPool.hand_over(new[2:])  # handed over again, from a view
+    del new
+    gc.collect()
+    assert pool.free == 0 and (newer == 7).all()
+    del newer
+    gc.collect()
+    assert pool.free == 1, "back, once, when the last lease's arrays are gone"
+    assert pool.acquire() is not None and pool.allocated == 1
 
 
 def _storage(count: int) -> MemoryStorage:

@@ -159,10 +159,14 @@ def test_buffers_held_by_the_loop_are_never_overwritten(tmp_path: Path) -> None:
     for batch in Loader(data, batch_size=4, transform=transform, sampling=Sampling(shuffle="none", in_order=True)):
         held.append((batch.data, batch.data.copy()))
     assert all(np.array_equal(kept, copy) for kept, copy in held)
-    loader = Loader(data, batch_size=4, transform=transform)
+    many = MemoryStorage({f"k{index}": jpeg(64, 48, seed=index % 40) for index in range(400)})
+    loader = Loader(many, batch_size=4, transform=transform)
     for _batch in loader:
-        pass  # nothing held: buffers are recycled
-    assert loader._pool is not None and loader._pool.allocated < 10
+        pass  # nothing held: buffers are recycled, on free-threaded CPython too
+    # 100 batches through no more buffers than the pool keeps: each came back when the loop let
+    # go of its batch (a lease returned late, as one made by a decode thread would be on 3.14t,
+    # makes the pool allocate again).
+    assert loader._pool is not None and loader._pool.allocated <= loader._pool.capacity
 
 
 def test_stopping_leaves_no_thread() -> None:

@@ -26,11 +26,14 @@ class _LeaseOwner:
     """Exposes a pooled buffer's memory to NumPy as its own (``__array_interface__``), so the
     arrays made from it all refer to this object, and its collection means none is left."""
 
-    __slots__ = ("__array_interface__", "__weakref__", "buffer")
+    __slots__ = ("__array_interface__", "__weakref__", "buffer", "finalizer", "pool")
 
-    def __init__(self, buffer: np.ndarray) -> None:
+    def __init__(self, pool: BufferPool, buffer: np.ndarray, interface: dict[str, Any] | None) -> None:
+        self.pool = pool
         self.buffer = buffer  # keeps the memory alive as long as anything reads it
-        self.__array_interface__ = buffer.__array_interface__
+        self.__array_interface__ = buffer.__array_interface__ if interface is None else interface
+        # Returns the buffer to the pool when this owner is collected; detached by `hand_over`.
+        self.finalizer = weakref.finalize(self, pool._give_back, buffer)
 
 
 class BufferPool:
@@ -61,10 +64,31 @@ class BufferPool:
                 self.allocated += 1
         if buffer is None:
             buffer = self._allocate()
-        owner = _LeaseOwner(buffer)
-        leased = np.asarray(owner)
-        weakref.finalize(owner, self._give_back, buffer)
-        return leased
+        return self._lease(buffer, None)
+
+    def _lease(self, buffer: np.ndarray, interface: dict[str, Any] | None) -> np.ndarray:
+        return np.asarray(_LeaseOwner(self, buffer, interface))
+
+    @staticmethod
+    def hand_over(array: Any) -> Any:
+        """``array`` again, as a new array over the same memory whose lease this thread made;
+        anything that is not a leased array is returned as it is.
+
+        Called by the thread that hands a batch to the training loop, once the threads that
+        made the batch are done with it. Free-threaded CPython frees an object dropped by a
+        thread other than the one that made it only when its maker next runs Python code
+        (biased reference counting), so a lease made by a busy or idle decode thread would come
+        back late and the pool would allocate a buffer it already has. A lease made by the
+        consumer comes back the moment the consumer drops the last array of the batch.
+        The arrays made by the earlier lease must not be read after this (the pipeline keeps
+        none): the buffer goes back when the new lease dies, whatever became of the old one.
+        """
+        owner = getattr(array, "base", None)
+        while isinstance(owner, np.ndarray):  # a view's base is the leased array, whose base is the owner
+            owner = owner.base
+        if not isinstance(owner, _LeaseOwner) or owner.finalizer.detach() is None:
+            return array  # not leased, or handed over already (its old lease returns nothing now)
+        return owner.pool._lease(owner.buffer, array.__array_interface__)
 
     def _give_back(self, buffer: np.ndarray) -> None:
         with self._lock:  # the room checked and taken in one turn: never more than `capacity` kept

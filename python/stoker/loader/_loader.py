@@ -856,6 +856,7 @@ class Loader:
                     batch = pipeline.get()
                 except StopIteration:
                     break
+                batch = _handed_over(batch)
                 self._deliveries.delivered(batch)
                 yield batch
             finished = True
@@ -910,3 +911,11 @@ class Loader:
             self._pool.capacity = self.decode_concurrency + self.prefetch + 4
         if self._shapes is not None:
             self._shapes.capacity = self.decode_concurrency + self.prefetch + 4
+
+
+def _handed_over(batch: Batch) -> Batch:
+    """The batch as the training loop gets it: a Batch and a lease on its buffer made by this
+    thread, so the buffer is back in the pool as soon as the loop drops the batch, free-threaded
+    CPython included (see `BufferPool.hand_over`)."""
+    data = BufferPool.hand_over(batch.data)
+    return batch if data is batch.data else dataclasses.replace(batch, data=data)
