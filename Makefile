@@ -220,12 +220,17 @@ test-quick: install-dev
 # compiles go first), on the cores the downloads leave idle; its Makefile targets later wait for
 # it (the script's lock) or, if it failed, build it again and show why.
 FREE_THREADED_EARLY := (nice -n 10 bash packaging/free_threaded_python.sh >/dev/null 2>&1 &);
+# Likewise the GCS emulator, fake-gcs-server, built from its Go source once a machine (about
+# 140 s of CPU, which the first GCS test spent in the middle of the busiest part): the tests
+# that need it wait on its install lock, and build it themselves, saying why, if this failed.
+GCS_EMULATOR_EARLY := (PYTHONPATH=testbed nice -n 10 $(PYTHON) -c \
+	'from stoker_testbed.servers.gcs_server import fake_gcs_server_binary; fake_gcs_server_binary()' >/dev/null 2>&1 &);
 # The release wheel (for tests/packaging/test_wheel.py) is packed beside the lint and the Rust
 # tests from the native parts install-dev built (no second compile), and each part's output is
 # printed whole when it ends. The phases' times are printed at the end (packaging/phases.sh).
 test: | system-test
 	@bash packaging/phases.sh \
-		"install: venv, dependencies, native build" "$(FREE_THREADED_EARLY) $(MAKE) --no-print-directory install-dev $(VENV)/.wheel-tools" \
+		"install: venv, dependencies, native build" "$(FREE_THREADED_EARLY) $(GCS_EMULATOR_EARLY) $(MAKE) --no-print-directory install-dev $(VENV)/.wheel-tools" \
 		"checks, Rust tests, release wheel" "$(MAKE) --no-print-directory -j2 --output-sync=target check rust-test wheel" \
 		"Python tests" "STOKER_BUILT_WHEEL=\$$(ls dist/stoker-*-abi3-*.whl) STOKER_BUILT_FREE_THREADED_WHEEL=\$$(ls dist/stoker-*-cp314t-*.whl) $(MAKE) --no-print-directory python-test" \
 		"free-threaded CPython 3.14t: its tests" "$(MAKE) --no-print-directory test-free-threaded"
