@@ -44,6 +44,7 @@ from ._arguments import as_storage, check_decoding, check_integer
 from ._assembly import BatchAssembler
 from ._batch import Batch
 from ._capabilities import block_window, check_extra, shuffle_blocks
+from ._changes import Change, ChangesBetweenBatches, ChangeTarget, ExcludeKeys, ExcludeSteps, NewWeights
 from ._exclusions import Exclusions
 from ._failure_policy import BadSampleHandler
 from ._options import FailurePolicy, Reads, Sampling, Throughput, from_keywords
@@ -285,14 +286,10 @@ class Loader:
             storage, self.sampler, self._assembler, self._deliveries, self._policy, self._tuning, read_options, batching, self._source
         )
         self._view_indices: np.ndarray | None = None  # while reading through a view (see _read_through)
-        # Changes asked for while the loop runs, applied by the loop's thread between two batches
-        # (`_replan`); asked for by any thread, so `_pending_lock` guards the three: a change is
-        # added and taken in one turn of it, never lost between a read and a write.
-        self._pending_lock = threading.Lock()
-        self._pending_weights: dict[str, float] | None = None  # set_mixture_weights, between steps
-        self._pending_through: int | None = None  # the schedule's point those weights are, if they are one
-        self._pending_exclusion: range | None = None  # exclude, between steps
-        self._pending_keys: list[tuple[list[str], int | None]] | None = None  # exclude by key, between steps (keys, slot)
+        # Changes asked for while the loop runs (any thread), applied by the loop's thread
+        # between two batches (`_replan`) to the parts they change: see _changes.py.
+        self._changes = ChangesBetweenBatches()
+        self._change_target = ChangeTarget(self._mixture, self._exclusions)
         self._iteration_lock = threading.Lock()
         self._iterating: str | None = None  # the thread iterating now
         self._iterating_thread: threading.Thread | None = None  # the same thread (names can repeat)
@@ -486,12 +483,7 @@ class Loader:
             raise ConfigurationError(f"set_mixture_weights needs a MixedStorage, not {type(self.storage).__name__}")
         self._mixture.check(weights)
         self._mixture.check_room()
-        if self._iterating is None:
-            with self._deliveries.lock:
-                self._mixture.apply(dict(weights))
-        else:
-            with self._pending_lock:
-                self._pending_weights = dict(weights)  # over a schedule's point due now, which counts as applied
+        self._change(NewWeights(dict(weights)))  # over a schedule's point due now, which counts as applied
 
     def exclude(self, *, steps: range | None = None, keys: Iterable[str] | None = None) -> None:
         """Leave the batches of ``steps``, or the samples of ``keys``, out of this epoch.
@@ -549,29 +541,21 @@ class Loader:
             raise ConfigurationError("exclude takes steps= or keys=, one of them")
         if keys is not None:
             listed = self._exclusions.read_keys(keys)
-            if self._iterating is None:
-                with self._deliveries.lock:
-                    self._exclusions.by_keys(listed)
-            else:
-                slot = self._exclusions.check_keys(listed)
-                with self._pending_lock:
-                    self._pending_keys = [*(self._pending_keys or []), (listed, slot)]
+            now = self._iterating is None  # read once: the slot is only for a loop that runs
+            self._change(ExcludeKeys(listed, None if now else self._exclusions.check_keys(listed)), now=now)
             return
         assert steps is not None
         self._exclusions.check_steps(steps)
-        if self._iterating is None:
+        self._change(ExcludeSteps(steps))
+
+    def _change(self, change: Change, *, now: bool | None = None) -> None:
+        """Apply ``change`` now when no loop runs (under the record lock), or queue it for the
+        loop's next batch (`_replan`); ``now``: whether no loop runs, as the caller read it."""
+        if self._iterating is None if now is None else now:
             with self._deliveries.lock:
-                self._exclusions.by_steps(steps)
+                change.apply(self._change_target)
         else:
-            with self._pending_lock:
-                # One range waits at a time: a second one replacing it was lost without a word
-                # (three threads each excluding a step mid-epoch left out one batch, not three).
-                if self._pending_exclusion is not None and self._pending_exclusion != steps:
-                    raise ConfigurationError(
-                        f"exclude(steps={steps!r}) while exclude(steps={self._pending_exclusion!r}) waits for the next "
-                        "batch: give the steps as one range, or call again after the next batch"
-                    )
-                self._pending_exclusion = steps
+            self._changes.put(change)
 
     def set_mixture_schedule(self, points: dict[int, dict[str, float]]) -> None:
         """A curriculum by step: a `stoker.storage.MixedStorage`'s weights from each of the
@@ -641,7 +625,7 @@ class Loader:
 
     def _scheduled_weights(self) -> tuple[int, dict[str, float]] | None:
         """The schedule's point due before the next batch, (its step, its weights), or None if
-        none is due. The caller marks it applied (`_apply_weights`) when it applies its weights,
+        none is due. The caller marks it applied (`NewWeights.apply`) when it applies its weights,
         under the record lock: a state never says a point was applied with the weights before it."""
         schedule = self._mixture.schedule if self._mixture is not None else None
         due = schedule.due(self._deliveries.next_step) if schedule is not None else None
@@ -649,14 +633,6 @@ class Loader:
             return None
         _logger.info("mixture weights from step %d (the schedule's, at step %d): %s", self._deliveries.next_step, due[0], due[1])
         return due
-
-    def _apply_weights(self, weights: dict[str, float], through: int | None) -> None:
-        """Draw the rest of the epoch with ``weights``; ``through``: the schedule's point they
-        are (None: weights the user set). Under the record lock, held by the caller."""
-        assert self._mixture is not None
-        self._mixture.apply(weights)
-        if through is not None and self._mixture.schedule is not None:
-            self._mixture.schedule.applied_through = through
 
     # ---- what it reports (LoaderRecords) ----------------------------------------------------
 
@@ -830,7 +806,7 @@ class Loader:
             scheduled = self._scheduled_weights()
             if scheduled is not None:
                 with self._deliveries.lock:
-                    self._apply_weights(scheduled[1], scheduled[0])
+                    NewWeights(scheduled[1], through=scheduled[0]).apply(self._change_target)
             plan = self.sampler.plan_arrays()
             if plan.size == 0 and self.sampler.delivered_count > 0:
                 _logger.info(
@@ -846,11 +822,9 @@ class Loader:
             pipeline.start()
             while True:
                 scheduled = self._scheduled_weights()
-                with self._pending_lock:
-                    if scheduled is not None:
-                        self._pending_through, self._pending_weights = scheduled
-                    pending = self._pending_weights is not None or self._pending_exclusion is not None or self._pending_keys is not None
-                if pending:
+                if scheduled is not None:
+                    self._changes.put(NewWeights(scheduled[1], through=scheduled[0]))
+                if self._changes:
                     pipeline = self._replan(pipeline)
                 try:
                     batch = pipeline.get()
@@ -874,23 +848,15 @@ class Loader:
 
     def _replan(self, pipeline: Pipeline[Any]) -> Pipeline[Any]:
         """Between two batches: stop the epoch's pipeline (what it read ahead was not
-        delivered), apply the pending weights and exclusion, and go on with a pipeline over the
-        rest."""
-        with self._pending_lock:
-            weights, self._pending_weights = self._pending_weights, None
-            through, self._pending_through = self._pending_through, None
-            exclusion, self._pending_exclusion = self._pending_exclusion, None
-            keys, self._pending_keys = self._pending_keys, None
+        delivered), apply the changes waiting (the one place they are applied), and go on with
+        a pipeline over the rest."""
+        changes = self._changes.take()
         pipeline.stop(timeout=_QUICK_STOP)
         if self._tuning is not None:
             self._tuning.detach()
         with self._deliveries.lock:  # the record lock: a state taken meanwhile is of before or after
-            if weights is not None:
-                self._apply_weights(weights, through)
-            if exclusion is not None:
-                self._exclusions.by_steps(exclusion)
-            for listed, slot in keys or []:
-                self._exclusions.by_keys(listed, from_slot=slot)
+            for change in changes:
+                change.apply(self._change_target)
         rebuilt = self._build(self.sampler.plan_arrays())
         self._records.pipeline_replaced(pipeline, rebuilt)
         if self._tuning is not None:
