@@ -101,6 +101,19 @@ class ScheduledFilters:
             return None
         return {**self.schedule.state(), "epoch_filter": self.expression}
 
+    # The state's "filter_schedule" part (`stoker.loader.state.SavedPart`): which samples the
+    # epoch holds, so loaded before the sampler's place.
+    state_key = "filter_schedule"
+    loads_before_the_order = True
+
+    def saved_state(self) -> dict[str, Any] | None:
+        """`state`, or None with no schedule (the key is then left out)."""
+        return self.state() or None
+
+    def load_saved(self, saved: list[Any], *, ranks: int) -> None:
+        """`restore` from the states' saved schedule (every rank saved the same), or None."""
+        self.restore(saved[0] if saved else None)
+
     def restore(self, saved: Any) -> None:
         """Before a state's sampler part is loaded: the schedule it saved, and its epoch read
         under the filter it was read under. A state saved without a schedule (None) continues its

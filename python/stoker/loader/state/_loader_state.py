@@ -16,15 +16,15 @@ from ..._bounded import shown_logger
 from ...errors import ConfigurationError, ProvenanceError
 from ...ops.batch import transform_description
 from ...sampling import Sampler, WholeBatchPlan
-from ...storage import EpochStorage, FilteredStorage, MixedStorage, Storage
+from ...storage import EpochStorage, FilteredStorage, Storage
 from .._assembly import BatchAssembler, label_array
 from .._options import Sampling
 from ._dataset_change import ChangeRecord, DatasetChange, positions_of
 from ._deliveries import Deliveries
 from ._fingerprint import check_resume, check_state_parts, dataset_digest, fingerprint, require_parts, verify_deliveries
 from ._key_list import KeyList, key_list_name, write_key_list
-from ._mixture_schedule import MixtureSchedule
-from ._mixture_weights import MAX_MIXTURE_CHANGES, MixtureWeights
+from ._mixture_weights import MAX_MIXTURE_CHANGES, MixtureSchedulePart, MixtureWeights
+from ._saved_part import SavedPart
 
 if TYPE_CHECKING:
     from ..filters import ScheduledFilters
@@ -103,6 +103,9 @@ class LoaderState:
         self.storage, self.sampler, self.assembler, self.deliveries = storage, sampler, assembler, deliveries
         self.batching, self.mixture, self.after_load, self.read_through = batching, mixture, after_load, read_through
         self.filters = filters
+        # The optional parts of the state, each saved and loaded by its owner (`SavedPart`).
+        parts: list[SavedPart | None] = [mixture, MixtureSchedulePart(mixture) if mixture is not None else None, filters]
+        self.parts: tuple[SavedPart, ...] = tuple(part for part in parts if part is not None)
         self._dataset_digest: str | None = None  # worked out at the first state saved or loaded
         self._blocks = sampler.blocks  # the storage's own, restored after a continued epoch
         self.change: ChangeRecord | None = None  # while an epoch continues over a changed dataset
@@ -125,11 +128,15 @@ class LoaderState:
             "fingerprint": self.fingerprint(),
             "delivered_digest": digest,
             "excluded_digest": excluded,
-            **({"mixture": self.storage.state()} if isinstance(self.storage, MixedStorage) else {}),
-            **({"mixture_schedule": self.mixture.schedule.state()} if self.mixture is not None and self.mixture.schedule else {}),
+            **{part.state_key: saved for part in self.parts if (saved := part.saved_state()) is not None},
             **({"dataset_change": self.change.state()} if self.change is not None else {}),
-            **({"filter_schedule": scheduled} if (scheduled := self.filters.state() if self.filters else None) else {}),
         }
+
+    def _load_parts(self, states: Sequence[dict[str, Any]], *, before_the_order: bool) -> None:
+        """Hand each registered part loaded at this point what every state saved under its key."""
+        for part in self.parts:
+            if part.loads_before_the_order == before_the_order:
+                part.load_saved([saved[part.state_key] for saved in states if part.state_key in saved], ranks=len(states))
 
     def save_keys(self, path: Any) -> Any:
         """See `Loader.save_keys`."""
@@ -285,8 +292,7 @@ class LoaderState:
                 self.change = None
                 self.sampler.set_domain(len(self.storage), self._blocks)
                 self.read_through(self.storage, None)
-            if self.filters is not None:  # the saved epoch's samples: under the filter it read under
-                self.filters.restore(states[0].get("filter_schedule"))
+            self._load_parts(states, before_the_order=True)  # the saved epoch's samples: under the filter it read under
             self.sampler.load_state_dict(
                 sampler_states[0] if isinstance(state, dict) else sampler_states, batch_size_before=batch_size_before
             )
@@ -301,13 +307,7 @@ class LoaderState:
             unread, self.change = by_key.apply(self.sampler, states)
         if by_key is not None:
             self.read_through(by_key.view, by_key.indices)
-        mixtures = [saved["mixture"] for saved in states if "mixture" in saved]
-        if mixtures and self.mixture is not None:
-            self.mixture.load(mixtures, ranks=len(states))
-        schedules = [saved["mixture_schedule"] for saved in states if "mixture_schedule" in saved]
-        if schedules and self.mixture is not None:
-            # Every rank saved the same schedule; where it stood is the same on all (lockstep).
-            self.mixture.schedule = MixtureSchedule.from_state(schedules[0], self.mixture.check)
+        self._load_parts(states, before_the_order=False)
         self.after_load()
         digests = [saved["delivered_digest"] for saved in states if "delivered_digest" in saved]
         # After a change of world size, rank 0 carries what the old world delivered, so the new

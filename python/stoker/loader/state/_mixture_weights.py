@@ -5,6 +5,8 @@ same stream. A part of the Loader, given the mixture, the sampler and the assemb
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ...errors import ConfigurationError
@@ -77,6 +79,23 @@ class MixtureWeights:
         positions = np.concatenate([np.arange(start, end, dtype=np.int64) for start, end in record]) if record else np.zeros(0, np.int64)
         return self.sampler.order_function()(positions)
 
+    # The state's "mixture" part (`SavedPart`): the mixture's weights and their changes this epoch.
+    state_key = "mixture"
+    loads_before_the_order = False
+
+    def saved_state(self) -> dict[str, object]:
+        """The mixture's weights and this epoch's changes of them, as plain data."""
+        return self.storage.state()
+
+    def load_saved(self, saved: list[Any], *, ranks: int) -> None:
+        """Take the mixture's part of saved states (``ranks`` of them); none saved, nothing changes.
+
+        Raises:
+            ValueError: A change of weights, resumed on another world size.
+        """
+        if saved:
+            self.load(saved, ranks=ranks)
+
     def load(self, mixtures: list[dict[str, object]], *, ranks: int) -> None:
         """Take the mixture's part of saved states (``ranks`` of them).
 
@@ -87,6 +106,32 @@ class MixtureWeights:
             raise ConfigurationError("an epoch whose mixture weights changed resumes on the same world size only")
         self.storage.load_state(mixtures[0], resolve=self.delivered_indices)
         self.assembler.set_samples(self.storage.keys, self.storage.labels)
+
+
+class MixtureSchedulePart:
+    """The state's ``"mixture_schedule"`` part (`SavedPart`): a mixture's schedule of weights
+    and the last point applied, saved where the Loader has one, loaded over any it had."""
+
+    state_key = "mixture_schedule"
+    loads_before_the_order = False
+
+    def __init__(self, mixture: MixtureWeights) -> None:
+        self.mixture = mixture
+
+    def saved_state(self) -> dict[str, Any] | None:
+        """The schedule as plain data, or None without one."""
+        schedule = self.mixture.schedule
+        return schedule.state() if schedule is not None else None
+
+    def load_saved(self, saved: list[Any], *, ranks: int) -> None:
+        """The saved schedule (every rank saved the same one, and where it stood is the same on
+        all: lockstep); none saved, the Loader keeps its own.
+
+        Raises:
+            ValueError: Not what `MixtureSchedule.state` writes, or weights the mixture refuses.
+        """
+        if saved:
+            self.mixture.schedule = MixtureSchedule.from_state(saved[0], self.mixture.check)
 
 
 def spans(positions: np.ndarray) -> list[list[int]]:
