@@ -190,7 +190,10 @@ def _earlier_package(ref: str, into: Path) -> Path:
         raise SystemExit(f"--against {ref}: {done.stderr.decode(errors='replace').strip() or 'git archive failed'}")
     with tarfile.open(fileobj=io.BytesIO(done.stdout)) as archive:
         # The "data" filter (no links out, no devices) where this Python has it (3.10.12+, 3.11.4+).
-        archive.extractall(into, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+        if hasattr(tarfile, "data_filter"):
+            archive.extractall(into, filter="data")
+        else:  # the archive is this checkout's own files
+            archive.extractall(into)
     package, built = into / "python" / "stoker", Path(stoker.__file__).parent
     for native in built.rglob("*.so"):  # the native modules the archive cannot hold
         target = package / native.relative_to(built)
@@ -228,13 +231,17 @@ def main() -> None:
     unknown = sorted(set(rows) - set(ROWS)) + sorted(set(loaders) - set(LOADERS))
     if unknown or not rows or not loaders:
         parser.error(f"rows are among {', '.join(ROWS)}, loaders among {', '.join(LOADERS)}; got {unknown or 'none'}")
-    if args.against:
+    if args.against is not None:
+        if not 0 < len(args.against) <= 255:
+            parser.error("--against takes a commit, branch or tag name (1 to 255 characters)")
+        if loaders == ["torch"]:
+            parser.error("--against pairs stoker's loaders with an earlier commit: give --loaders at least one of stoker's")
         loaders += [f"{name}@{args.against}" for name in loaders if name != "torch"]
     if "images" in rows and importlib.util.find_spec("torchvision") is None:
         rows.remove("images")
         print("images: left out (it reads through torchvision's ImageFolder: pip install torchvision)")
     with tempfile.TemporaryDirectory(prefix="stoker-torch-bench-") as scratch:
-        earlier = _earlier_package(args.against, Path(scratch) / "earlier") if args.against else None
+        earlier = _earlier_package(args.against, Path(scratch) / "earlier") if args.against is not None else None
         images = args.images
         if "images" in rows and not images:
             images = str(Path(scratch) / "images")

@@ -20,9 +20,10 @@ def test_kinds_apply_weights_first_then_steps_then_keys_each_kind_in_the_order_a
     changes.put(ExcludeSteps(range(3, 5)))
     changes.put(NewWeights({"web": 1.0}))
     changes.put(ExcludeKeys(["b"], 7))
+    changes.put(ExcludeKeys(["c", "a"], None))  # joins the waiting one from its slot, each key once
     assert changes
     taken = changes.take()
-    assert taken == [NewWeights({"web": 1.0}), ExcludeSteps(range(3, 5)), ExcludeKeys(["a"], None), ExcludeKeys(["b"], 7)]
+    assert taken == [NewWeights({"web": 1.0}), ExcludeSteps(range(3, 5)), ExcludeKeys(["a", "c"], None), ExcludeKeys(["b"], 7)]
     assert not changes and changes.take() == []
 
 
@@ -55,15 +56,15 @@ _kinds = st.one_of(
 
 
 @given(st.lists(_kinds, max_size=30))
-def test_any_sequence_takes_sorted_by_kind_keys_kept_whole_weights_merged(asked: list[Change]) -> None:
+def test_any_sequence_takes_sorted_by_kind_keys_joined_weights_merged(asked: list[Change]) -> None:
     changes = ChangesBetweenBatches()
     for change in asked:
         changes.put(change)
     taken = changes.take()
     assert [change.order for change in taken] == sorted(change.order for change in taken)
-    assert [change for change in taken if isinstance(change, ExcludeKeys)] == [
-        change for change in asked if isinstance(change, ExcludeKeys)
-    ]
+    keys = [key for change in asked if isinstance(change, ExcludeKeys) for key in change.keys]
+    joined = [change for change in taken if isinstance(change, ExcludeKeys)]
+    assert joined == ([ExcludeKeys(list(dict.fromkeys(keys)), None)] if keys else []), "one change, every key once, in the order asked"
     weights = [change for change in asked if isinstance(change, NewWeights)]
     assert [change for change in taken if isinstance(change, NewWeights)] == ([weights[-1]] if weights else [])
     assert sum(isinstance(change, ExcludeSteps) for change in taken) == min(1, sum(isinstance(change, ExcludeSteps) for change in asked))

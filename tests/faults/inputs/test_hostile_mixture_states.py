@@ -64,3 +64,50 @@ def test_a_loader_makes_no_more_changes_by_hand_than_a_state_takes(monkeypatch: 
     with pytest.raises(ConfigurationError, match=r"changed 1,024 times; an epoch takes 1,024 changes by hand"):
         loader.set_mixture_weights({"a": 1.0, "b": 2.0})
     loader.close()
+
+
+def _two_ranks_states(schedule: dict[int, dict[str, float]]) -> list[dict[str, Any]]:
+    states = []
+    for rank in (0, 1):
+        mixture = MixedStorage(
+            {
+                "a": MemoryStorage({f"a{index}": b"a" for index in range(50)}),
+                "b": MemoryStorage({f"b{index}": b"b" for index in range(50)}),
+            },
+            {"a": 1.0, "b": 1.0},
+            seed=1,
+        )
+        loader = Loader(mixture, batch_size=4, sampling=Sampling(seed=2, rank=rank, world_size=2))
+        loader.set_mixture_schedule(schedule)
+        batches = iter(loader)
+        next(batches)
+        states.append(loader.state_dict())
+        batches.close()
+    return states
+
+
+@pytest.mark.parametrize("edit", ["one rank's points differ", "one rank lacks the part"])
+def test_ranks_states_that_disagree_on_their_schedule_are_refused_by_name(edit: str) -> None:
+    # Was: the first state's schedule resumed every rank, whatever the others said.
+    # Points not reached yet: the epoch's weights have not changed (states of a changed epoch
+    # load on the world size they were saved at, rank by rank).
+    states = _two_ranks_states({40: {"a": 1.0, "b": 2.0}, 50: {"a": 3.0, "b": 1.0}})
+    if edit == "one rank lacks the part":
+        del states[1]["mixture_schedule"]
+    else:
+        states[1]["mixture_schedule"]["points"][1][1] = {"a": 1.0, "b": 3.0}
+    loader = Loader(
+        MixedStorage(
+            {
+                "a": MemoryStorage({f"a{index}": b"a" for index in range(50)}),
+                "b": MemoryStorage({f"b{index}": b"b" for index in range(50)}),
+            },
+            {"a": 1.0, "b": 1.0},
+            seed=1,
+        ),
+        batch_size=4,
+        sampling=Sampling(seed=2, rank=0, world_size=2),
+    )
+    with pytest.raises(ConfigurationError, match=r"ranks' states hold a 'mixture_schedule' part, and every rank saves the same one"):
+        loader.load_state_dict(states)
+    loader.load_state_dict(_two_ranks_states({40: {"a": 1.0, "b": 2.0}, 50: {"a": 3.0, "b": 1.0}}))  # agreeing states load

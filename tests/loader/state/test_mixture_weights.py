@@ -68,7 +68,7 @@ def test_the_next_epoch_keeps_the_new_weights() -> None:
 def test_weights_need_a_mixture_and_every_source() -> None:
     with pytest.raises(ConfigurationError, match="needs a MixedStorage"):
         Loader(BIG, batch_size=10).set_mixture_weights({"big": 1.0})
-    with pytest.raises(ValueError, match="give every source a positive weight"):
+    with pytest.raises(ValueError, match="give every source a finite positive weight"):
         loader().set_mixture_weights({"big": 1.0})
 
 

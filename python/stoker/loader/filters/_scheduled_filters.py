@@ -20,6 +20,7 @@ from ...errors import ConfigurationError
 from ...sampling import Sampler
 from ...storage import FilteredStorage, Storage
 from .._capabilities import shuffle_blocks
+from .._ranks_agree import the_same_on_every_rank
 from ._filter_schedule import FilterSchedule
 from ._where import filter_storage
 
@@ -111,8 +112,9 @@ class ScheduledFilters:
         return self.state() or None
 
     def load_saved(self, saved: list[Any], *, ranks: int) -> None:
-        """`restore` from the states' saved schedule (every rank saved the same), or None."""
-        self.restore(saved[0] if saved else None)
+        """`restore` from the states' saved schedule (every rank saves the same: refused where
+        they differ), or None."""
+        self.restore(the_same_on_every_rank(saved, ranks=ranks, key=self.state_key))
 
     def restore(self, saved: Any) -> None:
         """Before a state's sampler part is loaded: the schedule it saved, and its epoch read

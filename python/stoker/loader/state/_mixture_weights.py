@@ -13,6 +13,7 @@ from ...errors import ConfigurationError
 from ...sampling import Sampler
 from ...storage import MixedStorage
 from .._assembly import BatchAssembler
+from .._ranks_agree import the_same_on_every_rank
 from ._mixture_schedule import MAX_SCHEDULE_POINTS, MixtureSchedule
 
 __all__ = ["MAX_MIXTURE_CHANGES", "MAX_MANUAL_CHANGES", "MixtureWeights"]
@@ -130,8 +131,9 @@ class MixtureSchedulePart:
         Raises:
             ValueError: Not what `MixtureSchedule.state` writes, or weights the mixture refuses.
         """
-        if saved:
-            self.mixture.schedule = MixtureSchedule.from_state(saved[0], self.mixture.check)
+        schedule = the_same_on_every_rank(saved, ranks=ranks, key=self.state_key)
+        if schedule is not None:
+            self.mixture.schedule = MixtureSchedule.from_state(schedule, self.mixture.check)
 
 
 def spans(positions: np.ndarray) -> list[list[int]]:

@@ -15,6 +15,7 @@ the epoch's changes (`changes`, which a Loader saves in its state) rebuilds the 
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
@@ -124,7 +125,7 @@ class MixedStorage(Storage):
         self._redraw(np.flatnonzero(~kept), len(self.changes))
 
     def check_weights(self, weights: Mapping[str, float]) -> None:
-        """``weights`` give every source a positive weight.
+        """``weights`` give every source a finite positive weight (their sum finite too).
 
         Raises:
             ValueError: A source without a weight, a weight for no source, or one not positive.
@@ -282,10 +283,28 @@ class _MixtureLabels(Sequence[Any]):
 
 
 def _check_weights(weights: Mapping[str, float], sources: Mapping[str, Storage]) -> None:
-    if set(weights) != set(sources) or any(
-        isinstance(weights[name], bool) or not isinstance(weights[name], (int, float)) or not weights[name] > 0 for name in sources
+    # Finite, and so is their sum: an infinite weight (or two of 1e308, whose sum is) drew
+    # negative shares and stopped the loop, and a state saved after it could not be loaded.
+    if (
+        not isinstance(weights, Mapping)
+        or set(weights) != set(sources)
+        or not all(_finite_positive(weights[name]) for name in sources)
+        or not math.isfinite(sum(float(weights[name]) for name in sources))
     ):
-        raise ConfigurationError(f"give every source a positive weight; sources {sorted(sources)}, weights {dict(weights)}")
+        shown = str(dict(weights) if isinstance(weights, Mapping) else weights)
+        raise ConfigurationError(
+            f"give every source a finite positive weight; sources {sorted(sources)}, weights {shown[:300]}{' ...' if len(shown) > 300 else ''}"
+        )
+
+
+def _finite_positive(weight: object) -> bool:
+    if isinstance(weight, bool) or not isinstance(weight, (int, float)):
+        return False
+    try:
+        number = float(weight)
+    except OverflowError:  # an int past float's range
+        return False
+    return math.isfinite(number) and number > 0
 
 
 def _shares(weights: np.ndarray, total: int) -> np.ndarray:
