@@ -15,6 +15,7 @@ from time import monotonic
 from typing import Any
 
 from .._bounded import shown_logger
+from .._daemon_pool import join_at_exit
 from ..errors import ConfigurationError
 
 _logger = shown_logger("stoker.pipeline")
@@ -33,6 +34,11 @@ class _WorkerPool:
         self._threads: list[threading.Thread] = []
         self._idle = 0
         self._closed = False
+        # At the interpreter's exit a daemon thread inside a native op (a decode in Rust) is
+        # unwound when it next asks for the GIL, and the process may die after the script
+        # ended well (an autotune benchmark run exited with SIGSEGV, its workers still inside
+        # their ops): the exit tells these threads to end and waits for them, bounded.
+        join_at_exit(self)
 
     @property
     def threads(self) -> list[threading.Thread]:
@@ -71,6 +77,17 @@ class _WorkerPool:
                 del task, function, args
             with self._lock:
                 self._idle += 1
+
+    def stop_now(self) -> None:
+        """Tell every thread to end once its current task is done (what the interpreter's exit
+        calls before it waits for them: `stoker._daemon_pool.join_at_exit`)."""
+        with self._lock:
+            if self._closed:  # shut down already: each thread has its end queued
+                return
+            self._closed = True
+            threads = list(self._threads)
+        for _ in threads:
+            self._tasks.put(None)
 
     def shutdown(self, timeout: float) -> list[threading.Thread]:
         """Ask every thread to exit and wait up to ``timeout`` seconds in all.
