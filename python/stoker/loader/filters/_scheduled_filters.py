@@ -20,7 +20,6 @@ from ...errors import ConfigurationError
 from ...sampling import Sampler
 from ...storage import FilteredStorage, Storage
 from .._capabilities import shuffle_blocks
-from .._ranks_agree import the_same_on_every_rank
 from ._filter_schedule import FilterSchedule
 from ._where import filter_storage
 
@@ -106,6 +105,7 @@ class ScheduledFilters:
     # epoch holds, so loaded before the sampler's place.
     state_key = "filter_schedule"
     loads_before_the_order = True
+    same_on_every_rank = True
 
     def saved_state(self) -> dict[str, Any] | None:
         """`state`, or None with no schedule (the key is then left out)."""
@@ -114,7 +114,7 @@ class ScheduledFilters:
     def load_saved(self, saved: list[Any], *, ranks: int) -> None:
         """`restore` from the states' saved schedule (every rank saves the same: refused where
         they differ), or None."""
-        self.restore(the_same_on_every_rank(saved, ranks=ranks, key=self.state_key))
+        self.restore(saved[0] if saved else None)
 
     def restore(self, saved: Any) -> None:
         """Before a state's sampler part is loaded: the schedule it saved, and its epoch read

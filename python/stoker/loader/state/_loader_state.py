@@ -133,10 +133,22 @@ class LoaderState:
         }
 
     def _load_parts(self, states: Sequence[dict[str, Any]], *, before_the_order: bool) -> None:
-        """Hand each registered part loaded at this point what every state saved under its key."""
+        """Hand each registered part loaded at this point what every state saved under its key.
+
+        Raises:
+            ConfigurationError: Ranks' states that disagree on a part every rank saves alike.
+        """
         for part in self.parts:
-            if part.loads_before_the_order == before_the_order:
-                part.load_saved([saved[part.state_key] for saved in states if part.state_key in saved], ranks=len(states))
+            if part.loads_before_the_order != before_the_order:
+                continue
+            saved = [state[part.state_key] for state in states if part.state_key in state]
+            if part.same_on_every_rank and saved and (len(saved) != len(states) or any(value != saved[0] for value in saved[1:])):
+                raise ConfigurationError(
+                    f"Loader state: {len(saved)} of the {len(states)} ranks' states hold a {part.state_key!r} part, and every "
+                    f"rank saves the same one: {'some lack it' if len(saved) != len(states) else 'theirs differ'} "
+                    "(states of different runs, or edited)"
+                )
+            part.load_saved(saved, ranks=len(states))
 
     def save_keys(self, path: Any) -> Any:
         """See `Loader.save_keys`."""

@@ -13,7 +13,6 @@ from ...errors import ConfigurationError
 from ...sampling import Sampler
 from ...storage import MixedStorage
 from .._assembly import BatchAssembler
-from .._ranks_agree import the_same_on_every_rank
 from ._mixture_schedule import MAX_SCHEDULE_POINTS, MixtureSchedule
 
 __all__ = ["MAX_MIXTURE_CHANGES", "MAX_MANUAL_CHANGES", "MixtureWeights"]
@@ -83,6 +82,7 @@ class MixtureWeights:
     # The state's "mixture" part (`SavedPart`): the mixture's weights and their changes this epoch.
     state_key = "mixture"
     loads_before_the_order = False
+    same_on_every_rank = False  # each rank's changes record its own deliveries
 
     def saved_state(self) -> dict[str, object]:
         """The mixture's weights and this epoch's changes of them, as plain data."""
@@ -115,6 +115,7 @@ class MixtureSchedulePart:
 
     state_key = "mixture_schedule"
     loads_before_the_order = False
+    same_on_every_rank = True
 
     def __init__(self, mixture: MixtureWeights) -> None:
         self.mixture = mixture
@@ -131,9 +132,8 @@ class MixtureSchedulePart:
         Raises:
             ValueError: Not what `MixtureSchedule.state` writes, or weights the mixture refuses.
         """
-        schedule = the_same_on_every_rank(saved, ranks=ranks, key=self.state_key)
-        if schedule is not None:
-            self.mixture.schedule = MixtureSchedule.from_state(schedule, self.mixture.check)
+        if saved:
+            self.mixture.schedule = MixtureSchedule.from_state(saved[0], self.mixture.check)
 
 
 def spans(positions: np.ndarray) -> list[list[int]]:

@@ -29,6 +29,11 @@ class SavedPart(Protocol):
     """True where it decides which samples the epoch holds (a filter): loaded before the
     sampler's place, in a resume of the same dataset. False: loaded after it (in any resume)."""
 
+    same_on_every_rank: bool
+    """True where every rank saves the same value (a schedule: the ranks move in lockstep):
+    states of several ranks must then all hold it, alike, or none (refused by name otherwise;
+    was: the first one taken, so a state edited on one rank resumed every rank on it)."""
+
     def saved_state(self) -> Any | None:
         """Its state as plain data, or None when it has nothing to save (the key is left out).
         Called under the record lock, with every other part of the state."""
