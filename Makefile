@@ -209,8 +209,8 @@ python-test: install-dev | system-test
 	@$(BIN)/python packaging/slowest_tests.py 30 .test-times/side-by-side.xml .test-times/alone.xml
 
 # The inner loop: the static checks, then the library's own tests side by side (1,200 tests; 6 min
-# 27 s in all on 2 cores, the checks about 2 of them). Left to make test (CI runs everything): what needs a server, hosts or a benchmark
-# run, and the whole programs and long suites: trainers killed and resumed (accelerate,
+# 27 s in all on 2 cores, the checks about 2 of them). Left to make test (CI runs everything):
+# what needs a server, hosts or a benchmark run, and the whole programs and long suites: trainers killed and resumed (accelerate,
 # lightning, faults/runs, journeys, torchrun, JAX), the fuzz suites, the docs' examples, torch's
 # differential and worker-process runs, and the 10^6-sample scale tests. From the junit times of
 # a clean run: about 7 of the 19 CPU-minutes of the tests it ran before (which took over 9 min 40 s).

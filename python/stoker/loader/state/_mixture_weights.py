@@ -94,15 +94,9 @@ class MixtureWeights:
         Raises:
             ValueError: A change of weights, resumed on another world size.
         """
-        if saved:
-            self.load(saved, ranks=ranks)
-
-    def load(self, mixtures: list[dict[str, object]], *, ranks: int) -> None:
-        """Take the mixture's part of saved states (``ranks`` of them).
-
-        Raises:
-            ValueError: A change of weights, resumed on another world size.
-        """
+        if not saved:
+            return
+        mixtures: list[dict[str, object]] = saved
         if ranks > 1 and any(mixture["changes"] for mixture in mixtures):
             raise ConfigurationError("an epoch whose mixture weights changed resumes on the same world size only")
         self.storage.load_state(mixtures[0], resolve=self.delivered_indices)
