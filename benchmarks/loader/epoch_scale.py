@@ -27,8 +27,21 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parents[2]
 BATCH = 256
+
+
+def _digest_of_span(epoch: int, end: int) -> dict[str, int]:
+    """The delivery digest a run holds once it delivered positions [0, end) of ``epoch`` (one
+    rank), taken a million positions at a time (memory bounded at any epoch size)."""
+    from stoker.loader.state import DeliveryDigest
+
+    digest = DeliveryDigest(epoch)
+    for start in range(0, end, 1 << 20):
+        digest.add(np.arange(start, min(end, start + (1 << 20)), dtype=np.int64))
+    return digest.state()
 
 
 def _timed_windows(
@@ -88,7 +101,7 @@ def _stoker(size: int, full: int) -> dict[str, Any]:
         marks = _timed_windows(batches, BATCH, tenth, tenth, tenth, save)
         state = loader.state_dict()
         state["sampler"]["delivered"] = [[0, size - tenth]]  # what a run at 90% holds: one span
-        state.pop("delivered_digest")
+        state["delivered_digest"] = _digest_of_span(state["sampler"]["epoch"], size - tenth)  # and its proof
         resumed = Loader(SyntheticStorage(size), batch_size=BATCH, decode=free_decode)
         resumed.load_state_dict(state)
         tail = _timed_windows(iter(resumed), BATCH, tenth - BATCH, tenth - BATCH, tenth - BATCH, lambda: None, taken=0)
