@@ -102,9 +102,11 @@ $(VENV)/.installed-dev: $(BIN)/python $(BUILD_INPUTS) testbed/pyproject.toml $(V
 # to the user's machine. tests/packaging/test_wheel.py installs it into a fresh venv.
 # The free-threaded wheel after the abi3 one (see below: each rebuilds PyO3's crates for its
 # interpreter, so the abi3 wheel, first, packs what install-dev built).
-wheel: | $(VENV)/.wheel-tools system-build
+# The media part is built by its marker (only when a source changed): the two parts share one
+# cargo target folder, where a media build after the core's compiles the core crate again (its
+# features differ) and the core's after it once more, about 4 minutes of the two cores for nothing.
+wheel: $(VENV)/.media-release | $(VENV)/.wheel-tools system-build
 	rm -f dist/stoker-*.whl
-	bash src/media/build.sh --wheel
 	$(BIN)/maturin build --release $(RELEASE_BUILD) --out dist
 	$(MAKE) --no-print-directory free-threaded-venv
 	@ls -l dist/*.whl
@@ -167,12 +169,13 @@ test-free-threaded: free-threaded-venv
 	timeout --kill-after=30 1500 $(FT_PYTEST) -n $(PYTEST_WORKERS) -m "not serial" $(FT_TESTS) $(PYTEST_ARGS)
 	timeout --kill-after=30 900 $(FT_PYTEST) -m serial $(FT_TESTS) $(PYTEST_ARGS) || [ $$? -eq 5 ]  # 5: none selected (PYTEST_ARGS)
 
+# stubtest checks both native modules' stubs in one run: each run builds the stubs' whole import
+# graph (numpy's included) without a cache, about 50 s of CPU, so two runs cost it twice.
 check: install-dev
 	$(BIN)/ruff check python testbed tests benchmarks packaging docs/examples
 	$(BIN)/ruff format --check python testbed tests benchmarks packaging docs/examples
 	$(BIN)/mypy
-	$(BIN)/python -m mypy.stubtest stoker._native
-	$(BIN)/python -m mypy.stubtest $$($(BIN)/python -c "from stoker.ops._media_backend import available_builds; print(available_builds()[0].module)")
+	$(BIN)/python -m mypy.stubtest stoker._native $$($(BIN)/python -c "from stoker.ops._media_backend import available_builds; print(available_builds()[0].module)")
 	$(BIN)/python packaging/third_party_notices.py --check
 	$(BIN)/lint-imports --no-cache
 	cargo fmt --all --check
@@ -228,17 +231,18 @@ test-quick: install-dev
 # compiles go first), on the cores the downloads leave idle; its Makefile targets later wait for
 # it (the script's lock) or, if it failed, build it again and show why.
 FREE_THREADED_EARLY := (nice -n 10 bash packaging/free_threaded_python.sh >/dev/null 2>&1 &);
-# Likewise the GCS emulator, fake-gcs-server, built from its Go source once a machine (about
-# 140 s of CPU, which the first GCS test spent in the middle of the busiest part): the tests
-# that need it wait on its install lock, and build it themselves, saying why, if this failed.
-GCS_EMULATOR_EARLY := (PYTHONPATH=testbed nice -n 10 $(PYTHON) -c \
-	'from stoker_testbed.servers.gcs_server import fake_gcs_server_binary; fake_gcs_server_binary()' >/dev/null 2>&1 &);
+# Likewise every server the tests start (testbed/stoker_testbed/servers/prepare.py): on an empty
+# cache each was fetched by the first test needing it, in the middle of the busiest part (Maven's
+# Cassandra jars, npm's Azurite, the s3proxy jar, fake-gcs-server built from Go: about 140 s of
+# CPU). The tests wait on each server's install lock, and fetch it themselves, saying why, if this
+# failed; what it did is in .prepare-servers.log.
+SERVERS_EARLY := (PYTHONPATH=testbed nice -n 10 $(PYTHON) -m stoker_testbed.servers.prepare >.prepare-servers.log 2>&1 &);
 # The release wheel (for tests/packaging/test_wheel.py) is packed beside the lint and the Rust
 # tests from the native parts install-dev built (no second compile), and each part's output is
 # printed whole when it ends. The phases' times are printed at the end (packaging/phases.sh).
 test: | system-test
 	@bash packaging/phases.sh \
-		"install: venv, dependencies, native build" "$(FREE_THREADED_EARLY) $(GCS_EMULATOR_EARLY) $(MAKE) --no-print-directory install-dev $(VENV)/.wheel-tools" \
+		"install: venv, dependencies, native build" "$(FREE_THREADED_EARLY) $(SERVERS_EARLY) $(MAKE) --no-print-directory install-dev $(VENV)/.wheel-tools" \
 		"checks, Rust tests, release wheel" "$(MAKE) --no-print-directory -j2 --output-sync=target check rust-test wheel" \
 		"Python tests" "STOKER_BUILT_WHEEL=\$$(ls dist/stoker-*-abi3-*.whl) STOKER_BUILT_FREE_THREADED_WHEEL=\$$(ls dist/stoker-*-cp314t-*.whl) $(MAKE) --no-print-directory python-test" \
 		"free-threaded CPython 3.14t: its tests" "$(MAKE) --no-print-directory test-free-threaded"
