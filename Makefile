@@ -16,7 +16,7 @@ BIN    := $(VENV)/bin
 # zig links the release wheel.
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: bench test test-quick test-free-threaded check docs install install-dev media wheel wheel-free-threaded free-threaded-venv fuzz rust-test python-test system-build system-test clean
+.PHONY: bench test test-quick test-free-threaded check docs install install-dev media wheel wheel-abi3 wheel-free-threaded python-test-side-by-side python-test-alone free-threaded-venv fuzz rust-test python-test system-build system-test clean
 
 system-build:
 	@bash packaging/system_packages.sh build
@@ -48,7 +48,7 @@ $(VENV)/.build-tools: | $(BIN)/python
 	@touch $@
 # The release wheel links with zig (0.4 GB), and so does the development build of `make test`
 # (one build serves both, see below); `make bench` does without.
-WHEEL_TOOLS := ziglang==0.17.1 cargo-zigbuild==0.24.1
+WHEEL_TOOLS := ziglang==0.17.1  # maturin drives zig itself (cargo-zigbuild is built into it)
 $(VENV)/.wheel-tools: | $(VENV)/.build-tools
 	$(UV) $(WHEEL_TOOLS)
 	@touch $@
@@ -105,10 +105,11 @@ $(VENV)/.installed-dev: $(BIN)/python $(BUILD_INPUTS) testbed/pyproject.toml $(V
 # The media part is built by its marker (only when a source changed): the two parts share one
 # cargo target folder, where a media build after the core's compiles the core crate again (its
 # features differ) and the core's after it once more, about 4 minutes of the two cores for nothing.
-wheel: $(VENV)/.media-release | $(VENV)/.wheel-tools system-build
-	rm -f dist/stoker-*.whl
-	$(BIN)/maturin build --release $(RELEASE_BUILD) --out dist
+wheel: wheel-abi3
 	$(MAKE) --no-print-directory free-threaded-venv
+wheel-abi3: $(VENV)/.media-release | $(VENV)/.wheel-tools system-build
+	rm -f dist/stoker-*-abi3-*.whl
+	$(BIN)/maturin build --release $(RELEASE_BUILD) --out dist
 	@ls -l dist/*.whl
 
 # Free-threaded CPython 3.14 (3.14t, PEP 703 and 779): no GIL, so stoker's threads run Python in
@@ -201,10 +202,15 @@ rust-test: | system-build
 PYTEST_WORKERS ?= 4
 PYTEST := STOKER_TEST_RUN_MARKER=$(CURDIR)/.pytest-finished $(BIN)/python -m pytest -o addopts=-ra
 FINISHED := @test -f .pytest-finished || { echo "pytest ended without finishing its session (a test ended the process itself)"; exit 1; }
-python-test: install-dev | system-test
+python-test:
+	$(MAKE) --no-print-directory python-test-side-by-side
+	$(MAKE) --no-print-directory python-test-alone
+python-test-side-by-side: install-dev | system-test
 	rm -rf .pytest-finished .test-times
 	$(PYTEST) -n $(PYTEST_WORKERS) --dist loadgroup -m "not serial" --junitxml=.test-times/side-by-side.xml $(PYTEST_ARGS)
 	$(FINISHED)
+	@rm -f .pytest-finished
+python-test-alone: install-dev | system-test
 	rm -f .pytest-finished
 	$(PYTEST) -m serial --junitxml=.test-times/alone.xml $(PYTEST_ARGS)
 	$(FINISHED)
@@ -237,14 +243,18 @@ FREE_THREADED_EARLY := (nice -n 10 bash packaging/free_threaded_python.sh >/dev/
 # CPU). The tests wait on each server's install lock, and fetch it themselves, saying why, if this
 # failed; what it did is in .prepare-servers.log.
 SERVERS_EARLY := (PYTHONPATH=testbed nice -n 10 $(PYTHON) -m stoker_testbed.servers.prepare >.prepare-servers.log 2>&1 &);
-# The release wheel (for tests/packaging/test_wheel.py) is packed beside the lint and the Rust
-# tests from the native parts install-dev built (no second compile), and each part's output is
-# printed whole when it ends. The phases' times are printed at the end (packaging/phases.sh).
+# The release wheel (for tests/packaging/test_wheel.py) is packed from the native parts
+# install-dev built (no second compile). Then the side-by-side tests run with the static checks,
+# the Rust tests and the free-threaded wheel beside them at the lowest CPU priority
+# (packaging/beside.sh): the tests mostly wait, and the checks fill the cores they leave idle
+# (run one after the other, the checks took 7 of the 48 minutes). The tests that time what they
+# check run after both, alone; the free-threaded wheel's own test among them, as it needs that
+# wheel. The phases' times are printed at the end (packaging/phases.sh).
 test: | system-test
 	@bash packaging/phases.sh \
-		"install: venv, dependencies, native build" "$(FREE_THREADED_EARLY) $(SERVERS_EARLY) $(MAKE) --no-print-directory install-dev $(VENV)/.wheel-tools" \
-		"checks, Rust tests, release wheel" "$(MAKE) --no-print-directory -j2 --output-sync=target check rust-test wheel" \
-		"Python tests" "STOKER_BUILT_WHEEL=\$$(ls dist/stoker-*-abi3-*.whl) STOKER_BUILT_FREE_THREADED_WHEEL=\$$(ls dist/stoker-*-cp314t-*.whl) $(MAKE) --no-print-directory python-test" \
+		"install: venv, dependencies, native build, release wheel" "$(FREE_THREADED_EARLY) $(SERVERS_EARLY) $(MAKE) --no-print-directory install-dev $(VENV)/.wheel-tools && $(MAKE) --no-print-directory wheel-abi3" \
+		"Python tests side by side; beside them: checks, Rust tests, free-threaded wheel" "bash packaging/beside.sh '$(MAKE) --no-print-directory -j2 --output-sync=target check rust-test free-threaded-venv' 'STOKER_BUILT_WHEEL=\$$(ls dist/stoker-*-abi3-*.whl) $(MAKE) --no-print-directory python-test-side-by-side'" \
+		"Python tests alone" "STOKER_BUILT_FREE_THREADED_WHEEL=\$$(ls dist/stoker-*-cp314t-*.whl) $(MAKE) --no-print-directory python-test-alone" \
 		"free-threaded CPython 3.14t: its tests" "$(MAKE) --no-print-directory test-free-threaded"
 
 # The fuzz suite at length: 2,000 mutated cases per format, fresh randomness each run (make test

@@ -32,6 +32,8 @@ _ALONE: dict[str, str] = {
     # Three JVMs starting at once take both cores for a minute or two; beside three busy workers
     # the third node was not serving after 300 s (CI, 2 December), and alone they start in about 90 s.
     "tests/storage/remote/test_cassandra_cluster.py::test_a_node_killed": "a 3-node Cassandra cluster: three JVMs starting at once",
+    # make test builds that wheel beside the side-by-side part (packaging/beside.sh), not before it.
+    "tests/packaging/test_free_threaded_wheel.py": "it installs the free-threaded wheel, built while the side-by-side part runs",
 }
 
 # On a free-threaded build (`make test-free-threaded`), also alone: the side-by-side workers' own

@@ -1,5 +1,5 @@
 """`stoker.torch.DataLoader` against torch's DataLoader on the datasets torch users write: the same
-script, the import line changed. Map-style datasets, 4 workers, shuffle, one epoch each.
+script, the import line changed. Map-style datasets, 4 workers (``--workers``), shuffle, one epoch each.
 
 Rows (issue 38's table):
 - cheap: 3M items (index -> int), batch 1024;
@@ -25,7 +25,10 @@ drop-in shows as a ratio before it lands. (The drop-in is Python; a REF whose Py
 function this build lacks fails by name in its cells.) ``--loaders`` picks which loaders run.
 
 Run:  python benchmarks/images/torch_dataloader.py [--rounds 3] [--rows cheap,python,latency,memory,images] [--quick]
-      [--against REF] [--loaders torch,stoker,"stoker threads"]
+      [--against REF] [--loaders torch,stoker,"stoker threads"] [--workers 4]
+
+``--quick`` (what the tests run) is a 1/100 scale, one round, with 2 workers: it checks that every
+row runs, and measures nothing.
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ from typing import Any
 
 ROWS = ("cheap", "python", "latency", "memory", "images")
 LOADERS = ("torch", "stoker", "stoker threads")
-WORKERS = 4
+WORKERS = 4  # the default; --quick runs 2
 
 
 class Cheap:
@@ -95,18 +98,18 @@ def _pss_kib(pid: int) -> int:
         return next(int(line.split()[1]) for line in rollup if line.startswith("Pss:"))
 
 
-def _loader(name: str, dataset: Any, batch_size: int, **options: Any) -> Any:
+def _loader(name: str, dataset: Any, batch_size: int, workers: int, **options: Any) -> Any:
     if name == "torch":
         from torch.utils.data import DataLoader
 
-        return DataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=WORKERS, **options)
+        return DataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=workers, **options)
     from stoker.torch import DataLoader as StokerDataLoader
 
     kind = "threads" if name == "stoker threads" else "processes"
-    return StokerDataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=WORKERS, worker_kind=kind, **options)  # type: ignore[arg-type]
+    return StokerDataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=workers, worker_kind=kind, **options)  # type: ignore[arg-type]
 
 
-def measure(row: str, name: str, scale: float, images: str) -> dict[str, Any]:
+def measure(row: str, name: str, scale: float, images: str, workers: int = WORKERS) -> dict[str, Any]:
     """One epoch of one row by one loader, in this process: items/s, or the memory ratio."""
     import multiprocessing
 
@@ -134,9 +137,9 @@ def measure(row: str, name: str, scale: float, images: str) -> dict[str, Any]:
         dataset = Strings(int(sizes[row] * scale))
         dataset_kib = _pss_kib(os.getpid()) - before
     else:
-        dataset = {"cheap": Cheap, "python": PurePython, "latency": Remote}[row](max(WORKERS * 64, int(sizes[row] * scale)))
+        dataset = {"cheap": Cheap, "python": PurePython, "latency": Remote}[row](max(workers * 64, int(sizes[row] * scale)))
     persistent = {"persistent_workers": True} if row == "memory" else {}  # workers stay to be measured
-    loader = _loader(name, dataset, batch_sizes[row], **persistent)
+    loader = _loader(name, dataset, batch_sizes[row], workers, **persistent)
     started = time.perf_counter()
     items = 0
     for batch in loader:
@@ -150,10 +153,10 @@ def measure(row: str, name: str, scale: float, images: str) -> dict[str, Any]:
     return {"value": summed / dataset_kib, "stoker": stoker.__file__}
 
 
-def _run_one(row: str, name: str, scale: float, images: str, earlier: Path | None) -> float | str:
+def _run_one(row: str, name: str, scale: float, images: str, earlier: Path | None, workers: int) -> float | str:
     """One measurement in a process of its own; a ``name@REF`` loader imports stoker from ``earlier``."""
     loader, _, ref = name.partition("@")
-    command = [sys.executable, __file__, "--one", row, loader, "--scale", str(scale), "--images", images]
+    command = [sys.executable, __file__, "--one", row, loader, "--scale", str(scale), "--images", images, "--workers", str(workers)]
     environment = dict(os.environ)
     if ref:
         assert earlier is not None
@@ -215,7 +218,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--rows", default=",".join(ROWS))
-    parser.add_argument("--quick", action="store_true", help="a 1/100 scale, one round: checks that it runs")
+    parser.add_argument("--quick", action="store_true", help="a 1/100 scale, one round, 2 workers: checks that it runs")
+    parser.add_argument("--workers", type=int, help=f"worker processes or threads per loader (default {WORKERS}; 2 with --quick)")
     parser.add_argument("--against", metavar="REF", help="also run stoker's Python package as it was at this commit")
     parser.add_argument("--loaders", default=",".join(LOADERS), help="which of torch, stoker, 'stoker threads' run")
     parser.add_argument("--one", nargs=2, metavar=("ROW", "LOADER"), help=argparse.SUPPRESS)
@@ -223,9 +227,12 @@ def main() -> None:
     parser.add_argument("--images", default="", help="an ImageFolder to use (default: 3,000 JPEGs made here)")
     args = parser.parse_args()
     if args.one:
-        print(json.dumps(measure(args.one[0], args.one[1], args.scale, args.images)))
+        print(json.dumps(measure(args.one[0], args.one[1], args.scale, args.images, args.workers or WORKERS)))
         return
     scale, rounds = (0.01, 1) if args.quick else (1.0, args.rounds)
+    workers = args.workers or (2 if args.quick else WORKERS)
+    if not 1 <= workers <= 64:
+        parser.error(f"--workers takes 1 to 64, got {workers}")
     rows = [row for row in args.rows.split(",") if row]
     loaders = [name for name in args.loaders.split(",") if name]
     unknown = sorted(set(rows) - set(ROWS)) + sorted(set(loaders) - set(LOADERS))
@@ -245,14 +252,14 @@ def main() -> None:
         images = args.images
         if "images" in rows and not images:
             images = str(Path(scratch) / "images")
-            _make_images(Path(images), max(WORKERS * 64, int(3000 * scale)))
-        print(f"load average before: {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores), {rounds} round(s)")
+            _make_images(Path(images), max(workers * 64, int(3000 * scale)))
+        print(f"load average before: {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores), {rounds} round(s), {workers} workers a loader")
         results: dict[str, dict[str, list[float | str]]] = {row: {name: [] for name in loaders} for row in rows}
         for round_number in range(rounds):
             for row in rows:
                 order = loaders if round_number % 2 == 0 else list(reversed(loaders))
                 for name in order:
-                    results[row][name].append(_run_one(row, name, scale, images, earlier))
+                    results[row][name].append(_run_one(row, name, scale, images, earlier, workers))
         print(f"load average after: {os.getloadavg()[0]:.2f}")
     _report(results, loaders, args.against)
 
