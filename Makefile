@@ -217,8 +217,9 @@ python-test-alone: install-dev | system-test
 	@rm -f .pytest-finished
 	@$(BIN)/python packaging/slowest_tests.py 30 .test-times/side-by-side.xml .test-times/alone.xml
 
-# The inner loop: the static checks, then the library's own tests side by side (1,200 tests; 6 min
-# 27 s in all on 2 cores, the checks about 2 of them). Left to make test (CI runs everything):
+# The inner loop: the library's own tests side by side, with the static checks beside them at nice
+# 19 (packaging/beside.sh) (1,200 tests; one after the other, 6 min 27 s on 2 cores, the checks
+# about 2 of them). Left to make test (CI runs everything):
 # what needs a server, hosts or a benchmark run, and the whole programs and long suites: trainers killed and resumed (accelerate,
 # lightning, faults/runs, journeys, torchrun, JAX), the fuzz suites, the docs' examples, torch's
 # differential and worker-process runs, and the 10^6-sample scale tests. From the junit times of
@@ -226,12 +227,11 @@ python-test-alone: install-dev | system-test
 QUICK_TESTS := -m "not serial" --ignore=tests/hosts --ignore=tests/bench --ignore=tests/packaging --ignore=tests/storage/remote \
 	--ignore=tests/ray --ignore=tests/faults/storage --ignore=tests/accelerate --ignore=tests/lightning --ignore=tests/distributed \
 	--ignore=tests/journeys --ignore=tests/jax --ignore=tests/faults/runs --ignore=tests/test_docs.py \
-	--ignore-glob='tests/faults/test_*fuzz.py' --ignore-glob='tests/faults/*/test_*fuzz.py' --ignore-glob='tests/torch/test_differential_*.py' \
-	--ignore=tests/torch/test_dataloader.py --ignore-glob='tests/*/test_*scale*.py' --ignore=tests/ops/test_image_geometry_properties.py \
+	--ignore-glob="tests/faults/test_*fuzz.py" --ignore-glob="tests/faults/*/test_*fuzz.py" --ignore-glob="tests/torch/test_differential_*.py" \
+	--ignore=tests/torch/test_dataloader.py --ignore-glob="tests/*/test_*scale*.py" --ignore=tests/ops/test_image_geometry_properties.py \
 	-k "not s3 and not gcs and not azure and not cassandra and not ray and not benchmark"
 test-quick: install-dev
-	$(MAKE) --no-print-directory -j2 --output-sync=target check
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) -q $(QUICK_TESTS)
+	bash packaging/beside.sh '$(MAKE) --no-print-directory -j2 --output-sync=target check' '$(BIN)/python -m pytest -n $(PYTEST_WORKERS) -q $(QUICK_TESTS)'
 
 # Free-threaded CPython is built from the start, behind the install (nice: the install's own
 # compiles go first), on the cores the downloads leave idle; its Makefile targets later wait for
