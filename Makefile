@@ -61,6 +61,7 @@ BUILD_INPUTS := pyproject.toml Cargo.toml Cargo.lock $(wildcard src/*/Cargo.toml
 $(VENV)/.media: $(BUILD_INPUTS) | $(VENV)/.build-tools system-build
 	@echo "== building stoker's media part against this machine's FFmpeg headers =="
 	bash src/media/build.sh
+	@rm -f $(VENV)/.media-release  # the same files now hold the development build
 	@touch $@
 media: $(VENV)/.media
 
@@ -72,6 +73,7 @@ RELEASE_BUILD := --zig --compatibility manylinux_2_28
 $(VENV)/.media-release: $(BUILD_INPUTS) | $(VENV)/.wheel-tools system-build
 	@echo "== building stoker's media part against this machine's FFmpeg headers, as the wheel has it =="
 	bash src/media/build.sh --wheel
+	@rm -f $(VENV)/.media  # the same files now hold the release build
 	@touch $@
 
 install: $(VENV)/.installed-bench
@@ -182,7 +184,7 @@ check: install-dev
 	cargo fmt --all --check
 	cargo clippy --quiet --workspace --all-targets -- -D warnings
 	cargo clippy --quiet --workspace --all-targets --features stoker-native/python,stoker-media/python -- -D warnings
-	$(BIN)/mkdocs build --strict --quiet --site-dir $$(mktemp -d)
+	site=$$(mktemp -d) && $(BIN)/mkdocs build --strict --quiet --site-dir $$site; status=$$?; rm -rf "$$site"; exit $$status
 
 # The reference site (docs/, mkdocs.yml) into site/: the pages, and every public name from its docstring.
 docs: install-dev

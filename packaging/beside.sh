@@ -7,24 +7,42 @@
 # those mostly wait (on servers, child processes, sleeps), and the checks, pure CPU, fill the
 # cores they leave idle. At nice 19 the checks get about 1.5% of a core that a test wants (the
 # kernel's weights: 15 against 1024), so the tests run as fast as alone.
+#
+# Each command runs in a process group of its own (setsid), so that Ctrl-C or a TERM to this
+# script stops both whole (pytest's workers, cargo's compilers), and nothing else: not the make
+# that started it, nor the jobs it left running in the background. BACKGROUND is bounded
+# (BESIDE_TIMEOUT seconds, default 2400): a stuck build ends the run, saying so, instead of
+# waiting for CI's own limit.
 set -uo pipefail
 [ $# -eq 2 ] || { echo "usage: $0 BACKGROUND FOREGROUND" >&2; exit 2; }
-log=$(mktemp)
-trap 'rm -f "$log" "$log.status"' EXIT
+scratch=$(mktemp -d) || { echo "beside.sh: cannot make a scratch folder (TMPDIR=${TMPDIR:-/tmp})" >&2; exit 1; }
+trap 'rm -rf "$scratch"' EXIT
 start=$(date +%s)
-(nice -n 19 bash -c "$1" >"$log" 2>&1; echo $? >"$log.status") &
+# `setsid` from a background job (not a group leader) makes the new group in place and execs:
+# its pid is the group's id, and it ends with timeout's status (124: timed out).
+setsid timeout --kill-after=30 "${BESIDE_TIMEOUT:-2400}" nice -n 19 bash -c "$1" >"$scratch/output" 2>&1 &
 background=$!
-# Ctrl-C or a kill of this script ends the background work too, not only the foreground: the
-# whole process group (make's, which started this) is told to stop, as Ctrl-C tells it.
-trap 'trap - INT TERM; rm -f "$log" "$log.status"; kill -TERM 0 2>/dev/null; exit 130' INT TERM
-bash -c "$2"
-foreground=$?
+setsid bash -c "$2" &
+foreground=$!
+stop() {
+    trap - INT TERM
+    kill -TERM -- "-$background" "-$foreground" 2>/dev/null
+    wait
+    exit 130
+}
+trap stop INT TERM
+wait "$foreground"
+foreground_status=$?
+if [ -e "/proc/$background" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$background/status" 2>/dev/null; then  # not ended
+    echo "== the tests are done; waiting for what runs beside them: $1 =="
+fi
 wait "$background"
+status=$?
 seconds=$(($(date +%s) - start))
 echo
 echo "== beside the tests, niced: $1 =="
-cat "$log"
-status=$(cat "$log.status" 2>/dev/null || echo 1)
+cat "$scratch/output"
+[ "$status" -ne 124 ] || echo "== stopped after ${BESIDE_TIMEOUT:-2400} s (BESIDE_TIMEOUT): it had not ended =="
 printf '== its time: %d min %02d s from the start of the tests; exit status %s ==\n' $((seconds / 60)) $((seconds % 60)) "$status"
-[ "$foreground" -eq 0 ] || exit "$foreground"
+[ "$foreground_status" -eq 0 ] || exit "$foreground_status"
 exit "$status"

@@ -34,6 +34,9 @@ _ALONE: dict[str, str] = {
     "tests/storage/remote/test_cassandra_cluster.py::test_a_node_killed": "a 3-node Cassandra cluster: three JVMs starting at once",
     # make test builds that wheel beside the side-by-side part (packaging/beside.sh), not before it.
     "tests/packaging/test_free_threaded_wheel.py": "it installs the free-threaded wheel, built while the side-by-side part runs",
+    "tests/bench/test_benchmarks_run.py::test_a_cheap_benchmark_runs_to_its_table[loader/free_threaded.py]": (
+        "it runs .venv-freethreaded, which make test installs while the side-by-side part runs"
+    ),
 }
 
 # On a free-threaded build (`make test-free-threaded`), also alone: the side-by-side workers' own

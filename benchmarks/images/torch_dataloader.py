@@ -226,13 +226,13 @@ def main() -> None:
     parser.add_argument("--scale", type=float, default=1.0, help=argparse.SUPPRESS)
     parser.add_argument("--images", default="", help="an ImageFolder to use (default: 3,000 JPEGs made here)")
     args = parser.parse_args()
-    if args.one:
-        print(json.dumps(measure(args.one[0], args.one[1], args.scale, args.images, args.workers or WORKERS)))
-        return
-    scale, rounds = (0.01, 1) if args.quick else (1.0, args.rounds)
-    workers = args.workers or (2 if args.quick else WORKERS)
+    workers = args.workers if args.workers is not None else 2 if args.quick else WORKERS
     if not 1 <= workers <= 64:
         parser.error(f"--workers takes 1 to 64, got {workers}")
+    if args.one:
+        print(json.dumps(measure(args.one[0], args.one[1], args.scale, args.images, workers)))
+        return
+    scale, rounds = (0.01, 1) if args.quick else (1.0, args.rounds)
     rows = [row for row in args.rows.split(",") if row]
     loaders = [name for name in args.loaders.split(",") if name]
     unknown = sorted(set(rows) - set(ROWS)) + sorted(set(loaders) - set(LOADERS))

@@ -68,10 +68,10 @@ if [ -n "$wheel" ]; then
     interpreter_argument=()
     [ -z "$interpreter" ] || interpreter_argument=(--interpreter "$interpreter")
     scratch=$(mktemp -d)
+    trap 'rm -rf "$scratch"' EXIT
     (cd target && maturin build --quiet --release --zig --compatibility manylinux_2_28 --auditwheel skip \
-        -m ../src/media/Cargo.toml --features "$features" "${interpreter_argument[@]}" --out "$scratch")
-    rm -rf "$scratch"
-    built=target/x86_64-unknown-linux-gnu/release/lib_media.so
+        -m ../src/media/Cargo.toml --features "$features" ${interpreter_argument[@]+"${interpreter_argument[@]}"} --out "$scratch")
+    built=${CARGO_TARGET_DIR:-target}/x86_64-unknown-linux-gnu/release/lib_media.so
 else
     cargo build --quiet --release -p stoker-media --features "$features"
     built=target/release/lib_media.so
@@ -82,23 +82,29 @@ mkdir -p "$out"
 staged="$out/.staged.so"
 cp "$built" "$staged"
 # Dependencies first, so each library's own FFmpeg dependencies are loaded before it.
+# Every file is written beside and moved into place: `make test` builds the free-threaded part
+# while tests import the abi3 one from the same folder, and a reader must never find a file
+# half written (libraries.txt empty: the module's FFmpeg symbols unresolved).
 needed=$(patchelf --print-needed "$staged")
-: >"$out/libraries.txt"
+: >"$out/.libraries.txt"
 for stem in libavutil libswresample libswscale libavcodec libavformat; do
     for library in $needed; do
         case "$library" in "$stem".so.*)
-            echo "$library" >>"$out/libraries.txt"
+            echo "$library" >>"$out/.libraries.txt"
             patchelf --remove-needed "$library" "$staged" ;;
         esac
     done
 done
 mv -f "$staged" "$out/_media$suffix"
-cp python/stoker/_media/_media.pyi "$out/_media.pyi"
-cat >"$out/__init__.py" <<PYTHON
+cp python/stoker/_media/_media.pyi "$out/._media.pyi"
+cat >"$out/.__init__.py" <<PYTHON
 """stoker's media part built against FFmpeg $major (libavcodec $avcodec), made by src/media/build.sh."""
 
 from .. import load_libraries
 
 load_libraries(__path__[0])
 PYTHON
+mv -f "$out/.libraries.txt" "$out/libraries.txt"
+mv -f "$out/._media.pyi" "$out/_media.pyi"
+mv -f "$out/.__init__.py" "$out/__init__.py"
 echo "media part for FFmpeg $major (libavcodec $avcodec): $out/_media$suffix, needs $(tr '\n' ' ' <"$out/libraries.txt")"

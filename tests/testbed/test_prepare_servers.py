@@ -26,10 +26,30 @@ def test_every_fetch_runs_side_by_side_and_a_failure_is_reported_not_raised() ->
     def broken() -> object:
         raise ServerError("mvn could not fetch cassandra-all")
 
-    outcomes = prepare.prepare_servers({"first": lambda: slow("first"), "second": lambda: slow("second"), "broken": broken})
+    def exits() -> object:
+        raise SystemExit(3)
+
+    class Unprintable(Exception):
+        def __str__(self) -> str:
+            raise RuntimeError("no message")
+
+    def unprintable() -> object:
+        raise Unprintable()
+
+    fetches = {
+        "first": lambda: slow("first"),
+        "broken": broken,
+        "exits": exits,
+        "unprintable": unprintable,
+        "second": lambda: slow("second"),
+    }
+    outcomes = prepare.prepare_servers(fetches)
     assert sorted(started) == ["first", "second"]
+    assert list(outcomes) == list(fetches), "every server reported, in order"
     assert outcomes["first"].startswith("ready in ") and outcomes["second"].startswith("ready in "), outcomes
     assert outcomes["broken"] == "not fetched (ServerError: mvn could not fetch cassandra-all)"
+    assert outcomes["exits"] == "not fetched (SystemExit: 3)"
+    assert outcomes["unprintable"] == "not fetched (Unprintable: (its message could not be made))"
 
 
 def test_every_server_the_tests_start_is_fetched() -> None:

@@ -34,7 +34,8 @@ FETCHES: dict[str, Callable[[], object]] = {
 
 
 def prepare_servers(fetches: dict[str, Callable[[], object]] = FETCHES) -> dict[str, str]:
-    """Run every fetch side by side; returns each server's outcome ("ready in N s" or the error)."""
+    """Run every fetch side by side; returns each server's outcome, in the order of ``fetches``:
+    "ready in N s", or why not (the error, or "did not finish" where its thread ended otherwise)."""
     outcomes: dict[str, str] = {}
     lock = threading.Lock()  # guards outcomes: each thread writes its own key
 
@@ -43,17 +44,27 @@ def prepare_servers(fetches: dict[str, Callable[[], object]] = FETCHES) -> dict[
         try:
             call()
             outcome = f"ready in {time.monotonic() - started:.0f} s"
-        except Exception as error:  # noqa: BLE001 - reported; the test that needs it fails with the cause
-            outcome = f"not fetched ({type(error).__name__}: {str(error)[:500]})"
+        except BaseException as error:  # noqa: BLE001 - reported (SystemExit too); the test that needs it fails with the cause
+            outcome = f"not fetched ({_describe(error)})"
         with lock:
             outcomes[name] = outcome
 
-    threads = [threading.Thread(target=fetch, args=item, name=f"fetch {item[0]}") for item in fetches.items()]
+    threads = [threading.Thread(target=fetch, args=item, name=f"fetch {item[0]}", daemon=True) for item in fetches.items()]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    return outcomes
+    with lock:
+        return {name: outcomes.get(name, "did not finish") for name in fetches}
+
+
+def _describe(error: BaseException) -> str:
+    """``Type: message``, at most 500 characters, even where the error's own ``str`` fails."""
+    try:
+        message = str(error)
+    except Exception:  # noqa: BLE001 - a message that cannot be made is named as such
+        message = "(its message could not be made)"
+    return f"{type(error).__name__}: {message}"[:500]
 
 
 if __name__ == "__main__":
