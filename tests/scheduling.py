@@ -20,8 +20,6 @@ asserts, or keeps both cores busy for more than a few seconds, add it to `_ALONE
 
 from __future__ import annotations
 
-import sys
-
 import pytest
 
 __all__ = ["run_alone", "worker_group"]
@@ -37,23 +35,19 @@ _ALONE: dict[str, str] = {
     "tests/bench/test_benchmarks_run.py::test_a_cheap_benchmark_runs_to_its_table[loader/free_threaded.py]": (
         "it runs .venv-freethreaded, which make test installs while the side-by-side part runs"
     ),
-}
-
-# On a free-threaded build (`make test-free-threaded`), also alone: the side-by-side workers' own
-# Python threads run in parallel there (no GIL takes turns), so they fill both cores where on
-# the GIL build they leave room. Two tuner cases side by side on 3.14t read that load as the
-# job's own and moved otherwise ("spin used 0.0 of 4 slots" where alone it sees "other
-# processes keep 1.2 of 2 cores busy"); alone they pass.
-_ALONE_WITHOUT_GIL: dict[str, str] = {
-    "tests/pipeline/test_tuner.py": "the tuner's moves follow the machine's load, which workers without a GIL fill",
+    # The tuner's moves and measured rates follow the machine's load. On a free-threaded build the
+    # side-by-side workers' own Python threads run in parallel (no GIL takes turns) and fill both
+    # cores: two tuner cases side by side on 3.14t read that load as the job's own and moved
+    # otherwise ("spin used 0.0 of 4 slots" where alone it sees "other processes keep 1.2 of 2
+    # cores busy"). On the GIL build make test runs the static checks beside the side-by-side part
+    # (packaging/beside.sh), filling the cores the tests leave: a clean run there trimmed an I/O
+    # stage the tuner should have raised ("wait used 7.1 of 10 slots": 7 threads, 8 asked for).
+    "tests/pipeline/test_tuner.py": "the tuner's moves follow the machine's load, which the work beside the tests fills",
     # 8 sleeping threads measured at 274 items/s against one thread's 277 side by side on 3.14t
-    "tests/pipeline/test_profile.py": "it compares the rates it measures, which workers without a GIL slow unevenly",
+    "tests/pipeline/test_profile.py": "it compares the rates it measures, which work beside it slows unevenly",
     # a consumer that only sorts was kept off the cores long enough that the stage before it waited 0.62 s on it
-    "tests/pipeline/test_stats.py": "it compares the waits it measures, which workers without a GIL lengthen unevenly",
+    "tests/pipeline/test_stats.py": "it compares the waits it measures, which work beside it lengthens unevenly",
 }
-
-# What runs alone on this interpreter (asked once: the answer does not change within a run).
-_ALONE_HERE = _ALONE if getattr(sys, "_is_gil_enabled", lambda: True)() else {**_ALONE, **_ALONE_WITHOUT_GIL}
 
 # Fixtures that start a server too heavy to start once per worker (Cassandra: about a minute and
 # a GB; the Ray cluster: a dozen processes), and files whose own module fixtures start one. They
@@ -91,7 +85,7 @@ def _test_id(item: pytest.Item) -> str:
 def run_alone(item: pytest.Item) -> str | None:
     """Why ``item`` runs alone in `make test`'s second part, or None when it runs side by side."""
     test = _test_id(item)
-    return next((why for prefix, why in _ALONE_HERE.items() if test.startswith(prefix)), None)
+    return next((why for prefix, why in _ALONE.items() if test.startswith(prefix)), None)
 
 
 def worker_group(item: pytest.Item) -> str | None:
