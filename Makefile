@@ -248,8 +248,9 @@ SERVERS_EARLY := (PYTHONPATH=testbed nice -n 10 $(PYTHON) -m stoker_testbed.serv
 # The release wheel (for tests/packaging/test_wheel.py) is packed from the native parts
 # install-dev built (no second compile). Then the side-by-side tests run with the static checks,
 # the Rust tests and the free-threaded wheel beside them at the lowest CPU priority
-# (packaging/beside.sh): the tests mostly wait, and the checks fill the cores they leave idle
-# (run one after the other, the checks took 7 of the 48 minutes). The tests that time what they
+# (packaging/beside.sh): they fill what the tests leave (the part's tail, the checks' own
+# single-threaded stretches); the part itself is CPU-bound (vmstat: 96-100% busy), so this saves
+# 1-3 minutes, not the checks' 7. The tests that time what they
 # check run after both, alone; the free-threaded wheel's own test among them, as it needs that
 # wheel. The phases' times are printed at the end (packaging/phases.sh).
 test: | system-test

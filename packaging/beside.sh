@@ -4,8 +4,8 @@
 # where FOREGROUND passed. Usage: beside.sh BACKGROUND FOREGROUND (each one shell command line).
 #
 # make test runs its static checks and Rust tests this way beside the side-by-side Python tests:
-# those mostly wait (on servers, child processes, sleeps), and the checks, pure CPU, fill the
-# cores they leave idle. At nice 19 the checks get about 1.5% of a core that a test wants (the
+# the checks fill whatever the tests leave idle (the part's tail, the checks' own single-threaded
+# stretches overlap it). At nice 19 the checks get about 1.5% of a core that a test wants (the
 # kernel's weights: 15 against 1024), so the tests run as fast as alone.
 #
 # Each command runs in a process group of its own (setsid), so that Ctrl-C or a TERM to this
